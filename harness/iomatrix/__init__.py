@@ -1,0 +1,5 @@
+"""iomatrix: a storage performance lab as code."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

@@ -1,0 +1,54 @@
+"""Error types that reach the user. Each says what, where and why; the CLI prints them without a traceback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class IomatrixError(Exception):
+    """Base of every error iomatrix reports to the user as a message, not a traceback."""
+
+
+@dataclass
+class MatrixError(IomatrixError):
+    """A matrix file is invalid: names the file, the path of the field, and the reason."""
+
+    file: str
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.field}" if self.field else self.file
+        return f"{where}: {self.reason}"
+
+
+@dataclass
+class MatrixErrors(IomatrixError):
+    """Several validation errors of one file, reported together so the user fixes them at once."""
+
+    errors: tuple[MatrixError, ...]
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self.errors)
+
+
+@dataclass
+class KernelError(IomatrixError):
+    """A kernel spec cannot be resolved, downloaded, unpacked or verified."""
+
+    spec: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"kernel {self.spec!r}: {self.reason}"
+
+
+@dataclass
+class ResultFormatError(IomatrixError):
+    """A result file is unreadable, truncated, or of a format version we cannot load."""
+
+    file: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.reason}"

@@ -1,0 +1,153 @@
+"""The records every stage shares: a fully resolved Cell and the Matrix that holds them.
+
+A Cell carries every value it needs (no lookups back into the matrix file), so the guest agent,
+the archive and the comparison all read the same thing. Cell ids come from the sorted axis values,
+never from file names, and nothing parses parameters back out of an id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Bus = Literal["virtio-blk", "nvme", "scsi"]
+Backing = Literal["file", "ram"]
+# QEMU -drive cache= modes. Only "none" (O_DIRECT on the host) gives trustworthy numbers;
+# "unsafe" ignores flushes and is for functional smoke runs only (marked in results).
+CacheMode = Literal["none", "writeback", "writethrough", "directsync", "unsafe"]
+AioMode = Literal["threads", "native", "io_uring"]
+Scheduler = Literal["none", "mq-deadline", "bfq", "kyber"]
+
+SCHEDULERS: tuple[str, ...] = ("none", "mq-deadline", "bfq", "kyber")
+AXES: tuple[str, ...] = (
+    "kernel",
+    "filesystem",
+    "mount_options",
+    "scheduler",
+    "device",
+    "workload",
+)
+
+
+class Record(BaseModel):
+    """Base of every record: immutable, and unknown fields are an error rather than ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FilesystemChoice(Record):
+    """One value of the filesystem axis: a name, the filesystem type and its mkfs arguments."""
+
+    name: str
+    fstype: str
+    mkfs_options: tuple[str, ...] = ()
+
+
+class MountOptionSet(Record):
+    """A named set of mount options for one filesystem; empty options mean the kernel's defaults."""
+
+    name: str
+    options: tuple[str, ...] = ()
+
+    @property
+    def joined(self) -> str:
+        return ",".join(self.options)
+
+
+class DeviceProfile(Record):
+    """A virtual test disk: how big, on which bus, backed by what, with which QEMU drive options."""
+
+    name: str
+    size_bytes: int = Field(gt=0)
+    bus: Bus = "virtio-blk"
+    backing: Backing = "file"
+    cache: CacheMode = "none"
+    aio: AioMode = "native"
+
+
+class Workload(Record):
+    """A fio job file, identified by name; the text is pinned by its hash so results say what ran."""
+
+    name: str
+    kind: Literal["fio"] = "fio"
+    job_file: str
+    sha256: str
+    # Estimated seconds one repetition takes, for ETAs and shard balancing only.
+    estimated_s: float = Field(gt=0)
+
+
+class VmSettings(Record):
+    memory_mib: int = Field(default=2048, ge=256)
+    cpus: int = Field(default=2, ge=1)
+
+
+class Timeouts(Record):
+    """Limits that turn a hang into a failed cell instead of a stuck run."""
+
+    boot_s: float = Field(default=240.0, gt=0)
+    cell_s: float = Field(default=600.0, gt=0)
+
+
+class Cell(Record):
+    """One fully resolved combination of the matrix axes, run `repeat` times."""
+
+    id: str
+    kernel: str
+    filesystem: FilesystemChoice
+    mount_options: MountOptionSet
+    scheduler: Scheduler
+    device: DeviceProfile
+    workload: Workload
+    repeat: int = Field(default=1, ge=1)
+
+    def axis_values(self) -> dict[str, str]:
+        return axis_values(
+            kernel=self.kernel,
+            filesystem=self.filesystem.name,
+            mount_options=self.mount_options.name,
+            scheduler=self.scheduler,
+            device=self.device.name,
+            workload=self.workload.name,
+        )
+
+    @property
+    def label(self) -> str:
+        """A short human name; ids are for machines, labels for tables."""
+        v = self.axis_values()
+        return "/".join(v[a] for a in AXES)
+
+    @property
+    def estimated_s(self) -> float:
+        # mkfs + mount + unmount per repetition, on top of the workload itself.
+        return self.repeat * (self.workload.estimated_s + 8.0)
+
+
+def axis_values(**values: str) -> dict[str, str]:
+    return {axis: values[axis] for axis in AXES}
+
+
+def cell_id(values: dict[str, str]) -> str:
+    """Deterministic id from the sorted axis values: same values, same id, on any machine."""
+    canonical = json.dumps(sorted(values.items()), separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+class Matrix(Record):
+    """A validated, expanded matrix: where it came from, the VM it needs and its cells."""
+
+    name: str
+    source: str
+    vm: VmSettings = VmSettings()
+    timeouts: Timeouts = Timeouts()
+    cells: tuple[Cell, ...]
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c.kernel for c in self.cells))
+
+    def source_path(self) -> Path:
+        return Path(self.source)

@@ -1,0 +1,150 @@
+"""The one seam between iomatrix and the outside world: every external command runs through `run`.
+
+Why one seam: argv lists only (never a shell string), one place that enforces timeouts and kills
+the whole process group (vng starts QEMU as a child, and a timeout must not leave it running), one
+error type that carries what the command printed, and one function unit tests replace with a fake.
+Modules call it as `proc.run(...)` so a test's monkeypatch reaches every caller.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iomatrix.errors import IomatrixError
+
+# How long a process group gets between SIGTERM and SIGKILL when we stop it.
+_TERMINATE_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a finished command left behind. stdout is empty when it went to a file."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+
+# Exceptions are plain (not frozen) dataclasses: Python sets __traceback__ and notes on them.
+@dataclass
+class CommandError(IomatrixError):
+    """A command exited with a code it was not allowed to, or could not be started at all."""
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str = ""
+    stderr: str = ""
+    reason: str = field(default="")
+
+    def __str__(self) -> str:
+        what = self.reason or f"exited with status {self.returncode}"
+        tail = (self.stderr or self.stdout).strip().splitlines()[-15:]
+        detail = ("\n" + "\n".join(tail)) if tail else ""
+        return f"{_show(self.argv)}: {what}{detail}"
+
+
+@dataclass
+class CommandTimeout(CommandError):
+    """A command ran longer than its timeout and was killed (with its whole process group)."""
+
+    timeout_s: float = 0.0
+
+
+def _show(argv: Sequence[str]) -> str:
+    # Only for messages: shlex-quoted so a user can paste it, never executed.
+    import shlex
+
+    return shlex.join(argv)
+
+
+def _stop_group(popen: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the command's process group, then SIGKILL what is left after a grace period."""
+    try:
+        os.killpg(popen.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        popen.wait(timeout=_TERMINATE_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    popen.wait()
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    timeout_s: float,
+    ok_codes: Sequence[int] = (0,),
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    input_text: str | None = None,
+    output_file: Path | None = None,
+) -> Completed:
+    """Run argv and wait for it, at most timeout_s seconds.
+
+    output_file: stdout and stderr go (interleaved, as a console log) to this file instead of
+    memory; used for VM consoles whose output is large and must survive a crash of ours.
+    Raises CommandTimeout after killing the process group, CommandError on a disallowed exit code
+    or when the program does not exist. KeyboardInterrupt also stops the process group first.
+    """
+    args = tuple(str(a) for a in argv)
+    if not args:
+        raise ValueError("empty argv")
+    started = time.monotonic()
+    out_handle = output_file.open("ab") if output_file is not None else None
+    try:
+        try:
+            popen = subprocess.Popen(
+                args,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+                stdout=out_handle if out_handle is not None else subprocess.PIPE,
+                stderr=subprocess.STDOUT if out_handle is not None else subprocess.PIPE,
+                # A new session makes the command the leader of its own process group, so a
+                # timeout or Ctrl-C can stop it and everything it started (QEMU under vng).
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise CommandError(args, None, reason=f"cannot start: {exc.strerror or exc}") from exc
+        try:
+            out_b, err_b = popen.communicate(
+                input=input_text.encode() if input_text is not None else None, timeout=timeout_s
+            )
+        except subprocess.TimeoutExpired:
+            _stop_group(popen)
+            raise CommandTimeout(
+                args,
+                None,
+                reason=f"timed out after {timeout_s:g} s and was killed",
+                timeout_s=timeout_s,
+            ) from None
+        except BaseException:
+            # Ctrl-C or SIGTERM turned into an exception: never leave the child running.
+            _stop_group(popen)
+            raise
+    finally:
+        if out_handle is not None:
+            out_handle.close()
+    completed = Completed(
+        argv=args,
+        returncode=popen.returncode,
+        stdout=(out_b or b"").decode(errors="replace"),
+        stderr=(err_b or b"").decode(errors="replace"),
+        duration_s=time.monotonic() - started,
+    )
+    if completed.returncode not in ok_codes:
+        raise CommandError(args, completed.returncode, completed.stdout, completed.stderr)
+    return completed
