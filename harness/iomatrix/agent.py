@@ -1,0 +1,259 @@
+"""The guest agent: runs inside the VM, one cell after another, and writes each cell's result.
+
+Run as `python -m iomatrix.agent <plan.json>` by the VM's init. Per cell and repetition:
+load modules, set the scheduler on the test disk, mkfs with the cell's options, mount with the
+cell's options, read back /proc/mounts and the scheduler to record what the kernel applied, run
+the workload, unmount. Each cell ends with one result.json, written atomically, whatever happens:
+a failing tool makes the cell `failed` with the tool's own message, a timeout or a bug of ours
+makes it `error`, and the next cell still runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from iomatrix import cpustat, fio, proc
+from iomatrix.filesystems import (
+    SCHEDULER_MODULES,
+    active_scheduler,
+    adapter,
+    available_schedulers,
+    missing_mount_options,
+)
+from iomatrix.model import Cell
+from iomatrix.plan import BootPlan
+from iomatrix.results import Applied, CellResult, Repetition, Status, write_record
+
+MOUNTPOINT = Path("/tmp/iomatrix/mnt")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+class CellFailed(Exception):
+    """The cell's own setup or workload failed (a tool said no): status `failed`."""
+
+
+class CellError(Exception):
+    """The cell could not be judged (timeout, missing disk, our bug): status `error`."""
+
+
+class CellContext:
+    """One cell's deadline and log; every command of the cell goes through `run`."""
+
+    def __init__(self, cell: Cell, cell_dir: Path, deadline: float) -> None:
+        self.cell = cell
+        self.dir = cell_dir
+        self.deadline = deadline
+        self.log_path = cell_dir / "cell.log"
+
+    def log(self, text: str) -> None:
+        with self.log_path.open("a") as handle:
+            handle.write(text.rstrip("\n") + "\n")
+
+    def run(self, argv: Sequence[str], *, what: str, cwd: Path | None = None) -> proc.Completed:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise CellError(f"timeout: the cell's time budget ran out before {what}")
+        self.log(f"$ {' '.join(argv)}")
+        try:
+            done = proc.run(argv, timeout_s=remaining, cwd=cwd)
+        except proc.CommandTimeout as exc:
+            self.log(str(exc))
+            raise CellError(f"timeout: {what} did not finish within the cell's budget") from exc
+        except proc.CommandError as exc:
+            self.log(str(exc))
+            message = (exc.stderr or exc.stdout).strip().splitlines()
+            detail = " | ".join(message[-3:]) if message else (exc.reason or "")
+            raise CellFailed(f"{what} failed (exit {exc.returncode}): {detail}") from exc
+        if done.stdout.strip() or done.stderr.strip():
+            self.log((done.stdout + done.stderr).strip())
+        return done
+
+
+def find_disk(serial: str) -> str:
+    """The block device whose serial number is `serial`: virtio-blk, NVMe or SCSI."""
+    for block in sorted(Path("/sys/block").iterdir()):
+        candidates = [block / "serial", block / "device" / "serial"]
+        for candidate in candidates:
+            try:
+                if candidate.read_text().strip() == serial:
+                    return block.name
+            except OSError:
+                continue
+        vpd = block / "device" / "vpd_pg80"
+        try:
+            # SCSI unit serial number page: 4-byte header, then the serial.
+            if vpd.read_bytes()[4:].decode(errors="replace").strip().strip("\0") == serial:
+                return block.name
+        except OSError:
+            continue
+    raise CellError(f"no block device with serial {serial!r} in /sys/block")
+
+
+def mounted_options(mountpoint: Path) -> tuple[str, str, tuple[str, ...]]:
+    """(source, fstype, options) of the mount at mountpoint, from /proc/mounts."""
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1] == str(mountpoint):
+            return fields[0], fields[2], tuple(fields[3].split(","))
+    raise CellError(f"{mountpoint} is not in /proc/mounts after mounting")
+
+
+def set_scheduler(ctx: CellContext, device: str) -> tuple[str | None, tuple[str, ...]]:
+    for module in SCHEDULER_MODULES[ctx.cell.scheduler]:
+        # Built-in schedulers make modprobe fail harmlessly; the read-back below is the judge.
+        try:
+            ctx.run(["modprobe", module], what=f"modprobe {module}")
+        except CellFailed as exc:
+            ctx.log(f"(ignored) {exc}")
+    sysfs = Path("/sys/block") / device / "queue" / "scheduler"
+    try:
+        sysfs.write_text(ctx.cell.scheduler)
+    except OSError as exc:
+        ctx.log(f"writing {ctx.cell.scheduler!r} to {sysfs}: {exc}")
+    text = sysfs.read_text()
+    active, available = active_scheduler(text), available_schedulers(text)
+    if active != ctx.cell.scheduler:
+        raise CellFailed(
+            f"scheduler {ctx.cell.scheduler!r} is not available on this kernel "
+            f"(active: {active}; available: {', '.join(available)})"
+        )
+    return active, available
+
+
+def drop_caches(ctx: CellContext) -> None:
+    """Start each repetition from cold caches so one repetition does not warm the next."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3")
+    except OSError as exc:
+        ctx.log(f"(ignored) drop_caches: {exc}")
+
+
+def run_repetition(ctx: CellContext, device: str, index: int) -> tuple[Applied, Repetition]:
+    cell = ctx.cell
+    fs = adapter(cell.filesystem.fstype)
+    dev_path = f"/dev/{device}"
+    ctx.run(fs.mkfs_argv([dev_path], cell.filesystem.mkfs_options), what="mkfs")
+    MOUNTPOINT.mkdir(parents=True, exist_ok=True)
+    mount = ["mount", "-t", fs.fstype]
+    if cell.mount_options.options:
+        mount += ["-o", cell.mount_options.joined]
+    ctx.run([*mount, dev_path, str(MOUNTPOINT)], what="mount")
+    try:
+        _source, fstype, options = mounted_options(MOUNTPOINT)
+        sched_text = (Path("/sys/block") / device / "queue" / "scheduler").read_text()
+        applied = Applied(
+            kernel_release=platform.release(),
+            device=device,
+            scheduler=active_scheduler(sched_text),
+            schedulers_available=available_schedulers(sched_text),
+            mount_fstype=fstype,
+            mount_options=options,
+            missing_mount_options=missing_mount_options(cell.mount_options.options, options),
+        )
+        ctx.log(f"applied: {applied.model_dump_json()}")
+        drop_caches(ctx)
+        fio_out = ctx.dir / f"rep-{index}.fio.json"
+        before = cpustat.read()
+        started = time.monotonic()
+        ctx.run(
+            fio.fio_argv(cell.workload.job_file, str(MOUNTPOINT), str(fio_out)),
+            what="fio",
+            cwd=MOUNTPOINT,
+        )
+        duration = time.monotonic() - started
+        usage = cpustat.usage(before, cpustat.read())
+        data = fio.parse_file(fio_out)
+        errors = fio.job_errors(data)
+        if errors:
+            raise CellFailed("fio reported errors: " + "; ".join(errors))
+        rep = Repetition(
+            index=index,
+            metrics=fio.metrics(data),
+            cpu=usage,
+            duration_s=duration,
+            fio_version=fio.version(data),
+            fio=data,
+        )
+    finally:
+        # Always unmount so the next cell's mkfs finds a free device.
+        try:
+            ctx.run(["umount", str(MOUNTPOINT)], what="umount")
+        except (CellFailed, CellError) as exc:
+            ctx.log(f"umount: {exc}")
+    return applied, rep
+
+
+def run_cell(plan: BootPlan, cell: Cell) -> CellResult:
+    cell_dir = Path(plan.run_dir) / "cells" / cell.id
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    # The host's progress display watches for this marker.
+    (cell_dir / "started").write_text(_now() + "\n")
+    ctx = CellContext(cell, cell_dir, time.monotonic() + plan.timeouts.cell_s)
+    started_at = _now()
+    print(f"iomatrix-agent: cell {cell.id} {cell.label} start", flush=True)
+    status: Status = "ok"
+    reason: str | None = None
+    applied: Applied | None = None
+    reps: list[Repetition] = []
+    try:
+        device = find_disk(plan.disks[0].serial)
+        for module in adapter(cell.filesystem.fstype).modules:
+            try:
+                ctx.run(["modprobe", module], what=f"modprobe {module}")
+            except CellFailed as exc:
+                ctx.log(f"(ignored) {exc}")
+        set_scheduler(ctx, device)
+        for index in range(cell.repeat):
+            applied, rep = run_repetition(ctx, device, index)
+            reps.append(rep)
+    except CellFailed as exc:
+        status, reason = "failed", str(exc)
+    except CellError as exc:
+        status, reason = "error", str(exc)
+    except Exception as exc:  # noqa: BLE001 - a bug of ours fails this cell, not the others
+        ctx.log(traceback.format_exc())
+        status, reason = "error", f"agent error: {type(exc).__name__}: {exc}"
+    result = CellResult(
+        cell_id=cell.id,
+        status=status,
+        reason=reason,
+        applied=applied,
+        repetitions=tuple(reps),
+        started_at=started_at,
+        finished_at=_now(),
+        log=str(ctx.log_path.relative_to(plan.run_dir)),
+    )
+    write_record(cell_dir / "result.json", result)
+    print(f"iomatrix-agent: cell {cell.id} {status}{': ' + reason if reason else ''}", flush=True)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m iomatrix.agent PLAN.json", file=sys.stderr)
+        return 2
+    plan = BootPlan.model_validate_json(Path(args[0]).read_text())
+    print(f"iomatrix-agent: kernel {platform.release()}, {len(plan.cells)} cells", flush=True)
+    for cell in plan.cells:
+        result_file = Path(plan.run_dir) / "cells" / cell.id / "result.json"
+        if result_file.exists():
+            # A restarted VM (after a panic) skips what an earlier boot finished.
+            continue
+        run_cell(plan, cell)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

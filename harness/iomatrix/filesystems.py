@@ -1,0 +1,87 @@
+"""One small adapter per filesystem type, behind one interface (as xfstests-bld's fs/<fs>/config).
+
+The guest agent asks an adapter for the modules to load and the mkfs argv; it never builds
+filesystem-specific commands itself. Adding a filesystem means adding one entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# Options the kernel never lists in /proc/mounts even when honoured; not reported as missing.
+_NEVER_SHOWN = frozenset({"defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail"})
+
+
+@dataclass(frozen=True)
+class FilesystemAdapter:
+    fstype: str
+    # Kernel modules to load before mkfs/mount; built-in filesystems make modprobe a no-op.
+    modules: tuple[str, ...]
+    mkfs_tool: str
+    # Flags that make mkfs overwrite an old signature and stay quiet; every cell gets a fresh fs.
+    mkfs_flags: tuple[str, ...]
+
+    def mkfs_argv(self, devices: Sequence[str], options: Sequence[str]) -> list[str]:
+        """mkfs argv: tool, forced/quiet flags, the user's options, then the device(s)."""
+        return [self.mkfs_tool, *self.mkfs_flags, *options, *devices]
+
+
+ADAPTERS: dict[str, FilesystemAdapter] = {
+    # ext4 initialises inode tables and the journal lazily in a kernel thread after mount, which
+    # would write in the background of the measurement; a benchmark wants it done up front.
+    "ext4": FilesystemAdapter(
+        "ext4", ("ext4",), "mkfs.ext4", ("-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0")
+    ),
+    "ext2": FilesystemAdapter("ext2", ("ext2", "ext4"), "mkfs.ext2", ("-F", "-q")),
+    "xfs": FilesystemAdapter("xfs", ("xfs",), "mkfs.xfs", ("-f", "-q")),
+    "btrfs": FilesystemAdapter("btrfs", ("btrfs",), "mkfs.btrfs", ("-f", "-q")),
+    "f2fs": FilesystemAdapter("f2fs", ("f2fs",), "mkfs.f2fs", ("-f", "-q")),
+}
+
+SCHEDULER_MODULES: dict[str, tuple[str, ...]] = {
+    "none": (),
+    "mq-deadline": ("mq-deadline",),
+    "bfq": ("bfq",),
+    "kyber": ("kyber-iosched",),
+}
+
+
+def adapter(fstype: str) -> FilesystemAdapter:
+    try:
+        return ADAPTERS[fstype]
+    except KeyError:
+        known = ", ".join(sorted(ADAPTERS))
+        raise ValueError(f"unknown filesystem type {fstype!r}; known: {known}") from None
+
+
+def missing_mount_options(requested: Sequence[str], applied: Sequence[str]) -> tuple[str, ...]:
+    """Requested options that /proc/mounts does not show: ignored, rejected or renamed by the kernel.
+
+    A request `k` is satisfied by an applied `k` or `k=<anything>` (btrfs shows `discard` as
+    `discard=sync`, `space_cache` as `space_cache=v2`); `k=v` by `k=v` or `k=v:<level>` (btrfs
+    shows `compress=zstd` as `compress=zstd:3`). Anything else is reported, not hidden.
+    """
+    shown = set(applied)
+    missing: list[str] = []
+    for option in requested:
+        if option in _NEVER_SHOWN or option in shown:
+            continue
+        if "=" not in option and any(a.startswith(option + "=") for a in shown):
+            continue
+        if "=" in option and any(a.startswith(option + ":") for a in shown):
+            continue
+        missing.append(option)
+    return tuple(missing)
+
+
+def active_scheduler(sysfs_text: str) -> str | None:
+    """The bracketed entry of /sys/block/<dev>/queue/scheduler, e.g. '[none] mq-deadline' -> none."""
+    for word in sysfs_text.split():
+        if word.startswith("[") and word.endswith("]"):
+            return word[1:-1]
+    return None
+
+
+def available_schedulers(sysfs_text: str) -> tuple[str, ...]:
+    return tuple(w.strip("[]") for w in sysfs_text.split())

@@ -1,0 +1,107 @@
+"""A progress line for `iomatrix run`: cells done, ETA, and the cell running now.
+
+The cells run inside VMs, so the host learns of progress from the marker files the guest agent
+writes into the shared run folder (cells/<id>/started, cells/<id>/result.json). A background
+thread polls them; nothing in the guest needs to know a progress display exists.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from iomatrix.model import Cell
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def render(
+    done: int, total: int, elapsed_s: float, remaining_estimate_s: float, current: str | None
+) -> str:
+    width = 20
+    filled = width * done // total if total else width
+    bar = "#" * filled + "-" * (width - filled)
+    eta = format_duration(remaining_estimate_s)
+    now = f"  now: {current}" if current else ""
+    return f"[{bar}] {done}/{total} cells  elapsed {format_duration(elapsed_s)}  ETA {eta}{now}"
+
+
+class Progress:
+    """Polls the run folder and redraws one status line (or prints a line per change off a tty)."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        cells: Sequence[Cell],
+        stream: TextIO = sys.stderr,
+        interval_s: float = 1.0,
+        boot_overhead_s: float = 30.0,
+        boots: int = 1,
+    ) -> None:
+        self.run_dir = run_dir
+        self.cells = list(cells)
+        self.stream = stream
+        self.interval_s = interval_s
+        self.estimate_total = sum(c.estimated_s for c in self.cells) + boot_overhead_s * boots
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = time.monotonic()
+        self._last: tuple[int, str | None] | None = None
+        self._tty = bool(getattr(stream, "isatty", lambda: False)())
+
+    def snapshot(self) -> tuple[str, tuple[int, str | None]]:
+        """The status line, and what changed in it that is worth a new line off a terminal."""
+        done_est = 0.0
+        done = 0
+        current: str | None = None
+        for cell in self.cells:
+            folder = self.run_dir / "cells" / cell.id
+            if (folder / "result.json").exists():
+                done += 1
+                done_est += cell.estimated_s
+            elif (folder / "started").exists():
+                current = cell.label
+        elapsed = time.monotonic() - self._started
+        # Scale the static estimate by how fast cells actually went so far.
+        speed = elapsed / done_est if done_est else 1.0
+        remaining = max(0.0, (self.estimate_total - done_est) * speed - (0 if done else elapsed))
+        if done == len(self.cells):
+            remaining = 0.0
+        line = render(done, len(self.cells), elapsed, remaining, current)
+        return line, (done, current)
+
+    def _draw(self) -> None:
+        line, key = self.snapshot()
+        if self._tty:
+            self.stream.write("\r\033[K" + line)
+            self.stream.flush()
+        elif key != self._last:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        self._last = key
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._draw()
+
+    def __enter__(self) -> Progress:
+        self._thread = threading.Thread(target=self._loop, name="iomatrix-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._draw()
+        if self._tty:
+            self.stream.write("\n")

@@ -1,0 +1,234 @@
+"""Result records and the run folder's files: versioned, written atomically, loaded with checks.
+
+Layout of a run folder (results/<run-id>/):
+  run.json                 the whole run: format version, environment, matrix, every cell's result
+  cells/<cell-id>/         written by the guest agent: result.json, cell.log, rep-<n>.fio.json
+  boots/<boot-id>/         plan.json (what the VM was asked to do) and console.log (its serial console)
+
+Format history of run.json (RUN_FORMAT):
+  1  first format (2026-11).
+A file of a newer format is refused with a message saying which iomatrix can read it; older
+formats will load through migrations listed here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from iomatrix.cpustat import CpuUsage
+from iomatrix.errors import ResultFormatError
+from iomatrix.model import Cell, Record
+
+RUN_FORMAT = 1
+CELL_FORMAT = 1
+
+Status = Literal["ok", "failed", "skipped", "error"]
+
+
+class Applied(Record):
+    """What the guest kernel actually applied, read back after setting it up; never the request."""
+
+    kernel_release: str
+    device: str
+    scheduler: str | None
+    schedulers_available: tuple[str, ...]
+    mount_fstype: str
+    mount_options: tuple[str, ...]
+    # Requested mount options that /proc/mounts does not show (ignored or renamed by the kernel).
+    missing_mount_options: tuple[str, ...] = ()
+
+
+class Repetition(Record):
+    index: int
+    metrics: dict[str, float]
+    cpu: CpuUsage
+    duration_s: float
+    fio_version: str
+    # fio's own JSON, kept whole so nothing it measured is lost to our metric selection.
+    fio: dict[str, Any]
+
+    def all_metrics(self) -> dict[str, float]:
+        """fio's metrics plus the guest CPU shares, as cpu_usr_pct, cpu_sys_pct, ..."""
+        cpu = {f"cpu_{k}": float(v) for k, v in self.cpu.model_dump().items()}
+        return {**self.metrics, **cpu}
+
+
+class CellResult(Record):
+    """One cell's outcome, as the guest agent (or the host, when the VM died) recorded it."""
+
+    format: int = CELL_FORMAT
+    cell_id: str
+    status: Status
+    reason: str | None = None
+    applied: Applied | None = None
+    repetitions: tuple[Repetition, ...] = ()
+    started_at: str | None = None
+    finished_at: str | None = None
+    # Paths relative to the run folder.
+    log: str | None = None
+
+    def summary(self) -> dict[str, MetricSummary]:
+        return summarize(self.repetitions)
+
+
+class MetricSummary(Record):
+    values: tuple[float, ...]
+    median: float
+    # Coefficient of variation (stdev / mean); None with fewer than two values or a zero mean.
+    cov: float | None
+
+
+def summarize(reps: tuple[Repetition, ...]) -> dict[str, MetricSummary]:
+    """Median and CoV of every metric over the repetitions that reported it."""
+    columns: dict[str, list[float]] = {}
+    for rep in reps:
+        for name, value in rep.all_metrics().items():
+            columns.setdefault(name, []).append(value)
+    out: dict[str, MetricSummary] = {}
+    for name, values in columns.items():
+        mean = statistics.fmean(values)
+        cov = statistics.stdev(values) / mean if len(values) > 1 and mean else None
+        out[name] = MetricSummary(values=tuple(values), median=statistics.median(values), cov=cov)
+    return out
+
+
+class BootRecord(Record):
+    boot_id: str
+    kernel: str
+    device: str
+    cells: tuple[str, ...]
+    console_log: str
+    argv: tuple[str, ...]
+    exit_code: int | None
+    outcome: Literal["ok", "exit-error", "timeout", "panic", "not-started", "interrupted"]
+    duration_s: float
+
+
+class KernelInfo(Record):
+    spec: str
+    release: str
+    source: str
+    vmlinuz_sha256: str
+
+
+class Environment(Record):
+    """What a result depends on besides the cell; comparisons refuse runs where this differs."""
+
+    host: str
+    host_cpu: str
+    host_kernel: str
+    accelerator: Literal["kvm", "tcg"]
+    qemu: str
+    virtme_ng: str
+    fio: str
+    python: str
+    iomatrix: str
+
+
+class CellEntry(Record):
+    cell: Cell
+    # Exact QEMU -drive/-device options the test disk had.
+    qemu_drive: tuple[str, ...]
+    result: CellResult
+
+
+class RunRecord(Record):
+    format: int = RUN_FORMAT
+    run_id: str
+    created_at: str
+    finished_at: str | None = None
+    status: Literal["running", "complete", "interrupted"]
+    matrix_name: str
+    matrix_source: str
+    matrix_sha256: str
+    shard: str | None = None
+    environment: Environment
+    kernels: dict[str, KernelInfo] = Field(default_factory=dict)
+    boots: tuple[BootRecord, ...] = ()
+    cells: tuple[CellEntry, ...] = ()
+
+    def counts(self) -> dict[str, int]:
+        out = {"ok": 0, "failed": 0, "skipped": 0, "error": 0}
+        for entry in self.cells:
+            out[entry.result.status] += 1
+        return out
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over the target.
+
+    A crash or Ctrl-C at any point leaves either the old file or the new one, never half of one.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=1, sort_keys=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_record(path: Path, record: Record) -> None:
+    write_json_atomic(path, record.model_dump(mode="json"))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ResultFormatError(str(path), f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultFormatError(
+            str(path), f"not valid JSON (truncated or corrupted?): {exc}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise ResultFormatError(str(path), "expected a JSON object")
+    return data
+
+
+def _check_format(path: Path, data: dict[str, Any], current: int) -> None:
+    version = data.get("format")
+    if not isinstance(version, int):
+        raise ResultFormatError(str(path), "no integer 'format' field: not an iomatrix result file")
+    if version > current:
+        raise ResultFormatError(
+            str(path),
+            f"format {version} is newer than this iomatrix understands ({current}); upgrade iomatrix",
+        )
+    if version < 1:
+        raise ResultFormatError(str(path), f"format {version} was never written by iomatrix")
+
+
+def load_run(path: Path) -> RunRecord:
+    """Load run.json (or a run folder), refusing unknown newer formats and malformed content."""
+    if path.is_dir():
+        path = path / "run.json"
+    data = _read_json(path)
+    _check_format(path, data, RUN_FORMAT)
+    try:
+        return RunRecord.model_validate(data)
+    except ValidationError as exc:
+        raise ResultFormatError(str(path), f"does not match run format {RUN_FORMAT}: {exc}") from exc
+
+
+def load_cell_result(path: Path) -> CellResult:
+    data = _read_json(path)
+    _check_format(path, data, CELL_FORMAT)
+    try:
+        return CellResult.model_validate(data)
+    except ValidationError as exc:
+        raise ResultFormatError(str(path), f"does not match cell format {CELL_FORMAT}: {exc}") from exc

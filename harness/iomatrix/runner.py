@@ -1,0 +1,384 @@
+"""Running a matrix: fetch kernels, boot one VM per (kernel, device profile), collect results.
+
+The host side of a run. It never interprets a workload itself: the guest agent does the work and
+writes one result per cell; the host turns the VM's fate (clean exit, panic, timeout) into results
+for the cells the agent could not finish, and keeps run.json valid after every boot, so a crash
+or Ctrl-C never loses what was already measured.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from iomatrix import environment, kernels, proc, vm
+from iomatrix.errors import IomatrixError, ResultFormatError
+from iomatrix.model import Cell, Matrix
+from iomatrix.plan import BootGroup, BootPlan, Disk, boot_groups
+from iomatrix.progress import Progress
+from iomatrix.results import (
+    BootRecord,
+    CellEntry,
+    CellResult,
+    KernelInfo,
+    RunRecord,
+    load_cell_result,
+    write_record,
+)
+
+# Paths that reach QEMU's option parser must not hold commas or spaces (QEMU splits on them).
+_SAFE_HOST_PATH = re.compile(r"^/[A-Za-z0-9._+/-]+$")
+_PANIC_MARKERS = ("Kernel panic", "BUG: ", "Oops: ", "general protection fault")
+# A panicking or hung guest gets restarted for the rest of its cells at most this many times.
+_MAX_RESTARTS = 3
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def new_run_id(matrix_name: str) -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{matrix_name}-{secrets.token_hex(2)}"
+
+
+def default_scratch_dir() -> Path:
+    env = os.environ.get("IOMATRIX_SCRATCH")
+    return Path(env) if env else kernels.cache_root() / "scratch"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    results_dir: Path
+    scratch_dir: Path
+    shard: str | None = None
+    progress: bool = True
+    run_id: str | None = None
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def console_excerpt(console: Path, max_lines: int = 25) -> str:
+    """The part of a console log that explains a dead VM: from a panic/oops marker, else the tail."""
+    try:
+        lines = console.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for i, line in enumerate(lines):
+        if any(marker in line for marker in _PANIC_MARKERS):
+            return "\n".join(lines[max(0, i - 3) : i + max_lines])
+    return "\n".join(lines[-max_lines:])
+
+
+def console_shows_panic(console: Path) -> bool:
+    try:
+        text = console.read_text(errors="replace")
+    except OSError:
+        return False
+    return "Kernel panic" in text
+
+
+def create_disk(path: Path, size_bytes: int, *, preallocate: bool) -> None:
+    """A raw image file. File-backed profiles are preallocated so the host filesystem's block
+    allocation is not part of what the guest measures; RAM-backed ones grow as written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        handle.truncate(size_bytes)
+        if preallocate:
+            os.posix_fallocate(handle.fileno(), 0, size_bytes)
+
+
+@dataclass
+class BootContext:
+    group: BootGroup
+    kernel: kernels.Kernel
+    accelerator: vm.Accelerator
+    run_dir: Path
+    scratch: Path
+    matrix: Matrix
+
+
+def disk_image_path(ctx: BootContext) -> Path:
+    cell = ctx.group.cells[0]
+    if cell.device.backing == "ram":
+        # /dev/shm is tmpfs: the disk lives in host RAM, the "fast device" profile.
+        return Path("/dev/shm") / f"iomatrix-{ctx.run_dir.name}-{ctx.group.boot_id}-0.img"
+    return ctx.scratch / f"{ctx.group.boot_id}-0.img"
+
+
+def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], Path]:
+    """Plan file contents and the vng argv for one boot (pure apart from path choices)."""
+    device = ctx.group.cells[0].device
+    image = disk_image_path(ctx)
+    if not _SAFE_HOST_PATH.match(str(image)) or not _SAFE_HOST_PATH.match(str(ctx.run_dir)):
+        raise IomatrixError(
+            f"disk image {image} or run folder {ctx.run_dir} has characters QEMU cannot take "
+            "(only letters, digits and ._+-/ are allowed); set IOMATRIX_SCRATCH / --results"
+        )
+    qemu_args = vm.disk_qemu_args(device, str(image), 0)
+    disk = Disk(serial=vm.disk_serial(0), host_path=str(image), qemu_args=tuple(qemu_args))
+    boot_dir = ctx.run_dir / "boots" / ctx.group.boot_id
+    plan = BootPlan(
+        boot_id=ctx.group.boot_id,
+        kernel=ctx.group.kernel,
+        device=device.name,
+        disks=(disk,),
+        run_dir=str(ctx.run_dir),
+        timeouts=ctx.matrix.timeouts,
+        cells=ctx.group.cells,
+    )
+    argv = vm.vng_argv(
+        vng=vm.vng_path(),
+        vmlinuz=ctx.kernel.vmlinuz,
+        release=ctx.kernel.release,
+        modules_dir=ctx.kernel.modules_dir,
+        vm=ctx.matrix.vm,
+        accelerator=ctx.accelerator,
+        rw_dir=str(ctx.run_dir),
+        disk_args=[qemu_args],
+        guest_command=vm.guest_agent_command(str(boot_dir / "plan.json")),
+    )
+    return plan, argv, image
+
+
+def _cell_result_path(run_dir: Path, cell: Cell) -> Path:
+    return run_dir / "cells" / cell.id / "result.json"
+
+
+def _host_side_result(run_dir: Path, cell: Cell, status: str, reason: str) -> CellResult:
+    """A result the host writes for a cell the guest could not finish."""
+    result = CellResult.model_validate(
+        {"cell_id": cell.id, "status": status, "reason": reason, "finished_at": now_iso()}
+    )
+    write_record(_cell_result_path(run_dir, cell), result)
+    return result
+
+
+def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
+    """Boot the group's VM (again after a panic or hang) until every cell has a result."""
+    records: list[BootRecord] = []
+    plan, argv, image = build_boot(ctx)
+    boot_dir = ctx.run_dir / "boots" / ctx.group.boot_id
+    write_record(boot_dir / "plan.json", plan)
+    device = ctx.group.cells[0].device
+    create_disk(image, device.size_bytes, preallocate=device.backing == "file")
+    try:
+        for attempt in range(_MAX_RESTARTS + 1):
+            pending = [c for c in ctx.group.cells if not _cell_result_path(ctx.run_dir, c).exists()]
+            if not pending:
+                break
+            console = boot_dir / f"console-{attempt}.log"
+            # Backstop only: the agent enforces each cell's budget itself.
+            timeout = ctx.matrix.timeouts.boot_s + len(pending) * ctx.matrix.timeouts.cell_s
+            started = dt.datetime.now(dt.UTC)
+            exit_code: int | None = None
+            try:
+                done = proc.run(
+                    argv,
+                    timeout_s=timeout,
+                    ok_codes=range(256),
+                    output_file=console,
+                    env=vm.vng_env(),
+                )
+                exit_code = done.returncode
+                outcome = "ok" if exit_code == 0 else "exit-error"
+                if console_shows_panic(console):
+                    outcome = "panic"
+            except proc.CommandTimeout:
+                outcome = "timeout"
+            duration = (dt.datetime.now(dt.UTC) - started).total_seconds()
+            records.append(
+                BootRecord(
+                    boot_id=f"{ctx.group.boot_id}#{attempt}",
+                    kernel=ctx.group.kernel,
+                    device=device.name,
+                    cells=tuple(c.id for c in pending),
+                    console_log=str(console.relative_to(ctx.run_dir)),
+                    argv=tuple(argv),
+                    exit_code=exit_code,
+                    outcome=outcome,  # type: ignore[arg-type]
+                    duration_s=duration,
+                )
+            )
+            _settle_unfinished(ctx, pending, outcome, exit_code, console, attempt, out)
+    finally:
+        image.unlink(missing_ok=True)
+    return records
+
+
+def _settle_unfinished(
+    ctx: BootContext,
+    pending: Sequence[Cell],
+    outcome: str,
+    exit_code: int | None,
+    console: Path,
+    attempt: int,
+    out: TextIO,
+) -> None:
+    """After a boot: the cell that was running when the VM died gets the blame and the console
+    excerpt; cells never started stay pending for a restart (or fail once restarts run out)."""
+    unfinished = [c for c in pending if not _cell_result_path(ctx.run_dir, c).exists()]
+    if not unfinished:
+        return
+    what = {
+        "panic": "the guest kernel panicked",
+        "timeout": "timeout: the VM did not finish in time and was killed",
+        "exit-error": f"the VM exited with status {exit_code} before finishing",
+        "ok": "the VM exited without a result for this cell",
+    }[outcome]
+    excerpt = console_excerpt(console)
+    started = [c for c in unfinished if (ctx.run_dir / "cells" / c.id / "started").exists()]
+    blamed = started[:1] or unfinished[:1]
+    for cell in blamed:
+        reason = f"{what} (console: {console.relative_to(ctx.run_dir)})\n{excerpt}"
+        _host_side_result(ctx.run_dir, cell, "error", reason)
+        print(f"iomatrix: cell {cell.label}: {what}", file=out)
+    if attempt == _MAX_RESTARTS:
+        for cell in unfinished:
+            if not _cell_result_path(ctx.run_dir, cell).exists():
+                _host_side_result(
+                    ctx.run_dir, cell, "error", f"not run: the VM failed {attempt + 1} times"
+                )
+
+
+def _collect(run_dir: Path, cells: Sequence[Cell], drive_args: dict[str, tuple[str, ...]]) -> list[CellEntry]:
+    entries = []
+    for cell in cells:
+        path = _cell_result_path(run_dir, cell)
+        if not path.exists():
+            continue
+        try:
+            result = load_cell_result(path)
+        except ResultFormatError as exc:
+            result = CellResult(cell_id=cell.id, status="error", reason=f"unreadable result: {exc}")
+        entries.append(CellEntry(cell=cell, qemu_drive=drive_args.get(cell.id, ()), result=result))
+    return entries
+
+
+def run_matrix(
+    matrix: Matrix,
+    options: RunOptions,
+    *,
+    cells: Sequence[Cell] | None = None,
+    out: TextIO = sys.stderr,
+    fetch: Callable[[str], kernels.Kernel] | None = None,
+) -> tuple[RunRecord, Path]:
+    """Run the matrix (or the given subset of its cells); returns the run record and its folder."""
+    fetch = fetch or kernels.fetch
+    selected = list(matrix.cells if cells is None else cells)
+    run_id = options.run_id or new_run_id(matrix.name)
+    run_dir = (options.results_dir / run_id).resolve()
+    run_dir.mkdir(parents=True, exist_ok=False)
+    scratch = (options.scratch_dir / run_id).resolve()
+
+    fetched: dict[str, kernels.Kernel] = {}
+    fetch_errors: dict[str, str] = {}
+    for spec in dict.fromkeys(c.kernel for c in selected):
+        print(f"iomatrix: kernel {spec} ...", file=out)
+        try:
+            fetched[spec] = fetch(spec)
+            print(f"iomatrix: kernel {spec} -> {fetched[spec].release}", file=out)
+        except IomatrixError as exc:
+            fetch_errors[spec] = str(exc)
+            print(f"iomatrix: {exc}", file=out)
+
+    accelerator: vm.Accelerator = "tcg"
+    if fetched:
+        probe = next(iter(fetched.values()))
+        accelerator, why = vm.choose_accelerator(
+            cache_dir=kernels.cache_root(),
+            probe_vmlinuz=probe.vmlinuz,
+            probe_release=probe.release,
+            probe_modules=probe.modules_dir,
+        )
+        if accelerator == "tcg":
+            print(
+                f"iomatrix: WARNING: using TCG software emulation ({why}); "
+                "absolute numbers are far below real hardware, compare only like with like",
+                file=out,
+            )
+        else:
+            print(f"iomatrix: using KVM ({why})", file=out)
+
+    source = Path(matrix.source)
+    record = RunRecord(
+        run_id=run_id,
+        created_at=now_iso(),
+        status="running",
+        matrix_name=matrix.name,
+        matrix_source=str(source),
+        matrix_sha256=_file_sha256(source) if source.is_file() else "",
+        shard=options.shard,
+        environment=environment.capture(accelerator),
+        kernels={
+            spec: KernelInfo(
+                spec=spec, release=k.release, source=k.source, vmlinuz_sha256=k.vmlinuz_sha256
+            )
+            for spec, k in fetched.items()
+        },
+    )
+    run_json = run_dir / "run.json"
+    write_record(run_json, record)
+
+    groups = boot_groups(selected)
+    boots: list[BootRecord] = []
+    drive_args: dict[str, tuple[str, ...]] = {}
+    interrupted = False
+    try:
+        with Progress(run_dir, selected, stream=out, boots=len(groups)) if options.progress else _Null():
+            for group in groups:
+                if group.kernel in fetch_errors:
+                    for cell in group.cells:
+                        _host_side_result(run_dir, cell, "error", fetch_errors[group.kernel])
+                    continue
+                ctx = BootContext(
+                    group=group,
+                    kernel=fetched[group.kernel],
+                    accelerator=accelerator,
+                    run_dir=run_dir,
+                    scratch=scratch,
+                    matrix=matrix,
+                )
+                plan, _argv, _image = build_boot(ctx)
+                for cell in group.cells:
+                    drive_args[cell.id] = plan.disks[0].qemu_args
+                boots.extend(run_boot(ctx, out))
+                record = record.model_copy(
+                    update={"boots": tuple(boots), "cells": tuple(_collect(run_dir, selected, drive_args))}
+                )
+                write_record(run_json, record)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        record = record.model_copy(
+            update={
+                "boots": tuple(boots),
+                "cells": tuple(_collect(run_dir, selected, drive_args)),
+                "status": "interrupted" if interrupted else "complete",
+                "finished_at": now_iso(),
+            }
+        )
+        write_record(run_json, record)
+    if interrupted:
+        raise KeyboardInterrupt
+    return record, run_dir
+
+
+class _Null:
+    def __enter__(self) -> _Null:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None

@@ -1,0 +1,209 @@
+"""Building the virtme-ng (QEMU) command as an argv list, and choosing the accelerator.
+
+Everything up to the argv is pure: `disk_qemu_args` and `vng_argv` return lists that golden tests
+pin and `iomatrix run --show-command` prints. Test disks are attached with explicit QEMU options
+(format=raw, the profile's cache and aio modes, a serial number) so the guest finds them by serial
+and a result records exactly how its disk was attached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from iomatrix import proc
+from iomatrix.model import DeviceProfile, VmSettings
+
+Accelerator = Literal["kvm", "tcg"]
+
+# virtio-blk serials hold at most 20 bytes (VIRTIO_BLK_ID_BYTES); ours are short and fixed.
+SERIAL_PREFIX = "iomatrix"
+_SCSI_CONTROLLER = "iomxscsi"
+_KVM_MARKER = "IOMATRIX_KVM_PROBE_OK"
+
+
+def disk_serial(slot: int) -> str:
+    return f"{SERIAL_PREFIX}{slot}"
+
+
+def disk_qemu_args(profile: DeviceProfile, image: str, slot: int) -> list[str]:
+    """QEMU -drive/-device arguments that attach one test disk on the profile's bus."""
+    drive_id = f"iomx{slot}"
+    serial = disk_serial(slot)
+    drive = (
+        f"file={image},format=raw,if=none,id={drive_id},"
+        f"cache={profile.cache},aio={profile.aio},discard=unmap"
+    )
+    args = ["-drive", drive]
+    if profile.bus == "virtio-blk":
+        args += ["-device", f"virtio-blk-pci,drive={drive_id},serial={serial}"]
+    elif profile.bus == "nvme":
+        args += ["-device", f"nvme,drive={drive_id},serial={serial}"]
+    else:
+        if slot == 0:
+            args += ["-device", f"virtio-scsi-pci,id={_SCSI_CONTROLLER}"]
+        args += [
+            "-device",
+            f"scsi-hd,drive={drive_id},bus={_SCSI_CONTROLLER}.0,serial={serial}",
+        ]
+    return args
+
+
+def vng_argv(
+    *,
+    vng: str,
+    vmlinuz: str,
+    release: str,
+    modules_dir: str | None,
+    vm: VmSettings,
+    accelerator: Accelerator,
+    rw_dir: str,
+    disk_args: Sequence[Sequence[str]],
+    guest_command: Sequence[str],
+) -> list[str]:
+    """The full vng command for one boot.
+
+    --verbose routes the guest's serial console (kernel messages, panics) to our output so the
+    console log shows why a VM died; --disable-microvm gives a q35 machine with PCI, which nvme and
+    virtio-scsi need; the guest command is quoted with shlex because vng hands --exec to a shell.
+    """
+    argv = [
+        vng,
+        "--run",
+        vmlinuz,
+        "--disable-microvm",
+        "--verbose",
+        "--user",
+        "root",
+        "--memory",
+        f"{vm.memory_mib}M",
+        "--cpus",
+        str(vm.cpus),
+        f"--rwdir={rw_dir}={rw_dir}",
+    ]
+    if accelerator == "tcg":
+        argv.append("--disable-kvm")
+    if modules_dir is not None:
+        argv.append(f"--rodir=/lib/modules/{release}={modules_dir}")
+    for args in disk_args:
+        # One --qemu-opts per option pair; vng splits each value with shlex, and our values hold
+        # no spaces (image paths are ours, checked in runner).
+        for i in range(0, len(args), 2):
+            argv.append(f"--qemu-opts={args[i]} {args[i + 1]}")
+    argv += ["--exec", shlex.join(guest_command)]
+    return argv
+
+
+def guest_agent_command(plan_path: str) -> list[str]:
+    """The guest runs the agent with the host's own interpreter and package (the root fs is shared)."""
+    package_root = str(Path(__file__).resolve().parent.parent)
+    return [
+        "env",
+        f"PYTHONPATH={package_root}",
+        sys.executable,
+        "-m",
+        "iomatrix.agent",
+        plan_path,
+    ]
+
+
+def vng_path() -> str:
+    """vng from the same environment as this interpreter (the project's virtualenv)."""
+    beside = Path(sys.executable).parent / "vng"
+    return str(beside) if beside.exists() else "vng"
+
+
+def vng_env() -> dict[str, str]:
+    """vng runs virtme-run by name: our environment's bin folder must come first on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
+    return env
+
+
+# --- accelerator -----------------------------------------------------------------------------
+
+
+def _host_fingerprint() -> str:
+    cpu = host_cpu_model()
+    text = f"{platform.node()}|{cpu}|{platform.release()}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def host_cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def kvm_usable() -> bool:
+    return os.access("/dev/kvm", os.R_OK | os.W_OK)
+
+
+def choose_accelerator(
+    *,
+    cache_dir: Path,
+    probe_vmlinuz: str,
+    probe_release: str,
+    probe_modules: str | None,
+    probe_timeout_s: float = 60.0,
+) -> tuple[Accelerator, str]:
+    """KVM only when a short probe boot proves it works on this host; otherwise TCG.
+
+    On some hosts /dev/kvm exists but a guest hangs at boot, so the device's presence proves
+    nothing. The verdict is cached per host (name, CPU model, host kernel) because the probe costs
+    up to a minute when KVM hangs. IOMATRIX_ACCEL=kvm|tcg skips the probe.
+    Returns the accelerator and a sentence saying why.
+    """
+    forced = os.environ.get("IOMATRIX_ACCEL")
+    if forced in ("kvm", "tcg"):
+        return forced, f"IOMATRIX_ACCEL={forced}"  # type: ignore[return-value]
+    if not kvm_usable():
+        return "tcg", "/dev/kvm is missing or not accessible"
+    verdict_file = cache_dir / "accelerator.json"
+    fingerprint = _host_fingerprint()
+    try:
+        cached = json.loads(verdict_file.read_text())
+        if cached.get("host") == fingerprint and cached.get("accelerator") in ("kvm", "tcg"):
+            return cached["accelerator"], f"cached probe verdict: {cached['reason']}"
+    except (OSError, ValueError):
+        pass
+    argv = [
+        vng_path(),
+        "--run",
+        probe_vmlinuz,
+        "--disable-microvm",
+        "--memory",
+        "512M",
+        "--exec",
+        f"echo {_KVM_MARKER}",
+    ]
+    if probe_modules is not None:
+        argv.insert(4, f"--rodir=/lib/modules/{probe_release}={probe_modules}")
+    accel: Accelerator
+    try:
+        done = proc.run(
+            argv, timeout_s=probe_timeout_s, ok_codes=range(256), env=vng_env()
+        )
+        ok = _KVM_MARKER in done.stdout
+        accel = "kvm" if ok else "tcg"
+        reason = "KVM probe boot succeeded" if ok else "KVM probe boot did not print its marker"
+    except proc.CommandTimeout:
+        accel, reason = "tcg", f"KVM probe boot hung for {probe_timeout_s:g} s"
+    except proc.CommandError as exc:
+        accel, reason = "tcg", f"KVM probe boot failed: {exc.reason or exc.returncode}"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    verdict_file.write_text(
+        json.dumps({"host": fingerprint, "accelerator": accel, "reason": reason}) + "\n"
+    )
+    return accel, reason
