@@ -1035,6 +1035,19 @@ def _install(
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _once(log: Log) -> Log:
+    # The cache is checked up to three times per fetch (before the lock, after it, after
+    # resolving); a broken entry should be reported once.
+    seen: set[str] = set()
+
+    def log_once(message: str) -> None:
+        if message not in seen:
+            seen.add(message)
+            log(message)
+
+    return log_once
+
+
 def fetch(
     spec: str, *, cache: Path | None = None, refresh: bool = False, log: Log | None = None
 ) -> Kernel:
@@ -1046,7 +1059,7 @@ def fetch(
     kernel is still not downloaded again). path: specs are never copied into the cache.
     """
     parsed = parse_spec(spec)
-    say = log or _quiet
+    say = _once(log or _quiet)
     if parsed.kind == "path":
         return _from_path(parsed)
     root = (cache or cache_root()).absolute()
