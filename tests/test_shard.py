@@ -194,6 +194,16 @@ def test_longest_processing_time_assignment() -> None:
     assert [shard_cost(s) for s in shards] == [234.0, 186.0]
 
 
+def test_each_group_pays_a_boot() -> None:
+    # One 100 s cell against four 25 s cells of four kernels. Counting only the cells, the four
+    # small groups (100 s) would balance the big one; each also costs a boot, so one moves over.
+    big = make_cell("debian:6.1.9-1", "small", "w", seconds=92.0)
+    small = [make_cell(f"debian:6.1.{i}-1", "small", "w", seconds=17.0) for i in range(1, 5)]
+    shards = plan_shards([big, *small], 2)
+    assert shards == [[big, small[3]], small[:3]]
+    assert [shard_cost(s) for s in shards] == [185.0, 165.0]
+
+
 def test_equal_groups_are_ordered_by_kernel_then_device() -> None:
     cells = [
         *group_cells("debian:trixie", "small", 2),

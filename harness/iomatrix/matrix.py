@@ -657,7 +657,10 @@ def _reason(err: Mapping[str, Any], root: type[BaseModel]) -> str:  # noqa: PLR0
         return "empty list; give at least one value"
     if kind in _BOUND_WORDS:
         key, op = _BOUND_WORDS[kind]
-        return f"{_show(value)} is out of range; it must be {op} {ctx.get(key)}"
+        bound = ctx.get(key)
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        return f"{_show(value)} is out of range; it must be {op} {bound}"
     if kind in ("finite_number",):
         return f"{_show(value)} is not allowed; give a finite number"
     if kind in _TYPE_WORDS:

@@ -1,0 +1,1713 @@
+"""Matrix files: loading, validation errors, include/exclude, extends, YAML safety, estimates."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import textwrap
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+import yaml
+
+from iomatrix.errors import MatrixError, MatrixErrors
+from iomatrix.matrix import (
+    FILESYSTEM_TYPES,
+    FsType,
+    estimate_fio_runtime,
+    format_field,
+    load_matrix,
+    parse_size,
+    slug,
+)
+from iomatrix.model import (
+    DeviceProfile,
+    FilesystemChoice,
+    Matrix,
+    MountOptionSet,
+    Timeouts,
+    VmSettings,
+    axis_values,
+    cell_id,
+)
+
+DATA = Path(__file__).parent / "data" / "matrix"
+MIB = 1 << 20
+GIB = 1 << 30
+
+RANDWRITE_FIO = "[randwrite]\nrw=randwrite\nbs=4k\nruntime=10\n"
+SEQREAD_FIO = "[seqread]\nrw=read\nbs=1M\nruntime=20\n"
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """Test documents must not contain aliases, or the loader rightly refuses them."""
+
+    def ignore_aliases(self, data: Any) -> bool:  # noqa: ARG002 (the signature is PyYAML's)
+        return True
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def dump(path: Path, doc: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.dump(doc, Dumper=_NoAliasDumper, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """A workspace with two fio job files in workloads/."""
+    write(tmp_path / "workloads" / "randwrite.fio", RANDWRITE_FIO)
+    write(tmp_path / "workloads" / "seqread.fio", SEQREAD_FIO)
+    return tmp_path
+
+
+def base_doc() -> dict[str, Any]:
+    return {
+        "format": 1,
+        "devices": {"small": {"size": "1GiB"}, "big": {"size": "4GiB", "bus": "nvme"}},
+        "workloads": {"randwrite": {"fio": "workloads/randwrite.fio"}},
+        "matrix": {
+            "kernel": ["debian:bookworm"],
+            "filesystem": ["ext4"],
+            "scheduler": ["none"],
+            "device": ["small"],
+            "workload": ["randwrite"],
+        },
+    }
+
+
+def with_matrix(**axes: Any) -> dict[str, Any]:
+    doc = base_doc()
+    doc["matrix"].update(axes)
+    return doc
+
+
+def load_doc(ws: Path, doc: dict[str, Any], **kwargs: Any) -> Matrix:
+    return load_matrix(dump(ws / "m.yaml", doc), **kwargs)
+
+
+def errors_of(path: Path | str, **kwargs: Any) -> list[MatrixError]:
+    with pytest.raises(MatrixErrors) as info:
+        load_matrix(path, **kwargs)
+    assert info.value.errors, "MatrixErrors without errors"
+    return list(info.value.errors)
+
+
+def doc_errors(ws: Path, doc: dict[str, Any], **kwargs: Any) -> list[MatrixError]:
+    return errors_of(dump(ws / "m.yaml", doc), **kwargs)
+
+
+def only_error(ws: Path, doc: dict[str, Any], **kwargs: Any) -> MatrixError:
+    errors = doc_errors(ws, doc, **kwargs)
+    assert len(errors) == 1, errors
+    return errors[0]
+
+
+def labels(matrix: Matrix) -> list[str]:
+    return [c.label for c in matrix.cells]
+
+
+# --- the golden fixture -----------------------------------------------------------------------
+
+QUICK_CELLS = [
+    # (label, repeat): product order (kernel, filesystem + its option sets, scheduler, device,
+    # workload) minus the ext4 x mq-deadline exclude, then the new btrfs combination.
+    *[
+        (f"{k}/{fs}/{mo}/{s}/small/{w}", 3 if mo == "logbufs8" else 2)
+        for k in ("debian:bookworm", "debian:trixie")
+        for fs, sets in (
+            ("ext4", ("default",)),
+            ("xfs-crc", ("default", "noatime-logbufs-8", "logbufs8")),
+        )
+        for mo in sets
+        for s in ("none", "mq-deadline")
+        if not (fs == "ext4" and s == "mq-deadline")
+        for w in ("randwrite", "seqread")
+    ],
+    ("debian:sid/btrfs/default/bfq/big/randwrite", 2),
+]
+
+
+def test_fixture_expands_to_the_exact_cells() -> None:
+    m = load_matrix(DATA / "quick.yaml")
+    assert [(c.label, c.repeat) for c in m.cells] == QUICK_CELLS
+    assert len(m.cells) == 29
+    assert m.cells[0].label == "debian:bookworm/ext4/default/none/small/randwrite"
+    assert m.cells[-1].label == "debian:sid/btrfs/default/bfq/big/randwrite"
+
+
+def test_fixture_cell_ids_are_golden() -> None:
+    # If these change, every archived result loses its link to its cell: change them on purpose.
+    m = load_matrix(DATA / "quick.yaml")
+    by_label = {c.label: c.id for c in m.cells}
+    assert by_label["debian:bookworm/ext4/default/none/small/randwrite"] == "55666893c704"
+    assert by_label["debian:sid/btrfs/default/bfq/big/randwrite"] == "992411b67793"
+    assert len(set(by_label.values())) == len(m.cells)
+    values = axis_values(
+        kernel="debian:bookworm",
+        filesystem="ext4",
+        mount_options="default",
+        scheduler="none",
+        device="small",
+        workload="randwrite",
+    )
+    assert cell_id(values) == "55666893c704"
+
+
+def test_fixture_cells_are_fully_resolved() -> None:
+    m = load_matrix(str(DATA / "quick.yaml"))
+    assert m.name == "quick"  # the preset's name is not inherited
+    assert m.source == str(DATA / "quick.yaml")
+    assert m.vm == VmSettings(memory_mib=2048, cpus=2)
+    assert m.timeouts == Timeouts(boot_s=300.0, cell_s=600.0)  # boot from quick, cell from base
+    assert m.kernels == ("debian:bookworm", "debian:trixie", "debian:sid")
+    cells = {c.label: c for c in m.cells}
+    xfs = cells["debian:trixie/xfs-crc/logbufs8/mq-deadline/small/seqread"]
+    assert xfs.filesystem == FilesystemChoice(
+        name="xfs-crc", fstype="xfs", mkfs_options=("-m", "crc=1")
+    )
+    assert xfs.mount_options == MountOptionSet(
+        name="logbufs8", options=("logbufs=8", "logbsize=256k")
+    )
+    assert xfs.device == DeviceProfile(
+        name="small", size_bytes=GIB, bus="virtio-blk", backing="file", cache="none", aio="io_uring"
+    )
+    noatime = cells["debian:bookworm/xfs-crc/noatime-logbufs-8/none/small/randwrite"]
+    assert noatime.mount_options.options == ("noatime", "logbufs=8")
+    assert noatime.mount_options.joined == "noatime,logbufs=8"
+    sid = cells["debian:sid/btrfs/default/bfq/big/randwrite"]
+    assert sid.filesystem == FilesystemChoice(name="btrfs", fstype="btrfs")
+    assert sid.device == DeviceProfile(name="big", size_bytes=8 * GIB, bus="nvme")
+    assert sid.mount_options == MountOptionSet(name="default", options=())
+    for name, file, seconds in (
+        ("randwrite", "randwrite-4k.fio", 22.0),
+        ("seqread", "seqread.fio", 75.0),
+    ):
+        workload = next(c.workload for c in m.cells if c.workload.name == name)
+        path = DATA / "workloads" / file
+        assert workload.job_file == str(path.resolve())
+        assert Path(workload.job_file).is_absolute()
+        assert workload.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert workload.estimated_s == seconds
+
+
+def test_loading_twice_gives_equal_matrices() -> None:
+    assert load_matrix(DATA / "quick.yaml") == load_matrix(DATA / "quick.yaml")
+
+
+# --- basics -----------------------------------------------------------------------------------
+
+
+def test_minimal_file(ws: Path) -> None:
+    m = load_doc(ws, base_doc())
+    assert labels(m) == ["debian:bookworm/ext4/default/none/small/randwrite"]
+    cell = m.cells[0]
+    assert cell.repeat == 1
+    assert cell.device == DeviceProfile(name="small", size_bytes=GIB)
+    assert cell.workload.estimated_s == 10.0
+    assert m.vm == VmSettings()
+    assert m.timeouts == Timeouts()
+    assert m.name == "m"
+
+
+def test_order_follows_the_file(ws: Path) -> None:
+    doc = with_matrix(
+        kernel=["debian:sid", "debian:bookworm"],
+        scheduler=["kyber", "none"],
+        device=["big", "small"],
+    )
+    assert labels(load_doc(ws, doc)) == [
+        f"{k}/ext4/default/{s}/{d}/randwrite"
+        for k in ("debian:sid", "debian:bookworm")
+        for s in ("kyber", "none")
+        for d in ("big", "small")
+    ]
+
+
+def test_duplicate_axis_values_collapse(ws: Path) -> None:
+    doc = with_matrix(
+        kernel=["debian:sid", "debian:sid"],
+        filesystem=["ext4", "ext4"],
+        scheduler=["none", "bfq", "none"],
+        workload=["randwrite", "randwrite"],
+    )
+    assert labels(load_doc(ws, doc)) == [
+        "debian:sid/ext4/default/none/small/randwrite",
+        "debian:sid/ext4/default/bfq/small/randwrite",
+    ]
+
+
+def test_name_given_or_from_the_file_stem(ws: Path) -> None:
+    doc = base_doc()
+    assert load_matrix(dump(ws / "nightly.yaml", doc)).name == "nightly"
+    assert load_matrix(dump(ws / "my matrix.yaml", doc)).name == "my-matrix"
+    doc["name"] = "pr-gate"
+    doc["description"] = "the pull-request gate"
+    assert load_matrix(dump(ws / "nightly.yaml", doc)).name == "pr-gate"
+
+
+def test_vm_timeouts_and_repeat(ws: Path) -> None:
+    doc = base_doc()
+    doc |= {"vm": {"memory": "4GiB", "cpus": 4}, "timeouts": {"boot": 100, "cell": 12.5}}
+    doc["repeat"] = 5
+    m = load_doc(ws, doc)
+    assert m.vm == VmSettings(memory_mib=4096, cpus=4)
+    assert m.timeouts == Timeouts(boot_s=100.0, cell_s=12.5)
+    assert [c.repeat for c in m.cells] == [5]
+
+
+def test_relative_path_as_given_names_the_file(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = base_doc()
+    doc["devices"]["small"]["bus"] = "ide"
+    dump(ws / "m.yaml", doc)
+    monkeypatch.chdir(ws)
+    [error] = errors_of("m.yaml")
+    assert error.file == "m.yaml"
+    assert load_matrix(dump(ws / "ok.yaml", base_doc())).source == str(ws / "ok.yaml")
+
+
+def test_errors_render_as_file_field_reason(ws: Path) -> None:
+    doc = base_doc()
+    doc["devices"]["small"]["bus"] = "ide"
+    doc["matrix"]["scheduler"] = ["cfq"]
+    with pytest.raises(MatrixErrors) as info:
+        load_doc(ws, doc)
+    lines = str(info.value).splitlines()
+    assert lines == [
+        f"{ws / 'm.yaml'}: devices.small.bus: 'ide' is not allowed; "
+        "allowed: 'virtio-blk', 'nvme' or 'scsi'",
+        f"{ws / 'm.yaml'}: matrix.scheduler[0]: 'cfq' is not allowed; "
+        "allowed: 'none', 'mq-deadline', 'bfq' or 'kyber'",
+    ]
+
+
+# --- format -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (
+            2,
+            "format 2 is newer than this iomatrix understands (it reads format 1); "
+            "upgrade iomatrix",
+        ),
+        (0, "0 is not a known format; this iomatrix reads format 1"),
+        ("1", "'1' is not an integer"),
+        (True, "True is not an integer"),
+    ],
+)
+def test_format_must_be_1(ws: Path, value: object, reason: str) -> None:
+    doc = base_doc()
+    doc["format"] = value
+    assert only_error(ws, doc) == MatrixError(str(ws / "m.yaml"), "format", reason)
+
+
+def test_format_is_required(ws: Path) -> None:
+    doc = base_doc()
+    del doc["format"]
+    error = only_error(ws, doc)
+    assert (error.field, error.reason) == ("format", "missing; this field is required")
+
+
+def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
+    doc = base_doc()
+    doc |= {"format": 3, "runners": ["x"], "matrix": {"arch": ["arm64"]}}
+    assert [e.field for e in doc_errors(ws, doc)] == ["format"]
+
+
+# --- unknown fields, types and choices --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "field", "allowed"),
+    [
+        (
+            ("colour",),
+            "colour",
+            "format, name, description, extends, vm, timeouts, repeat, max_cells, devices, "
+            "workloads, matrix",
+        ),
+        (("vm", "disk"), "vm.disk", "memory, cpus"),
+        (("timeouts", "fio"), "timeouts.fio", "boot, cell"),
+        (("devices", "small", "speed"), "devices.small.speed", "size, bus, backing, cache, aio"),
+        (("workloads", "randwrite", "kind"), "workloads.randwrite.kind", "fio"),
+        (
+            ("matrix", "arch"),
+            "matrix.arch",
+            "kernel, filesystem, mount_options, scheduler, device, workload, exclude, include",
+        ),
+    ],
+)
+def test_unknown_fields_name_the_allowed_ones(
+    ws: Path, path: tuple[str, ...], field: str, allowed: str
+) -> None:
+    doc = base_doc()
+    doc.setdefault("vm", {})
+    doc.setdefault("timeouts", {})
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = "x"
+    error = only_error(ws, doc)
+    assert (error.field, error.reason) == (field, f"unknown field {path[-1]!r}; allowed: {allowed}")
+
+
+@pytest.mark.parametrize(
+    ("axes", "field", "allowed"),
+    [
+        (
+            {"filesystem": [{"name": "xfs", "mkfs_options": ["-f"]}]},
+            "matrix.filesystem[0].mkfs_options",
+            "name, type, mkfs",
+        ),
+        (
+            {"mount_options": {"ext4": [{"name": "fast", "options": "ro", "opts": "x"}]}},
+            "matrix.mount_options.ext4[0].opts",
+            "name, options",
+        ),
+        (
+            {"include": [{"filesystem": "ext4", "color": "green"}]},
+            "matrix.include[0].color",
+            "kernel, filesystem, mount_options, scheduler, device, workload, repeat",
+        ),
+        (
+            {"exclude": [{"filesystem": "ext4", "repeat": 2}]},
+            "matrix.exclude[0].repeat",
+            "kernel, filesystem, mount_options, scheduler, device, workload",
+        ),
+    ],
+)
+def test_unknown_fields_in_list_entries(
+    ws: Path, axes: dict[str, Any], field: str, allowed: str
+) -> None:
+    error = only_error(ws, with_matrix(**axes))
+    assert error.field == field
+    assert error.reason.endswith(f"; allowed: {allowed}")
+    assert error.reason.startswith("unknown field ")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "choices"),
+    [
+        ("bus", "ide", "'virtio-blk', 'nvme' or 'scsi'"),
+        ("backing", "tmpfs", "'file' or 'ram'"),
+        ("cache", "none,unsafe", "'none', 'writeback', 'writethrough', 'directsync' or 'unsafe'"),
+        ("aio", "posix", "'threads', 'native' or 'io_uring'"),
+    ],
+)
+def test_device_choices(ws: Path, key: str, value: str, choices: str) -> None:
+    doc = base_doc()
+    doc["devices"]["small"][key] = value
+    assert only_error(ws, doc) == MatrixError(
+        str(ws / "m.yaml"),
+        f"devices.small.{key}",
+        f"{value!r} is not allowed; allowed: {choices}",
+    )
+
+
+def test_scheduler_choices(ws: Path) -> None:
+    error = only_error(ws, with_matrix(scheduler=["none", "cfq"]))
+    assert error.field == "matrix.scheduler[1]"
+    assert error.reason == "'cfq' is not allowed; allowed: 'none', 'mq-deadline', 'bfq' or 'kyber'"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "reason"),
+    [
+        (lambda d: d["matrix"].update(kernel="debian:sid"), "matrix.kernel", "is not a list"),
+        (lambda d: d.update(devices=["small"]), "devices", "is not a mapping"),
+        (lambda d: d["devices"].update(small="1GiB"), "devices.small", "is not a mapping"),
+        (lambda d: d.update(name=2024), "name", "2024 is not text (quote it in the YAML"),
+        (lambda d: d.update(repeat="3"), "repeat", "'3' is not an integer"),
+        (lambda d: d.update(vm={"cpus": 2.5}), "vm.cpus", "2.5 is not an integer"),
+        (lambda d: d.update(timeouts={"cell": "10m"}), "timeouts.cell", "'10m' is not a number"),
+        (lambda d: d.update(description=["a"]), "description", "['a'] is not text"),
+    ],
+)
+def test_wrong_types(ws: Path, mutate: Any, field: str, reason: str) -> None:
+    doc = base_doc()
+    mutate(doc)
+    error = only_error(ws, doc)
+    assert error.field == field
+    assert reason in error.reason
+
+
+# --- ranges -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("section", "value", "field", "reason"),
+    [
+        ("repeat", 0, "repeat", "0 is out of range; it must be >= 1"),
+        ("repeat", 101, "repeat", "101 is out of range; it must be <= 100"),
+        ("max_cells", 0, "max_cells", "0 is out of range; it must be >= 1"),
+        ("max_cells", 100_001, "max_cells", "100001 is out of range; it must be <= 100000"),
+        ("vm", {"cpus": 0}, "vm.cpus", "0 is out of range; it must be >= 1"),
+        ("vm", {"cpus": 65}, "vm.cpus", "65 is out of range; it must be <= 64"),
+        ("timeouts", {"boot": 0}, "timeouts.boot", "0 is out of range; it must be > 0"),
+        ("timeouts", {"cell": -5}, "timeouts.cell", "-5 is out of range; it must be > 0"),
+        (
+            "timeouts",
+            {"cell": 86401},
+            "timeouts.cell",
+            "86401 is out of range; it must be <= 86400",
+        ),
+    ],
+)
+def test_ranges(ws: Path, section: str, value: object, field: str, reason: str) -> None:
+    doc = base_doc()
+    doc[section] = value
+    error = only_error(ws, doc)
+    assert (error.field, error.reason) == (field, reason)
+
+
+def test_infinite_timeout_is_refused(ws: Path) -> None:
+    write(
+        ws / "m.yaml",
+        yaml.dump(base_doc(), Dumper=_NoAliasDumper) + "timeouts: {cell: .inf}\n",
+    )
+    [error] = errors_of(ws / "m.yaml")
+    assert error.field == "timeouts.cell"
+    assert "finite" in error.reason
+
+
+@pytest.mark.parametrize(
+    ("memory", "reason"),
+    [
+        (2048, "2048 (2 KiB) is out of range: VM memory is 256 MiB .. 256 GiB (a plain integer"),
+        ("128MiB", "'128MiB' (128 MiB) is out of range"),
+        ("512G", "'512G' (512 GiB) is out of range"),
+        (1_000_000_000, "1000000000 is not a whole number of MiB"),
+        ("2GB", "'2GB' is not a size"),
+    ],
+)
+def test_vm_memory(ws: Path, memory: object, reason: str) -> None:
+    doc = base_doc()
+    doc["vm"] = {"memory": memory}
+    error = only_error(ws, doc)
+    assert error.field == "vm.memory"
+    assert error.reason.startswith(reason)
+
+
+@pytest.mark.parametrize(
+    ("size", "reason"),
+    [
+        ("32MiB", "'32MiB' (32 MiB) is out of range: a device is 64 MiB .. 256 GiB"),
+        ("257G", "'257G' (257 GiB) is out of range: a device is 64 MiB .. 256 GiB"),
+        (1000, "1000 (1000 bytes) is out of range: a device is 64 MiB .. 256 GiB"),
+        ("1GB", "'1GB' is not a size: write bytes as an integer, or a whole number with a unit"),
+        (1.5, "1.5 is not a size"),
+        (True, "True is not a size"),
+    ],
+)
+def test_device_size(ws: Path, size: object, reason: str) -> None:
+    doc = base_doc()
+    doc["devices"]["small"]["size"] = size
+    error = only_error(ws, doc)
+    assert error.field == "devices.small.size"
+    assert error.reason.startswith(reason)
+
+
+def test_device_size_is_required(ws: Path) -> None:
+    doc = base_doc()
+    del doc["devices"]["small"]["size"]
+    error = only_error(ws, doc)
+    assert error.field == "devices.small.size"
+    assert error.reason.startswith("missing; give the device size")
+
+
+def test_device_size_bounds_are_inclusive(ws: Path) -> None:
+    doc = with_matrix(device=["small", "big"])
+    doc["devices"] = {"small": {"size": 64 * MIB}, "big": {"size": "256GiB"}}
+    assert [c.device.size_bytes for c in load_doc(ws, doc).cells] == [64 * MIB, 256 * GIB]
+
+
+# --- parse_size -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (1073741824, GIB),
+        ("1GiB", GIB),
+        ("1G", GIB),
+        ("1 GiB", GIB),
+        ("512MiB", 512 * MIB),
+        ("500M", 500 * MIB),
+        ("64K", 64 << 10),
+        ("64KiB", 64 << 10),
+        ("2T", 2 << 40),
+        ("3TiB", 3 << 40),
+        ("4096", 4096),
+        (" 8G ", 8 * GIB),
+    ],
+)
+def test_parse_size(text: str | int, expected: int) -> None:
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["1GB", "1gib", "1g", "1.5GiB", "-1G", "G", "", "1 G B", "1Gi", "0x10M", "9" * 30, "1e9"],
+)
+def test_parse_size_refuses(text: str) -> None:
+    with pytest.raises(
+        ValueError, match=r"is not a size: write bytes as an integer.*powers of 1024"
+    ):
+        parse_size(text)
+
+
+@pytest.mark.parametrize("value", [0, -5, "0", "0G"])
+def test_parse_size_refuses_zero_and_negative(value: str | int) -> None:
+    with pytest.raises(ValueError, match="more than 0 bytes"):
+        parse_size(value)
+
+
+@pytest.mark.parametrize("value", [True, 1.5, None, [1]])
+def test_parse_size_refuses_other_types(value: Any) -> None:
+    with pytest.raises(ValueError, match="is not a size"):
+        parse_size(value)
+
+
+# --- names ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["my disk", "-x", ".hidden", "a" * 65, "x/y", "ok\n", "é", "a;b"])
+def test_bad_device_names(ws: Path, name: str) -> None:
+    doc = base_doc()
+    doc["devices"][name] = {"size": "1GiB"}
+    error = only_error(ws, doc)
+    assert error.field == format_field(("devices", name))
+    assert error.reason == f"{name!r} is not a valid name: use 1 to 64 letters, digits or ._+- " + (
+        "starting with a letter or digit"
+    )
+
+
+def test_good_names(ws: Path) -> None:
+    doc = with_matrix(device=["a" * 64], workload=["Rand_write.4k+x-1"])
+    doc["devices"] = {"a" * 64: {"size": "1G"}}
+    doc["workloads"] = {"Rand_write.4k+x-1": {"fio": "workloads/randwrite.fio"}}
+    assert len(load_doc(ws, doc).cells) == 1
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d.update(name="bad name"), "name"),
+        (
+            lambda d: d["workloads"].update({"rand write": {"fio": "workloads/seqread.fio"}}),
+            "workloads['rand write']",
+        ),
+        (
+            lambda d: d["matrix"].update(filesystem=[{"name": "-x", "type": "xfs"}]),
+            "matrix.filesystem[0].name",
+        ),
+        (
+            lambda d: d["matrix"].update(
+                mount_options={"ext4": [{"name": "a b", "options": "ro"}]}
+            ),
+            "matrix.mount_options.ext4[0].name",
+        ),
+        (
+            lambda d: d["matrix"].update(mount_options={"ext 4": ["ro"]}),
+            "matrix.mount_options['ext 4']",
+        ),
+        (lambda d: d["matrix"].update(device=["sm all"]), "matrix.device[0]"),
+    ],
+)
+def test_bad_names_everywhere(ws: Path, mutate: Any, field: str) -> None:
+    doc = base_doc()
+    mutate(doc)
+    error = only_error(ws, doc)
+    assert error.field == field
+    assert "is not a valid name" in error.reason
+
+
+def test_format_field() -> None:
+    assert format_field(("matrix", "mount_options", "xfs", 1)) == "matrix.mount_options.xfs[1]"
+    assert format_field(("matrix", "include", 0, "device")) == "matrix.include[0].device"
+    assert format_field(("devices", "my disk")) == "devices['my disk']"
+    assert format_field(()) == ""
+
+
+# --- axes -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("axis", ["kernel", "filesystem", "scheduler", "device", "workload"])
+def test_empty_axis(ws: Path, axis: str) -> None:
+    error = only_error(ws, with_matrix(**{axis: []}))
+    assert (error.field, error.reason) == (f"matrix.{axis}", "empty list; give at least one value")
+
+
+def test_empty_mount_option_list(ws: Path) -> None:
+    error = only_error(ws, with_matrix(mount_options={"ext4": []}))
+    assert (error.field, error.reason) == (
+        "matrix.mount_options.ext4",
+        "empty list; give at least one value",
+    )
+
+
+@pytest.mark.parametrize("axis", ["kernel", "filesystem", "scheduler", "device", "workload"])
+def test_missing_axis(ws: Path, axis: str) -> None:
+    doc = base_doc()
+    del doc["matrix"][axis]
+    error = only_error(ws, doc)
+    assert error.field == f"matrix.{axis}"
+    assert error.reason.startswith(f"missing axis {axis!r}; every matrix needs kernel, filesystem")
+
+
+def test_missing_matrix(ws: Path) -> None:
+    doc = base_doc()
+    del doc["matrix"]
+    error = only_error(ws, doc)
+    assert error.field == "matrix"
+    assert error.reason.startswith("missing; the matrix section declares the axes")
+
+
+# --- kernels ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "reason"),
+    [
+        ("debian:potato", "unknown Debian kernel 'potato'"),
+        ("ubuntu:noble", "unknown scheme 'ubuntu'"),
+        ("bookworm", "expected debian:<suite|abi-release|package-version> or path:<vmlinuz>"),
+        ("path:boot/vmlinuz", "must be absolute"),
+        ("path:/boot/vmlinuz;reboot", "must be absolute and use only letters"),
+        ("debian:6.1.176-1\n", "spaces and control characters are not allowed"),
+        ("debian:sid ", "spaces and control characters are not allowed"),
+    ],
+)
+def test_bad_kernels(ws: Path, spec: str, reason: str) -> None:
+    error = only_error(ws, with_matrix(kernel=["debian:sid", spec]))
+    assert error.field == "matrix.kernel[1]"
+    assert error.reason.startswith(f"{spec!r} is not a kernel spec: ")
+    assert reason in error.reason
+
+
+def test_good_kernels(ws: Path) -> None:
+    specs = [
+        "debian:bookworm-backports",
+        "debian:6.1.0-28-amd64",
+        "debian:6.1.176-1",
+        "path:/srv/k/vmlinuz-6.13,modules=/srv/k/modules/6.13.0",
+    ]
+    assert load_doc(ws, with_matrix(kernel=specs)).kernels == tuple(specs)
+
+
+# --- filesystems ------------------------------------------------------------------------------
+
+
+def test_filesystem_types() -> None:
+    assert FILESYSTEM_TYPES == ("ext4", "ext2", "xfs", "btrfs", "f2fs")
+    assert get_args(FsType) == FILESYSTEM_TYPES
+
+
+def test_filesystem_entries(ws: Path) -> None:
+    doc = with_matrix(
+        filesystem=[
+            "f2fs",
+            {"name": "ext4", "mkfs": ["-O", "^has_journal", "-E", "lazy_itable_init=0"]},
+            {"name": "xfs-rmap", "type": "xfs", "mkfs": ["-m", "rmapbt=1,reflink=1", "-L", "t@1"]},
+        ]
+    )
+    assert [c.filesystem for c in load_doc(ws, doc).cells] == [
+        FilesystemChoice(name="f2fs", fstype="f2fs"),
+        FilesystemChoice(
+            name="ext4",
+            fstype="ext4",
+            mkfs_options=("-O", "^has_journal", "-E", "lazy_itable_init=0"),
+        ),
+        FilesystemChoice(
+            name="xfs-rmap", fstype="xfs", mkfs_options=("-m", "rmapbt=1,reflink=1", "-L", "t@1")
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "field", "reason"),
+    [
+        (
+            "zfs",
+            "matrix.filesystem[0]",
+            "'zfs' is not a known filesystem type; allowed: ext4, ext2, xfs, btrfs, f2fs",
+        ),
+        (
+            {"name": "fast"},
+            "matrix.filesystem[0]",
+            "filesystem 'fast' needs a type; allowed: ext4, ext2, xfs, btrfs, f2fs",
+        ),
+        (
+            {"name": "fast", "type": "zfs"},
+            "matrix.filesystem[0].type",
+            "'zfs' is not allowed; allowed: 'ext4', 'ext2', 'xfs', 'btrfs' or 'f2fs'",
+        ),
+        (
+            {"name": "xfs", "type": "btrfs"},
+            "matrix.filesystem[0]",
+            "the name 'xfs' is a filesystem type, so its type must be 'xfs', not 'btrfs'",
+        ),
+        (5, "matrix.filesystem[0]", "expected a filesystem type name or a mapping"),
+        ({"type": "xfs"}, "matrix.filesystem[0].name", "missing; this field is required"),
+    ],
+)
+def test_bad_filesystem_entries(ws: Path, entry: object, field: str, reason: str) -> None:
+    error = only_error(ws, with_matrix(filesystem=[entry]))
+    assert error.field == field
+    assert reason in error.reason
+
+
+def test_duplicate_filesystem_names_must_agree(ws: Path) -> None:
+    doc = with_matrix(filesystem=["ext4", {"name": "ext4", "mkfs": ["-b", "4096"]}])
+    error = only_error(ws, doc)
+    assert error.field == "matrix.filesystem[1]"
+    assert error.reason.startswith(
+        "duplicate filesystem name 'ext4' (also matrix.filesystem[0]) with a different definition"
+    )
+
+
+@pytest.mark.parametrize(
+    "arg",
+    ["-m crc=1", "a;b", "$HOME", "`id`", "$(id)", "/dev/sda", "", "a\nb", "'x'", "a|b", "a>b", "~"],
+)
+def test_bad_mkfs_arguments(ws: Path, arg: str) -> None:
+    doc = with_matrix(filesystem=[{"name": "xfs", "mkfs": ["-f", arg]}])
+    error = only_error(ws, doc)
+    assert error.field == "matrix.filesystem[0].mkfs[1]"
+    assert error.reason.startswith(f"{arg!r} is not an allowed mkfs argument")
+
+
+# --- mount options ----------------------------------------------------------------------------
+
+
+def test_a_filesystem_without_mount_options_gets_the_defaults(ws: Path) -> None:
+    m = load_doc(ws, with_matrix(filesystem=["ext4", "xfs"], mount_options={"xfs": ["noatime"]}))
+    assert [(c.filesystem.name, c.mount_options) for c in m.cells] == [
+        ("ext4", MountOptionSet(name="default", options=())),
+        ("xfs", MountOptionSet(name="noatime", options=("noatime",))),
+    ]
+
+
+def test_mount_options_by_name_then_type(ws: Path) -> None:
+    doc = with_matrix(
+        filesystem=[
+            "xfs",
+            {"name": "xfs-crc", "type": "xfs", "mkfs": ["-m", "crc=1"]},
+            {"name": "xfs-nocrc", "type": "xfs", "mkfs": ["-m", "crc=0"]},
+        ],
+        mount_options={
+            "xfs": ["default", "noatime"],
+            "xfs-nocrc": [{"name": "big-log", "options": "logbsize=256k"}],
+        },
+    )
+    assert [f"{c.filesystem.name}/{c.mount_options.name}" for c in load_doc(ws, doc).cells] == [
+        "xfs/default",
+        "xfs/noatime",
+        "xfs-crc/default",
+        "xfs-crc/noatime",
+        "xfs-nocrc/big-log",
+    ]
+
+
+def test_a_mount_options_key_must_name_a_filesystem(ws: Path) -> None:
+    doc = with_matrix(
+        filesystem=["ext4", {"name": "x", "type": "xfs"}], mount_options={"btrfs": ["ssd"]}
+    )
+    error = only_error(ws, doc)
+    assert error.field == "matrix.mount_options.btrfs"
+    assert error.reason == (
+        "'btrfs' names no filesystem of matrix.filesystem; allowed: a name (ext4, x) "
+        "or a type (ext4, xfs)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "options"),
+    [
+        ("noatime,logbufs=8", "noatime-logbufs-8", ("noatime", "logbufs=8")),
+        ("compress=zstd:3", "compress-zstd-3", ("compress=zstd:3",)),
+        ("_netdev", "netdev", ("_netdev",)),
+        ("data=ordered,commit=60", "data-ordered-commit-60", ("data=ordered", "commit=60")),
+        ("context=system_u:object_r:tmp_t:s0", "context-system_u-object_r-tmp_t-s0", None),
+        ("default", "default", ()),
+    ],
+)
+def test_option_set_names_derived_from_strings(
+    ws: Path, text: str, name: str, options: tuple[str, ...] | None
+) -> None:
+    [cell] = load_doc(ws, with_matrix(mount_options={"ext4": [text]})).cells
+    assert cell.mount_options.name == name
+    assert cell.mount_options.options == (options if options is not None else (text,))
+
+
+def test_long_option_strings_get_distinct_names() -> None:
+    a = "commit=60," + ",".join(f"opt{i}" for i in range(30))
+    b = a + ",extra"
+    assert len(slug(a)) == 64
+    assert slug(a) != slug(b)
+    assert slug("%%") == f"x-{hashlib.sha256(b'%%').hexdigest()[:8]}"
+
+
+@pytest.mark.parametrize(
+    ("options", "what"),
+    [
+        ("noatime;reboot", "mount option 'noatime;reboot' is not allowed"),
+        ("noatime rw", "mount option 'noatime rw' is not allowed"),
+        ("subvol=/x", "mount option 'subvol=/x' is not allowed"),
+        ("noatime\n", "mount option 'noatime\\n' is not allowed"),
+        ("a,$(id)", "mount option '$(id)' is not allowed"),
+        ("a,`id`", "mount option '`id`' is not allowed"),
+        ("a|b", "is not allowed"),
+        ("a&b", "is not allowed"),
+        ("'q'", "is not allowed"),
+        ('"q"', "is not allowed"),
+        ("x>y", "is not allowed"),
+        ("a,,b", "has an empty mount option"),
+        ("a,", "has an empty mount option"),
+        ("", "has an empty mount option"),
+    ],
+)
+def test_bad_mount_options(ws: Path, options: str, what: str) -> None:
+    error = only_error(ws, with_matrix(mount_options={"ext4": ["default", options]}))
+    assert error.field == "matrix.mount_options.ext4[1]"
+    assert what in error.reason
+    assert "no spaces, quotes, slashes or shell characters" in error.reason
+    named = only_error(ws, with_matrix(mount_options={"ext4": [{"name": "n", "options": options}]}))
+    assert named.field == "matrix.mount_options.ext4[0].options"
+    assert what in named.reason
+
+
+def test_default_is_reserved_for_no_options(ws: Path) -> None:
+    doc = with_matrix(mount_options={"ext4": [{"name": "default", "options": "noatime"}]})
+    error = only_error(ws, doc)
+    assert error.field == "matrix.mount_options.ext4[0]"
+    assert "reserved" in error.reason
+
+
+def test_option_set_names_must_not_collide(ws: Path) -> None:
+    # Both strings slug to "a-b"; naming them explicitly is the way out.
+    error = only_error(ws, with_matrix(mount_options={"ext4": ["a=b", "a:b"]}))
+    assert error.field == "matrix.mount_options.ext4[1]"
+    assert error.reason.startswith("option set name 'a-b' is already used by [0] for other options")
+    doc = with_matrix(
+        mount_options={"ext4": ["noatime", "noatime", {"name": "noatime", "options": "noatime"}]}
+    )
+    assert len(load_doc(ws, doc).cells) == 1  # identical definitions collapse
+
+
+def test_bad_option_entry_type(ws: Path) -> None:
+    error = only_error(ws, with_matrix(mount_options={"ext4": [["noatime"]]}))
+    assert error.field == "matrix.mount_options.ext4[0]"
+    assert (
+        "expected 'default', a string of mount options or a mapping {name, options}" in error.reason
+    )
+
+
+# --- devices and workloads --------------------------------------------------------------------
+
+
+def test_device_axis_names_defined_devices(ws: Path) -> None:
+    error = only_error(ws, with_matrix(device=["small", "huge"]))
+    assert error.field == "matrix.device[1]"
+    assert error.reason == "'huge' is not a device defined under devices:; defined: small, big"
+
+
+def test_workload_found_in_workloads_dir(ws: Path) -> None:
+    doc = with_matrix(workload=["seqread"])
+    [cell] = load_doc(ws, doc).cells
+    assert cell.workload.name == "seqread"
+    assert cell.workload.job_file == str((ws / "workloads" / "seqread.fio").resolve())
+    assert cell.workload.estimated_s == 20.0
+
+
+def test_workload_found_in_parent_workloads_dir(ws: Path) -> None:
+    doc = with_matrix(workload=["seqread"])
+    doc["workloads"] = {}
+    [cell] = load_matrix(dump(ws / "sub" / "m.yaml", doc)).cells
+    assert cell.workload.job_file == str((ws / "workloads" / "seqread.fio").resolve())
+
+
+def test_own_workloads_dir_wins_over_the_parents(ws: Path) -> None:
+    write(ws / "sub" / "workloads" / "seqread.fio", "[near]\nruntime=3\n")
+    doc = with_matrix(workload=["seqread"])
+    doc["workloads"] = {}
+    [cell] = load_matrix(dump(ws / "sub" / "m.yaml", doc)).cells
+    assert cell.workload.estimated_s == 3.0
+
+
+def test_a_defined_workload_wins_over_files(ws: Path) -> None:
+    doc = with_matrix(workload=["seqread"])
+    doc["workloads"] = {"seqread": {"fio": "workloads/randwrite.fio"}}
+    [cell] = load_doc(ws, doc).cells
+    assert cell.workload.job_file.endswith("randwrite.fio")
+
+
+def test_workload_by_relative_path(ws: Path) -> None:
+    write(ws / "jobs" / "mixed-70.fio", "[mixed]\nrw=randrw\nruntime=1m\n")
+    [cell] = load_doc(ws, with_matrix(workload=["jobs/mixed-70.fio"])).cells
+    assert cell.workload.name == "mixed-70"
+    assert cell.workload.estimated_s == 60.0
+    assert cell.workload.sha256 == hashlib.sha256(b"[mixed]\nrw=randrw\nruntime=1m\n").hexdigest()
+
+
+def test_workload_through_a_symlink(ws: Path) -> None:
+    (ws / "link.fio").symlink_to(ws / "workloads" / "seqread.fio")
+    [cell] = load_doc(ws, with_matrix(workload=["link.fio"])).cells
+    assert cell.workload.name == "link"
+    assert cell.workload.job_file == str((ws / "workloads" / "seqread.fio").resolve())
+
+
+def test_unknown_workload(ws: Path) -> None:
+    error = only_error(ws, with_matrix(workload=["randwrite", "fsync-heavy"]))
+    assert error.field == "matrix.workload[1]"
+    assert error.reason.startswith(
+        "'fsync-heavy' is not a workload: not defined under workloads: (defined: randwrite) and no "
+        f"file {ws / 'workloads' / 'fsync-heavy.fio'} or "
+        f"{ws.parent / 'workloads' / 'fsync-heavy.fio'}"
+    )
+
+
+@pytest.mark.parametrize("ref", ["/etc/x.fio", "a b.fio", "jobs/x", "x;y", "../$(id).fio"])
+def test_workload_references_are_names_or_relative_fio_paths(ws: Path, ref: str) -> None:
+    error = only_error(ws, with_matrix(workload=[ref]))
+    assert error.field == "matrix.workload[0]"
+    assert error.reason.startswith(
+        f"{ref!r} is not a workload: give a name defined under workloads:"
+    )
+
+
+def test_workload_file_name_must_make_a_valid_name(ws: Path) -> None:
+    write(ws / "jobs" / "-x.fio", RANDWRITE_FIO)
+    error = only_error(ws, with_matrix(workload=["jobs/-x.fio"]))
+    assert error.field == "matrix.workload[0]"
+    assert "'-x' is not a valid workload name" in error.reason
+
+
+@pytest.mark.parametrize(
+    ("fio", "reason"),
+    [
+        ("workloads/none.fio", "cannot use job file"),
+        ("workloads", "is not a regular file"),
+        ("/etc/passwd", "is not an allowed job file path"),
+        ("work loads/x.fio", "is not an allowed job file path"),
+    ],
+)
+def test_defined_workload_files(ws: Path, fio: str, reason: str) -> None:
+    doc = base_doc()
+    doc["workloads"]["randwrite"]["fio"] = fio
+    error = only_error(ws, doc)
+    assert error.field == "workloads.randwrite.fio"
+    assert reason in error.reason
+
+
+def test_job_files_over_1_mib_are_refused(ws: Path) -> None:
+    write(ws / "workloads" / "big.fio", "[big]\n" + ";" * MIB)
+    doc = base_doc()
+    doc["workloads"]["randwrite"]["fio"] = "workloads/big.fio"
+    assert "larger than 1 MiB" in only_error(ws, doc).reason
+    write(ws / "workloads" / "big.fio", "[big]\n" + ";" * (MIB - 10))
+    assert len(load_doc(ws, doc).cells) == 1
+
+
+def test_workload_fio_is_required(ws: Path) -> None:
+    doc = base_doc()
+    doc["workloads"]["randwrite"] = {}
+    error = only_error(ws, doc)
+    assert error.field == "workloads.randwrite.fio"
+    assert error.reason.startswith("missing")
+
+
+def test_one_name_cannot_name_two_job_files(ws: Path) -> None:
+    write(ws / "jobs" / "randwrite.fio", "[other]\n")
+    error = only_error(ws, with_matrix(workload=["randwrite", "jobs/randwrite.fio"]))
+    assert error.field == "matrix.workload[1]"
+    assert error.reason.startswith("workload name 'randwrite' already names ")
+
+
+# --- exclude ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gh(ws: Path) -> dict[str, Any]:
+    """GitHub's exclude example: os x version x environment as kernel x device x workload."""
+    write(ws / "workloads" / "staging.fio", "[s]\nruntime=1\n")
+    write(ws / "workloads" / "production.fio", "[p]\nruntime=2\n")
+    doc = with_matrix(
+        kernel=["debian:bookworm", "debian:trixie"],  # os: macos-latest, windows-latest
+        device=["v12", "v14", "v16"],  # version: 12, 14, 16
+        workload=["staging", "production"],  # environment
+    )
+    doc["devices"] = {f"v{v}": {"size": f"{v}GiB"} for v in (12, 14, 16)}
+    return doc
+
+
+def test_github_exclude_example(ws: Path, gh: dict[str, Any]) -> None:
+    gh["matrix"]["exclude"] = [
+        {"kernel": "debian:bookworm", "device": "v12", "workload": "production"},
+        {"kernel": "debian:trixie", "device": "v16"},
+    ]
+    cells = load_doc(ws, gh).cells
+    assert len(cells) == 12 - 1 - 2
+    got = {(c.kernel, c.device.name, c.workload.name) for c in cells}
+    assert ("debian:bookworm", "v12", "production") not in got
+    assert ("debian:bookworm", "v12", "staging") in got
+    assert not any(k == "debian:trixie" and d == "v16" for k, d, _ in got)
+
+
+def test_exclude_on_a_dependent_axis(ws: Path) -> None:
+    doc = with_matrix(
+        filesystem=["ext4", "xfs"],
+        mount_options={"xfs": ["default", "noatime"], "ext4": ["default", "noatime"]},
+        exclude=[{"filesystem": "xfs", "mount_options": "noatime"}],
+    )
+    assert [f"{c.filesystem.name}/{c.mount_options.name}" for c in load_doc(ws, doc).cells] == [
+        "ext4/default",
+        "ext4/noatime",
+        "xfs/default",
+    ]
+
+
+def test_exclude_value_that_matches_nothing_is_a_typo(ws: Path) -> None:
+    doc = with_matrix(
+        filesystem=["ext4", "xfs"], exclude=[{"filesystem": "ext5", "scheduler": "bfq"}]
+    )
+    errors = doc_errors(ws, doc)
+    assert [(e.field, e.reason) for e in errors] == [
+        (
+            "matrix.exclude[0].filesystem",
+            "'ext5' matches no filesystem of the matrix; values: ext4, xfs",
+        ),
+        ("matrix.exclude[0].scheduler", "'bfq' matches no scheduler of the matrix; values: none"),
+    ]
+
+
+def test_exclude_whose_values_never_meet(ws: Path) -> None:
+    doc = with_matrix(
+        filesystem=["ext4", "xfs"],
+        mount_options={"xfs": ["noatime"]},
+        exclude=[{"filesystem": "ext4", "mount_options": "noatime"}],
+    )
+    error = only_error(ws, doc)
+    assert error.field == "matrix.exclude[0]"
+    assert error.reason.startswith("matches no combination: ")
+
+
+def test_empty_exclude_entry(ws: Path) -> None:
+    error = only_error(ws, with_matrix(exclude=[{}]))
+    assert error.field == "matrix.exclude[0]"
+    assert error.reason.startswith(
+        "an exclude entry needs at least one axis of: kernel, filesystem"
+    )
+
+
+def test_excludes_may_overlap(ws: Path, gh: dict[str, Any]) -> None:
+    gh["matrix"]["exclude"] = [{"device": "v12"}, {"device": "v12", "workload": "staging"}]
+    assert len(load_doc(ws, gh).cells) == 8
+
+
+# --- include ----------------------------------------------------------------------------------
+
+FULL_SID = {
+    "kernel": "debian:sid",
+    "filesystem": "ext4",
+    "mount_options": "default",
+    "scheduler": "none",
+    "device": "small",
+    "workload": "randwrite",
+}
+
+
+def fruit_doc() -> dict[str, Any]:
+    """The GitHub docs' include example: fruit [apple, pear] x animal [cat, dog]."""
+    return with_matrix(
+        kernel=["debian:bookworm", "debian:trixie"],  # fruit: apple, pear
+        device=["small", "big"],  # animal: cat, dog
+    )
+
+
+def test_github_include_example(ws: Path) -> None:
+    doc = fruit_doc()
+    doc["matrix"]["include"] = [
+        {"repeat": 2},  # - color: green              -> added to every combination
+        {"device": "small", "repeat": 3},  # - color: pink, animal: cat -> overrides for cats
+        {**FULL_SID, "device": "big"},  # - fruit: banana             -> a new combination
+        {**FULL_SID, "device": "small", "repeat": 4},  # - fruit: banana, animal: cat -> another
+    ]
+    m = load_doc(ws, doc)
+    assert [(c.kernel, c.device.name, c.repeat) for c in m.cells] == [
+        ("debian:bookworm", "small", 3),
+        ("debian:bookworm", "big", 2),
+        ("debian:trixie", "small", 3),
+        ("debian:trixie", "big", 2),
+        ("debian:sid", "big", 1),
+        ("debian:sid", "small", 4),
+    ]
+
+
+def test_includes_never_match_added_combinations(ws: Path) -> None:
+    doc = fruit_doc()
+    doc["matrix"]["include"] = [FULL_SID, {"kernel": "debian:sid", "repeat": 4}]
+    error = only_error(ws, doc)
+    assert error.field == "matrix.include[1]"
+    assert error.reason == (
+        "{'kernel': 'debian:sid'} matches no combination of the matrix, so it adds one, which must "
+        "give every axis; missing: filesystem, mount_options, scheduler, device, workload"
+    )
+
+
+def test_github_expanding_example(ws: Path) -> None:
+    # os [windows, ubuntu] x node [14, 16]; include {os: windows, node: 16, npm: 6}
+    doc = fruit_doc()
+    doc["matrix"]["include"] = [{"kernel": "debian:trixie", "device": "big", "repeat": 6}]
+    assert [c.repeat for c in load_doc(ws, doc).cells] == [1, 1, 1, 6]
+
+
+def test_later_includes_override_earlier_repeats(ws: Path) -> None:
+    doc = fruit_doc()
+    doc["repeat"] = 2
+    doc["matrix"]["include"] = [
+        {"kernel": "debian:trixie", "repeat": 5},
+        {"device": "big", "repeat": 7},
+        {"kernel": "debian:trixie", "device": "small"},  # matches, adds nothing
+    ]
+    assert [c.repeat for c in load_doc(ws, doc).cells] == [2, 7, 5, 7]
+
+
+def test_include_adds_back_an_excluded_combination(ws: Path) -> None:
+    doc = fruit_doc()
+    doc["matrix"]["exclude"] = [{"kernel": "debian:trixie"}]
+    doc["matrix"]["include"] = [
+        {**FULL_SID, "kernel": "debian:trixie", "device": "big", "repeat": 9},
+    ]
+    assert [(c.label, c.repeat) for c in load_doc(ws, doc).cells] == [
+        ("debian:bookworm/ext4/default/none/small/randwrite", 1),
+        ("debian:bookworm/ext4/default/none/big/randwrite", 1),
+        ("debian:trixie/ext4/default/none/big/randwrite", 9),
+    ]
+
+
+def test_a_new_combination_may_use_definitions_outside_the_axes(ws: Path) -> None:
+    doc = base_doc()
+    doc["matrix"]["mount_options"] = {"ext4": ["noatime"]}
+    doc["matrix"]["include"] = [
+        {**FULL_SID, "filesystem": "btrfs", "device": "big", "workload": "seqread"},
+        {**FULL_SID, "mount_options": "noatime", "scheduler": "kyber"},
+    ]
+    new = load_doc(ws, doc).cells[1:]
+    assert [c.label for c in new] == [
+        "debian:sid/btrfs/default/none/big/seqread",
+        "debian:sid/ext4/noatime/kyber/small/randwrite",
+    ]
+    assert new[0].filesystem == FilesystemChoice(name="btrfs", fstype="btrfs")
+    assert new[0].workload.job_file == str((ws / "workloads" / "seqread.fio").resolve())
+
+
+def test_every_bad_value_of_a_new_combination_is_reported(ws: Path) -> None:
+    doc = base_doc()
+    doc["matrix"]["include"] = [
+        {
+            "kernel": "debian:potato",
+            "filesystem": "ext4",
+            "mount_options": "noatime",
+            "scheduler": "cfq",
+            "device": "huge",
+            "workload": "nope",
+        },
+        {**FULL_SID, "filesystem": "zfs"},
+        {**FULL_SID, "workload": "/etc/passwd"},
+    ]
+    errors = doc_errors(ws, doc)
+    assert [e.field for e in errors] == [
+        "matrix.include[0].kernel",
+        "matrix.include[0].mount_options",
+        "matrix.include[0].scheduler",
+        "matrix.include[0].device",
+        "matrix.include[0].workload",
+        "matrix.include[1].filesystem",
+        "matrix.include[2].workload",
+    ]
+    reasons = [e.reason for e in errors]
+    assert "unknown Debian kernel 'potato'" in reasons[0]
+    assert (
+        reasons[1] == "'noatime' is not a mount option set of filesystem 'ext4'; defined: default"
+    )
+    assert reasons[2] == "'cfq' is not allowed; allowed: none, mq-deadline, bfq, kyber"
+    assert reasons[3] == "'huge' is not a device defined under devices:; defined: small, big"
+    assert reasons[4].startswith("'nope' is not a workload")
+    assert reasons[5].startswith("'zfs' is neither a filesystem of matrix.filesystem (ext4) nor")
+    assert reasons[6].startswith("'/etc/passwd' is not a workload")
+
+
+def test_new_combinations_given_twice_collapse(ws: Path) -> None:
+    doc = base_doc()
+    doc["matrix"]["include"] = [FULL_SID, {**FULL_SID, "repeat": 3}, FULL_SID]
+    assert [(c.kernel, c.repeat) for c in load_doc(ws, doc).cells] == [
+        ("debian:bookworm", 1),
+        ("debian:sid", 3),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "field", "reason"),
+    [
+        ({}, "matrix.include[0]", "an include entry needs axis values"),
+        ({"repeat": 0}, "matrix.include[0].repeat", "0 is out of range; it must be >= 1"),
+        ({"repeat": 101}, "matrix.include[0].repeat", "101 is out of range; it must be <= 100"),
+        ({"filesystem": 4}, "matrix.include[0].filesystem", "4 is not text"),
+    ],
+)
+def test_bad_include_entries(ws: Path, entry: dict[str, Any], field: str, reason: str) -> None:
+    error = only_error(ws, with_matrix(include=[entry]))
+    assert error.field == field
+    assert error.reason.startswith(reason)
+
+
+# --- max_cells --------------------------------------------------------------------------------
+
+
+def test_max_cells_from_the_file(ws: Path) -> None:
+    doc = fruit_doc()
+    doc["max_cells"] = 3
+    error = only_error(ws, doc)
+    assert error.field == "matrix"
+    assert error.reason.startswith("the axes multiply to 4 combinations, more than max_cells=3;")
+    doc["max_cells"] = 4
+    assert len(load_doc(ws, doc).cells) == 4
+
+
+def test_max_cells_counts_after_exclude_and_include(ws: Path) -> None:
+    doc = fruit_doc()
+    doc["max_cells"] = 3
+    doc["matrix"]["exclude"] = [{"kernel": "debian:trixie"}]
+    doc["matrix"]["include"] = [FULL_SID]
+    assert len(load_doc(ws, doc).cells) == 3
+    doc["matrix"]["include"] = [FULL_SID, {**FULL_SID, "scheduler": "bfq"}]
+    error = only_error(ws, doc)
+    assert error.reason.startswith("expands to 4 cells, more than max_cells=3;")
+
+
+def test_max_cells_argument_replaces_the_files(ws: Path) -> None:
+    doc = fruit_doc()
+    doc["max_cells"] = 3
+    assert len(load_doc(ws, doc, max_cells=4).cells) == 4
+    error = only_error(ws, fruit_doc(), max_cells=2)
+    assert "more than the limit of 2 cells given to load_matrix" in error.reason
+    with pytest.raises(ValueError, match="at least 1"):
+        load_doc(ws, fruit_doc(), max_cells=0)
+
+
+def test_the_default_limit_is_checked_before_expanding(ws: Path) -> None:
+    # 501 option sets x 4 schedulers = 2004 combinations: refused without building them.
+    sets = [f"commit={i}" for i in range(1, 502)]
+    doc = with_matrix(
+        mount_options={"ext4": sets}, scheduler=["none", "mq-deadline", "bfq", "kyber"]
+    )
+    error = only_error(ws, doc)
+    assert error.reason.startswith(
+        "the axes multiply to 2004 combinations, more than max_cells=2000 (the default);"
+    )
+
+
+def test_a_huge_product_is_refused_even_with_excludes(ws: Path) -> None:
+    sets = [f"commit={i}" for i in range(1, 41)]  # 40 x 4 x ... = 160 > 10 x max_cells
+    doc = with_matrix(
+        mount_options={"ext4": sets},
+        scheduler=["none", "mq-deadline", "bfq", "kyber"],
+        exclude=[{"scheduler": "bfq"}],
+    )
+    doc["max_cells"] = 15
+    error = only_error(ws, doc)
+    assert error.reason.startswith(
+        "the axes multiply to 160 combinations, more than max_cells=15 x 10"
+    )
+
+
+# --- extends ----------------------------------------------------------------------------------
+
+
+def preset_doc() -> dict[str, Any]:
+    return {
+        "format": 1,
+        "name": "base",
+        "description": "shared",
+        "vm": {"memory": "4GiB", "cpus": 4},
+        "repeat": 3,
+        "devices": {"small": {"size": "1GiB", "cache": "none", "aio": "threads"}},
+        "workloads": {"pjob": {"fio": "jobs/p.fio"}},
+        "matrix": {
+            "kernel": ["debian:bookworm", "debian:trixie"],
+            "filesystem": ["ext4"],
+            "scheduler": ["none"],
+            "device": ["small"],
+            "workload": ["pjob"],
+            "include": [{"kernel": "debian:trixie", "repeat": 9}],
+        },
+    }
+
+
+@pytest.fixture
+def preset(ws: Path) -> Path:
+    write(ws / "presets" / "jobs" / "p.fio", "[p]\nruntime=7\n")
+    return dump(ws / "presets" / "base.yaml", preset_doc())
+
+
+@pytest.mark.usefixtures("preset")
+def test_extends_deep_merges(ws: Path) -> None:
+    child = {
+        "format": 1,
+        "extends": "presets/base.yaml",
+        "vm": {"cpus": 1},
+        "devices": {"small": {"cache": "writethrough"}, "big": {"size": "2G"}},
+        "matrix": {"device": ["small", "big"]},
+    }
+    m = load_doc(ws, child)
+    assert m.name == "m"  # name is not inherited
+    assert m.vm == VmSettings(memory_mib=4096, cpus=1)
+    assert m.cells[0].device == DeviceProfile(
+        name="small", size_bytes=GIB, cache="writethrough", aio="threads"
+    )
+    assert [(c.kernel, c.device.name, c.repeat) for c in m.cells] == [
+        ("debian:bookworm", "small", 3),
+        ("debian:bookworm", "big", 3),
+        ("debian:trixie", "small", 9),
+        ("debian:trixie", "big", 9),
+    ]
+    # the preset's relative job file resolves against the preset's own directory
+    assert m.cells[0].workload.job_file == str((ws / "presets" / "jobs" / "p.fio").resolve())
+    assert m.cells[0].workload.estimated_s == 7.0
+
+
+@pytest.mark.usefixtures("preset")
+def test_extends_replaces_lists(ws: Path) -> None:
+    child = {
+        "format": 1,
+        "extends": ["presets/base.yaml"],
+        "matrix": {"kernel": ["debian:sid"], "include": []},
+    }
+    assert [(c.kernel, c.repeat) for c in load_doc(ws, child).cells] == [("debian:sid", 3)]
+
+
+def test_workload_names_in_a_preset_resolve_from_the_preset(ws: Path) -> None:
+    write(ws / "presets" / "workloads" / "near.fio", "[n]\nruntime=4\n")
+    p = preset_doc()
+    p["matrix"]["workload"] = ["near", "seqread"]  # presets/workloads/, then ../workloads/
+    dump(ws / "presets" / "base.yaml", p)
+    write(ws / "presets" / "jobs" / "p.fio", "[p]\n")
+    m = load_doc(ws, {"format": 1, "extends": "presets/base.yaml"})
+    assert [(c.workload.name, c.workload.estimated_s) for c in m.cells[:2]] == [
+        ("near", 4.0),
+        ("seqread", 20.0),
+    ]
+
+
+@pytest.mark.usefixtures("preset")
+def test_later_presets_win_and_the_file_wins_over_all(ws: Path) -> None:
+    dump(ws / "presets" / "more.yaml", {"format": 1, "repeat": 5, "timeouts": {"boot": 99}})
+    child = {"format": 1, "extends": ["presets/base.yaml", "presets/more.yaml"]}
+    m = load_doc(ws, child)
+    assert [c.repeat for c in m.cells] == [5, 9]
+    assert m.timeouts.boot_s == 99.0
+    child["timeouts"] = {"boot": 11}
+    child["repeat"] = 1
+    m = load_doc(ws, child)
+    assert [c.repeat for c in m.cells] == [1, 9]
+    assert m.timeouts.boot_s == 11.0
+
+
+@pytest.mark.usefixtures("preset")
+def test_a_preset_of_a_preset(ws: Path) -> None:
+    dump(ws / "presets" / "mid.yaml", {"format": 1, "extends": "base.yaml", "repeat": 2})
+    m = load_doc(ws, {"format": 1, "extends": "presets/mid.yaml"})
+    assert [c.repeat for c in m.cells] == [2, 9]
+
+
+@pytest.mark.usefixtures("preset")
+def test_a_diamond_is_fine(ws: Path) -> None:
+    dump(ws / "presets" / "b.yaml", {"format": 1, "extends": "base.yaml", "repeat": 2})
+    dump(ws / "presets" / "c.yaml", {"format": 1, "extends": "base.yaml", "vm": {"cpus": 3}})
+    m = load_doc(ws, {"format": 1, "extends": ["presets/b.yaml", "presets/c.yaml"]})
+    # c re-applies base (repeat 3) over b: the later preset wins, as a whole.
+    assert [c.repeat for c in m.cells] == [3, 9]
+    assert m.vm.cpus == 3
+
+
+def test_extends_cycle(ws: Path) -> None:
+    a = dump(ws / "a.yaml", {**base_doc(), "extends": "presets/b.yaml"})
+    dump(ws / "presets" / "b.yaml", {"format": 1, "extends": ["../a.yaml"]})
+    [error] = errors_of(a)
+    assert error.file == str(ws / "presets" / "b.yaml")
+    assert error.field == "extends[0]"
+    assert error.reason == (
+        f"'../a.yaml' makes an extends cycle: {ws / 'a.yaml'} -> {ws / 'presets' / 'b.yaml'} -> "
+        f"{ws / 'a.yaml'}"
+    )
+
+
+def test_a_file_extending_itself(ws: Path) -> None:
+    a = dump(ws / "a.yaml", {**base_doc(), "extends": "a.yaml"})
+    [error] = errors_of(a)
+    assert (error.file, error.field) == (str(a), "extends")
+    assert "makes an extends cycle" in error.reason
+
+
+@pytest.mark.usefixtures("preset")
+def test_missing_preset(ws: Path) -> None:
+    doc = {"format": 1, "extends": ["presets/base.yaml", "presets/nope.yaml"]}
+    error = only_error(ws, doc)
+    assert (error.file, error.field) == (str(ws / "m.yaml"), "extends[1]")
+    assert error.reason.startswith("'presets/nope.yaml': no such preset file")
+
+
+@pytest.mark.parametrize(
+    ("extends", "reason"),
+    [
+        ("/etc/base.yaml", "is not an allowed preset path"),
+        ("presets/base.txt", "must end in .yaml or .yml"),
+        ("pre sets/b.yaml", "is not an allowed preset path"),
+    ],
+)
+def test_bad_extends_paths(ws: Path, extends: str, reason: str) -> None:
+    error = only_error(ws, {**base_doc(), "extends": extends})
+    assert error.field == "extends"
+    assert reason in error.reason
+
+
+def test_errors_in_a_preset_name_the_preset(ws: Path, preset: Path) -> None:
+    p = preset_doc()
+    p["devices"]["small"]["bus"] = "ide"
+    p["colour"] = "blue"
+    dump(preset, p)
+    errors = errors_of(dump(ws / "m.yaml", {"format": 1, "extends": "presets/base.yaml"}))
+    assert [(e.file, e.field) for e in errors] == [
+        (str(preset), "devices.small.bus"),
+        (str(preset), "colour"),
+    ]
+
+
+def test_a_preset_needs_a_format_too(ws: Path, preset: Path) -> None:
+    p = preset_doc()
+    del p["format"]
+    dump(preset, p)
+    error = only_error(ws, {"format": 1, "extends": "presets/base.yaml"})
+    assert (error.file, error.field) == (str(preset), "format")
+
+
+def test_preset_display_path_follows_the_given_path(
+    ws: Path, preset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = preset_doc()
+    p["vm"] = {"cpus": 0}
+    dump(preset, p)
+    dump(ws / "sub" / "m.yaml", {"format": 1, "extends": "../presets/base.yaml"})
+    monkeypatch.chdir(ws)
+    [error] = errors_of("sub/m.yaml")
+    assert (error.file, error.field) == (str(Path("presets") / "base.yaml"), "vm.cpus")
+
+
+def test_cross_reference_errors_name_the_file_that_wrote_the_value(ws: Path, preset: Path) -> None:
+    p = preset_doc()
+    p["matrix"]["device"] = ["small", "huge"]
+    dump(preset, p)
+    doc = {"format": 1, "extends": "presets/base.yaml", "matrix": {"scheduler": ["cfq-ish"]}}
+    errors = errors_of(dump(ws / "m.yaml", doc))
+    assert [(e.file, e.field) for e in errors] == [(str(ws / "m.yaml"), "matrix.scheduler[0]")]
+    doc["matrix"] = {"scheduler": ["bfq"], "mount_options": {"xfs": ["noatime"]}}
+    errors = errors_of(dump(ws / "m.yaml", doc))
+    assert [(e.file, e.field) for e in errors] == [
+        (str(ws / "m.yaml"), "matrix.mount_options.xfs"),
+        (str(preset), "matrix.device[1]"),
+    ]
+
+
+def test_a_required_field_can_come_from_either_file(ws: Path, preset: Path) -> None:
+    p = preset_doc()
+    del p["devices"]["small"]["size"]
+    dump(preset, p)
+    doc = {"format": 1, "extends": "presets/base.yaml"}
+    error = only_error(ws, doc)
+    assert (error.file, error.field) == (str(preset), "devices.small.size")
+    doc["devices"] = {"small": {"size": "2GiB"}}
+    assert load_doc(ws, doc).cells[0].device.size_bytes == 2 * GIB
+
+
+# --- YAML safety and file handling ------------------------------------------------------------
+
+GOOD_YAML = yaml.dump(base_doc(), Dumper=_NoAliasDumper, sort_keys=False)
+NEXT_LINE = len(GOOD_YAML.splitlines()) + 1
+
+
+def yaml_error(ws: Path, text: str) -> MatrixError:
+    path = ws / "m.yaml"
+    path.write_text(text)
+    [error] = errors_of(path)
+    assert error.file == str(path)
+    assert error.field == ""
+    return error
+
+
+def test_aliases_are_refused(ws: Path) -> None:
+    text = GOOD_YAML + "description: *name\n"
+    assert yaml_error(ws, text).reason == (
+        f"invalid YAML: yaml aliases are not allowed: *name at line {NEXT_LINE}"
+    )
+
+
+def test_anchors_are_refused(ws: Path) -> None:
+    text = textwrap.dedent(
+        """\
+        format: 1
+        devices:
+          small: &dev {size: 1GiB}
+          big: *dev
+        """
+    )
+    assert yaml_error(ws, text).reason == (
+        "invalid YAML: yaml aliases are not allowed: anchor &dev at line 3"
+    )
+
+
+def test_billion_laughs_is_refused(ws: Path) -> None:
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    reason = yaml_error(ws, "format: 1\n" + "\n".join(lines) + "\n").reason
+    assert reason == "invalid YAML: yaml aliases are not allowed: anchor &a0 at line 2"
+
+
+def test_merge_keys_are_refused(ws: Path) -> None:
+    text = "format: 1\ndevices:\n  small:\n    <<: {size: 1GiB}\n"
+    assert (
+        yaml_error(ws, text).reason == "invalid YAML: yaml merge keys (<<) are not allowed: line 4"
+    )
+
+
+def test_duplicate_keys_are_refused(ws: Path) -> None:
+    text = GOOD_YAML + "format: 1\n"
+    assert yaml_error(ws, text).reason == (
+        f"invalid YAML: duplicate key 'format' at line {NEXT_LINE} (first at line 1)"
+    )
+
+
+def test_python_tags_do_nothing(ws: Path) -> None:
+    marker = ws / "pwned"
+    text = GOOD_YAML + f'description: !!python/object/apply:os.system ["touch {marker}"]\n'
+    assert yaml_error(ws, text).reason.startswith("invalid YAML: could not determine a constructor")
+    assert not marker.exists()
+
+
+def test_files_over_1_mib_are_refused_unread(ws: Path) -> None:
+    text = GOOD_YAML + "#" * MIB + "\n"
+    assert yaml_error(ws, text).reason == (
+        f"cannot use the file: {len(text)} bytes is more than the limit of 1 MiB"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "the file is empty; expected a mapping with format: 1"),
+        ("# only a comment\n", "the file is empty; expected a mapping with format: 1"),
+        ("- format: 1\n", "expected a mapping at the top level, not list"),
+        ("format: 1\nmatrix: [\n", "invalid YAML: while parsing a flow"),
+        ("format: 1\n\tmatrix: {}\n", "invalid YAML: "),
+        ("[" * 20000 + "]" * 20000, "invalid YAML: nested too deeply"),
+        ("repeat: " + "9" * 5000 + "\n", "invalid YAML: "),
+        ("format: 1\n? [a]\n: b\n", "invalid YAML: "),
+    ],
+)
+def test_unusable_yaml(ws: Path, text: str, reason: str) -> None:
+    assert yaml_error(ws, text).reason.startswith(reason)
+
+
+def test_non_utf8_is_refused(ws: Path) -> None:
+    path = ws / "m.yaml"
+    path.write_bytes(b"format: 1\nname: \xff\xfe\n")
+    [error] = errors_of(path)
+    assert error.reason.startswith("invalid YAML: ")
+
+
+def test_missing_file_and_directory(ws: Path) -> None:
+    [error] = errors_of(ws / "nope.yaml")
+    assert error == MatrixError(
+        str(ws / "nope.yaml"), "", "cannot read the file: No such file or directory"
+    )
+    [error] = errors_of(ws)
+    assert error == MatrixError(str(ws), "", "cannot use the file: not a regular file")
+
+
+def test_errors_are_collected_not_stopped_at_the_first(ws: Path) -> None:
+    doc = base_doc()
+    doc["colour"] = "red"
+    doc["devices"]["small"]["bus"] = "ide"
+    doc["matrix"]["scheduler"] = ["cfq"]
+    doc["matrix"]["kernel"] = ["debian:potato"]
+    # schema errors come in schema order, unknown fields last
+    assert [e.field for e in doc_errors(ws, doc)] == [
+        "devices.small.bus",
+        "matrix.kernel[0]",
+        "matrix.scheduler[0]",
+        "colour",
+    ]
+    doc = with_matrix(device=["huge"], workload=["nope"], mount_options={"xfs": ["ro"]})
+    assert [e.field for e in doc_errors(ws, doc)] == [
+        "matrix.mount_options.xfs",
+        "matrix.device[0]",
+        "matrix.workload[0]",
+    ]
+
+
+def test_null_means_not_given(ws: Path) -> None:
+    doc = base_doc()
+    doc |= {"vm": None, "timeouts": None, "description": None}
+    doc["matrix"]["mount_options"] = None
+    m = load_doc(ws, doc)
+    assert m.vm == VmSettings()
+    assert len(m.cells) == 1
+
+
+def test_the_document_is_not_modified_by_copying(ws: Path) -> None:
+    # dump() must not share objects, or the file would contain aliases
+    doc = fruit_doc()
+    doc["matrix"]["include"] = [copy.deepcopy(FULL_SID)] * 2
+    assert "&" not in dump(ws / "m.yaml", doc).read_text()
+
+
+# --- the fio estimate -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("", 30.0),
+        ("[job]\nrw=read\nsize=1G\n", 30.0),
+        ("[job]\nruntime=60\n", 60.0),
+        ("[job]\nruntime=2m\n", 120.0),
+        ("[job]\nruntime=1h\n", 3600.0),
+        ("[job]\nruntime=30s\n", 30.0),
+        ("[job]\nruntime=1500ms\n", 1.5),
+        ("[job]\nruntime=500000us\n", 0.5),
+        ("[job]\nruntime = 45 ; a comment\n", 45.0),
+        ("[job]\nRUNTIME=2M\n", 120.0),
+        ("[job]\nruntime=0\n", 30.0),
+        ("[job]\nruntime=${RUNTIME}\n", 30.0),
+        ("[job]\nruntime=10\nramp_time=5\n", 15.0),
+        ("[global]\nruntime=10\nramp_time=2s\n[a]\n[b]\n", 12.0),
+        ("[global]\nruntime=7\n", 7.0),
+        ("[a]\nruntime=10\n[b]\nruntime=20\n", 20.0),
+        ("[a]\nruntime=10\n[b]\nstonewall\nruntime=20\n[c]\nruntime=5\n", 30.0),
+        ("[a]\nruntime=10\n[b]\nwait_for_previous\nruntime=20\n", 30.0),
+        ("[global]\nstonewall\nruntime=10\n[a]\n[b]\n[c]\n", 30.0),
+        ("[a]\n[global]\nruntime=5\n[b]\n", 30.0),
+        ("# runtime=100\n[a]\n; runtime=100\nruntime=3\n", 3.0),
+        ("runtime=99\n[a]\nruntime=4\n", 4.0),
+    ],
+)
+def test_estimate(text: str, seconds: float) -> None:
+    assert estimate_fio_runtime(text) == pytest.approx(seconds)
