@@ -56,6 +56,7 @@ class Progress:
         self._thread: threading.Thread | None = None
         self._started = time.monotonic()
         self._last: tuple[int, str | None] | None = None
+        self._first_cell_at: float | None = None
         self._tty = bool(getattr(stream, "isatty", lambda: False)())
 
     def snapshot(self) -> tuple[str, tuple[int, str | None]]:
@@ -70,10 +71,17 @@ class Progress:
                 done_est += cell.estimated_s
             elif (folder / "started").exists():
                 current = cell.label
-        elapsed = time.monotonic() - self._started
-        # Scale the static estimate by how fast cells actually went so far.
-        speed = elapsed / done_est if done_est else 1.0
-        remaining = max(0.0, (self.estimate_total - done_est) * speed - (0 if done else elapsed))
+        now = time.monotonic()
+        if self._first_cell_at is None and (done or current):
+            self._first_cell_at = now
+        elapsed = now - self._started
+        remaining = max(0.0, self.estimate_total - elapsed)
+        if done and self._first_cell_at is not None:
+            # Scale the static estimate by how fast cells actually went since the first started
+            # (boots and kernel downloads before it would otherwise inflate every cell).
+            speed = max(now - self._first_cell_at, 1.0) / done_est
+            remaining = sum(c.estimated_s for c in self.cells) * speed - (now - self._first_cell_at)
+            remaining = max(0.0, remaining)
         if done == len(self.cells):
             remaining = 0.0
         line = render(done, len(self.cells), elapsed, remaining, current)

@@ -1,0 +1,7 @@
+"""`python -m iomatrix` is the same as the `iomatrix` command."""
+
+from __future__ import annotations
+
+from iomatrix.cli import main
+
+raise SystemExit(main())

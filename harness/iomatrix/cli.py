@@ -1,0 +1,217 @@
+"""The `iomatrix` command: thin subcommands over the library, each returning an exit code.
+
+Exit codes: 0 success; 1 the run finished but some cell did not end ok; 2 bad input or a
+failure before anything ran (the message names the file, field and reason); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from iomatrix import __version__, kernels, runner, vm
+from iomatrix.errors import IomatrixError
+from iomatrix.matrix import load_matrix
+from iomatrix.model import Cell, Matrix
+from iomatrix.plan import boot_groups
+from iomatrix.report import format_table, run_table
+from iomatrix.results import load_run
+from iomatrix.shard import parse_shard, shard_cells
+
+DEFAULT_RESULTS = Path("results")
+
+
+def _select(matrix: Matrix, shard: str | None) -> list[Cell]:
+    if shard is None:
+        return list(matrix.cells)
+    index, count = parse_shard(shard)
+    return shard_cells(matrix.cells, index, count)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    for path in args.files:
+        matrix = load_matrix(path)
+        kernels_n = len(matrix.kernels)
+        print(f"{path}: ok, {len(matrix.cells)} cells, {kernels_n} kernel(s)")
+    return 0
+
+
+def cell_json(cell: Cell) -> dict[str, object]:
+    return {
+        "id": cell.id,
+        "label": cell.label,
+        "axes": cell.axis_values(),
+        "repeat": cell.repeat,
+        "estimated_s": cell.estimated_s,
+        "cell": cell.model_dump(mode="json"),
+    }
+
+
+def cmd_expand(args: argparse.Namespace) -> int:
+    matrix = load_matrix(args.file)
+    cells = _select(matrix, args.shard)
+    if args.json:
+        print(json.dumps([cell_json(c) for c in cells], indent=1))
+        return 0
+    header = ["id", "kernel", "filesystem", "mount_options", "scheduler", "device", "workload", "repeat"]
+    rows = [[c.id, *c.axis_values().values(), str(c.repeat)] for c in cells]
+    print(format_table(header, rows))
+    total = sum(c.estimated_s for c in cells)
+    print(f"\n{len(cells)} cells in {len(boot_groups(cells))} boot(s), about {total / 60:.0f} min of workload")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    matrix = load_matrix(args.file)
+    cells = _select(matrix, args.shard)
+    if not cells:
+        print(f"{args.file}: no cells to run (shard {args.shard} is empty)")
+        return 0
+    if args.show_command:
+        return _show_commands(matrix, cells)
+    options = runner.RunOptions(
+        results_dir=Path(args.results),
+        scratch_dir=runner.default_scratch_dir(),
+        shard=args.shard,
+        progress=not args.no_progress,
+    )
+    try:
+        record, run_dir = runner.run_matrix(matrix, options, cells=cells)
+    except KeyboardInterrupt:
+        print("\niomatrix: interrupted; finished cells are kept in run.json", file=sys.stderr)
+        return 130
+    print()
+    print(run_table(record))
+    print(f"\nresults: {run_dir}/run.json")
+    print(f"logs:    {run_dir}/cells/<cell-id>/cell.log, {run_dir}/boots/<boot-id>/console-*.log")
+    return 0 if record.counts()["ok"] == len(record.cells) == len(cells) else 1
+
+
+def _show_commands(matrix: Matrix, cells: Sequence[Cell]) -> int:
+    """Print each boot's vng command without running it (kernels are fetched for their paths)."""
+    scratch = runner.default_scratch_dir() / "RUN-ID"
+    run_dir = Path(DEFAULT_RESULTS).resolve() / "RUN-ID"
+    for group in boot_groups(cells):
+        kernel = kernels.fetch(group.kernel)
+        ctx = runner.BootContext(
+            group=group,
+            kernel=kernel,
+            accelerator="tcg",
+            run_dir=run_dir,
+            scratch=scratch,
+            matrix=matrix,
+        )
+        _plan, argv, _image = runner.build_boot(ctx)
+        print(f"# boot {group.boot_id}: {len(group.cells)} cells (accelerator decided at run time)")
+        print(shlex.join(argv))
+    return 0
+
+
+def cmd_kernels(args: argparse.Namespace) -> int:
+    if args.action == "fetch":
+        for spec in args.specs:
+            kernel = kernels.fetch(spec, refresh=args.refresh, log=print)
+            print(f"{spec}: {kernel.release} ({kernel.source})\n  {kernel.vmlinuz}")
+        return 0
+    rows = [[k.release, k.spec, k.source] for k in kernels.cached()]
+    print(format_table(["release", "spec", "source"], rows) if rows else "no kernels cached")
+    print(f"\ncache: {kernels.cache_root() / 'kernels'}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    path = Path(args.run)
+    if not path.exists():
+        path = Path(args.results) / args.run
+    print(run_table(load_run(path)))
+    return 0
+
+
+def cmd_accel(args: argparse.Namespace) -> int:
+    kernel = kernels.fetch(args.kernel)
+    accel, why = vm.choose_accelerator(
+        cache_dir=kernels.cache_root(),
+        probe_vmlinuz=kernel.vmlinuz,
+        probe_release=kernel.release,
+        probe_modules=kernel.modules_dir,
+    )
+    print(f"{accel}: {why}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="iomatrix",
+        description=(
+            "A storage performance lab as code: declare kernels x filesystems x mkfs/mount "
+            "options x I/O schedulers x device profiles x workloads once in a YAML matrix, "
+            "run every cell in QEMU VMs, and keep the results."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"iomatrix {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check matrix files; nothing runs", description=(
+        "Load and validate matrix files. Errors name the file, the field path and the reason."))
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.set_defaults(func=cmd_validate)
+
+    shard_help = "only the I-th of N balanced, deterministic slices (1-based), e.g. 2/4"
+    p = sub.add_parser("expand", help="list the cells of a matrix", description=(
+        "Expand a matrix into its cells, each with a deterministic id from its axis values."))
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--shard", metavar="I/N", help=shard_help)
+    p.set_defaults(func=cmd_expand)
+
+    p = sub.add_parser("run", help="run a matrix in VMs and archive the results", description=(
+        "Fetch the kernels, boot one VM per (kernel, device profile), run every cell, and write "
+        "results/<run-id>/run.json. Exit 0 when every cell is ok, 1 otherwise."))
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("--shard", metavar="I/N", help=shard_help)
+    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR",
+                   help="the archive folder (default: results)")
+    p.add_argument("--show-command", action="store_true",
+                   help="print each boot's vng/QEMU command instead of running it")
+    p.add_argument("--no-progress", action="store_true", help="no progress line")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("kernels", help="list or fetch cached kernels", description=(
+        "Kernels live in ~/.cache/iomatrix/kernels/<release>/ (or $IOMATRIX_CACHE). Debian "
+        "kernels are downloaded with a private apt configuration; the host's is never changed."))
+    p.add_argument("action", choices=["list", "fetch"])
+    p.add_argument("specs", nargs="*", metavar="SPEC",
+                   help="debian:<suite|abi-release|version> or path:<vmlinuz>[,modules=<dir>]")
+    p.add_argument("--refresh", action="store_true", help="re-resolve suites against the archive")
+    p.set_defaults(func=cmd_kernels)
+
+    p = sub.add_parser("show", help="print the table of an archived run")
+    p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
+    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("accel", help="probe (or show the cached verdict of) KVM vs TCG")
+    p.add_argument("--kernel", default="debian:bookworm", metavar="SPEC")
+    p.set_defaults(func=cmd_accel)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "kernels" and args.action == "fetch" and not args.specs:
+        parser.error("kernels fetch needs at least one SPEC")
+    try:
+        code: int = args.func(args)
+    except IomatrixError as exc:
+        print(f"iomatrix: error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        # parse_shard and friends raise ValueError with a user-facing message.
+        print(f"iomatrix: error: {exc}", file=sys.stderr)
+        return 2
+    return code
