@@ -221,7 +221,7 @@ def run_cell(plan: BootPlan, cell: Cell) -> CellResult:
         status, reason = "failed", str(exc)
     except CellError as exc:
         status, reason = "error", str(exc)
-    except Exception as exc:  # noqa: BLE001 - a bug of ours fails this cell, not the others
+    except Exception as exc:
         ctx.log(traceback.format_exc())
         status, reason = "error", f"agent error: {type(exc).__name__}: {exc}"
     result = CellResult(

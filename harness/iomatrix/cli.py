@@ -57,11 +57,23 @@ def cmd_expand(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([cell_json(c) for c in cells], indent=1))
         return 0
-    header = ["id", "kernel", "filesystem", "mount_options", "scheduler", "device", "workload", "repeat"]
+    header = [
+        "id",
+        "kernel",
+        "filesystem",
+        "mount_options",
+        "scheduler",
+        "device",
+        "workload",
+        "repeat",
+    ]
     rows = [[c.id, *c.axis_values().values(), str(c.repeat)] for c in cells]
     print(format_table(header, rows))
     total = sum(c.estimated_s for c in cells)
-    print(f"\n{len(cells)} cells in {len(boot_groups(cells))} boot(s), about {total / 60:.0f} min of workload")
+    print(
+        f"\n{len(cells)} cells in {len(boot_groups(cells))} boot(s), "
+        f"about {total / 60:.0f} min of workload"
+    )
     return 0
 
 
@@ -155,37 +167,69 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"iomatrix {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("validate", help="check matrix files; nothing runs", description=(
-        "Load and validate matrix files. Errors name the file, the field path and the reason."))
+    p = sub.add_parser(
+        "validate",
+        help="check matrix files; nothing runs",
+        description=(
+            "Load and validate matrix files. Errors name the file, the field path and the reason."
+        ),
+    )
     p.add_argument("files", nargs="+", type=Path, metavar="FILE")
     p.set_defaults(func=cmd_validate)
 
     shard_help = "only the I-th of N balanced, deterministic slices (1-based), e.g. 2/4"
-    p = sub.add_parser("expand", help="list the cells of a matrix", description=(
-        "Expand a matrix into its cells, each with a deterministic id from its axis values."))
+    p = sub.add_parser(
+        "expand",
+        help="list the cells of a matrix",
+        description=(
+            "Expand a matrix into its cells, each with a deterministic id from its axis values."
+        ),
+    )
     p.add_argument("file", type=Path, metavar="FILE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--shard", metavar="I/N", help=shard_help)
     p.set_defaults(func=cmd_expand)
 
-    p = sub.add_parser("run", help="run a matrix in VMs and archive the results", description=(
-        "Fetch the kernels, boot one VM per (kernel, device profile), run every cell, and write "
-        "results/<run-id>/run.json. Exit 0 when every cell is ok, 1 otherwise."))
+    p = sub.add_parser(
+        "run",
+        help="run a matrix in VMs and archive the results",
+        description=(
+            "Fetch the kernels, boot one VM per (kernel, device profile), run every cell, and "
+            "write "
+            "results/<run-id>/run.json. Exit 0 when every cell is ok, 1 otherwise."
+        ),
+    )
     p.add_argument("file", type=Path, metavar="FILE")
     p.add_argument("--shard", metavar="I/N", help=shard_help)
-    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR",
-                   help="the archive folder (default: results)")
-    p.add_argument("--show-command", action="store_true",
-                   help="print each boot's vng/QEMU command instead of running it")
+    p.add_argument(
+        "--results",
+        default=str(DEFAULT_RESULTS),
+        metavar="DIR",
+        help="the archive folder (default: results)",
+    )
+    p.add_argument(
+        "--show-command",
+        action="store_true",
+        help="print each boot's vng/QEMU command instead of running it",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress line")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("kernels", help="list or fetch cached kernels", description=(
-        "Kernels live in ~/.cache/iomatrix/kernels/<release>/ (or $IOMATRIX_CACHE). Debian "
-        "kernels are downloaded with a private apt configuration; the host's is never changed."))
+    p = sub.add_parser(
+        "kernels",
+        help="list or fetch cached kernels",
+        description=(
+            "Kernels live in ~/.cache/iomatrix/kernels/<release>/ (or $IOMATRIX_CACHE). Debian "
+            "kernels are downloaded with a private apt configuration; the host's is never changed."
+        ),
+    )
     p.add_argument("action", choices=["list", "fetch"])
-    p.add_argument("specs", nargs="*", metavar="SPEC",
-                   help="debian:<suite|abi-release|version> or path:<vmlinuz>[,modules=<dir>]")
+    p.add_argument(
+        "specs",
+        nargs="*",
+        metavar="SPEC",
+        help="debian:<suite|abi-release|version> or path:<vmlinuz>[,modules=<dir>]",
+    )
     p.add_argument("--refresh", action="store_true", help="re-resolve suites against the archive")
     p.set_defaults(func=cmd_kernels)
 

@@ -29,8 +29,14 @@ class CpuTimes(Record):
     @property
     def total(self) -> int:
         return (
-            self.user + self.nice + self.system + self.idle
-            + self.iowait + self.irq + self.softirq + self.steal
+            self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
         )
 
 
@@ -51,8 +57,14 @@ def parse_proc_stat(text: str) -> CpuTimes:
             values = [int(v) for v in fields[1:9]]
             values += [0] * (8 - len(values))
             return CpuTimes(
-                user=values[0], nice=values[1], system=values[2], idle=values[3],
-                iowait=values[4], irq=values[5], softirq=values[6], steal=values[7],
+                user=values[0],
+                nice=values[1],
+                system=values[2],
+                idle=values[3],
+                iowait=values[4],
+                irq=values[5],
+                softirq=values[6],
+                steal=values[7],
             )
     raise ValueError("no aggregate 'cpu' line in /proc/stat")
 

@@ -1,4 +1,4 @@
-"""Error types that reach the user. Each says what, where and why; the CLI prints them without a traceback."""
+"""Errors that reach the user: each says what, where and why; printed without a traceback."""
 
 from __future__ import annotations
 

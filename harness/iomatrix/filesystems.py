@@ -56,7 +56,7 @@ def adapter(fstype: str) -> FilesystemAdapter:
 
 
 def missing_mount_options(requested: Sequence[str], applied: Sequence[str]) -> tuple[str, ...]:
-    """Requested options that /proc/mounts does not show: ignored, rejected or renamed by the kernel.
+    """Requested options /proc/mounts does not show: ignored, rejected or renamed by the kernel.
 
     A request `k` is satisfied by an applied `k` or `k=<anything>` (btrfs shows `discard` as
     `discard=sync`, `space_cache` as `space_cache=v2`); `k=v` by `k=v` or `k=v:<level>` (btrfs
@@ -76,7 +76,7 @@ def missing_mount_options(requested: Sequence[str], applied: Sequence[str]) -> t
 
 
 def active_scheduler(sysfs_text: str) -> str | None:
-    """The bracketed entry of /sys/block/<dev>/queue/scheduler, e.g. '[none] mq-deadline' -> none."""
+    """The bracketed entry of /sys/block/<dev>/queue/scheduler, e.g. '[none] kyber' -> none."""
     for word in sysfs_text.split():
         if word.startswith("[") and word.endswith("]"):
             return word[1:-1]

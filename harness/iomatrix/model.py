@@ -70,7 +70,7 @@ class DeviceProfile(Record):
 
 
 class Workload(Record):
-    """A fio job file, identified by name; the text is pinned by its hash so results say what ran."""
+    """A fio job file, by name; its text is pinned by a hash so results say what ran."""
 
     name: str
     kind: Literal["fio"] = "fio"

@@ -8,7 +8,9 @@ Modules call it as `proc.run(...)` so a test's monkeypatch reaches every caller.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -60,8 +62,6 @@ class CommandTimeout(CommandError):
 
 def _show(argv: Sequence[str]) -> str:
     # Only for messages: shlex-quoted so a user can paste it, never executed.
-    import shlex
-
     return shlex.join(argv)
 
 
@@ -71,10 +71,8 @@ def _stop_group(popen: subprocess.Popen[bytes]) -> None:
         os.killpg(popen.pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         popen.wait(timeout=_TERMINATE_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
     try:
         os.killpg(popen.pid, signal.SIGKILL)
     except ProcessLookupError:

@@ -18,19 +18,20 @@ from iomatrix.model import Cell
 
 
 def format_duration(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
+    seconds = max(0, round(seconds))
     minutes, secs = divmod(seconds, 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
 def render(
-    done: int, total: int, elapsed_s: float, remaining_estimate_s: float, current: str | None
+    *, done: int, total: int, elapsed_s: float, remaining_s: float, current: str | None
 ) -> str:
+    """One status line: bar, cells done, elapsed time, ETA and the cell running now."""
     width = 20
     filled = width * done // total if total else width
     bar = "#" * filled + "-" * (width - filled)
-    eta = format_duration(remaining_estimate_s)
+    eta = format_duration(remaining_s)
     now = f"  now: {current}" if current else ""
     return f"[{bar}] {done}/{total} cells  elapsed {format_duration(elapsed_s)}  ETA {eta}{now}"
 
@@ -40,6 +41,7 @@ class Progress:
 
     def __init__(
         self,
+        *,
         run_dir: Path,
         cells: Sequence[Cell],
         stream: TextIO = sys.stderr,
@@ -84,7 +86,13 @@ class Progress:
             remaining = max(0.0, remaining)
         if done == len(self.cells):
             remaining = 0.0
-        line = render(done, len(self.cells), elapsed, remaining, current)
+        line = render(
+            done=done,
+            total=len(self.cells),
+            elapsed_s=elapsed,
+            remaining_s=remaining,
+            current=current,
+        )
         return line, (done, current)
 
     def _draw(self) -> None:

@@ -63,8 +63,19 @@ def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
 
 
 HEADER = [
-    "kernel", "fs", "mount", "sched", "device", "workload", "status",
-    "IOPS", "MiB/s", "p99 us", "usr%", "sys%", "note",
+    "kernel",
+    "fs",
+    "mount",
+    "sched",
+    "device",
+    "workload",
+    "status",
+    "IOPS",
+    "MiB/s",
+    "p99 us",
+    "usr%",
+    "sys%",
+    "note",
 ]
 
 

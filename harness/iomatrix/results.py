@@ -3,7 +3,7 @@
 Layout of a run folder (results/<run-id>/):
   run.json                 the whole run: format version, environment, matrix, every cell's result
   cells/<cell-id>/         written by the guest agent: result.json, cell.log, rep-<n>.fio.json
-  boots/<boot-id>/         plan.json (what the VM was asked to do) and console.log (its serial console)
+  boots/<boot-id>/         plan.json (what the VM was asked to do), console-<n>.log (serial console)
 
 Format history of run.json (RUN_FORMAT):
   1  first format (2026-11).
@@ -207,7 +207,7 @@ def _check_format(path: Path, data: dict[str, Any], current: int) -> None:
     if version > current:
         raise ResultFormatError(
             str(path),
-            f"format {version} is newer than this iomatrix understands ({current}); upgrade iomatrix",
+            f"format {version} is newer than this iomatrix reads ({current}); upgrade iomatrix",
         )
     if version < 1:
         raise ResultFormatError(str(path), f"format {version} was never written by iomatrix")
@@ -222,7 +222,9 @@ def load_run(path: Path) -> RunRecord:
     try:
         return RunRecord.model_validate(data)
     except ValidationError as exc:
-        raise ResultFormatError(str(path), f"does not match run format {RUN_FORMAT}: {exc}") from exc
+        raise ResultFormatError(
+            str(path), f"does not match run format {RUN_FORMAT}: {exc}"
+        ) from exc
 
 
 def load_cell_result(path: Path) -> CellResult:
@@ -231,4 +233,6 @@ def load_cell_result(path: Path) -> CellResult:
     try:
         return CellResult.model_validate(data)
     except ValidationError as exc:
-        raise ResultFormatError(str(path), f"does not match cell format {CELL_FORMAT}: {exc}") from exc
+        raise ResultFormatError(
+            str(path), f"does not match cell format {CELL_FORMAT}: {exc}"
+        ) from exc

@@ -70,7 +70,7 @@ def _file_sha256(path: Path) -> str:
 
 
 def console_excerpt(console: Path, max_lines: int = 25) -> str:
-    """The part of a console log that explains a dead VM: from a panic/oops marker, else the tail."""
+    """The part of a console log that explains a dead VM: from a panic marker, else the tail."""
     try:
         lines = console.read_text(errors="replace").splitlines()
     except OSError:
@@ -207,11 +207,19 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                     console_log=str(console.relative_to(ctx.run_dir)),
                     argv=tuple(argv),
                     exit_code=exit_code,
-                    outcome=outcome,  # type: ignore[arg-type]
+                    outcome=outcome,
                     duration_s=duration,
                 )
             )
-            _settle_unfinished(ctx, pending, outcome, exit_code, console, attempt, out)
+            _settle_unfinished(
+                ctx,
+                pending=pending,
+                outcome=outcome,
+                exit_code=exit_code,
+                console=console,
+                attempt=attempt,
+                out=out,
+            )
     finally:
         image.unlink(missing_ok=True)
     return records
@@ -219,6 +227,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
 
 def _settle_unfinished(
     ctx: BootContext,
+    *,
     pending: Sequence[Cell],
     outcome: str,
     exit_code: int | None,
@@ -252,7 +261,9 @@ def _settle_unfinished(
                 )
 
 
-def _collect(run_dir: Path, cells: Sequence[Cell], drive_args: dict[str, tuple[str, ...]]) -> list[CellEntry]:
+def _collect(
+    run_dir: Path, cells: Sequence[Cell], drive_args: dict[str, tuple[str, ...]]
+) -> list[CellEntry]:
     entries = []
     for cell in cells:
         path = _cell_result_path(run_dir, cell)
@@ -264,6 +275,44 @@ def _collect(run_dir: Path, cells: Sequence[Cell], drive_args: dict[str, tuple[s
             result = CellResult(cell_id=cell.id, status="error", reason=f"unreadable result: {exc}")
         entries.append(CellEntry(cell=cell, qemu_drive=drive_args.get(cell.id, ()), result=result))
     return entries
+
+
+def _fetch_kernels(
+    specs: Sequence[str], fetch: Callable[[str], kernels.Kernel], out: TextIO
+) -> tuple[dict[str, kernels.Kernel], dict[str, str]]:
+    """Fetch each kernel once; a kernel that cannot be had fails its cells, not the run."""
+    fetched: dict[str, kernels.Kernel] = {}
+    errors: dict[str, str] = {}
+    for spec in dict.fromkeys(specs):
+        print(f"iomatrix: kernel {spec} ...", file=out)
+        try:
+            fetched[spec] = fetch(spec)
+            print(f"iomatrix: kernel {spec} -> {fetched[spec].release}", file=out)
+        except IomatrixError as exc:
+            errors[spec] = str(exc)
+            print(f"iomatrix: {exc}", file=out)
+    return fetched, errors
+
+
+def _accelerator(fetched: Sequence[kernels.Kernel], out: TextIO) -> vm.Accelerator:
+    if not fetched:
+        return "tcg"
+    probe = fetched[0]
+    accelerator, why = vm.choose_accelerator(
+        cache_dir=kernels.cache_root(),
+        probe_vmlinuz=probe.vmlinuz,
+        probe_release=probe.release,
+        probe_modules=probe.modules_dir,
+    )
+    if accelerator == "tcg":
+        print(
+            f"iomatrix: WARNING: using TCG software emulation ({why}); "
+            "absolute numbers are far below real hardware, compare only like with like",
+            file=out,
+        )
+    else:
+        print(f"iomatrix: using KVM ({why})", file=out)
+    return accelerator
 
 
 def run_matrix(
@@ -282,34 +331,8 @@ def run_matrix(
     run_dir.mkdir(parents=True, exist_ok=False)
     scratch = (options.scratch_dir / run_id).resolve()
 
-    fetched: dict[str, kernels.Kernel] = {}
-    fetch_errors: dict[str, str] = {}
-    for spec in dict.fromkeys(c.kernel for c in selected):
-        print(f"iomatrix: kernel {spec} ...", file=out)
-        try:
-            fetched[spec] = fetch(spec)
-            print(f"iomatrix: kernel {spec} -> {fetched[spec].release}", file=out)
-        except IomatrixError as exc:
-            fetch_errors[spec] = str(exc)
-            print(f"iomatrix: {exc}", file=out)
-
-    accelerator: vm.Accelerator = "tcg"
-    if fetched:
-        probe = next(iter(fetched.values()))
-        accelerator, why = vm.choose_accelerator(
-            cache_dir=kernels.cache_root(),
-            probe_vmlinuz=probe.vmlinuz,
-            probe_release=probe.release,
-            probe_modules=probe.modules_dir,
-        )
-        if accelerator == "tcg":
-            print(
-                f"iomatrix: WARNING: using TCG software emulation ({why}); "
-                "absolute numbers are far below real hardware, compare only like with like",
-                file=out,
-            )
-        else:
-            print(f"iomatrix: using KVM ({why})", file=out)
+    fetched, fetch_errors = _fetch_kernels([c.kernel for c in selected], fetch, out)
+    accelerator = _accelerator(list(fetched.values()), out)
 
     source = Path(matrix.source)
     record = RunRecord(
@@ -336,7 +359,11 @@ def run_matrix(
     drive_args: dict[str, tuple[str, ...]] = {}
     interrupted = False
     try:
-        with Progress(run_dir, selected, stream=out, boots=len(groups)) if options.progress else _Null():
+        with (
+            Progress(run_dir=run_dir, cells=selected, stream=out, boots=len(groups))
+            if options.progress
+            else _Null()
+        ):
             for group in groups:
                 if group.kernel in fetch_errors:
                     for cell in group.cells:
@@ -355,7 +382,10 @@ def run_matrix(
                     drive_args[cell.id] = plan.disks[0].qemu_args
                 boots.extend(run_boot(ctx, out))
                 record = record.model_copy(
-                    update={"boots": tuple(boots), "cells": tuple(_collect(run_dir, selected, drive_args))}
+                    update={
+                        "boots": tuple(boots),
+                        "cells": tuple(_collect(run_dir, selected, drive_args)),
+                    }
                 )
                 write_record(run_json, record)
     except KeyboardInterrupt:

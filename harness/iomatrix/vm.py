@@ -102,7 +102,7 @@ def vng_argv(
 
 
 def guest_agent_command(plan_path: str) -> list[str]:
-    """The guest runs the agent with the host's own interpreter and package (the root fs is shared)."""
+    """The guest runs the agent with the host's interpreter and package (the root fs is shared)."""
     package_root = str(Path(__file__).resolve().parent.parent)
     return [
         "env",
@@ -192,9 +192,7 @@ def choose_accelerator(
         argv.insert(4, f"--rodir=/lib/modules/{probe_release}={probe_modules}")
     accel: Accelerator
     try:
-        done = proc.run(
-            argv, timeout_s=probe_timeout_s, ok_codes=range(256), env=vng_env()
-        )
+        done = proc.run(argv, timeout_s=probe_timeout_s, ok_codes=range(256), env=vng_env())
         ok = _KVM_MARKER in done.stdout
         accel = "kvm" if ok else "tcg"
         reason = "KVM probe boot succeeded" if ok else "KVM probe boot did not print its marker"
