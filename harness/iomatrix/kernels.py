@@ -724,12 +724,14 @@ def apt_options(apt_dir: Path) -> list[str]:
         "Dir::Etc::SourceParts": "/dev/null",
         "Dir::State::Lists": str(apt_dir / "lists"),
         "Dir::Cache::Archives": str(apt_dir / "archives"),
-        # No binary caches: they would be written next to the host's (or be stale).
+        # No binary caches: each call rebuilds apt's view from the private lists (about 2 s),
+        # so nothing stale or host-wide is ever written.
         "Dir::Cache::pkgcache": "",
         "Dir::Cache::srcpkgcache": "",
         "Acquire::Languages": "none",
-        # apt drops to the _apt user for downloads, which cannot write into private folders
-        # owned by the user running iomatrix; downloading as that user avoids the warning.
+        # apt running as root drops to the _apt user for downloads, which cannot write into
+        # our root-owned private folders and warns; staying root avoids that. (Run as a normal
+        # user, apt never switches users, so this changes nothing.)
         "APT::Sandbox::User": "root",
     }
     options = ["-c", str(apt_dir / "etc" / "apt.conf")]
