@@ -756,3 +756,13 @@ def test_fetch_sid_split_packages(real_cache: tuple[Path, Kernel, list[str]]) ->
     assert (modules / "modules.builtin").is_file()
     assert [k.release for k in kernels.cached(cache)] == sorted([bookworm.release, release])
     assert os.access(cache / "kernels" / release / "manifest.json", os.R_OK)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["path:/boot/vmlinuz\n", "debian:6.1.176-1\n", "debian:6.1.0-28-amd64\n", "debian:bookworm\n"],
+)
+def test_parse_spec_rejects_a_trailing_newline(raw: str) -> None:
+    # `$` in a regex matches before a final newline; specs are matched whole instead.
+    with pytest.raises(KernelError):
+        kernels.parse_spec(raw)

@@ -72,9 +72,9 @@ def parse_spec(raw: str) -> KernelSpec:
     if scheme == "debian":
         if rest in DEBIAN_SUITES:
             return KernelSpec(raw=raw, kind="debian-suite", value=rest)
-        if _ABI_RELEASE.match(rest):
+        if _ABI_RELEASE.fullmatch(rest):
             return KernelSpec(raw=raw, kind="debian-abi", value=rest)
-        if _PACKAGE_VERSION.match(rest):
+        if _PACKAGE_VERSION.fullmatch(rest):
             return KernelSpec(raw=raw, kind="debian-version", value=rest)
         raise KernelError(
             raw,
@@ -92,7 +92,7 @@ def parse_spec(raw: str) -> KernelSpec:
                 )
             modules = value
         for what, p in (("vmlinuz", image), ("modules", modules)):
-            if p is not None and not _SAFE_PATH.match(p):
+            if p is not None and not _SAFE_PATH.fullmatch(p):
                 raise KernelError(
                     raw,
                     f"{what} path {p!r} must be absolute and use only letters, digits and ._+-/",
