@@ -65,19 +65,31 @@ def _show(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
-def _stop_group(popen: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the command's process group, then SIGKILL what is left after a grace period."""
-    try:
+def _stop_group(popen: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """SIGTERM the command's process group, then SIGKILL what is left after a grace period.
+
+    Returns what the command printed before it died, and closes our ends of its pipes (left open,
+    they leak a file descriptor each time a command times out or is interrupted).
+    """
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(popen.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
     with contextlib.suppress(subprocess.TimeoutExpired):
         popen.wait(timeout=_TERMINATE_GRACE_S)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(popen.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    popen.wait()
+    out_b: bytes | None = None
+    err_b: bytes | None = None
+    try:
+        out_b, err_b = popen.communicate(timeout=_TERMINATE_GRACE_S)
+    except subprocess.TimeoutExpired:
+        # A process that left the group still holds the pipes: give up on the rest of the output.
+        popen.wait()
+    finally:
+        for pipe in (popen.stdin, popen.stdout, popen.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+    return out_b or b"", err_b or b""
 
 
 def run(
@@ -122,10 +134,12 @@ def run(
                 input=input_text.encode() if input_text is not None else None, timeout=timeout_s
             )
         except subprocess.TimeoutExpired:
-            _stop_group(popen)
+            out_b, err_b = _stop_group(popen)
             raise CommandTimeout(
                 args,
                 None,
+                out_b.decode(errors="replace"),
+                err_b.decode(errors="replace"),
                 reason=f"timed out after {timeout_s:g} s and was killed",
                 timeout_s=timeout_s,
             ) from None
