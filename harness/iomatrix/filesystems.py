@@ -11,6 +11,20 @@ from dataclasses import dataclass
 
 # Options the kernel never lists in /proc/mounts even when honoured; not reported as missing.
 _NEVER_SHOWN = frozenset({"defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail"})
+# Generic flags /proc/mounts lists only when set (fs/proc_namespace.c: sync, nosuid, noexec ...);
+# asking for the default form is honoured exactly when none of these opposites is shown.
+_SHOWN_BY_ABSENCE: dict[str, tuple[str, ...]] = {
+    "async": ("sync",),
+    "exec": ("noexec",),
+    "suid": ("nosuid",),
+    "dev": ("nodev",),
+    "atime": ("noatime",),
+    "diratime": ("nodiratime",),
+    "norelatime": ("relatime",),
+    "strictatime": ("noatime", "relatime"),
+    "nolazytime": ("lazytime",),
+    "nomand": ("mand",),
+}
 
 
 @dataclass(frozen=True)
@@ -60,12 +74,15 @@ def missing_mount_options(requested: Sequence[str], applied: Sequence[str]) -> t
 
     A request `k` is satisfied by an applied `k` or `k=<anything>` (btrfs shows `discard` as
     `discard=sync`, `space_cache` as `space_cache=v2`); `k=v` by `k=v` or `k=v:<level>` (btrfs
-    shows `compress=zstd` as `compress=zstd:3`). Anything else is reported, not hidden.
+    shows `compress=zstd` as `compress=zstd:3`); a default such as `exec` by the absence of its
+    opposite (`noexec`). Anything else is reported, not hidden.
     """
     shown = set(applied)
     missing: list[str] = []
     for option in requested:
         if option in _NEVER_SHOWN or option in shown:
+            continue
+        if option in _SHOWN_BY_ABSENCE and shown.isdisjoint(_SHOWN_BY_ABSENCE[option]):
             continue
         if "=" not in option and any(a.startswith(option + "=") for a in shown):
             continue
