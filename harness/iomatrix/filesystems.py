@@ -93,11 +93,15 @@ def missing_mount_options(requested: Sequence[str], applied: Sequence[str]) -> t
 
 
 def active_scheduler(sysfs_text: str) -> str | None:
-    """The bracketed entry of /sys/block/<dev>/queue/scheduler, e.g. '[none] kyber' -> none."""
-    for word in sysfs_text.split():
+    """The bracketed entry of /sys/block/<dev>/queue/scheduler, e.g. '[none] kyber' -> none.
+
+    A queue that cannot take a scheduler shows a bare 'none' (block/elevator.c), which is active.
+    """
+    words = sysfs_text.split()
+    for word in words:
         if word.startswith("[") and word.endswith("]"):
             return word[1:-1]
-    return None
+    return "none" if words == ["none"] else None
 
 
 def available_schedulers(sysfs_text: str) -> tuple[str, ...]:
