@@ -108,6 +108,16 @@ def mounted_options(mountpoint: Path) -> tuple[str, str, tuple[str, ...]]:
     raise CellError(f"{mountpoint} is not in /proc/mounts after mounting")
 
 
+def kernel_log_tail(ctx: CellContext, lines: int = 3) -> str:
+    try:
+        done = proc.run(["dmesg"], timeout_s=10)
+    except proc.CommandError as exc:
+        ctx.log(f"dmesg: {exc}")
+        return "(unavailable)"
+    tail = [line.strip() for line in done.stdout.splitlines() if line.strip()][-lines:]
+    return " | ".join(tail)
+
+
 def set_scheduler(ctx: CellContext, device: str) -> tuple[str | None, tuple[str, ...]]:
     for module in SCHEDULER_MODULES[ctx.cell.scheduler]:
         # Built-in schedulers make modprobe fail harmlessly; the read-back below is the judge.
@@ -148,7 +158,11 @@ def run_repetition(ctx: CellContext, device: str, index: int) -> tuple[Applied, 
     mount = ["mount", "-t", fs.fstype]
     if cell.mount_options.options:
         mount += ["-o", cell.mount_options.joined]
-    ctx.run([*mount, dev_path, str(MOUNTPOINT)], what="mount")
+    try:
+        ctx.run([*mount, dev_path, str(MOUNTPOINT)], what="mount")
+    except CellFailed as exc:
+        # mount(8) only says "bad option"; the kernel log says which option and why.
+        raise CellFailed(f"{exc}; kernel log: {kernel_log_tail(ctx)}") from exc
     try:
         _source, fstype, options = mounted_options(MOUNTPOINT)
         sched_text = (Path("/sys/block") / device / "queue" / "scheduler").read_text()

@@ -13,10 +13,12 @@ import os
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from iomatrix.errors import IomatrixError
 
@@ -65,7 +67,7 @@ def _show(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
-def _stop_group(popen: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+def _stop_group(popen: subprocess.Popen[bytes], *, collect: bool = True) -> tuple[bytes, bytes]:
     """SIGTERM the command's process group, then SIGKILL what is left after a grace period.
 
     Returns what the command printed before it died, and closes our ends of its pipes (left open,
@@ -77,6 +79,10 @@ def _stop_group(popen: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
         popen.wait(timeout=_TERMINATE_GRACE_S)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(popen.pid, signal.SIGKILL)
+    if not collect:
+        # A copier thread owns stdout (output_file mode): it sees EOF once the group is dead.
+        popen.wait()
+        return b"", b""
     out_b: bytes | None = None
     err_b: bytes | None = None
     try:
@@ -92,6 +98,38 @@ def _stop_group(popen: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
     return out_b or b"", err_b or b""
 
 
+def _copy_to_file(source: IO[bytes], target: IO[bytes]) -> None:
+    """Copy a pipe into a log file as output arrives, so a crash of ours still leaves the log."""
+    fd = source.fileno()
+    while chunk := os.read(fd, 65536):
+        target.write(chunk)
+        target.flush()
+
+
+def _start(
+    args: tuple[str, ...],
+    *,
+    cwd: Path | None,
+    env: Mapping[str, str] | None,
+    stdin: bool,
+    merged: bool,
+) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(
+            args,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+            # A new session makes the command the leader of its own process group, so a
+            # timeout or Ctrl-C can stop it and everything it started (QEMU under vng).
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise CommandError(args, None, reason=f"cannot start: {exc.strerror or exc}") from exc
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -104,8 +142,10 @@ def run(
 ) -> Completed:
     """Run argv and wait for it, at most timeout_s seconds.
 
-    output_file: stdout and stderr go (interleaved, as a console log) to this file instead of
-    memory; used for VM consoles whose output is large and must survive a crash of ours.
+    output_file: stdout and stderr go, interleaved as a console log, to this file (appended)
+    instead of memory. They reach it through a pipe that a thread copies, never as the file
+    itself: QEMU reopens its /proc/self/fd/1 and /proc/self/fd/2 with O_TRUNC and separate
+    offsets, and two chardevs writing one regular file that way overwrite each other.
     Raises CommandTimeout after killing the process group, CommandError on a disallowed exit code
     or when the program does not exist. KeyboardInterrupt also stops the process group first.
     """
@@ -114,27 +154,33 @@ def run(
         raise ValueError("empty argv")
     started = time.monotonic()
     out_handle = output_file.open("ab") if output_file is not None else None
+    copier: threading.Thread | None = None
     try:
-        try:
-            popen = subprocess.Popen(
-                args,
-                cwd=cwd,
-                env=dict(env) if env is not None else None,
-                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-                stdout=out_handle if out_handle is not None else subprocess.PIPE,
-                stderr=subprocess.STDOUT if out_handle is not None else subprocess.PIPE,
-                # A new session makes the command the leader of its own process group, so a
-                # timeout or Ctrl-C can stop it and everything it started (QEMU under vng).
-                start_new_session=True,
+        popen = _start(
+            args, cwd=cwd, env=env, stdin=input_text is not None, merged=out_handle is not None
+        )
+        if out_handle is not None:
+            assert popen.stdout is not None
+            copier = threading.Thread(
+                target=_copy_to_file, args=(popen.stdout, out_handle), daemon=True
             )
-        except OSError as exc:
-            raise CommandError(args, None, reason=f"cannot start: {exc.strerror or exc}") from exc
+            copier.start()
         try:
-            out_b, err_b = popen.communicate(
-                input=input_text.encode() if input_text is not None else None, timeout=timeout_s
-            )
+            if copier is not None:
+                if popen.stdin is not None:
+                    # The copier drains stdout meanwhile, so this write cannot deadlock.
+                    with contextlib.suppress(BrokenPipeError):
+                        popen.stdin.write((input_text or "").encode())
+                    popen.stdin.close()
+                popen.wait(timeout=timeout_s)
+                out_b, err_b = b"", b""
+            else:
+                out_b, err_b = popen.communicate(
+                    input=input_text.encode() if input_text is not None else None,
+                    timeout=timeout_s,
+                )
         except subprocess.TimeoutExpired:
-            out_b, err_b = _stop_group(popen)
+            out_b, err_b = _stop_group(popen, collect=copier is None)
             raise CommandTimeout(
                 args,
                 None,
@@ -145,10 +191,16 @@ def run(
             ) from None
         except BaseException:
             # Ctrl-C or SIGTERM turned into an exception: never leave the child running.
-            _stop_group(popen)
+            _stop_group(popen, collect=copier is None)
             raise
     finally:
-        if out_handle is not None:
+        if copier is not None:
+            # A grandchild that left the process group may hold the pipe open; don't wait forever.
+            copier.join(timeout=_TERMINATE_GRACE_S)
+        if copier is not None and not copier.is_alive():
+            assert popen.stdout is not None
+            popen.stdout.close()
+        if out_handle is not None and (copier is None or not copier.is_alive()):
             out_handle.close()
     completed = Completed(
         argv=args,
