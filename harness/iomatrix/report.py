@@ -11,7 +11,12 @@ def _headline(summary: Mapping[str, MetricSummary]) -> dict[str, float | None]:
     """IOPS and bandwidth over all directions, worst p99 latency, guest CPU shares (medians)."""
 
     def total(suffix: str) -> float | None:
-        values = [s.median for name, s in summary.items() if name.endswith(suffix)]
+        # Plain names only: a job file with several stonewall groups reports each group under a
+        # prefix (`seqwrite.write_iops`), and adding up phases that ran one after another would
+        # be meaningless (see fio.py).
+        values = [
+            s.median for name, s in summary.items() if name.endswith(suffix) and "." not in name
+        ]
         return sum(values) if values else None
 
     p99 = [s.median for name, s in summary.items() if name.endswith("_lat_p99_us")]
