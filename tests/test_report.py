@@ -1,0 +1,170 @@
+"""The run table: headline numbers per cell, notes for failures and unapplied options, alignment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import make_cell, make_rep, make_run
+from iomatrix import fio
+from iomatrix.cpustat import CpuUsage
+from iomatrix.report import HEADER, format_table, run_table, table_rows
+from iomatrix.results import Applied, CellResult, RunRecord
+
+GROUPED_FIO = Path(__file__).parent / "data" / "fio" / "three-groups-grouped-host.json"
+
+
+def cpu(usr: float, sys: float) -> CpuUsage:
+    return CpuUsage(
+        usr_pct=usr, sys_pct=sys, iowait_pct=0.0, idle_pct=100 - usr - sys, busy_cpu_s=1
+    )
+
+
+def applied(missing: tuple[str, ...] = ()) -> Applied:
+    return Applied(
+        kernel_release="6.1.0-28-amd64",
+        device="vdb",
+        scheduler="none",
+        schedulers_available=("none", "mq-deadline"),
+        mount_fstype="ext4",
+        mount_options=("rw", "relatime"),
+        missing_mount_options=missing,
+    )
+
+
+OK_CELL = make_cell(fs="ext4")
+FAILED_CELL = make_cell(fs="xfs")
+UNAPPLIED_CELL = make_cell(fs="ext4", mount="nb", mount_options=("nobarrier", "foo"))
+
+
+def record() -> RunRecord:
+    ok = CellResult(
+        cell_id=OK_CELL.id,
+        status="ok",
+        applied=applied(),
+        repetitions=(
+            make_rep(
+                0,
+                {
+                    "write_iops": 1000.0,
+                    "read_iops": 500.0,
+                    "write_bw_mib_s": 3.9,
+                    "read_bw_mib_s": 2.0,
+                    "write_lat_p99_us": 100.0,
+                    "read_lat_p99_us": 50.0,
+                },
+                cpu(10.0, 20.0),
+            ),
+            make_rep(
+                1,
+                {
+                    "write_iops": 3000.0,
+                    "read_iops": 700.0,
+                    "write_bw_mib_s": 11.7,
+                    "read_bw_mib_s": 2.6,
+                    "write_lat_p99_us": 300.0,
+                    "read_lat_p99_us": 500.0,
+                },
+                cpu(20.0, 30.0),
+            ),
+        ),
+    )
+    failed = CellResult(
+        cell_id=FAILED_CELL.id,
+        status="failed",
+        reason="mkfs failed (exit 1): unknown option -x\nfull output in cell.log",
+    )
+    unapplied = CellResult(
+        cell_id=UNAPPLIED_CELL.id,
+        status="ok",
+        applied=applied(("nobarrier", "foo")),
+        repetitions=(make_rep(0, {"write_iops": 42.4}, cpu(1.0, 2.0)),),
+    )
+    return make_run([(OK_CELL, ok), (FAILED_CELL, failed), (UNAPPLIED_CELL, unapplied)])
+
+
+def test_rows_have_one_value_per_header_column() -> None:
+    rows = table_rows(record().cells)
+    assert len(rows) == 3
+    assert all(len(row) == len(HEADER) for row in rows)
+
+
+def test_ok_cell_sums_directions_and_takes_worst_p99() -> None:
+    row = table_rows(record().cells)[0]
+    assert row[:7] == [
+        "debian:bookworm",
+        "ext4",
+        "default",
+        "none",
+        "virtio-file",
+        "randwrite-4k",
+        "ok",
+    ]
+    # Medians: write 2000 + read 600 IOPS; 7.8 + 2.3 MiB/s; p99 max(200, 275); usr 15, sys 25.
+    assert row[7:] == ["2,600", "10.1", "275", "15.0", "25.0", ""]
+
+
+def test_failed_cell_shows_the_first_line_of_its_reason() -> None:
+    row = table_rows(record().cells)[1]
+    assert row[6] == "failed"
+    assert row[7:12] == ["-", "-", "-", "-", "-"]
+    assert row[12] == "mkfs failed (exit 1): unknown option -x"
+
+
+def test_long_reasons_are_cut_to_70_characters() -> None:
+    cell = make_cell(fs="btrfs")
+    result = CellResult(cell_id=cell.id, status="error", reason="x" * 200)
+    row = table_rows(make_run([(cell, result)]).cells)[0]
+    assert row[12] == "x" * 70
+
+
+def test_missing_mount_options_are_noted() -> None:
+    row = table_rows(record().cells)[2]
+    assert row[2] == "nb"
+    assert row[7] == "42"
+    assert row[8] == "-"
+    assert row[12] == "mount options not applied: nobarrier,foo"
+
+
+def test_multi_group_workload_does_not_add_up_phases() -> None:
+    # Three stonewalled groups ran one after another: their IOPS must not be summed into one number.
+    data = fio.parse_file(GROUPED_FIO)
+    cell = make_cell(workload="three-groups")
+    result = CellResult(
+        cell_id=cell.id, status="ok", repetitions=(make_rep(0, fio.metrics(data), cpu(5.0, 5.0)),)
+    )
+    row = table_rows(make_run([(cell, result)]).cells)[0]
+    assert row[7] == "-"
+    assert row[8] == "-"
+    # The worst p99 over the phases is still a meaningful headline (mixed read: 313344 ns).
+    assert row[9] == "313"
+
+
+def test_format_table_alignment() -> None:
+    text = format_table(["name", "IOPS", "note"], [["a", "1", "x"], ["longer", "12,345", ""]])
+    assert text.splitlines() == [
+        "name      IOPS  note",
+        "------  ------  ----",
+        "a            1  x",
+        "longer  12,345",
+    ]
+
+
+def test_format_table_without_rows() -> None:
+    assert format_table(["release", "spec"], []) == "release  spec\n-------  ----"
+
+
+def test_run_table() -> None:
+    text = run_table(record())
+    lines = text.splitlines()
+    assert lines[0] == "run r1 (complete): 2 ok, 1 failed"
+    assert lines[1] == "matrix quick on Test CPU 9000, accelerator tcg, QEMU 8.2.2, fio-3.33"
+    assert lines[2] == ""
+    assert lines[3].split() == [h for word in HEADER for h in word.split()]
+    assert set(lines[4].replace(" ", "")) == {"-"}
+    # Every data line is padded to the same column positions as the header.
+    iops_end = lines[3].index("IOPS") + len("IOPS")
+    for line in lines[5:]:
+        assert line[iops_end - 1] != " ", line
+    assert len(lines) == 8
+    assert lines[5].split()[7] == "2,600"
+    assert "mount options not applied: nobarrier,foo" in lines[7]

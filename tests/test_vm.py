@@ -1,0 +1,427 @@
+"""vng/QEMU argv golden tests and the accelerator choice (probe faked at the proc.run seam only).
+
+A real boot is tested in test_vm_boot.py; here only the argv and the probe's decision logic.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from iomatrix import proc, vm
+from iomatrix.model import DeviceProfile, VmSettings
+
+IMAGE = "/scratch/run1/virtio-file-1a2b3c4d-0.img"
+DRIVE = (
+    "file=/scratch/run1/virtio-file-1a2b3c4d-0.img,format=raw,if=none,id=iomx0,"
+    "cache=none,aio=native,discard=unmap"
+)
+
+
+def profile(bus: str, *, cache: str = "none", aio: str = "native") -> DeviceProfile:
+    return DeviceProfile.model_validate(
+        {"name": f"{bus}-file", "size_bytes": 1 << 30, "bus": bus, "cache": cache, "aio": aio}
+    )
+
+
+# --- disk arguments -------------------------------------------------------------------------------
+
+
+def test_disk_virtio_blk() -> None:
+    assert vm.disk_qemu_args(profile("virtio-blk"), IMAGE, 0) == [
+        "-drive",
+        DRIVE,
+        "-device",
+        "virtio-blk-pci,drive=iomx0,serial=iomatrix0",
+    ]
+
+
+def test_disk_nvme() -> None:
+    assert vm.disk_qemu_args(profile("nvme"), IMAGE, 0) == [
+        "-drive",
+        DRIVE,
+        "-device",
+        "nvme,drive=iomx0,serial=iomatrix0",
+    ]
+
+
+def test_disk_scsi_slot_0_brings_the_controller() -> None:
+    assert vm.disk_qemu_args(profile("scsi"), IMAGE, 0) == [
+        "-drive",
+        DRIVE,
+        "-device",
+        "virtio-scsi-pci,id=iomxscsi",
+        "-device",
+        "scsi-hd,drive=iomx0,bus=iomxscsi.0,serial=iomatrix0",
+    ]
+
+
+def test_disk_scsi_later_slots_reuse_the_controller() -> None:
+    assert vm.disk_qemu_args(profile("scsi"), "/scratch/b-1.img", 1) == [
+        "-drive",
+        "file=/scratch/b-1.img,format=raw,if=none,id=iomx1,cache=none,aio=native,discard=unmap",
+        "-device",
+        "scsi-hd,drive=iomx1,bus=iomxscsi.0,serial=iomatrix1",
+    ]
+
+
+def test_disk_ram_profile_modes() -> None:
+    args = vm.disk_qemu_args(
+        profile("virtio-blk", cache="writeback", aio="threads"), "/dev/shm/x", 2
+    )
+    assert args == [
+        "-drive",
+        "file=/dev/shm/x,format=raw,if=none,id=iomx2,cache=writeback,aio=threads,discard=unmap",
+        "-device",
+        "virtio-blk-pci,drive=iomx2,serial=iomatrix2",
+    ]
+
+
+def test_disk_serial_fits_virtio_blk_limit() -> None:
+    assert vm.disk_serial(0) == "iomatrix0"
+    assert len(vm.disk_serial(999)) <= 20
+
+
+# --- vng argv -------------------------------------------------------------------------------------
+
+GUEST = ["env", "PYTHONPATH=/src/harness", "/venv/bin/python", "-m", "iomatrix.agent", "/r/p.json"]
+
+
+def vng(
+    accelerator: vm.Accelerator, modules_dir: str | None, disks: Sequence[Sequence[str]]
+) -> list[str]:
+    return vm.vng_argv(
+        vng="/venv/bin/vng",
+        vmlinuz="/cache/kernels/6.1.0-28-amd64/vmlinuz",
+        release="6.1.0-28-amd64",
+        modules_dir=modules_dir,
+        vm=VmSettings(memory_mib=2048, cpus=2),
+        accelerator=accelerator,
+        rw_dir="/results/run1",
+        disk_args=disks,
+        guest_command=GUEST,
+    )
+
+
+VIRTIO_DISK = vm.disk_qemu_args(profile("virtio-blk"), IMAGE, 0)
+HEAD = [
+    "/venv/bin/vng",
+    "--run",
+    "/cache/kernels/6.1.0-28-amd64/vmlinuz",
+    "--disable-microvm",
+    "--verbose",
+    "--user",
+    "root",
+    "--memory",
+    "2048M",
+    "--cpus",
+    "2",
+    "--rwdir=/results/run1=/results/run1",
+]
+VIRTIO_OPTS = [
+    f"--qemu-opts=-drive {DRIVE}",
+    "--qemu-opts=-device virtio-blk-pci,drive=iomx0,serial=iomatrix0",
+]
+EXEC = [
+    "--exec",
+    "env PYTHONPATH=/src/harness /venv/bin/python -m iomatrix.agent /r/p.json",
+]
+
+
+def test_vng_argv_tcg_with_modules() -> None:
+    assert vng("tcg", "/cache/kernels/6.1.0-28-amd64/modules", [VIRTIO_DISK]) == [
+        *HEAD,
+        "--disable-kvm",
+        "--rodir=/lib/modules/6.1.0-28-amd64=/cache/kernels/6.1.0-28-amd64/modules",
+        *VIRTIO_OPTS,
+        *EXEC,
+    ]
+
+
+def test_vng_argv_kvm_with_modules() -> None:
+    assert vng("kvm", "/cache/kernels/6.1.0-28-amd64/modules", [VIRTIO_DISK]) == [
+        *HEAD,
+        "--rodir=/lib/modules/6.1.0-28-amd64=/cache/kernels/6.1.0-28-amd64/modules",
+        *VIRTIO_OPTS,
+        *EXEC,
+    ]
+
+
+def test_vng_argv_tcg_without_modules() -> None:
+    assert vng("tcg", None, [VIRTIO_DISK]) == [*HEAD, "--disable-kvm", *VIRTIO_OPTS, *EXEC]
+
+
+def test_vng_argv_kvm_without_modules() -> None:
+    assert vng("kvm", None, [VIRTIO_DISK]) == [*HEAD, *VIRTIO_OPTS, *EXEC]
+
+
+def test_vng_argv_scsi_and_a_second_disk_one_qemu_opt_per_pair() -> None:
+    disks = [
+        vm.disk_qemu_args(profile("scsi"), "/s/a.img", 0),
+        vm.disk_qemu_args(profile("scsi"), "/s/b.img", 1),
+    ]
+    assert vng("kvm", None, disks) == [
+        *HEAD,
+        "--qemu-opts=-drive file=/s/a.img,format=raw,if=none,id=iomx0,cache=none,aio=native,"
+        "discard=unmap",
+        "--qemu-opts=-device virtio-scsi-pci,id=iomxscsi",
+        "--qemu-opts=-device scsi-hd,drive=iomx0,bus=iomxscsi.0,serial=iomatrix0",
+        "--qemu-opts=-drive file=/s/b.img,format=raw,if=none,id=iomx1,cache=none,aio=native,"
+        "discard=unmap",
+        "--qemu-opts=-device scsi-hd,drive=iomx1,bus=iomxscsi.0,serial=iomatrix1",
+        *EXEC,
+    ]
+
+
+def test_vng_argv_quotes_the_guest_command_for_the_guest_shell() -> None:
+    argv = vm.vng_argv(
+        vng="vng",
+        vmlinuz="/k/vmlinuz",
+        release="r",
+        modules_dir=None,
+        vm=VmSettings(memory_mib=512, cpus=1),
+        accelerator="kvm",
+        rw_dir="/r",
+        disk_args=[],
+        guest_command=["echo", "two words", "$HOME;reboot"],
+    )
+    assert argv[-2:] == ["--exec", "echo 'two words' '$HOME;reboot'"]
+    assert "--memory" in argv
+    assert argv[argv.index("--memory") + 1] == "512M"
+    assert argv[argv.index("--cpus") + 1] == "1"
+
+
+def test_guest_agent_command_shape() -> None:
+    command = vm.guest_agent_command("/results/run1/boots/b/plan.json")
+    root = Path(vm.__file__).resolve().parent.parent
+    assert command == [
+        "env",
+        f"PYTHONPATH={root}",
+        sys.executable,
+        "-m",
+        "iomatrix.agent",
+        "/results/run1/boots/b/plan.json",
+    ]
+    # PYTHONPATH must be the folder that holds the package, so the guest imports this very tree.
+    assert (root / "iomatrix" / "agent.py").is_file()
+
+
+def test_vng_env_puts_our_bin_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    env = vm.vng_env()
+    assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/bin:/bin"
+
+
+# --- accelerator choice ---------------------------------------------------------------------------
+
+
+@dataclass
+class FakeRun:
+    """Stands in for proc.run: records each call, then returns or raises what it was given."""
+
+    outcome: Callable[[tuple[str, ...]], proc.Completed]
+    calls: list[tuple[tuple[str, ...], dict[str, object]]] = field(default_factory=list)
+
+    def __call__(self, argv: Sequence[str], **kwargs: object) -> proc.Completed:
+        self.calls.append((tuple(argv), kwargs))
+        return self.outcome(tuple(argv))
+
+
+def printing(stdout: str, returncode: int = 0) -> Callable[[tuple[str, ...]], proc.Completed]:
+    def outcome(argv: tuple[str, ...]) -> proc.Completed:
+        return proc.Completed(argv, returncode, stdout, "", 1.0)
+
+    return outcome
+
+
+def raising(exc: proc.CommandError) -> Callable[[tuple[str, ...]], proc.Completed]:
+    def outcome(_argv: tuple[str, ...]) -> proc.Completed:
+        raise exc
+
+    return outcome
+
+
+@pytest.fixture
+def kvm_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host whose /dev/kvm is accessible and with no IOMATRIX_ACCEL override."""
+    monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
+    monkeypatch.setattr(vm, "kvm_usable", lambda: True)
+
+
+def install(monkeypatch: pytest.MonkeyPatch, fake: FakeRun) -> FakeRun:
+    monkeypatch.setattr("iomatrix.proc.run", fake)
+    return fake
+
+
+def choose(cache: Path, modules: str | None = "/k/modules") -> tuple[str, str]:
+    return vm.choose_accelerator(
+        cache_dir=cache,
+        probe_vmlinuz="/k/vmlinuz",
+        probe_release="6.1.0-28-amd64",
+        probe_modules=modules,
+        probe_timeout_s=45.0,
+    )
+
+
+@pytest.mark.parametrize("forced", ["kvm", "tcg"])
+def test_iomatrix_accel_skips_the_probe(
+    forced: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("IOMATRIX_ACCEL", forced)
+    monkeypatch.setattr(vm, "kvm_usable", lambda: False)
+    fake = install(monkeypatch, FakeRun(printing("")))
+    assert choose(tmp_path) == (forced, f"IOMATRIX_ACCEL={forced}")
+    assert fake.calls == []
+    assert not (tmp_path / "accelerator.json").exists()
+
+
+def test_unusable_dev_kvm_means_tcg_without_a_probe(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
+    monkeypatch.setattr(vm, "kvm_usable", lambda: False)
+    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
+    assert choose(tmp_path) == ("tcg", "/dev/kvm is missing or not accessible")
+    assert fake.calls == []
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_marker_printed_means_kvm_and_the_probe_argv(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake = install(monkeypatch, FakeRun(printing("[    0.1] booting\nIOMATRIX_KVM_PROBE_OK\n")))
+    assert choose(tmp_path / "cache") == ("kvm", "KVM probe boot succeeded")
+    assert len(fake.calls) == 1
+    argv, kwargs = fake.calls[0]
+    assert argv == (
+        vm.vng_path(),
+        "--run",
+        "/k/vmlinuz",
+        "--disable-microvm",
+        "--rodir=/lib/modules/6.1.0-28-amd64=/k/modules",
+        "--memory",
+        "512M",
+        "--exec",
+        "echo IOMATRIX_KVM_PROBE_OK",
+    )
+    assert "--disable-kvm" not in argv
+    assert kwargs["timeout_s"] == 45.0
+    assert kwargs["env"] == vm.vng_env()
+    saved = json.loads((tmp_path / "cache" / "accelerator.json").read_text())
+    assert saved["accelerator"] == "kvm"
+    assert saved["reason"] == "KVM probe boot succeeded"
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_argv_without_modules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
+    choose(tmp_path, modules=None)
+    argv = fake.calls[0][0]
+    assert not any(a.startswith("--rodir") for a in argv)
+    assert argv[3:] == (
+        "--disable-microvm",
+        "--memory",
+        "512M",
+        "--exec",
+        "echo IOMATRIX_KVM_PROBE_OK",
+    )
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_without_marker_means_tcg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # vng exits non-zero when QEMU refuses KVM; ok_codes lets the marker check decide.
+    install(monkeypatch, FakeRun(printing("qemu: failed to initialize kvm\n", returncode=1)))
+    assert choose(tmp_path) == ("tcg", "KVM probe boot did not print its marker")
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_timeout_means_tcg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    hung = proc.CommandTimeout(("vng",), None, reason="timed out", timeout_s=45.0)
+    install(monkeypatch, FakeRun(raising(hung)))
+    assert choose(tmp_path) == ("tcg", "KVM probe boot hung for 45 s")
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_error_means_tcg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    missing = proc.CommandError(("vng",), None, reason="cannot start: No such file or directory")
+    install(monkeypatch, FakeRun(raising(missing)))
+    assert choose(tmp_path) == (
+        "tcg",
+        "KVM probe boot failed: cannot start: No such file or directory",
+    )
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_killed_by_a_signal_means_tcg(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    killed = proc.CommandError(("vng",), -9)
+    install(monkeypatch, FakeRun(raising(killed)))
+    assert choose(tmp_path) == ("tcg", "KVM probe boot failed: -9")
+
+
+@pytest.mark.usefixtures("kvm_host")
+@pytest.mark.parametrize(
+    ("first", "verdict", "why"),
+    [
+        (printing("IOMATRIX_KVM_PROBE_OK\n"), "kvm", "KVM probe boot succeeded"),
+        (
+            raising(proc.CommandTimeout(("vng",), None, timeout_s=45.0)),
+            "tcg",
+            "KVM probe boot hung for 45 s",
+        ),
+    ],
+)
+def test_verdict_is_cached_for_this_host(
+    first: Callable[[tuple[str, ...]], proc.Completed],
+    verdict: str,
+    why: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    fake = install(monkeypatch, FakeRun(first))
+    assert choose(tmp_path) == (verdict, why)
+    # A second choice on the same host reads the verdict back instead of booting again.
+    fake.outcome = printing("a different answer that must not be asked for")
+    assert choose(tmp_path) == (verdict, f"cached probe verdict: {why}")
+    assert len(fake.calls) == 1
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_cached_verdict_of_another_host_is_ignored(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "accelerator.json").write_text(
+        json.dumps({"host": "0000000000000000", "accelerator": "tcg", "reason": "elsewhere"})
+    )
+    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
+    assert choose(tmp_path) == ("kvm", "KVM probe boot succeeded")
+    assert len(fake.calls) == 1
+    saved = json.loads((tmp_path / "accelerator.json").read_text())
+    assert saved["host"] != "0000000000000000"
+    assert saved["accelerator"] == "kvm"
+
+
+@pytest.mark.usefixtures("kvm_host")
+@pytest.mark.parametrize("content", ['{"host": "x", "accel', "", '{"accelerator": "qemu"}'])
+def test_unreadable_cached_verdict_probes_again(
+    content: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "accelerator.json").write_text(content)
+    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
+    assert choose(tmp_path) == ("kvm", "KVM probe boot succeeded")
+    assert len(fake.calls) == 1
+
+
+def test_host_cpu_model_is_the_first_model_name_of_cpuinfo() -> None:
+    lines = [
+        ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")
+    ]
+    if not lines:
+        pytest.skip("this architecture's /proc/cpuinfo has no 'model name'")
+    assert vm.host_cpu_model() == lines[0].split(":", 1)[1].strip()
