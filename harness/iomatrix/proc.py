@@ -106,6 +106,15 @@ def _copy_to_file(source: IO[bytes], target: IO[bytes]) -> None:
         target.flush()
 
 
+def _feed(target: IO[bytes], data: bytes) -> None:
+    """Write stdin in a thread: a child that never reads it must not hold up the timeout."""
+    # A child that exits (or is killed) before reading everything makes the write fail: fine.
+    with contextlib.suppress(OSError):
+        target.write(data)
+    with contextlib.suppress(OSError):
+        target.close()
+
+
 def _start(
     args: tuple[str, ...],
     *,
@@ -168,10 +177,9 @@ def run(
         try:
             if copier is not None:
                 if popen.stdin is not None:
-                    # The copier drains stdout meanwhile, so this write cannot deadlock.
-                    with contextlib.suppress(BrokenPipeError):
-                        popen.stdin.write((input_text or "").encode())
-                    popen.stdin.close()
+                    threading.Thread(
+                        target=_feed, args=(popen.stdin, (input_text or "").encode()), daemon=True
+                    ).start()
                 popen.wait(timeout=timeout_s)
                 out_b, err_b = b"", b""
             else:
