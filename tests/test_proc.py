@@ -301,3 +301,32 @@ def test_death_by_signal_is_an_error_even_with_every_exit_code_allowed() -> None
         proc.run(["sh", "-c", "kill -KILL $$"], timeout_s=10, ok_codes=range(256))
     assert info.value.returncode == -signal.SIGKILL
     assert str(info.value) == "sh -c 'kill -KILL $$': exited with status -9"
+
+
+class _Hung(Exception):
+    """Raised by a watchdog alarm when proc.run blocks past its own timeout."""
+
+
+@pytest.mark.parametrize("to_file", [False, True])
+def test_timeout_holds_when_the_child_never_reads_a_large_input(
+    to_file: bool, tmp_path: Path
+) -> None:
+    def hung(_signum: int, _frame: FrameType | None) -> None:
+        raise _Hung
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, 5.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(proc.CommandTimeout):
+            proc.run(
+                ["sleep", "100"],
+                timeout_s=0.5,
+                # More than a pipe holds (64 KiB): writing it all blocks until the child reads.
+                input_text="x" * (1 << 20),
+                output_file=tmp_path / "console.log" if to_file else None,
+            )
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - started < 3.0
