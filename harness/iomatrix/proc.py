@@ -99,11 +99,19 @@ def _stop_group(popen: subprocess.Popen[bytes], *, collect: bool = True) -> tupl
 
 
 def _copy_to_file(source: IO[bytes], target: IO[bytes]) -> None:
-    """Copy a pipe into a log file as output arrives, so a crash of ours still leaves the log."""
-    fd = source.fileno()
-    while chunk := os.read(fd, 65536):
-        target.write(chunk)
-        target.flush()
+    """Copy a pipe into a log file as output arrives, so a crash of ours still leaves the log.
+
+    Closes both at the end: run() stops waiting for the copy when a process outside the group
+    keeps the pipe open, and then nobody else is left to close them.
+    """
+    try:
+        fd = source.fileno()
+        while chunk := os.read(fd, 65536):
+            target.write(chunk)
+            target.flush()
+    finally:
+        source.close()
+        target.close()
 
 
 def _feed(target: IO[bytes], data: bytes) -> None:
