@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -330,3 +332,26 @@ def test_timeout_holds_when_the_child_never_reads_a_large_input(
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert time.monotonic() - started < 3.0
+
+
+def test_log_copy_outlived_by_an_escaped_process_closes_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reap_leftovers: list[int]
+) -> None:
+    monkeypatch.setattr(proc, "_TERMINATE_GRACE_S", 0.3)
+    pidfile = tmp_path / "escaped.pid"
+    log = tmp_path / "console.log"
+    script = 'setsid sleep 100 & echo $! > "$1"; echo up; wait'
+    with pytest.raises(proc.CommandTimeout):
+        proc.run(["sh", "-c", script, "sh", str(pidfile)], timeout_s=0.5, output_file=log)
+    escaped = read_pid(pidfile)
+    reap_leftovers.append(escaped)
+    os.kill(escaped, signal.SIGKILL)
+    # The copier sees end of file once the last holder of the pipe is gone, and must close the
+    # pipe and the log itself: run() stopped waiting for it (an unclosed file is a
+    # ResourceWarning, an error here).
+    deadline = time.monotonic() + 5
+    while any("_copy_to_file" in t.name for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the log copier never finished"
+        time.sleep(0.02)
+    gc.collect()
+    assert log.read_text() == "up\n"
