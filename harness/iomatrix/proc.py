@@ -15,13 +15,15 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from iomatrix.errors import IomatrixError
 
+# How often a stop callback is polled while a command runs.
+_POLL_S = 1.0
 # How long a process group gets between SIGTERM and SIGKILL when we stop it.
 _TERMINATE_GRACE_S = 5.0
 
@@ -147,6 +149,41 @@ def _start(
         raise CommandError(args, None, reason=f"cannot start: {exc.strerror or exc}") from exc
 
 
+class _Stopped(Exception):
+    """Internal: the wait ended by the deadline (reason None) or by a stop callback's reason."""
+
+    def __init__(self, reason: str | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _wait(
+    popen: subprocess.Popen[bytes],
+    *,
+    deadline: float,
+    copier: threading.Thread | None,
+    input_bytes: bytes | None,
+    stop: Callable[[], str | None] | None,
+) -> tuple[bytes, bytes]:
+    """Wait in short slices so a stop callback is heard; communicate() keeps partial output
+    across TimeoutExpired, so retrying it loses nothing."""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Stopped(None)
+        slice_s = remaining if stop is None else min(remaining, _POLL_S)
+        try:
+            if copier is not None:
+                popen.wait(timeout=slice_s)
+                return b"", b""
+            return popen.communicate(input=input_bytes, timeout=slice_s)
+        except subprocess.TimeoutExpired:
+            # Python refuses input on a second communicate(); the first one already sent it.
+            input_bytes = None
+            if stop is not None and (reason := stop()) is not None:
+                raise _Stopped(reason) from None
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -156,8 +193,12 @@ def run(
     env: Mapping[str, str] | None = None,
     input_text: str | None = None,
     output_file: Path | None = None,
+    stop: Callable[[], str | None] | None = None,
 ) -> Completed:
     """Run argv and wait for it, at most timeout_s seconds.
+
+    stop: polled about once a second while the command runs; when it returns a reason, the
+    process group is killed and CommandTimeout carries that reason (a watchdog's verdict).
 
     output_file: stdout and stderr go, interleaved as a console log, to this file (appended)
     instead of memory. They reach it through a pipe that a thread copies, never as the file
@@ -182,27 +223,27 @@ def run(
                 target=_copy_to_file, args=(popen.stdout, out_handle), daemon=True
             )
             copier.start()
+        if copier is not None and popen.stdin is not None:
+            threading.Thread(
+                target=_feed, args=(popen.stdin, (input_text or "").encode()), daemon=True
+            ).start()
         try:
-            if copier is not None:
-                if popen.stdin is not None:
-                    threading.Thread(
-                        target=_feed, args=(popen.stdin, (input_text or "").encode()), daemon=True
-                    ).start()
-                popen.wait(timeout=timeout_s)
-                out_b, err_b = b"", b""
-            else:
-                out_b, err_b = popen.communicate(
-                    input=input_text.encode() if input_text is not None else None,
-                    timeout=timeout_s,
-                )
-        except subprocess.TimeoutExpired:
+            out_b, err_b = _wait(
+                popen,
+                deadline=started + timeout_s,
+                copier=copier,
+                input_bytes=input_text.encode() if input_text is not None else None,
+                stop=stop,
+            )
+        except _Stopped as why:
             out_b, err_b = _stop_group(popen, collect=copier is None)
+            reason = why.reason or f"timed out after {timeout_s:g} s and was killed"
             raise CommandTimeout(
                 args,
                 None,
                 out_b.decode(errors="replace"),
                 err_b.decode(errors="replace"),
-                reason=f"timed out after {timeout_s:g} s and was killed",
+                reason=reason,
                 timeout_s=timeout_s,
             ) from None
         except BaseException:
