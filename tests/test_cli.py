@@ -243,12 +243,6 @@ def fake_bzimage(path: Path, release: str) -> Path:
     return path
 
 
-@pytest.mark.xfail(
-    reason="BUG: runner.run_boot catches only CommandTimeout; a VM killed by a signal (negative "
-    "exit code, e.g. the OOM killer) raises CommandError, which aborts the whole run with exit 2, "
-    "skips the remaining boots and leaves run.json 'complete' without the boot or its cells",
-    strict=True,
-)
 def test_run_vm_killed_by_a_signal_fails_its_cells_not_the_run(
     matrix_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -295,24 +289,8 @@ def test_run_vm_killed_by_a_signal_fails_its_cells_not_the_run(
         ("expand", "Expand a matrix into its cells"),
         ("run", "boot one VM per (kernel, device profile), run every cell"),
         ("kernels", "Kernels live in"),
-        pytest.param(
-            "show",
-            "print the table of an archived run",
-            marks=pytest.mark.xfail(
-                reason="BUG: `show --help` has no description (help= only), so it never says "
-                "what the command does",
-                strict=True,
-            ),
-        ),
-        pytest.param(
-            "accel",
-            "KVM",
-            marks=pytest.mark.xfail(
-                reason="BUG: `accel --help` has no description (help= only), so it never says "
-                "what the command does",
-                strict=True,
-            ),
-        ),
+        ("show", "Print the table of an archived run"),
+        ("accel", "KVM"),
     ],
 )
 def test_subcommand_help(command: str, purpose: str, capsys: pytest.CaptureFixture[str]) -> None:

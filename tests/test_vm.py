@@ -425,3 +425,24 @@ def test_host_cpu_model_is_the_first_model_name_of_cpuinfo() -> None:
     if not lines:
         pytest.skip("this architecture's /proc/cpuinfo has no 'model name'")
     assert vm.host_cpu_model() == lines[0].split(":", 1)[1].strip()
+
+
+@pytest.mark.parametrize("content", ["[]", '"kvm"', '{"accelerator": "kvm"}', "{"])
+def test_a_malformed_cached_verdict_means_probing_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str
+) -> None:
+    monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
+    monkeypatch.setattr(vm, "kvm_usable", lambda: True)
+    (tmp_path / "accelerator.json").write_text(content)
+    probes: list[Sequence[str]] = []
+
+    def fake_run(argv: Sequence[str], **_kwargs: object) -> proc.Completed:
+        probes.append(argv)
+        return proc.Completed(tuple(argv), 0, "IOMATRIX_KVM_PROBE_OK\n", "", 1.0)
+
+    monkeypatch.setattr("iomatrix.proc.run", fake_run)
+    accel, _why = vm.choose_accelerator(
+        cache_dir=tmp_path, probe_vmlinuz="/k/vmlinuz", probe_release="6.1.0", probe_modules=None
+    )
+    assert accel == "kvm"
+    assert len(probes) == 1

@@ -233,12 +233,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--refresh", action="store_true", help="re-resolve suites against the archive")
     p.set_defaults(func=cmd_kernels)
 
-    p = sub.add_parser("show", help="print the table of an archived run")
+    p = sub.add_parser(
+        "show",
+        help="print the table of an archived run",
+        description=(
+            "Print the table of an archived run: status and headline metrics of every cell."
+        ),
+    )
     p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
     p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("accel", help="probe (or show the cached verdict of) KVM vs TCG")
+    p = sub.add_parser(
+        "accel",
+        help="probe (or show the cached verdict of) KVM vs TCG",
+        description=(
+            "Decide between KVM and TCG for this host: KVM only when a short probe boot proves it "
+            "works; the verdict is cached per host. IOMATRIX_ACCEL=kvm|tcg overrides it."
+        ),
+    )
     p.add_argument("--kernel", default="debian:bookworm", metavar="SPEC")
     p.set_defaults(func=cmd_accel)
     return parser

@@ -15,6 +15,7 @@ import re
 import secrets
 import shutil
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +166,63 @@ def _host_side_result(run_dir: Path, cell: Cell, status: str, reason: str) -> Ce
     return result
 
 
+class Watchdog:
+    """Decides when a running VM is stuck, long before the backstop timeout of the whole boot.
+
+    The agent enforces each cell's budget itself; a cell still running `grace_s` past its budget
+    means the agent or the guest kernel stopped answering. Between cells (and before the first
+    one), the next cell must start within the boot budget. Called by proc.run about once a
+    second; returns the reason to stop the VM, or None.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        cells: Sequence[Cell],
+        *,
+        cell_s: float,
+        boot_s: float,
+        grace_s: float = 60.0,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.cells = list(cells)
+        self.cell_s = cell_s
+        self.boot_s = boot_s
+        self.grace_s = grace_s
+        self.clock = clock or time.monotonic
+        self.last_progress = self.clock()
+        self.first_seen: dict[str, float] = {}
+
+    def __call__(self) -> str | None:
+        now = self.clock()
+        running: Cell | None = None
+        for cell in self.cells:
+            folder = self.run_dir / "cells" / cell.id
+            if (folder / "result.json").exists():
+                if self.first_seen.pop(cell.id, None) is not None:
+                    self.last_progress = now
+                continue
+            if (folder / "started").exists():
+                if cell.id not in self.first_seen:
+                    self.first_seen[cell.id] = now
+                    self.last_progress = now
+                running = cell
+        if running is not None:
+            if now - self.first_seen[running.id] > self.cell_s + self.grace_s:
+                return (
+                    f"timeout: the cell ran {self.cell_s + self.grace_s:g} s, past its "
+                    f"{self.cell_s:g} s budget; the guest stopped answering and was killed"
+                )
+            return None
+        if now - self.last_progress > self.boot_s:
+            return (
+                f"timeout: no cell started within {self.boot_s:g} s "
+                "(the VM did not boot or the agent did not start); killed"
+            )
+        return None
+
+
 def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     """Boot the group's VM (again after a panic or hang) until every cell has a result."""
     records: list[BootRecord] = []
@@ -172,6 +230,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     boot_dir = ctx.run_dir / "boots" / ctx.group.boot_id
     write_record(boot_dir / "plan.json", plan)
     device = ctx.group.cells[0].device
+    timeouts = ctx.matrix.timeouts
     create_disk(image, device.size_bytes, preallocate=device.backing == "file")
     try:
         for attempt in range(_MAX_RESTARTS + 1):
@@ -179,10 +238,14 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             if not pending:
                 break
             console = boot_dir / f"console-{attempt}.log"
-            # Backstop only: the agent enforces each cell's budget itself.
-            timeout = ctx.matrix.timeouts.boot_s + len(pending) * ctx.matrix.timeouts.cell_s
+            watchdog = Watchdog(
+                ctx.run_dir, pending, cell_s=timeouts.cell_s, boot_s=timeouts.boot_s
+            )
+            # Backstop only: the watchdog and the agent's own budgets act long before it.
+            timeout = 2 * timeouts.boot_s + len(pending) * (timeouts.cell_s + watchdog.grace_s)
             started = dt.datetime.now(dt.UTC)
             exit_code: int | None = None
+            why: str | None = None
             try:
                 done = proc.run(
                     argv,
@@ -190,13 +253,17 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                     ok_codes=range(256),
                     output_file=console,
                     env=vm.vng_env(),
+                    stop=watchdog,
                 )
                 exit_code = done.returncode
                 outcome = "ok" if exit_code == 0 else "exit-error"
-                if console_shows_panic(console):
-                    outcome = "panic"
-            except proc.CommandTimeout:
-                outcome = "timeout"
+            except proc.CommandTimeout as exc:
+                outcome, why = "timeout", exc.reason
+            except proc.CommandError as exc:
+                # Killed by a signal (the OOM killer, a user's kill): a negative status.
+                exit_code, outcome = exc.returncode, "exit-error"
+            if outcome != "timeout" and console_shows_panic(console):
+                outcome = "panic"
             duration = (dt.datetime.now(dt.UTC) - started).total_seconds()
             records.append(
                 BootRecord(
@@ -215,6 +282,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                 ctx,
                 pending=pending,
                 outcome=outcome,
+                why=why,
                 exit_code=exit_code,
                 console=console,
                 attempt=attempt,
@@ -230,6 +298,7 @@ def _settle_unfinished(
     *,
     pending: Sequence[Cell],
     outcome: str,
+    why: str | None,
     exit_code: int | None,
     console: Path,
     attempt: int,
@@ -242,15 +311,19 @@ def _settle_unfinished(
         return
     what = {
         "panic": "the guest kernel panicked",
-        "timeout": "timeout: the VM did not finish in time and was killed",
+        "timeout": why or "timeout: the VM did not finish in time and was killed",
         "exit-error": f"the VM exited with status {exit_code} before finishing",
         "ok": "the VM exited without a result for this cell",
     }[outcome]
     excerpt = console_excerpt(console)
     started = [c for c in unfinished if (ctx.run_dir / "cells" / c.id / "started").exists()]
-    blamed = started[:1] or unfinished[:1]
+    # The cell that was running takes the blame and the VM is booted again for the rest. When no
+    # cell had started, the boot itself failed: booting again would fail the same way.
+    blamed = started[:1] or unfinished
     for cell in blamed:
         reason = f"{what} (console: {console.relative_to(ctx.run_dir)})\n{excerpt}"
+        if not started:
+            reason = "before the first cell started: " + reason
         _host_side_result(ctx.run_dir, cell, "error", reason)
         print(f"iomatrix: cell {cell.label}: {what}", file=out)
     if attempt == _MAX_RESTARTS:

@@ -174,10 +174,15 @@ def choose_accelerator(
     fingerprint = _host_fingerprint()
     try:
         cached = json.loads(verdict_file.read_text())
-        if cached.get("host") == fingerprint and cached.get("accelerator") in ("kvm", "tcg"):
-            return cached["accelerator"], f"cached probe verdict: {cached['reason']}"
     except (OSError, ValueError):
-        pass
+        cached = None
+    # Anything but a well-formed verdict for this very host means: probe again.
+    if (
+        isinstance(cached, dict)
+        and cached.get("host") == fingerprint
+        and cached.get("accelerator") in ("kvm", "tcg")
+    ):
+        return cached["accelerator"], f"cached probe verdict: {cached.get('reason', '?')}"
     argv = [
         vng_path(),
         "--run",
