@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,6 +78,24 @@ def cmd_expand(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (CI cancelling a job) handled like Ctrl-C: stop the VM, keep what finished."""
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise _Terminated(signum)
+
+
+def _run_folder(run: str, results: str) -> Path:
+    path = Path(run)
+    if (path / "run.json").exists() or path.name == "run.json":
+        return path.parent if path.name == "run.json" else path
+    candidate = Path(results) / run
+    if (candidate / "run.json").exists():
+        return candidate
+    raise IomatrixError(f"{run}: no run folder with a run.json there or under {results}/")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.file)
     cells = _select(matrix, args.shard)
@@ -85,17 +104,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     if args.show_command:
         return _show_commands(matrix, cells)
+    resume = _run_folder(args.resume, args.results) if args.resume else None
     options = runner.RunOptions(
         results_dir=Path(args.results),
         scratch_dir=runner.default_scratch_dir(),
         shard=args.shard,
         progress=not args.no_progress,
     )
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        record, run_dir = runner.run_matrix(matrix, options, cells=cells)
-    except KeyboardInterrupt:
-        print("\niomatrix: interrupted; finished cells are kept in run.json", file=sys.stderr)
-        return 130
+        record, run_dir = runner.run_matrix(matrix, options, cells=cells, resume=resume)
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, _Terminated) else "interrupted"
+        print(
+            f"\niomatrix: {what}; finished cells are kept in run.json. Continue with: "
+            f"iomatrix run {args.file} --resume <run folder>",
+            file=sys.stderr,
+        )
+        return 143 if isinstance(exc, _Terminated) else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print()
     print(run_table(record))
     print(f"\nresults: {run_dir}/run.json")
@@ -213,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="print each boot's vng/QEMU command instead of running it",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress line")
+    p.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="continue an interrupted run (id or folder): only cells without a result run",
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(

@@ -33,6 +33,7 @@ from iomatrix.results import (
     KernelInfo,
     RunRecord,
     load_cell_result,
+    load_run,
     write_record,
 )
 
@@ -388,28 +389,20 @@ def _accelerator(fetched: Sequence[kernels.Kernel], out: TextIO) -> vm.Accelerat
     return accelerator
 
 
-def run_matrix(
+# Environment fields that must not change between a run and its resumption: the resumed cells
+# would otherwise be measured under different conditions than the ones already in the run.
+_RESUME_CHECKED = ("host_cpu", "accelerator", "qemu", "virtme_ng", "fio")
+
+
+def _start_record(
     matrix: Matrix,
     options: RunOptions,
-    *,
-    cells: Sequence[Cell] | None = None,
-    out: TextIO = sys.stderr,
-    fetch: Callable[[str], kernels.Kernel] | None = None,
-) -> tuple[RunRecord, Path]:
-    """Run the matrix (or the given subset of its cells); returns the run record and its folder."""
-    fetch = fetch or kernels.fetch
-    selected = list(matrix.cells if cells is None else cells)
-    run_id = options.run_id or new_run_id(matrix.name)
-    run_dir = (options.results_dir / run_id).resolve()
-    run_dir.mkdir(parents=True, exist_ok=False)
-    scratch = (options.scratch_dir / run_id).resolve()
-
-    fetched, fetch_errors = _fetch_kernels([c.kernel for c in selected], fetch, out)
-    accelerator = _accelerator(list(fetched.values()), out)
-
+    fetched: dict[str, kernels.Kernel],
+    accelerator: vm.Accelerator,
+) -> RunRecord:
     source = Path(matrix.source)
-    record = RunRecord(
-        run_id=run_id,
+    return RunRecord(
+        run_id=options.run_id or new_run_id(matrix.name),
         created_at=now_iso(),
         status="running",
         matrix_name=matrix.name,
@@ -424,36 +417,98 @@ def run_matrix(
             for spec, k in fetched.items()
         },
     )
+
+
+def _resumable(previous: RunRecord, fresh: RunRecord, run_dir: Path) -> RunRecord:
+    """The previous record, checked against this session, ready to take more cells."""
+    problems = []
+    if previous.matrix_sha256 != fresh.matrix_sha256:
+        problems.append("the matrix file changed since the run started")
+    if previous.shard != fresh.shard:
+        problems.append(f"the run was shard {previous.shard}, not {fresh.shard}")
+    for name in _RESUME_CHECKED:
+        old, new = getattr(previous.environment, name), getattr(fresh.environment, name)
+        if old != new:
+            problems.append(f"{name} was {old!r}, is now {new!r}")
+    for spec, info in fresh.kernels.items():
+        if spec in previous.kernels and previous.kernels[spec].release != info.release:
+            problems.append(
+                f"kernel {spec} was {previous.kernels[spec].release}, is {info.release}"
+            )
+    if problems:
+        raise IomatrixError(f"cannot resume {run_dir}: " + "; ".join(problems))
+    return previous.model_copy(
+        update={"status": "running", "kernels": {**previous.kernels, **fresh.kernels}}
+    )
+
+
+def run_matrix(
+    matrix: Matrix,
+    options: RunOptions,
+    *,
+    cells: Sequence[Cell] | None = None,
+    out: TextIO = sys.stderr,
+    fetch: Callable[[str], kernels.Kernel] | None = None,
+    resume: Path | None = None,
+) -> tuple[RunRecord, Path]:
+    """Run the matrix (or the given subset of its cells); returns the run record and its folder.
+
+    resume: an earlier run folder of the same matrix (interrupted, or with cells lost to a crash):
+    only its cells without a result run, in the same folder, and run.json grows to hold them.
+    """
+    fetch = fetch or kernels.fetch
+    selected = list(matrix.cells if cells is None else cells)
+    previous: RunRecord | None = None
+    if resume is not None:
+        run_dir = resume.resolve()
+        previous = load_run(run_dir)
+        options = RunOptions(**{**options.__dict__, "run_id": previous.run_id})
+        to_run = [c for c in selected if not _cell_result_path(run_dir, c).exists()]
+        for cell in to_run:
+            # A marker left by the interrupted attempt would show the cell as running.
+            (run_dir / "cells" / cell.id / "started").unlink(missing_ok=True)
+    else:
+        to_run = selected
+
+    fetched, fetch_errors = _fetch_kernels([c.kernel for c in to_run], fetch, out)
+    accelerator = _accelerator(list(fetched.values()), out)
+    record = _start_record(matrix, options, fetched, accelerator)
+    if previous is not None:
+        record = _resumable(previous, record, run_dir)
+        print(
+            f"iomatrix: resuming {run_dir}: {len(to_run)} of {len(selected)} cells to run", file=out
+        )
+    else:
+        run_dir = (options.results_dir / record.run_id).resolve()
+        run_dir.mkdir(parents=True, exist_ok=False)
+    scratch = (options.scratch_dir / record.run_id).resolve()
     run_json = run_dir / "run.json"
     write_record(run_json, record)
 
-    groups = boot_groups(selected)
-    boots: list[BootRecord] = []
-    drive_args: dict[str, tuple[str, ...]] = {}
+    groups = boot_groups(to_run)
+    boots: list[BootRecord] = list(record.boots)
+    drive_args = {entry.cell.id: entry.qemu_drive for entry in record.cells}
     interrupted = False
     try:
         with (
-            Progress(run_dir=run_dir, cells=selected, stream=out, boots=len(groups))
+            Progress(run_dir=run_dir, cells=to_run, stream=out, boots=len(groups))
             if options.progress
             else _Null()
         ):
             for group in groups:
-                if group.kernel in fetch_errors:
-                    for cell in group.cells:
-                        _host_side_result(run_dir, cell, "error", fetch_errors[group.kernel])
-                    continue
-                ctx = BootContext(
-                    group=group,
-                    kernel=fetched[group.kernel],
-                    accelerator=accelerator,
-                    run_dir=run_dir,
-                    scratch=scratch,
-                    matrix=matrix,
+                boots.extend(
+                    _run_group(
+                        group,
+                        fetched=fetched,
+                        fetch_errors=fetch_errors,
+                        accelerator=accelerator,
+                        run_dir=run_dir,
+                        scratch=scratch,
+                        matrix=matrix,
+                        drive_args=drive_args,
+                        out=out,
+                    )
                 )
-                plan, _argv, _image = build_boot(ctx)
-                for cell in group.cells:
-                    drive_args[cell.id] = plan.disks[0].qemu_args
-                boots.extend(run_boot(ctx, out))
                 record = record.model_copy(
                     update={
                         "boots": tuple(boots),
@@ -477,6 +532,36 @@ def run_matrix(
     if interrupted:
         raise KeyboardInterrupt
     return record, run_dir
+
+
+def _run_group(
+    group: BootGroup,
+    *,
+    fetched: dict[str, kernels.Kernel],
+    fetch_errors: dict[str, str],
+    accelerator: vm.Accelerator,
+    run_dir: Path,
+    scratch: Path,
+    matrix: Matrix,
+    drive_args: dict[str, tuple[str, ...]],
+    out: TextIO,
+) -> list[BootRecord]:
+    if group.kernel in fetch_errors:
+        for cell in group.cells:
+            _host_side_result(run_dir, cell, "error", fetch_errors[group.kernel])
+        return []
+    ctx = BootContext(
+        group=group,
+        kernel=fetched[group.kernel],
+        accelerator=accelerator,
+        run_dir=run_dir,
+        scratch=scratch,
+        matrix=matrix,
+    )
+    plan, _argv, _image = build_boot(ctx)
+    for cell in group.cells:
+        drive_args[cell.id] = plan.disks[0].qemu_args
+    return run_boot(ctx, out)
 
 
 class _Null:
