@@ -7,8 +7,20 @@ Layout of a run folder (results/<run-id>/):
 
 Format history of run.json (RUN_FORMAT):
   1  first format (2026-11).
-A file of a newer format is refused with a message saying which iomatrix can read it; older
-formats will load through migrations listed here.
+     Compatible additions since (optional fields with a default: no format bump, older files load
+     unchanged):
+     - merged_from: the run ids `iomatrix merge` combined into this run (shards of one matrix).
+       Written only when non-empty, so a run that is not a merge stays byte-for-byte the format-1
+       file every iomatrix reads; an older iomatrix refuses a merged run.json ("extra field").
+A file of a newer format is refused with a message saying which iomatrix can read it.
+
+Older formats load through migrations: RUN_MIGRATIONS[n] turns the raw dict of a format-n run.json
+into format n+1 (CELL_MIGRATIONS likewise for result.json). load_run applies them one step at a time
+up to RUN_FORMAT before validating; the loader sets "format" after each step. Results embedded in a
+run.json (cells[].result) carry their own cell format and go through CELL_MIGRATIONS the same way.
+Bumping a format therefore means: increase RUN_FORMAT (or CELL_FORMAT), change the records, add
+one function to the registry, add a line above, and check in a real file of the old format under
+tests/data/runs/format-<n>/ (tests/test_results_compat.py loads every one with the current code).
 """
 
 from __future__ import annotations
@@ -17,10 +29,11 @@ import json
 import os
 import statistics
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from iomatrix.cpustat import CpuUsage
 from iomatrix.errors import ResultFormatError
@@ -28,6 +41,12 @@ from iomatrix.model import Cell, Record
 
 RUN_FORMAT = 1
 CELL_FORMAT = 1
+
+# A migration takes the raw dict of a file in format n and returns it in format n + 1 (the loader
+# then sets "format" to n + 1). Registered under n; none exist yet, format 1 is the first.
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+RUN_MIGRATIONS: dict[int, Migration] = {}
+CELL_MIGRATIONS: dict[int, Migration] = {}
 
 Status = Literal["ok", "failed", "skipped", "error"]
 
@@ -153,6 +172,17 @@ class RunRecord(Record):
     kernels: dict[str, KernelInfo] = Field(default_factory=dict)
     boots: tuple[BootRecord, ...] = ()
     cells: tuple[CellEntry, ...] = ()
+    # Run ids of the shard runs `iomatrix merge` combined into this one; empty for a plain run.
+    merged_from: tuple[str, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_additions(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Compatible additions are left out while they hold their default, so a plain run is the
+        # same file as before they existed and older format-1 readers (extra="forbid") load it.
+        data = handler(self)
+        if isinstance(data, dict) and not self.merged_from:
+            data.pop("merged_from", None)
+        return data
 
     def counts(self) -> dict[str, int]:
         out = {"ok": 0, "failed": 0, "skipped": 0, "error": 0}
@@ -200,7 +230,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _check_format(path: Path, data: dict[str, Any], current: int) -> None:
+def _check_format(path: Path, data: dict[str, Any], current: int) -> int:
     version = data.get("format")
     if not isinstance(version, int):
         raise ResultFormatError(str(path), "no integer 'format' field: not an iomatrix result file")
@@ -209,16 +239,55 @@ def _check_format(path: Path, data: dict[str, Any], current: int) -> None:
             str(path),
             f"format {version} is newer than this iomatrix reads ({current}); upgrade iomatrix",
         )
-    if version < 1:
-        raise ResultFormatError(str(path), f"format {version} was never written by iomatrix")
+    return version
+
+
+def _migrate(
+    path: Path, data: dict[str, Any], current: int, migrations: dict[int, Migration], what: str
+) -> dict[str, Any]:
+    """Bring a raw file dict up to format `current`, one registered step at a time."""
+    version = _check_format(path, data, current)
+    while version < current:
+        step = migrations.get(version)
+        if step is None:
+            reason = (
+                f"format {version} was never written by iomatrix"
+                if version < 1
+                else f"no migration of {what} format {version} to {version + 1}"
+            )
+            raise ResultFormatError(str(path), reason)
+        try:
+            migrated = step(data)
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise ResultFormatError(
+                str(path), f"cannot migrate {what} format {version} to {version + 1}: {exc!r}"
+            ) from exc
+        data = {**migrated, "format": version + 1}
+        version += 1
+    return data
+
+
+def migrate_run(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """A raw run.json dict brought to the current format: the run, then each embedded result."""
+    data = _migrate(path, data, RUN_FORMAT, RUN_MIGRATIONS, "run")
+    cells = data.get("cells")
+    if isinstance(cells, list):
+        for i, entry in enumerate(cells):
+            if not (isinstance(entry, dict) and isinstance(entry.get("result"), dict)):
+                continue  # validation names what is wrong with it
+            try:
+                result = _migrate(path, entry["result"], CELL_FORMAT, CELL_MIGRATIONS, "cell")
+            except ResultFormatError as exc:
+                raise ResultFormatError(str(path), f"cells[{i}].result: {exc.reason}") from exc
+            cells[i] = {**entry, "result": result}
+    return data
 
 
 def load_run(path: Path) -> RunRecord:
     """Load run.json (or a run folder), refusing unknown newer formats and malformed content."""
     if path.is_dir():
         path = path / "run.json"
-    data = _read_json(path)
-    _check_format(path, data, RUN_FORMAT)
+    data = migrate_run(path, _read_json(path))
     try:
         return RunRecord.model_validate(data)
     except ValidationError as exc:
@@ -228,8 +297,7 @@ def load_run(path: Path) -> RunRecord:
 
 
 def load_cell_result(path: Path) -> CellResult:
-    data = _read_json(path)
-    _check_format(path, data, CELL_FORMAT)
+    data = _migrate(path, _read_json(path), CELL_FORMAT, CELL_MIGRATIONS, "cell")
     try:
         return CellResult.model_validate(data)
     except ValidationError as exc:
