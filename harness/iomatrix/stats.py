@@ -376,6 +376,9 @@ def median_ratio_ci(
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if resamples < 1:
         raise ValueError("resamples must be positive")
+    if min(base) == max(base) and min(new) == max(new):
+        # Every resample is the sample itself (constant counters): skip 2 x resamples draws.
+        return new[0] / base[0], new[0] / base[0]
     # Not for cryptography: a reproducible stream is the point.
     rng = random.Random(data_seed(base, new) if seed is None else seed)  # noqa: S311
     base_medians = _MedianSampler(base, rng).draw(resamples)
