@@ -248,6 +248,11 @@ def test_ci_covers_the_true_ratio_about_95_percent_of_the_time() -> None:
     assert statistics.fmean(widths) < 0.10
 
 
+def test_ci_of_constant_samples_is_their_exact_ratio() -> None:
+    # Counters that never move (CPU shares of 0, fixed sizes) have a zero-width interval.
+    assert stats.median_ratio_ci([5.0, 5.0, 5.0], [6.0, 6.0]) == pytest.approx((1.2, 1.2))
+
+
 def test_ci_needs_a_positive_baseline() -> None:
     assert stats.median_ratio_ci([0.0, 1.0, 2.0], [1.0, 2.0, 3.0]) is None
     assert stats.median_ratio_ci([], [1.0]) is None
