@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from iomatrix import __version__, kernels, runner, vm
+from iomatrix import __version__, compare, kernels, runner, vm
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix import load_matrix
 from iomatrix.model import Cell, Matrix
@@ -171,6 +171,38 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_path(run: str, results: str) -> Path:
+    """A run given as a folder or run.json path, else as a run id under the results folder."""
+    path = Path(run)
+    return path if path.exists() else Path(results) / run
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    base = load_run(_run_path(args.base, args.results))
+    new = load_run(_run_path(args.new, args.results))
+    try:
+        result = compare.compare_runs(
+            base,
+            new,
+            force=args.force,
+            min_effect=args.min_effect,
+            alpha=args.alpha,
+            metrics=args.metric,
+        )
+    except compare.EnvironmentMismatchError as exc:
+        if args.output is not None:
+            # Publish why there is no verdict (a PR comment, a job summary), then fail (exit 2).
+            args.output.write_text(compare.render(exc.comparison, args.format))
+        raise
+    text = compare.render(result, args.format)
+    if args.output is not None:
+        args.output.write_text(text)
+        print(compare.verdict_line(result))
+    else:
+        sys.stdout.write(text)
+    return compare.exit_code(result)
+
+
 def cmd_accel(args: argparse.Namespace) -> int:
     kernel = kernels.fetch(args.kernel)
     accel, why = vm.choose_accelerator(
@@ -287,6 +319,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--kernel", default="debian:bookworm", metavar="SPEC")
     p.set_defaults(func=cmd_accel)
+
+    p = sub.add_parser(
+        "compare",
+        help="compare two runs cell by cell: regressions, improvements, noise",
+        description=(
+            "Compare every cell x metric of NEW against BASE. A change counts only when the "
+            "Mann-Whitney U test (Benjamini-Hochberg across all rows) is below --alpha AND the "
+            "bootstrap 95% CI of median(new)/median(base) lies wholly beyond the minimum effect. "
+            "Runs from different environments are refused unless --force. Exit 1 when a gated "
+            "metric regressed, 2 on bad input or refused environments, else 0."
+        ),
+    )
+    p.add_argument("base", metavar="BASE", help="the baseline: a run id, a run folder or run.json")
+    p.add_argument("new", metavar="NEW", help="the run to judge, in the same forms as BASE")
+    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="compare even when the environments differ; every report is marked FORCED",
+    )
+    p.add_argument(
+        "--min-effect",
+        type=float,
+        metavar="F",
+        help="fixed minimum relative change, e.g. 0.05 (default: max(0.03, 2 x baseline CoV))",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=compare.DEFAULT_ALPHA,
+        metavar="A",
+        help="significance level after Benjamini-Hochberg (default: 0.05)",
+    )
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="PATTERN",
+        help="only metrics matching this name or glob (e.g. '*_iops'); repeatable",
+    )
+    p.add_argument("--format", choices=compare.FORMATS, default="table")
+    p.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="write the report to FILE and print only the verdict line",
+    )
+    p.set_defaults(func=cmd_compare)
     return parser
 
 
