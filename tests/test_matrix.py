@@ -335,7 +335,7 @@ def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
             "workloads, matrix",
         ),
         (("vm", "disk"), "vm.disk", "memory, cpus"),
-        (("timeouts", "fio"), "timeouts.fio", "boot, cell"),
+        (("timeouts", "fio"), "timeouts.fio", "boot, cell, grace"),
         (("devices", "small", "speed"), "devices.small.speed", "size, bus, backing, cache, aio"),
         (("workloads", "randwrite", "kind"), "workloads.randwrite.kind", "fio"),
         (

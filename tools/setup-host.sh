@@ -18,6 +18,7 @@ declare -A NEEDED=(
   [busybox]=busybox-static
   [dpkg-deb]=dpkg
   [apt-get]=apt
+  [pkill]=procps
 )
 missing=()
 for cmd in "${!NEEDED[@]}"; do

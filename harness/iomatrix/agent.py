@@ -32,6 +32,8 @@ from iomatrix.plan import BootPlan
 from iomatrix.results import Applied, CellResult, Repetition, Status, write_record
 
 MOUNTPOINT = Path("/tmp/iomatrix/mnt")
+# Seconds an unmount may take after a failed or timed-out cell, outside the cell's own budget.
+CLEANUP_S = 60.0
 
 
 def _now() -> str:
@@ -59,8 +61,13 @@ class CellContext:
         with self.log_path.open("a") as handle:
             handle.write(text.rstrip("\n") + "\n")
 
-    def run(self, argv: Sequence[str], *, what: str, cwd: Path | None = None) -> proc.Completed:
-        remaining = self.deadline - time.monotonic()
+    def run(
+        self, argv: Sequence[str], *, what: str, cwd: Path | None = None, cleanup: bool = False
+    ) -> proc.Completed:
+        """Run a step of the cell within its budget. Cleanup steps (unmounting after a failure
+        or a timeout) get their own budget: the next cell needs a free disk even when this one
+        used up all of its time."""
+        remaining = CLEANUP_S if cleanup else self.deadline - time.monotonic()
         if remaining <= 0:
             raise CellError(f"timeout: the cell's time budget ran out before {what}")
         self.log(f"$ {' '.join(argv)}")
@@ -116,6 +123,25 @@ def kernel_log_tail(ctx: CellContext, lines: int = 3) -> str:
         return "(unavailable)"
     tail = [line.strip() for line in done.stdout.splitlines() if line.strip()][-lines:]
     return " | ".join(tail)
+
+
+def release_mountpoint(ctx: CellContext) -> None:
+    """Unmount whatever an earlier cell left at the mount point (after a killed workload whose
+    unmount failed): a lazy unmount if need be, and a clear error if even that fails."""
+    for attempt in (["umount", str(MOUNTPOINT)], ["umount", "-l", str(MOUNTPOINT)]):
+        try:
+            mounted_options(MOUNTPOINT)
+        except CellError:
+            return
+        try:
+            ctx.run(attempt, what="unmounting what an earlier cell left", cleanup=True)
+        except (CellFailed, CellError) as exc:
+            ctx.log(str(exc))
+    try:
+        mounted_options(MOUNTPOINT)
+    except CellError:
+        return
+    raise CellError(f"{MOUNTPOINT} is still mounted by an earlier cell and cannot be released")
 
 
 def set_scheduler(ctx: CellContext, device: str) -> tuple[str | None, tuple[str, ...]]:
@@ -202,7 +228,7 @@ def run_repetition(ctx: CellContext, device: str, index: int) -> tuple[Applied, 
     finally:
         # Always unmount so the next cell's mkfs finds a free device.
         try:
-            ctx.run(["umount", str(MOUNTPOINT)], what="umount")
+            ctx.run(["umount", str(MOUNTPOINT)], what="umount", cleanup=True)
         except (CellFailed, CellError) as exc:
             ctx.log(f"umount: {exc}")
     return applied, rep
@@ -221,6 +247,7 @@ def run_cell(plan: BootPlan, cell: Cell) -> CellResult:
     applied: Applied | None = None
     reps: list[Repetition] = []
     try:
+        release_mountpoint(ctx)
         device = find_disk(plan.disks[0].serial)
         for module in adapter(cell.filesystem.fstype).modules:
             try:

@@ -419,6 +419,7 @@ class _VmSpec(_Schema):
 class _TimeoutsSpec(_Schema):
     boot: Seconds | None = None
     cell: Seconds | None = None
+    grace: Seconds | None = None
 
 
 class _DeviceSpec(_Schema):
@@ -1065,6 +1066,8 @@ class _Expander:
             values["boot_s"] = t.boot
         if t.cell is not None:
             values["cell_s"] = t.cell
+        if t.grace is not None:
+            values["grace_s"] = t.grace
         return Timeouts.model_validate(values)
 
     # definitions

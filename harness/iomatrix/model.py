@@ -90,6 +90,9 @@ class Timeouts(Record):
 
     boot_s: float = Field(default=240.0, gt=0)
     cell_s: float = Field(default=600.0, gt=0)
+    # How long past a cell's budget the host waits before deciding the guest stopped answering
+    # (the agent enforces the budget itself, so this only fires when the agent cannot).
+    grace_s: float = Field(default=60.0, gt=0)
 
 
 class Cell(Record):

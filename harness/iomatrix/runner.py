@@ -240,7 +240,11 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                 break
             console = boot_dir / f"console-{attempt}.log"
             watchdog = Watchdog(
-                ctx.run_dir, pending, cell_s=timeouts.cell_s, boot_s=timeouts.boot_s
+                ctx.run_dir,
+                pending,
+                cell_s=timeouts.cell_s,
+                boot_s=timeouts.boot_s,
+                grace_s=timeouts.grace_s,
             )
             # Backstop only: the watchdog and the agent's own budgets act long before it.
             timeout = 2 * timeouts.boot_s + len(pending) * (timeouts.cell_s + watchdog.grace_s)
