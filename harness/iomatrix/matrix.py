@@ -11,6 +11,13 @@ The file is untrusted input, and nothing from it may reach a shell:
 - Names, mount option tokens and mkfs arguments are checked against small character whitelists;
   paths written in the file are relative and use plain file-name characters only.
 - The size of the expansion is bounded (max_cells) and checked before the cells are built.
+- fio job files (and the files they include) are read here and refused when they could make fio
+  touch anything but the filesystem under test: absolute or '..' paths, ${VAR} expansions, engines
+  outside FIO_IOENGINES, includes outside the job file's directory (see check_fio_job; errors name
+  the job file and line). exec_prerun/exec_postrun pass: they run inside the guest only.
+- A device profile may name a host block device (backing: host, path: /dev/<name>); the path is
+  checked here, and whether the device may be used at all is decided before a run, on the command
+  line's confirmation and the device's state (hostdev.check_host_devices).
 
 Loading happens in two stages:
 1. Each file (the one given and every preset it `extends`, recursively) is parsed and validated
@@ -54,6 +61,7 @@ from iomatrix.errors import KernelError, MatrixError, MatrixErrors
 from iomatrix.kernels import parse_spec
 from iomatrix.model import (
     AXES,
+    HOST_DEVICE_RE,
     SCHEDULERS,
     AioMode,
     Backing,
@@ -251,6 +259,249 @@ def estimate_fio_runtime(text: str) -> float:
     return total + group
 
 
+# --- fio job files: nothing outside the filesystem under test ----------------------------------
+#
+# The guest agent runs fio with the filesystem under test as its working directory and as
+# --directory, so relative names land there. A job file can still name other places, and those are
+# refused here, at load time, before anything runs. The reading below mirrors fio 3.x
+# (parse_jobs_ini and parse_option):
+# - lines end at '\n' only; a line whose first non-blank character is ';' or '#' is a comment, and
+#   any ';' or '#' ends a line (so `filename=a#b` means `filename=a`);
+# - `[name]` starts a job; the job name is part of the default file name
+#   ($jobname.$jobnum.$filenum), so a name with '/' is a path; options before the first job are an
+#   error to fio;
+# - a line that starts with `include` splices in the options of the file named after it (a relative
+#   name is looked up beside the including file); included files may not start jobs;
+# - `key=value` or a bare `key`; ${VAR} anywhere in the line is replaced from the environment before
+#   the option is parsed, so it could turn into any path or engine and is refused.
+# `exec_prerun` and `exec_postrun` are allowed as they are: fio runs them with system(3) inside the
+# guest, which sees the host's root read-only and only the run folder read-write. The project's own
+# fault tests use them on purpose (tests/data/faults/workloads/) to crash or freeze the guest.
+
+# Engines that do I/O on the files of the filesystem under test (or none at all). Refused, among
+# others: sg, io_uring_cmd, mtd, nbd, libblkio, xnvme, spdk (raw devices); net, netsplice, rdma,
+# http, rados, rbd, gfapi (the network); exec (runs a program); external:<lib> and paths (load
+# code); pmem/dev-dax engines (other devices).
+FIO_IOENGINES: tuple[str, ...] = (
+    "psync",
+    "sync",
+    "vsync",
+    "pvsync",
+    "pvsync2",
+    "libaio",
+    "io_uring",
+    "posixaio",
+    "mmap",
+    "splice",
+    "null",
+    "cpuio",
+    "falloc",
+    "ftruncate",
+    "filecreate",
+    "filestat",
+    "filedelete",
+    "dircreate",
+    "dirstat",
+    "dirdelete",
+    "e4defrag",
+)
+# Options whose value is one path, or (filename, directory) a ':'-separated list of them.
+_FIO_PATH_LISTS = ("filename", "directory")
+_FIO_PATHS = (
+    "filename_format",
+    "opendir",
+    "write_iolog",
+    "merge_blktrace_file",
+    "write_bw_log",
+    "write_lat_log",
+    "write_iops_log",
+    "write_hist_log",
+    "donorname",  # e4defrag's donor file
+)
+_FIO_REFUSED = {
+    "read_iolog": "it replays I/O onto the files its log names, which iomatrix cannot check",
+    "replay_redirect": "it sends replayed I/O to another device",
+    "profile": "built-in profiles add jobs with their own devices and directories",
+}
+# fio runs these with system(3); see above for why they are allowed.
+_FIO_GUEST_COMMANDS = ("exec_prerun", "exec_postrun")
+_FIO_PATH_RULE = "job files may only name paths relative to the filesystem under test"
+# fio reads a job file with fgets into a buffer of a few KiB: a longer line would be read as two
+# lines, the second of which these checks would not see as a line of its own.
+_FIO_LINE_MAX = 4000
+_FIO_MAX_INCLUDES = 64
+_FIO_BLANKS = " \t\r\v\f"
+_FIO_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x0c\x0e-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class JobFileProblem:
+    """Why fio could touch something other than the filesystem under test, and where."""
+
+    file: Path  # the job file, or the included file the line is in
+    line: int
+    reason: str
+
+
+def _fio_path_problem(key: str, value: str, part: str) -> str | None:
+    where = f"{key}={_show(value)}"
+    part = part.strip(_FIO_BLANKS)
+    if part.startswith("/"):
+        return f"{where}: {_show(part)} is an absolute path; {_FIO_PATH_RULE}"
+    if ".." in part.split("/"):
+        return f"{where}: {_show(part)} goes up with '..'; {_FIO_PATH_RULE}"
+    return None
+
+
+def _fio_option_problem(key: str, value: str) -> str | None:
+    """The problem with one `key=value` of a job file, or None (options not named here are fine)."""
+    if key == "ioengine":
+        if value not in FIO_IOENGINES:
+            return (
+                f"ioengine={_show(value)} is not allowed: it can reach raw devices, the network or "
+                f"run programs; allowed: {_listing(FIO_IOENGINES)}"
+            )
+        return None
+    if key in _FIO_REFUSED:
+        return f"{key} is not allowed: {_FIO_REFUSED[key]}"
+    parts: list[str] = []
+    if key in _FIO_PATH_LISTS:
+        parts = value.split(":")  # also splits fio's `\:` escapes: stricter, never looser
+    elif key in _FIO_PATHS:
+        parts = [value]
+    elif key in ("mem", "iomem"):
+        # mmap:<file>, mmaphuge:<file>, mmapshared:<file> back the I/O buffers with that file.
+        _kind, sep, file = value.partition(":")
+        parts = [file] if sep else []
+    elif key == "name" and "/" in value:
+        return f"name={_show(value)}: a job name with '/' makes fio's default file names paths"
+    for part in parts:
+        problem = _fio_path_problem(key, value, part)
+        if problem is not None:
+            return problem
+    return None
+
+
+class _JobFileChecker:
+    def __init__(self, top: Path) -> None:
+        self.root = top.parent
+        self.problems: list[JobFileProblem] = []
+        self.includes = 0
+
+    def problem(self, file: Path, line: int, reason: str) -> None:
+        self.problems.append(JobFileProblem(file, line, reason))
+
+    def check(self, file: Path, data: bytes, chain: tuple[Path, ...]) -> None:
+        nested = len(chain) > 1
+        in_job = nested  # an included file's options belong to the including job
+        for n, raw in enumerate(data.split(b"\n"), start=1):
+            if len(raw) > _FIO_LINE_MAX and raw.strip(b";# \t\r"):
+                # Only a line of nothing but comment characters reads the same in pieces.
+                self.problem(file, n, f"the line is longer than {_FIO_LINE_MAX} bytes")
+                continue
+            if _FIO_CONTROL.search(raw):
+                self.problem(file, n, "the line has control characters")
+                continue
+            line = raw.decode("utf-8", errors="replace").strip(_FIO_BLANKS)
+            if not line or line[0] in ";#":
+                continue
+            line = re.split("[;#]", line, maxsplit=1)[0].rstrip(_FIO_BLANKS)
+            if line.startswith("["):
+                if nested:
+                    self.problem(file, n, "an included file cannot start a job; fio refuses it")
+                    continue
+                name = line[1:-1]  # fio drops the last character, whatever it is
+                if "/" in name:
+                    self.problem(
+                        file,
+                        n,
+                        f"job name {_show(name)}: a job name with '/' makes fio's default file "
+                        "names paths",
+                    )
+                in_job = True
+                continue
+            if not in_job:
+                self.problem(
+                    file, n, f"{_show(line)} comes before the first [job] section; fio refuses it"
+                )
+                continue
+            if line.startswith("include"):
+                self.include(file, n, line[len("include") + 1 :], chain)
+                continue
+            key, _, value = line.partition("=")
+            key = key.strip(_FIO_BLANKS).lower()
+            value = value.strip(_FIO_BLANKS)
+            if key in _FIO_GUEST_COMMANDS:
+                continue
+            if "${" in line:
+                self.problem(
+                    file,
+                    n,
+                    f"{_show(line)}: fio replaces ${{VAR}} with the guest's environment, so "
+                    "where this leads cannot be checked; write the value out",
+                )
+                continue
+            problem = _fio_option_problem(key, value)
+            if problem is not None:
+                self.problem(file, n, problem)
+
+    def include(self, file: Path, n: int, name: str, chain: tuple[Path, ...]) -> None:
+        """An include directive: its file is checked like the job file itself."""
+        target, reason = self._include_target(file, name, chain)
+        if target is None:
+            self.problem(file, n, f"include {_show(name)}: {reason}")
+            return
+        self.includes += 1
+        if self.includes > _FIO_MAX_INCLUDES:
+            self.problem(file, n, f"include {_show(name)}: more than {_FIO_MAX_INCLUDES} includes")
+            return
+        try:
+            data = _read_limited(target)
+        except OSError as exc:
+            self.problem(file, n, f"include {_show(name)}: cannot read {target}: {_os_reason(exc)}")
+            return
+        except ValueError as exc:
+            self.problem(file, n, f"include {_show(name)}: cannot use {target}: {exc}")
+            return
+        self.check(target, data, (*chain, target))
+
+    def _include_target(
+        self, file: Path, name: str, chain: tuple[Path, ...]
+    ) -> tuple[Path | None, str]:
+        """The file an include names, or None and why it is refused. fio looks a relative name up
+        in its working directory first (the freshly made filesystem under test, empty while the
+        job file is read), then beside the including file, which is where it must be."""
+        if name.startswith("/"):
+            return None, f"an absolute path; {_INCLUDE_RULE}"
+        if not REL_PATH_RE.fullmatch(name) or ".." in name.split("/"):
+            return None, _INCLUDE_RULE
+        target = (file.parent / name).resolve()
+        if not target.is_relative_to(self.root):
+            return None, f"{target} is outside {self.root}; {_INCLUDE_RULE}"
+        if target in chain:
+            return None, "the file includes itself again (a cycle)"
+        return target, ""
+
+
+_INCLUDE_RULE = (
+    "an included file must sit in the job file's directory or below it, named by a relative "
+    f"path ({_PATH_RULE}, no '..')"
+)
+
+
+def check_fio_job(path: Path, data: bytes) -> list[JobFileProblem]:
+    """Everything in a fio job file (and the files it includes) that could make fio write, read or
+    run something other than the filesystem under test; empty when the file is fine.
+
+    `path` is the job file's resolved path and `data` its bytes; includes must resolve to files in
+    its directory or below. exec_prerun/exec_postrun commands are not checked: they run inside the
+    guest only (see the comment above).
+    """
+    checker = _JobFileChecker(path)
+    checker.check(path, data, (path,))
+    return checker.problems
+
+
 # --- field checks used by the schema ----------------------------------------------------------
 
 
@@ -392,7 +643,18 @@ def _entry_kind(value: object) -> str | None:
     return None
 
 
+def _check_host_device(value: str) -> str:
+    if not HOST_DEVICE_RE.fullmatch(value):
+        raise ValueError(
+            f"{_show(value)} is not a host block device path: write /dev/<name>, the kernel's name "
+            "of the device (letters, digits, _ and -; no other folders, no symlinks such as "
+            "/dev/disk/by-id/...)"
+        )
+    return value
+
+
 Name = Annotated[str, AfterValidator(_check_name)]
+HostDevicePath = Annotated[str, AfterValidator(_check_host_device)]
 KernelSpecText = Annotated[str, AfterValidator(_check_kernel)]
 MkfsArg = Annotated[str, AfterValidator(_check_mkfs_arg)]
 JobFile = Annotated[str, AfterValidator(_check_job_file)]
@@ -428,6 +690,7 @@ class _DeviceSpec(_Schema):
     backing: Backing | None = None
     cache: CacheMode | None = None
     aio: AioMode | None = None
+    path: HostDevicePath | None = None  # with backing: host only, checked once merged
 
 
 class _WorkloadSpec(_Schema):
@@ -1081,6 +1344,20 @@ class _Expander:
                     f"({_format_size(DEVICE_SIZE_MIN)} .. {_format_size(DEVICE_SIZE_MAX)})",
                 )
                 continue
+            if dev.backing == "host" and dev.path is None:
+                self.error(
+                    ("devices", name, "path"),
+                    "missing; backing: host needs the path of the host block device, e.g. "
+                    "/dev/sdb (used only with --allow-host-device, and never while mounted)",
+                )
+                continue
+            if dev.backing != "host" and dev.path is not None:
+                self.error(
+                    ("devices", name, "path"),
+                    f"only a device with backing: host has a path (this one is backed by "
+                    f"{dev.backing or 'file'}); remove path or set backing: host",
+                )
+                continue
             values = dev.model_dump(exclude_none=True)
             values["size_bytes"] = values.pop("size")
             self.devices[name] = DeviceProfile.model_validate({"name": name, **values})
@@ -1239,6 +1516,12 @@ class _Expander:
                 return None
             except ValueError as exc:
                 self.error(loc, f"cannot use job file {path}: {exc}")
+                return None
+            problems = check_fio_job(path, data)
+            for problem in problems:
+                where = "" if problem.file == path else f"included file {problem.file}, "
+                self.error(loc, f"job file {path}: {where}line {problem.line}: {problem.reason}")
+            if problems:
                 return None
             estimate = estimate_fio_runtime(data.decode("utf-8", errors="replace"))
             self._workload_files[path] = (str(path), hashlib.sha256(data).hexdigest(), estimate)

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 Bus = Literal["virtio-blk", "nvme", "scsi"]
-Backing = Literal["file", "ram"]
+# file: a preallocated image in the scratch folder; ram: an image in /dev/shm; host: a block
+# device of this machine (`path`), only with --allow-host-device and never while it is in use.
+Backing = Literal["file", "ram", "host"]
 # QEMU -drive cache= modes. Only "none" (O_DIRECT on the host) gives trustworthy numbers;
 # "unsafe" ignores flushes and is for functional smoke runs only (marked in results).
 CacheMode = Literal["none", "writeback", "writethrough", "directsync", "unsafe"]
@@ -23,6 +33,9 @@ AioMode = Literal["threads", "native", "io_uring"]
 Scheduler = Literal["none", "mq-deadline", "bfq", "kyber"]
 
 SCHEDULERS: tuple[str, ...] = ("none", "mq-deadline", "bfq", "kyber")
+# A host block device as a matrix may name it: /dev/<kernel name>, nothing else (no
+# /dev/mapper/..., no .., no characters QEMU or a shell would read specially).
+HOST_DEVICE_RE = re.compile(r"/dev/[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
 AXES: tuple[str, ...] = (
     "kernel",
     "filesystem",
@@ -67,6 +80,26 @@ class DeviceProfile(Record):
     backing: Backing = "file"
     cache: CacheMode = "none"
     aio: AioMode = "native"
+    # The host block device of a `backing: host` profile; None for every other backing.
+    path: str | None = None
+
+    @model_validator(mode="after")
+    def _path_only_for_host(self) -> DeviceProfile:
+        if self.backing == "host":
+            if self.path is None or not HOST_DEVICE_RE.fullmatch(self.path):
+                raise ValueError(f"backing host needs path /dev/<name>, not {self.path!r}")
+        elif self.path is not None:
+            raise ValueError(f"path is only for backing host, not {self.backing!r}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_no_path(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A compatible addition: left out while None, so plans and run.json files of file and ram
+        # devices stay what older format-1 readers (extra="forbid") load.
+        data = handler(self)
+        if isinstance(data, dict) and self.path is None:
+            data.pop("path", None)
+        return data
 
 
 class Workload(Record):
