@@ -7,6 +7,7 @@ failure before anything ran (the message names the file, field and reason); 130 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import signal
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from iomatrix import __version__, compare, kernels, runner, vm
+from iomatrix import __version__, archive, compare, kernels, merge, runner, vm
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix import load_matrix
 from iomatrix.model import Cell, Matrix
@@ -124,6 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 143 if isinstance(exc, _Terminated) else 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+    _update_index_or_warn(Path(args.results))
     print()
     print(run_table(record))
     print(f"\nresults: {run_dir}/run.json")
@@ -213,6 +215,142 @@ def cmd_accel(args: argparse.Namespace) -> int:
     )
     print(f"{accel}: {why}")
     return 0
+
+
+# --- the archive: history, merge, check, reindex -------------------------------------------------
+
+
+def _update_index_or_warn(results_dir: Path) -> None:
+    """Index the archive after a run or merge; the run is safe in its folder whatever happens."""
+    try:
+        problems = archive.update_index(results_dir)
+    except Exception as exc:  # a finished run must not fail because its index could not follow
+        print(f"iomatrix: warning: the archive index was not updated: {exc}", file=sys.stderr)
+        return
+    if problems:
+        print(
+            f"iomatrix: warning: {len(problems)} run folder(s) in {results_dir} are not indexed; "
+            f"iomatrix archive check --results {results_dir} lists them",
+            file=sys.stderr,
+        )
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    for problem in archive.update_index(results):
+        print(f"iomatrix: warning: not indexed: {problem}", file=sys.stderr)
+    points = archive.history(
+        results, args.cell, args.metric, matrix=args.matrix, limit=args.limit, refresh=False
+    )
+    if args.json:
+        print(json.dumps([dataclasses.asdict(p) for p in points], indent=1))
+        return 0 if points else 1
+    if not points:
+        known = archive.metrics_of_cell(results, args.cell)
+        hint = f"its metrics: {', '.join(known)}" if known else "no indexed run has this cell"
+        print(f"no history of {args.metric} for cell {args.cell} in {results} ({hint})")
+        return 1
+    rows = [
+        [
+            p.run_id,
+            p.created_at,
+            f"{p.median:.6g}",
+            "-" if p.cov is None else f"{100 * p.cov:.1f}%",
+            str(p.n),
+            p.status,
+        ]
+        for p in points
+    ]
+    print(format_table(["run", "date", "median", "CoV", "n", "status"], rows))
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    runs = [_run_folder(run, args.results) for run in args.runs]
+    matrix = load_matrix(args.matrix) if args.matrix else None
+    record = merge.merge_runs(runs, into=results, matrix=matrix)
+    _update_index_or_warn(results)
+    counts = ", ".join(f"{n} {k}" for k, n in record.counts().items() if n)
+    print(f"merged {len(runs)} runs into {results / record.run_id} ({counts})")
+    missing = merge.missing_cells(record)
+    if not missing:
+        return 0
+    print(f"\n{len(missing)} cell(s) missing: no shard reported them")
+    print(format_table(["id", "cell"], [[e.cell.id, e.cell.label] for e in missing]))
+    return 1
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    if args.action == "reindex":
+        for problem in archive.rebuild_index(results):
+            print(f"iomatrix: warning: not indexed: {problem}", file=sys.stderr)
+        runs = len(archive.indexed_runs(results))
+        print(f"indexed {runs} run(s) into {archive.index_path(results)}")
+        return 0
+    problems = archive.check_archive(results)
+    folders = len(archive.run_folders(results))
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"\n{len(problems)} problem(s) in {results} ({folders} run folders)")
+        return 1
+    print(f"{results}: {folders} run folder(s), every run.json and result.json loads")
+    return 0
+
+
+def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    results_help = "the archive folder (default: results)"
+    p = sub.add_parser(
+        "history",
+        help="one metric of one cell across the archived runs",
+        description=(
+            "One metric of one cell across the archived runs, oldest first: run, date, median, "
+            "CoV and number of repetitions. Answered from the archive's index "
+            "(<results>/index.sqlite), brought up to date with the run folders first. "
+            "Exit 1 when there is no such history."
+        ),
+    )
+    p.add_argument("--cell", required=True, metavar="ID", help="a cell id (iomatrix expand)")
+    p.add_argument("--metric", required=True, metavar="NAME", help="e.g. write_iops")
+    p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
+    p.add_argument("--limit", type=int, metavar="N", help="only the N most recent runs")
+    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR", help=results_help)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser(
+        "merge",
+        help="merge the shard runs of one matrix into one run",
+        description=(
+            "Merge shard runs of one matrix (same matrix file, same measuring environment) into "
+            "a new run folder under --results, and list the matrix's cells no shard reported "
+            "(status error in the merged run). Exit 1 when cells are missing."
+        ),
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="a run id, a run folder or a run.json")
+    p.add_argument(
+        "--matrix",
+        type=Path,
+        metavar="FILE",
+        help="the matrix file, to list missing cells (default: the file the runs recorded)",
+    )
+    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR", help=results_help)
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser(
+        "archive",
+        help="check the archive's files, or rebuild its index",
+        description=(
+            "check: load every run.json and cells/*/result.json and list each file that does "
+            "not load, with the reason (exit 1 if any). reindex: rebuild <results>/index.sqlite "
+            "from the run folders."
+        ),
+    )
+    p.add_argument("action", choices=["check", "reindex"])
+    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR", help=results_help)
+    p.set_defaults(func=cmd_archive)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -308,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
     p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
     p.set_defaults(func=cmd_show)
+    _add_archive_parsers(sub)
 
     p = sub.add_parser(
         "accel",
