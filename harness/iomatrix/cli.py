@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from iomatrix import __version__, archive, compare, kernels, merge, runner, vm
+from iomatrix import __version__, archive, compare, hostdev, kernels, merge, runner, vm
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix import load_matrix
 from iomatrix.model import Cell, Matrix
@@ -103,6 +103,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not cells:
         print(f"{args.file}: no cells to run (shard {args.shard} is empty)")
         return 0
+    # Host block devices: only when confirmed on the command line and not in use; before anything
+    # runs, --show-command included (it would show a scratch image in the device's place).
+    hostdev.check_host_devices(cells, args.allow_host_device, source=str(args.file))
+    hostdev.check_runner_support(cells, source=str(args.file))
     if args.show_command:
         return _show_commands(matrix, cells)
     resume = _run_folder(args.resume, args.results) if args.resume else None
@@ -415,6 +419,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume",
         metavar="RUN",
         help="continue an interrupted run (id or folder): only cells without a result run",
+    )
+    p.add_argument(
+        "--allow-host-device",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help=(
+            "let cells format the host block device PATH (as the matrix writes it, e.g. "
+            "/dev/sdb; repeat for several); refused anyway while it is mounted or in use"
+        ),
     )
     p.set_defaults(func=cmd_run)
 
