@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from iomatrix import __version__, archive, compare, hostdev, kernels, merge, runner, vm
+from iomatrix import __version__, archive, compare, hostdev, kernels, merge, runner, trend, vm
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix import load_matrix
 from iomatrix.model import Cell, Matrix
@@ -269,6 +269,51 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trend(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    changes, examined = trend.find_trends(
+        results,
+        cells=args.cell or (),
+        metric_patterns=args.metric or (),
+        matrix=args.matrix,
+        alpha=args.alpha,
+        min_size=args.min_size,
+    )
+    if args.json:
+        print(json.dumps([c.model_dump(mode="json") for c in changes], indent=1))
+        return 0
+    print(
+        f"{examined} series with at least {2 * args.min_size} ok runs examined; "
+        f"{len(changes)} change point(s) at alpha {args.alpha:g}"
+    )
+    if changes:
+        rows = [
+            [
+                c.label,
+                c.metric,
+                c.verdict,
+                f"{c.before_median:.6g} -> {c.after_median:.6g}",
+                "-" if c.relative_change is None else f"{100 * c.relative_change:+.1f}%",
+                f"{c.p_value:.3g}",
+                f"{c.runs_before} | {c.runs_after}",
+                c.first_run_after,
+            ]
+            for c in changes
+        ]
+        header = [
+            "cell",
+            "metric",
+            "verdict",
+            "median",
+            "change",
+            "p",
+            "runs before | after",
+            "first run after",
+        ]
+        print(format_table(header, rows))
+    return 0
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     results = Path(args.results)
     runs = [_run_folder(run, args.results) for run in args.runs]
@@ -306,6 +351,36 @@ def cmd_archive(args: argparse.Namespace) -> int:
 
 def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     results_help = "the archive folder (default: results)"
+    p = sub.add_parser(
+        "trend",
+        help="change points in the archived history of every cell and metric",
+        description=(
+            "Change-point detection (E-divisive means with a permutation test) on each cell and "
+            "metric's history of per-run medians in the archive: lists each change with its size, "
+            "its significance and the runs on each side. A change is judged on whole segments of "
+            "runs, never against the single previous run."
+        ),
+    )
+    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
+    p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
+    p.add_argument("--cell", action="append", metavar="ID", help="only this cell (repeatable)")
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="PATTERN",
+        help="only metrics matching this pattern, e.g. '*_iops' (repeatable)",
+    )
+    p.add_argument("--alpha", type=float, default=0.01, help="significance level (default 0.01)")
+    p.add_argument(
+        "--min-size",
+        type=int,
+        default=5,
+        metavar="N",
+        help="fewest runs on each side of a change (default 5)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_trend)
+
     p = sub.add_parser(
         "history",
         help="one metric of one cell across the archived runs",
