@@ -104,15 +104,18 @@ CREATE TABLE cells (
     status TEXT NOT NULL,
     PRIMARY KEY (run_id, cell_id)
 ) WITHOUT ROWID;
--- Clustered by the history lookup (cell, metric): one range scan finds every run's value.
+-- Clustered by the history lookup: (cell, metric) in date order is one range scan, read backwards
+-- for the most recent N and stopping there. created_at is the run's, repeated here because an
+-- index cannot span two tables; it changes only with its run, in the same transaction.
 CREATE TABLE metrics (
     run_id TEXT NOT NULL,
     cell_id TEXT NOT NULL,
     metric TEXT NOT NULL,
+    created_at TEXT NOT NULL,
     median REAL,                      -- NULL only for a NaN, which SQLite cannot store
     cov REAL,                         -- NULL with fewer than two values or a zero mean
     n INTEGER NOT NULL,
-    PRIMARY KEY (cell_id, metric, run_id)
+    PRIMARY KEY (cell_id, metric, created_at, run_id)
 ) WITHOUT ROWID;
 CREATE INDEX metrics_by_run ON metrics (run_id);
 """
@@ -158,11 +161,15 @@ def index_path(results_dir: Path) -> Path:
     return results_dir / INDEX_NAME
 
 
+def _run_folder_names(results_dir: Path) -> list[str]:
+    # Plain strings: an update with nothing to do is mostly this listing and one stat per run.
+    with os.scandir(results_dir) as entries:
+        return sorted(e.name for e in entries if not e.name.startswith(".") and e.is_dir())
+
+
 def run_folders(results_dir: Path) -> list[Path]:
     """The run folders of an archive: its subfolders, except hidden ones (merges in progress)."""
-    with os.scandir(results_dir) as entries:
-        found = [Path(e.path) for e in entries if not e.name.startswith(".") and e.is_dir()]
-    return sorted(found)
+    return [results_dir / name for name in _run_folder_names(results_dir)]
 
 
 def _archive_dir(results_dir: Path) -> Path:
@@ -275,9 +282,10 @@ def index_run(conn: sqlite3.Connection, run_id: str, record: RunRecord, stamp: F
         cells.append((run_id, cell.id, cell.label, json.dumps(cell.axis_values()), result.status))
         for name, summary in result.summary().items():
             median = None if math.isnan(summary.median) else summary.median
-            metrics.append((run_id, cell.id, name, median, summary.cov, len(summary.values)))
+            n = len(summary.values)
+            metrics.append((run_id, cell.id, name, record.created_at, median, summary.cov, n))
     conn.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?)", cells)
-    conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?)", metrics)
+    conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?)", metrics)
 
 
 def _delete_run(conn: sqlite3.Connection, run_id: str) -> None:
@@ -299,14 +307,14 @@ def _load(run_json: Path) -> RunRecord | Problem:
     return record
 
 
-def _stamp(run_json: Path, problems: list[Problem]) -> FileStamp | None:
+def _stamp(run_json: str, problems: list[Problem]) -> FileStamp | None:
     """run.json's stamp; None when there is none (a run still starting, or not a run folder)."""
     try:
-        return FileStamp.of(run_json.stat())
+        return FileStamp.of(os.stat(run_json))  # noqa: PTH116 - a str, in the hot loop
     except FileNotFoundError:
         return None
     except OSError as exc:
-        problems.append(Problem(run_json, f"cannot stat: {exc.strerror}"))
+        problems.append(Problem(Path(run_json), f"cannot stat: {exc.strerror}"))
         return None
 
 
@@ -319,19 +327,19 @@ def _update_locked(conn: sqlite3.Connection, results_dir: Path) -> list[Problem]
     }
     problems: list[Problem] = []
     present: set[str] = set()
-    for folder in run_folders(results_dir):
-        run_json = folder / "run.json"
-        stamp = _stamp(run_json, problems)  # before reading: see the module docstring
-        if stamp is None:
+    base = str(results_dir)
+    for name in _run_folder_names(results_dir):
+        stamp = _stamp(os.path.join(base, name, "run.json"), problems)  # noqa: PTH118 - hot loop
+        if stamp is None:  # (the stat comes before the read: see the module docstring)
             continue
-        present.add(folder.name)
-        if known.get(folder.name) == stamp:
+        present.add(name)
+        if known.get(name) == stamp:
             continue
-        loaded = _load(run_json)
+        loaded = _load(results_dir / name / "run.json")
         with transaction(conn):
-            _delete_run(conn, folder.name)
+            _delete_run(conn, name)
             if isinstance(loaded, RunRecord):
-                index_run(conn, folder.name, loaded, stamp)
+                index_run(conn, name, loaded, stamp)
         if isinstance(loaded, Problem):
             problems.append(loaded)
     for gone in sorted(set(known) - present):
@@ -374,7 +382,7 @@ def _rebuild_locked(results_dir: Path) -> list[Problem]:
         with contextlib.closing(create_index(tmp)) as conn, transaction(conn):
             for folder in run_folders(results_dir):
                 run_json = folder / "run.json"
-                stamp = _stamp(run_json, problems)
+                stamp = _stamp(str(run_json), problems)
                 if stamp is None:
                     continue
                 loaded = _load(run_json)
@@ -457,14 +465,14 @@ def open_index(results_dir: Path) -> Iterator[sqlite3.Connection]:
 
 
 _HISTORY_SQL = """
-SELECT r.run_id, r.created_at, m.median, m.cov, m.n, c.status
+SELECT m.run_id, m.created_at, m.median, m.cov, m.n, c.status
 FROM metrics AS m
 JOIN runs AS r ON r.run_id = m.run_id
 JOIN cells AS c ON c.run_id = m.run_id AND c.cell_id = m.cell_id
 WHERE m.cell_id = :cell AND m.metric = :metric
   AND (:matrix IS NULL OR r.matrix_name = :matrix)
   AND m.run_id NOT IN (SELECT source_run_id FROM merged_from)
-ORDER BY r.created_at DESC, r.run_id DESC
+ORDER BY m.created_at DESC, m.run_id DESC
 LIMIT :limit
 """
 
