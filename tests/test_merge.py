@@ -449,3 +449,40 @@ def test_merged_run_json_is_readable_json(tmp_path: Path, matrix: Matrix) -> Non
     data = json.loads((merged_folder(tmp_path / "results", record) / "run.json").read_text())
     assert data["merged_from"] == ["s1", "s2"]
     assert data["shard"] is None
+
+
+def write_plan(folder: Path, boot_id: str, data: dict[str, object]) -> None:
+    path = folder / "boots" / boot_id / "plan.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def test_boot_plans_of_either_format_name_the_planned_cells(tmp_path: Path, matrix: Matrix) -> None:
+    # Without a matrix the planned cells come from boots/*/plan.json as the shards' iomatrix
+    # wrote it: format 1 lists "cells"; format 2 lists "steps", and a boot that served two runs
+    # (an A/B session) also lists the other run's steps, which are not this run's cells.
+    first, second = plan_shards(matrix.cells, 2)
+    gone = str(tmp_path / "moved-away.yaml")
+    s1, s2 = tmp_path / "s1", tmp_path / "s2"
+    write_shard(s1, matrix, first, "1/2", report=first[1:], matrix_source=gone)
+    write_shard(s2, matrix, second, "2/2", report=second[1:], matrix_source=gone)
+    for folder in (s1, s2):
+        for plan in folder.glob("boots/*/plan.json"):
+            plan.unlink()
+    dump = [c.model_dump(mode="json") for c in first]
+    write_plan(s1, "b1", {"format": 1, "boot_id": "b1", "cells": dump})
+    stranger = second[0].model_copy(update={"id": "0123456789ab", "kernel": "debian:other"})
+    steps = [
+        {"run_dir": str(s2), "cell": c.model_dump(mode="json"), "repetition": 0} for c in second
+    ]
+    steps.append(
+        {
+            "run_dir": "/elsewhere/other-run",
+            "cell": stranger.model_dump(mode="json"),
+            "repetition": 0,
+        }
+    )
+    write_plan(s2, "b2", {"format": 2, "boot_id": "b2", "steps": steps})
+    record = merge_runs([s1, s2], into=tmp_path / "r", matrix=None)
+    assert [e.cell.id for e in missing_cells(record)] == [first[0].id, second[0].id]
+    assert stranger.id not in {e.cell.id for e in record.cells}

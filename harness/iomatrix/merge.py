@@ -26,6 +26,7 @@ complete, so neither a reader nor the index ever sees half a merge.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -37,7 +38,6 @@ from pydantic import ValidationError
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix import load_matrix
 from iomatrix.model import Cell, Matrix
-from iomatrix.plan import BootPlan
 from iomatrix.results import (
     BootRecord,
     CellEntry,
@@ -165,13 +165,34 @@ def _reported_or_planned(sources: Sequence[_Source]) -> list[Cell]:
         for entry in s.record.cells:
             cells.setdefault(entry.cell.id, entry.cell)
         for plan_file in sorted(s.folder.glob("boots/*/plan.json")):
-            try:
-                plan = BootPlan.model_validate_json(plan_file.read_bytes())
-            except (OSError, ValidationError):
-                continue  # a boot plan is evidence, not the record; the run's cells still count
-            for cell in plan.cells:
+            for cell in _planned_in(plan_file, s.record.run_id):
                 cells.setdefault(cell.id, cell)
     return list(cells.values())
+
+
+def _planned_in(plan_file: Path, run_id: str) -> list[Cell]:
+    """The cells a boot plan asked of run `run_id`. Read from the raw JSON, not through
+    plan.BootPlan: the plan's format changes with the runner (format 1 lists "cells", format 2
+    "steps", each with its "cell" and "run_dir", a boot possibly serving several runs), and a merge
+    must read the plans of the iomatrix that ran the shards."""
+    try:
+        data = json.loads(plan_file.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return []  # a boot plan is evidence, not the record; the run's cells still count
+    if not isinstance(data, dict):
+        return []
+    cells_field, steps_field = data.get("cells"), data.get("steps")
+    raw = list(cells_field) if isinstance(cells_field, list) else []
+    for step in steps_field if isinstance(steps_field, list) else []:
+        if isinstance(step, dict) and Path(str(step.get("run_dir", ""))).name == run_id:
+            raw.append(step.get("cell"))
+    cells = []
+    for item in raw:
+        try:
+            cells.append(Cell.model_validate(item))
+        except ValidationError:
+            continue
+    return cells
 
 
 def _planned_cells(sources: Sequence[_Source], matrix: Matrix | None) -> tuple[list[Cell], str]:
