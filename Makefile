@@ -11,12 +11,13 @@ SHARD ?=
 PYTEST_ARGS ?=
 STAMPS := .stamps
 
-.PHONY: run test setup host-packages venv kernel lint typecheck unit expand validate clean help
+.PHONY: run test setup host-packages venv kernel lint typecheck unit expand validate bench clean help
 
 help:
 	@echo "make run [MATRIX=matrix/quick.yaml] [SHARD=i/N]  run a matrix in VMs, print the results"
 	@echo "make test                                        lint, type-check and run every test"
 	@echo "make validate|expand [MATRIX=...]                check a matrix / list its cells"
+	@echo "make bench                                       archive index vs reading run.json files"
 	@echo "make setup                                       only install what run and test need"
 
 run: setup
@@ -57,6 +58,10 @@ validate: venv
 
 expand: venv
 	$(BIN)/iomatrix expand $(MATRIX) $(if $(SHARD),--shard $(SHARD))
+
+# History queries through the archive index vs loading run.json files (about a minute).
+bench: venv
+	$(BIN)/python benchmarks/bench_archive.py
 
 clean:
 	rm -rf $(VENV) $(STAMPS) .mypy_cache .ruff_cache .pytest_cache
