@@ -22,7 +22,7 @@ from iomatrix.model import Cell, Matrix
 from iomatrix.plan import boot_groups
 from iomatrix.report import format_table, run_table
 from iomatrix.results import load_run
-from iomatrix.shard import parse_shard, shard_cells
+from iomatrix.shard import BOOT_COST_S, parse_shard, plan_shards, shard_cells
 
 DEFAULT_RESULTS = Path("results")
 
@@ -53,8 +53,47 @@ def cell_json(cell: Cell) -> dict[str, object]:
     }
 
 
+# GitHub Actions runs at most 256 jobs from one strategy.matrix.
+GITHUB_MAX_MATRIX_JOBS = 256
+
+
+def shard_plan(cells: Sequence[Cell], count: int) -> list[dict[str, object]]:
+    """The include-list of a GitHub strategy.matrix: one entry per non-empty shard of `count`.
+
+    Each entry is {"shard": "I/N", "cells": n, "estimated_s": s}; "I/N" is what `iomatrix run
+    --shard` takes, and the estimate adds one boot per (kernel, device) group to the cells' time.
+    Empty shards (fewer boot groups than shards) are left out: their runners would do nothing.
+    """
+    if not 1 <= count <= GITHUB_MAX_MATRIX_JOBS:
+        raise ValueError(
+            f"invalid shard count {count}: a GitHub matrix runs 1 to {GITHUB_MAX_MATRIX_JOBS} jobs"
+        )
+    plan: list[dict[str, object]] = []
+    for index, shard in enumerate(plan_shards(cells, count), start=1):
+        if shard:
+            cost = sum(c.estimated_s for c in shard) + BOOT_COST_S * len(boot_groups(shard))
+            plan.append(
+                {"shard": f"{index}/{count}", "cells": len(shard), "estimated_s": round(cost)}
+            )
+    return plan
+
+
+def _expand_shards(matrix: Matrix, count: int, as_json: bool) -> int:
+    plan = shard_plan(matrix.cells, count)
+    if as_json:
+        # One line, so a workflow step can append it to $GITHUB_OUTPUT as it is.
+        print(json.dumps(plan, separators=(",", ":")))
+        return 0
+    rows = [[str(e["shard"]), str(e["cells"]), f"{e['estimated_s']} s"] for e in plan]
+    print(format_table(["shard", "cells", "estimated"], rows))
+    print(f"\n{len(matrix.cells)} cells in {len(plan)} non-empty shard(s) of {count}")
+    return 0
+
+
 def cmd_expand(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.file)
+    if args.shards is not None:
+        return _expand_shards(matrix, args.shards, args.json)
     cells = _select(matrix, args.shard)
     if args.json:
         print(json.dumps([cell_json(c) for c in cells], indent=1))
@@ -464,7 +503,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", type=Path, metavar="FILE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--shard", metavar="I/N", help=shard_help)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--shard", metavar="I/N", help=shard_help)
+    which.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help=(
+            "plan N shards instead of listing cells; with --json, one line of GitHub "
+            'strategy.matrix include-list: [{"shard": "1/N", "cells": n, "estimated_s": s}, ...] '
+            f"(empty shards left out; N at most {GITHUB_MAX_MATRIX_JOBS})"
+        ),
+    )
     p.set_defaults(func=cmd_expand)
 
     p = sub.add_parser(
