@@ -706,3 +706,18 @@ def test_cli_run_survives_an_index_failure(
     assert code == 1
     assert "iomatrix: warning: the archive index was not updated: disk I/O error" in captured.err
     assert f"results: {results / 'fresh'}/run.json" in captured.out
+
+
+def test_an_index_sqlite_cannot_open_is_a_message_not_a_traceback(
+    results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_run(results, real_run("r1", at(1)))
+    archive.index_path(results).mkdir()  # something in the index's place SQLite cannot open
+    with pytest.raises(IomatrixError) as info:
+        archive.update_index(results)
+    assert str(info.value) == f"{archive.index_path(results)}: unable to open database file"
+    code = cli.main(
+        ["history", "--cell", CELL, "--metric", "write_iops", "--results", str(results)]
+    )
+    assert code == 2
+    assert capsys.readouterr().err == f"iomatrix: error: {info.value}\n"

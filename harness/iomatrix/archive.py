@@ -419,10 +419,21 @@ def _open_for_update(target: Path) -> sqlite3.Connection | None:
     return None
 
 
+@contextlib.contextmanager
+def _as_user_errors(results_dir: Path) -> Iterator[None]:
+    """SQLite and file-system failures reach the user as a message naming the archive."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise IomatrixError(f"{index_path(results_dir)}: {exc}") from exc
+    except OSError as exc:
+        raise IomatrixError(f"{exc.filename or results_dir}: {exc.strerror or exc}") from exc
+
+
 def update_index(results_dir: Path, *, lock_timeout_s: float = LOCK_TIMEOUT_S) -> list[Problem]:
     """Bring the index up to date with the run folders; returns the run.json files not indexed."""
     results_dir = _archive_dir(results_dir)
-    with writer_lock(results_dir, lock_timeout_s):
+    with _as_user_errors(results_dir), writer_lock(results_dir, lock_timeout_s):
         conn = _open_for_update(index_path(results_dir))
         if conn is None:
             return _rebuild_locked(results_dir)
@@ -441,7 +452,7 @@ def rebuild_index(results_dir: Path, *, lock_timeout_s: float = LOCK_TIMEOUT_S) 
     """Index every run folder from scratch; the old index serves readers until the new one is
     complete. Returns the run.json files not indexed."""
     results_dir = _archive_dir(results_dir)
-    with writer_lock(results_dir, lock_timeout_s):
+    with _as_user_errors(results_dir), writer_lock(results_dir, lock_timeout_s):
         return _rebuild_locked(results_dir)
 
 
@@ -454,7 +465,11 @@ def open_index(results_dir: Path) -> Iterator[sqlite3.Connection]:
     target = index_path(_archive_dir(results_dir))
     if not target.is_file():
         raise IomatrixError(f"{target}: no index yet (iomatrix archive reindex builds it)")
-    with _readers_lock(results_dir, exclusive=False), contextlib.closing(_connect(target)) as conn:
+    with (
+        _as_user_errors(results_dir),
+        _readers_lock(results_dir, exclusive=False),
+        contextlib.closing(_connect(target)) as conn,
+    ):
         version = _schema_version(conn)
         if version != SCHEMA_VERSION:
             raise IomatrixError(
