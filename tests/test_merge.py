@@ -486,3 +486,22 @@ def test_boot_plans_of_either_format_name_the_planned_cells(tmp_path: Path, matr
     record = merge_runs([s1, s2], into=tmp_path / "r", matrix=None)
     assert [e.cell.id for e in missing_cells(record)] == [first[0].id, second[0].id]
     assert stranger.id not in {e.cell.id for e in record.cells}
+
+
+def test_a_rerun_fills_the_gap_of_a_merged_run(tmp_path: Path, matrix: Matrix) -> None:
+    # Shard 2 lost a cell; the merged run says so. A rerun of that cell, merged with the merged
+    # run, completes it: the placeholder is not a result that would conflict with the rerun's.
+    first, second = plan_shards(matrix.cells, 2)
+    lost = second[3]
+    write_shard(tmp_path / "s1", matrix, first, "1/2")
+    write_shard(tmp_path / "s2", matrix, second, "2/2", report=[c for c in second if c != lost])
+    into = tmp_path / "results"
+    partial = merge_runs([tmp_path / "s1", tmp_path / "s2"], into=into, matrix=matrix)
+    assert [e.cell for e in missing_cells(partial)] == [lost]
+    write_shard(tmp_path / "rerun", matrix, [lost], None)
+    complete = merge_runs([into / partial.run_id, tmp_path / "rerun"], into=into, matrix=matrix)
+    assert missing_cells(complete) == []
+    entry = next(e for e in complete.cells if e.cell.id == lost.id)
+    assert entry.result == result_of(lost, "rerun")
+    assert complete.merged_from == (partial.run_id, "rerun")
+    assert (into / complete.run_id / "cells" / lost.id / "cell.log").is_file()

@@ -63,11 +63,14 @@ class _Source:
     record: RunRecord
 
 
+def is_missing(entry: CellEntry) -> bool:
+    """A merged run's placeholder for a cell no shard reported."""
+    return entry.result.status == "error" and entry.result.reason == MISSING_REASON
+
+
 def missing_cells(record: RunRecord) -> list[CellEntry]:
     """The cells of a merged run that no shard reported."""
-    return [
-        e for e in record.cells if e.result.status == "error" and e.result.reason == MISSING_REASON
-    ]
+    return [e for e in record.cells if is_missing(e)]
 
 
 def _sha256(path: Path) -> str:
@@ -223,6 +226,8 @@ def _merged_cells(
     reported: dict[str, list[tuple[int, CellEntry]]] = {}
     for k, s in enumerate(sources):
         for entry in s.record.cells:
+            if is_missing(entry):
+                continue  # a merged run's placeholder: merging it with a rerun fills the gap
             reported.setdefault(entry.cell.id, []).append((k, entry))
     problems = []
     for cell_id, found in reported.items():
