@@ -333,15 +333,15 @@ def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
         (
             ("colour",),
             "colour",
-            "format, name, description, extends, vm, timeouts, repeat, max_cells, devices, "
-            "workloads, matrix",
+            "format, name, description, extends, vm, timeouts, repeat, fresh_boot, max_cells, "
+            "devices, workloads, matrix",
         ),
         (("vm", "disk"), "vm.disk", "memory, cpus"),
         (("timeouts", "fio"), "timeouts.fio", "boot, cell, grace"),
         (
             ("devices", "small", "speed"),
             "devices.small.speed",
-            "size, bus, backing, cache, aio, path",
+            "size, bus, backing, cache, aio, path, iops_limit, bw_limit",
         ),
         (("workloads", "randwrite", "kind"), "workloads.randwrite.kind", "fio"),
         (
@@ -1915,3 +1915,27 @@ def test_problems_in_an_included_file_name_both_files(ws: Path) -> None:
     assert error.reason.startswith(
         f"job file {main}: included file {inc}, line 2: ioengine='rdma' is not allowed"
     )
+
+
+def test_device_throttling_loads_with_size_units(ws: Path) -> None:
+    doc = base_doc()
+    doc["devices"]["small"].update({"iops_limit": 300, "bw_limit": "40MiB"})
+    (cell,) = load_doc(ws, doc).cells
+    assert (cell.device.iops_limit, cell.device.bw_limit_bytes) == (300, 40 * 1024 * 1024)
+    # Unthrottled profiles serialise as before: format-1 readers keep loading them.
+    assert "iops_limit" not in load_doc(ws, base_doc()).cells[0].device.model_dump()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("iops_limit", 0, "0 is out of range; it must be >= 1"),
+        ("bw_limit", "1KiB", "out of range: a bandwidth limit is"),
+    ],
+)
+def test_device_throttling_out_of_range(ws: Path, field: str, value: object, reason: str) -> None:
+    doc = base_doc()
+    doc["devices"]["small"][field] = value
+    error = only_error(ws, doc)
+    assert error.field == f"devices.small.{field}"
+    assert reason in error.reason

@@ -81,15 +81,14 @@ def write_shard(
     """A shard run folder that planned `cells` and reported `report` (default: all of them)."""
     run_id = folder.name
     boots = []
-    for group in boot_groups(cells):
+    for group in boot_groups(cells, str(folder)):
         plan = BootPlan(
             boot_id=group.boot_id,
             kernel=group.kernel,
-            device=group.device,
             disks=(),
-            run_dir=str(folder),
+            rw_dir=str(folder),
             timeouts=matrix.timeouts,
-            cells=group.cells,
+            steps=group.steps,
         )
         write_record(folder / "boots" / group.boot_id / "plan.json", plan)
         console = folder / "boots" / group.boot_id / "console-0.log"
@@ -98,7 +97,7 @@ def write_shard(
             BootRecord(
                 boot_id=f"{group.boot_id}#0",
                 kernel=group.kernel,
-                device=group.device,
+                device=group.devices[0].name,
                 cells=tuple(c.id for c in group.cells),
                 console_log=f"boots/{group.boot_id}/console-0.log",
                 argv=("vng", "--run", "vmlinuz"),

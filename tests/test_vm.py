@@ -446,3 +446,15 @@ def test_a_malformed_cached_verdict_means_probing_again(
     )
     assert accel == "kvm"
     assert len(probes) == 1
+
+
+def test_disk_throttling_becomes_qemu_block_throttling_options() -> None:
+    throttled = profile("virtio-blk").model_copy(
+        update={"iops_limit": 250, "bw_limit_bytes": 50 * 1024 * 1024}
+    )
+    assert vm.disk_qemu_args(throttled, IMAGE, 0) == [
+        "-drive",
+        DRIVE + ",throttling.iops-total=250,throttling.bps-total=52428800",
+        "-device",
+        "virtio-blk-pci,drive=iomx0,serial=iomatrix0",
+    ]

@@ -27,8 +27,8 @@ from iomatrix.filesystems import (
     available_schedulers,
     missing_mount_options,
 )
-from iomatrix.model import Cell
-from iomatrix.plan import BootPlan
+from iomatrix.model import Cell, Record
+from iomatrix.plan import BootPlan, Step
 from iomatrix.results import Applied, CellResult, Repetition, Status, write_record
 
 MOUNTPOINT = Path("/tmp/iomatrix/mnt")
@@ -175,26 +175,28 @@ def drop_caches(ctx: CellContext) -> None:
         ctx.log(f"(ignored) drop_caches: {exc}")
 
 
-def run_repetition(ctx: CellContext, device: str, index: int) -> tuple[Applied, Repetition]:
+def run_repetition(
+    ctx: CellContext, devices: Sequence[str], index: int
+) -> tuple[Applied, Repetition]:
     cell = ctx.cell
     fs = adapter(cell.filesystem.fstype)
-    dev_path = f"/dev/{device}"
-    ctx.run(fs.mkfs_argv([dev_path], cell.filesystem.mkfs_options), what="mkfs")
+    dev_paths = [f"/dev/{d}" for d in devices]
+    ctx.run(fs.mkfs_argv(dev_paths, cell.filesystem.mkfs_options), what="mkfs")
     MOUNTPOINT.mkdir(parents=True, exist_ok=True)
     mount = ["mount", "-t", fs.fstype]
     if cell.mount_options.options:
         mount += ["-o", cell.mount_options.joined]
     try:
-        ctx.run([*mount, dev_path, str(MOUNTPOINT)], what="mount")
+        ctx.run([*mount, dev_paths[0], str(MOUNTPOINT)], what="mount")
     except CellFailed as exc:
         # mount(8) only says "bad option"; the kernel log says which option and why.
         raise CellFailed(f"{exc}; kernel log: {kernel_log_tail(ctx)}") from exc
     try:
         _source, fstype, options = mounted_options(MOUNTPOINT)
-        sched_text = (Path("/sys/block") / device / "queue" / "scheduler").read_text()
+        sched_text = (Path("/sys/block") / devices[0] / "queue" / "scheduler").read_text()
         applied = Applied(
             kernel_release=platform.release(),
-            device=device,
+            device=devices[0],
             scheduler=active_scheduler(sched_text),
             schedulers_available=available_schedulers(sched_text),
             mount_fstype=fstype,
@@ -226,7 +228,7 @@ def run_repetition(ctx: CellContext, device: str, index: int) -> tuple[Applied, 
             fio=data,
         )
     finally:
-        # Always unmount so the next cell's mkfs finds a free device.
+        # Always unmount so the next step's mkfs finds a free device.
         try:
             ctx.run(["umount", str(MOUNTPOINT)], what="umount", cleanup=True)
         except (CellFailed, CellError) as exc:
@@ -234,30 +236,92 @@ def run_repetition(ctx: CellContext, device: str, index: int) -> tuple[Applied, 
     return applied, rep
 
 
-def run_cell(plan: BootPlan, cell: Cell) -> CellResult:
-    cell_dir = Path(plan.run_dir) / "cells" / cell.id
+class RepetitionRecord(Record):
+    """One finished repetition, kept on its own until the cell's last one finishes: an A/B
+    session interleaves cells, and a restarted VM must not redo what an earlier boot did."""
+
+    applied: Applied
+    repetition: Repetition
+
+
+def rep_path(cell_dir: Path, index: int) -> Path:
+    return cell_dir / f"rep-{index}.json"
+
+
+def rep_marker(cell_dir: Path, index: int) -> Path:
+    """Written when a repetition starts: the host's watchdog and its blame after a dead VM
+    look for a started repetition without its rep-<n>.json."""
+    return cell_dir / f"rep-{index}.started"
+
+
+def finished_repetitions(cell_dir: Path, repeat: int) -> list[RepetitionRecord]:
+    out = []
+    for index in range(repeat):
+        path = rep_path(cell_dir, index)
+        if path.exists():
+            out.append(RepetitionRecord.model_validate_json(path.read_text()))
+    return out
+
+
+def write_result(
+    step: Step,
+    ctx: CellContext,
+    status: Status,
+    reason: str | None,
+    done: Sequence[RepetitionRecord],
+) -> CellResult:
+    started_at = None
+    marker = ctx.dir / "started"
+    if marker.exists():
+        started_at = marker.read_text().strip() or None
+    result = CellResult(
+        cell_id=step.cell.id,
+        status=status,
+        reason=reason,
+        applied=done[-1].applied if done else None,
+        repetitions=tuple(r.repetition for r in done),
+        started_at=started_at,
+        finished_at=_now(),
+        log=str(ctx.log_path.relative_to(step.run_dir)),
+    )
+    write_record(ctx.dir / "result.json", result)
+    print(
+        f"iomatrix-agent: cell {step.cell.id} {status}{': ' + reason if reason else ''}", flush=True
+    )
+    return result
+
+
+def run_step(plan: BootPlan, step: Step) -> None:
+    """One repetition of one cell; the cell's result is written after its last repetition, or
+    at once when a repetition fails (its later repetitions are then skipped)."""
+    cell = step.cell
+    cell_dir = Path(step.run_dir) / "cells" / cell.id
+    if (cell_dir / "result.json").exists() or rep_path(cell_dir, step.repetition).exists():
+        return  # done in an earlier boot (a restart after a panic, or a resumed run)
     cell_dir.mkdir(parents=True, exist_ok=True)
-    # The host's progress display watches for this marker.
-    (cell_dir / "started").write_text(_now() + "\n")
+    if not (cell_dir / "started").exists():
+        # The host's progress display watches for this marker.
+        (cell_dir / "started").write_text(_now() + "\n")
+    rep_marker(cell_dir, step.repetition).write_text(_now() + "\n")
     ctx = CellContext(cell, cell_dir, time.monotonic() + plan.timeouts.cell_s)
-    started_at = _now()
-    print(f"iomatrix-agent: cell {cell.id} {cell.label} start", flush=True)
+    print(f"iomatrix-agent: cell {cell.id} {cell.label} repetition {step.repetition}", flush=True)
     status: Status = "ok"
     reason: str | None = None
-    applied: Applied | None = None
-    reps: list[Repetition] = []
     try:
         release_mountpoint(ctx)
-        device = find_disk(plan.disks[0].serial)
+        devices = [find_disk(d.serial) for d in plan.disks if d.key == step.disk_key]
+        if not devices:
+            raise CellError(f"the plan attaches no disk for device profile {cell.device.name!r}")
         for module in adapter(cell.filesystem.fstype).modules:
             try:
                 ctx.run(["modprobe", module], what=f"modprobe {module}")
             except CellFailed as exc:
                 ctx.log(f"(ignored) {exc}")
-        set_scheduler(ctx, device)
-        for index in range(cell.repeat):
-            applied, rep = run_repetition(ctx, device, index)
-            reps.append(rep)
+        for device in devices:
+            set_scheduler(ctx, device)
+        applied, rep = run_repetition(ctx, devices, step.repetition)
+        record = RepetitionRecord(applied=applied, repetition=rep)
+        write_record(rep_path(cell_dir, step.repetition), record)
     except CellFailed as exc:
         status, reason = "failed", str(exc)
     except CellError as exc:
@@ -265,19 +329,9 @@ def run_cell(plan: BootPlan, cell: Cell) -> CellResult:
     except Exception as exc:
         ctx.log(traceback.format_exc())
         status, reason = "error", f"agent error: {type(exc).__name__}: {exc}"
-    result = CellResult(
-        cell_id=cell.id,
-        status=status,
-        reason=reason,
-        applied=applied,
-        repetitions=tuple(reps),
-        started_at=started_at,
-        finished_at=_now(),
-        log=str(ctx.log_path.relative_to(plan.run_dir)),
-    )
-    write_record(cell_dir / "result.json", result)
-    print(f"iomatrix-agent: cell {cell.id} {status}{': ' + reason if reason else ''}", flush=True)
-    return result
+    done = finished_repetitions(cell_dir, cell.repeat)
+    if status != "ok" or len(done) == cell.repeat:
+        write_result(step, ctx, status, reason, done)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -286,13 +340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m iomatrix.agent PLAN.json", file=sys.stderr)
         return 2
     plan = BootPlan.model_validate_json(Path(args[0]).read_text())
-    print(f"iomatrix-agent: kernel {platform.release()}, {len(plan.cells)} cells", flush=True)
-    for cell in plan.cells:
-        result_file = Path(plan.run_dir) / "cells" / cell.id / "result.json"
-        if result_file.exists():
-            # A restarted VM (after a panic) skips what an earlier boot finished.
-            continue
-        run_cell(plan, cell)
+    print(f"iomatrix-agent: kernel {platform.release()}, {len(plan.steps)} steps", flush=True)
+    for step in plan.steps:
+        run_step(plan, step)
     return 0
 
 

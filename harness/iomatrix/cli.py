@@ -180,17 +180,18 @@ def _show_commands(matrix: Matrix, cells: Sequence[Cell]) -> int:
     """Print each boot's vng command without running it (kernels are fetched for their paths)."""
     scratch = runner.default_scratch_dir() / "RUN-ID"
     run_dir = Path(DEFAULT_RESULTS).resolve() / "RUN-ID"
-    for group in boot_groups(cells):
+    for group in boot_groups(cells, str(run_dir)):
         kernel = kernels.fetch(group.kernel)
         ctx = runner.BootContext(
             group=group,
             kernel=kernel,
             accelerator="tcg",
-            run_dir=run_dir,
+            rw_dir=run_dir,
             scratch=scratch,
-            matrix=matrix,
+            vm_settings=matrix.vm,
+            timeouts=matrix.timeouts,
         )
-        _plan, argv, _image = runner.build_boot(ctx)
+        _plan, argv, _images = runner.build_boot(ctx)
         print(f"# boot {group.boot_id}: {len(group.cells)} cells (accelerator decided at run time)")
         print(shlex.join(argv))
     return 0
@@ -245,6 +246,61 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(compare.verdict_line(result))
     else:
         sys.stdout.write(text)
+    return compare.exit_code(result)
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    base = load_matrix(args.base)
+    if args.new is not None:
+        new = load_matrix(args.new)
+        if args.split is not None:
+            raise IomatrixError("give either NEW_MATRIX or --split AXIS, not both")
+        base_cells, new_cells = list(base.cells), list(new.cells)
+        split = None
+    elif args.split is not None:
+        new = base
+        base_cells, new_cells, first, second = runner.split_matrix(base, args.split)
+        split = args.split
+        print(f"iomatrix: A/B on {split}: base {first}, new {second}", file=sys.stderr)
+    else:
+        raise IomatrixError("give NEW_MATRIX, or --split AXIS for one matrix with two values")
+    if args.repeat is not None:
+        base_cells = [c.model_copy(update={"repeat": args.repeat}) for c in base_cells]
+        new_cells = [c.model_copy(update={"repeat": args.repeat}) for c in new_cells]
+    pairs = runner.pair_cells(base_cells, new_cells, split_axis=split)
+    hostdev.check_host_devices(
+        [c for pair in pairs for c in pair], args.allow_host_device or (), source=str(args.base)
+    )
+    options = runner.RunOptions(
+        results_dir=Path(args.results),
+        scratch_dir=runner.default_scratch_dir(),
+        progress=not args.no_progress,
+    )
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        base_run, new_run, session = runner.run_ab(base, new, pairs, options)
+    except KeyboardInterrupt as exc:
+        print("\niomatrix: A/B session interrupted", file=sys.stderr)
+        return 143 if isinstance(exc, _Terminated) else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    result = compare.compare_runs(
+        base_run,
+        new_run,
+        min_effect=args.min_effect,
+        alpha=args.alpha,
+        metrics=args.metric,
+        pairs=[(a.id, b.id) for a, b in pairs],
+    )
+    (session / "comparison.json").write_text(compare.render(result, "json"))
+    (session / "comparison.md").write_text(compare.render(result, "markdown"))
+    text = compare.render(result, args.format)
+    if args.output is not None:
+        args.output.write_text(text)
+        print(compare.verdict_line(result))
+    else:
+        sys.stdout.write(text)
+    print(f"\nsession: {session} (base/, new/, comparison.json, comparison.md)")
     return compare.exit_code(result)
 
 
@@ -471,6 +527,83 @@ def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
     p.set_defaults(func=cmd_archive)
 
 
+def _add_comparison_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """compare (two archived runs) and ab (an interleaved session, then compared)."""
+    p = sub.add_parser(
+        "compare",
+        help="compare two runs cell by cell: regressions, improvements, noise",
+        description=(
+            "Compare every cell x metric of NEW against BASE. A change counts only when the "
+            "Mann-Whitney U test (Benjamini-Hochberg across all rows) is below --alpha AND the "
+            "bootstrap 95% CI of median(new)/median(base) lies wholly beyond the minimum effect. "
+            "Runs from different environments are refused unless --force. Exit 1 when a gated "
+            "metric regressed, 2 on bad input or refused environments, else 0."
+        ),
+    )
+    p.add_argument("base", metavar="BASE", help="the baseline: a run id, a run folder or run.json")
+    p.add_argument("new", metavar="NEW", help="the run to judge, in the same forms as BASE")
+    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="compare even when the environments differ; every report is marked FORCED",
+    )
+    p.add_argument(
+        "--min-effect",
+        type=float,
+        metavar="F",
+        help="fixed minimum relative change, e.g. 0.05 (default: max(0.03, 2 x baseline CoV))",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=compare.DEFAULT_ALPHA,
+        metavar="A",
+        help="significance level after Benjamini-Hochberg (default: 0.05)",
+    )
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="PATTERN",
+        help="only metrics matching this name or glob (e.g. '*_iops'); repeatable",
+    )
+    p.add_argument("--format", choices=compare.FORMATS, default="table")
+    p.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="write the report to FILE and print only the verdict line",
+    )
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser(
+        "ab",
+        help="A/B in one session: both sides interleaved ABAB, then compared",
+        description=(
+            "Run two matrices (or one matrix split on an axis with two values, e.g. --split "
+            "kernel) in one session, their repetitions interleaved ABAB in the same VMs so that "
+            "drift on a noisy host hits both sides alike, and compare them as `iomatrix compare` "
+            "does. Writes <results>/<session>/base, new, comparison.json and comparison.md. "
+            "Exit 1 when a gated metric regressed significantly beyond the minimum effect."
+        ),
+    )
+    p.add_argument("base", type=Path, metavar="BASE_MATRIX")
+    p.add_argument("new", type=Path, nargs="?", metavar="NEW_MATRIX")
+    p.add_argument("--split", metavar="AXIS", help="one matrix: the axis whose two values are A, B")
+    p.add_argument(
+        "--repeat", type=int, metavar="N", help="repetitions per side (at least 5 to gate)"
+    )
+    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
+    p.add_argument("--min-effect", type=float, metavar="F")
+    p.add_argument("--alpha", type=float, default=compare.DEFAULT_ALPHA, metavar="A")
+    p.add_argument("--metric", action="append", metavar="PATTERN")
+    p.add_argument("--format", choices=compare.FORMATS, default="table")
+    p.add_argument("--output", type=Path, metavar="FILE")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--allow-host-device", action="append", metavar="PATH")
+    p.set_defaults(func=cmd_ab)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="iomatrix",
@@ -598,52 +731,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", default="debian:bookworm", metavar="SPEC")
     p.set_defaults(func=cmd_accel)
 
-    p = sub.add_parser(
-        "compare",
-        help="compare two runs cell by cell: regressions, improvements, noise",
-        description=(
-            "Compare every cell x metric of NEW against BASE. A change counts only when the "
-            "Mann-Whitney U test (Benjamini-Hochberg across all rows) is below --alpha AND the "
-            "bootstrap 95% CI of median(new)/median(base) lies wholly beyond the minimum effect. "
-            "Runs from different environments are refused unless --force. Exit 1 when a gated "
-            "metric regressed, 2 on bad input or refused environments, else 0."
-        ),
-    )
-    p.add_argument("base", metavar="BASE", help="the baseline: a run id, a run folder or run.json")
-    p.add_argument("new", metavar="NEW", help="the run to judge, in the same forms as BASE")
-    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="compare even when the environments differ; every report is marked FORCED",
-    )
-    p.add_argument(
-        "--min-effect",
-        type=float,
-        metavar="F",
-        help="fixed minimum relative change, e.g. 0.05 (default: max(0.03, 2 x baseline CoV))",
-    )
-    p.add_argument(
-        "--alpha",
-        type=float,
-        default=compare.DEFAULT_ALPHA,
-        metavar="A",
-        help="significance level after Benjamini-Hochberg (default: 0.05)",
-    )
-    p.add_argument(
-        "--metric",
-        action="append",
-        metavar="PATTERN",
-        help="only metrics matching this name or glob (e.g. '*_iops'); repeatable",
-    )
-    p.add_argument("--format", choices=compare.FORMATS, default="table")
-    p.add_argument(
-        "--output",
-        type=Path,
-        metavar="FILE",
-        help="write the report to FILE and print only the verdict line",
-    )
-    p.set_defaults(func=cmd_compare)
+    _add_comparison_parsers(sub)
     return parser
 
 

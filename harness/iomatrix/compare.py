@@ -203,13 +203,21 @@ def _cell_fields(cell: Cell, qemu_drive: Sequence[str]) -> dict[str, str]:
     return fields
 
 
-def environment_differences(base: RunRecord, new: RunRecord) -> list[Difference]:
-    """Every difference that makes the two runs' numbers incomparable, run-wide then per cell."""
+def environment_differences(
+    base: RunRecord, new: RunRecord, *, paired: bool = False
+) -> list[Difference]:
+    """Every difference that makes the two runs' numbers incomparable, run-wide then per cell.
+
+    paired: an A/B session, whose cell pairs differ on purpose (the treatment); only the
+    run-wide environment must agree.
+    """
     out = []
     for name in ENVIRONMENT_FIELDS:
         a, b = getattr(base.environment, name), getattr(new.environment, name)
         if a != b:
             out.append(Difference(where="environment", field=name, base=str(a), new=str(b)))
+    if paired:
+        return out
     new_cells = {e.cell.id: e for e in new.cells}
     for entry in base.cells:
         other = new_cells.get(entry.cell.id)
@@ -520,6 +528,7 @@ def compare_runs(
     alpha: float = DEFAULT_ALPHA,
     noisy_cov: float = DEFAULT_NOISY_COV,
     metrics: Sequence[str] | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
     resamples: int = stats.DEFAULT_RESAMPLES,
     min_effect_floor: float = stats.MIN_EFFECT_FLOOR,
@@ -530,6 +539,8 @@ def compare_runs(
     `metrics`: names or fnmatch patterns (`*_iops`) to compare; default all. `min_effect`: a
     fixed relative minimum effect instead of max(min_effect_floor, factor x baseline CoV).
     Raises EnvironmentMismatchError when the environments differ and `force` is False.
+    `pairs`: (base cell id, new cell id) of an A/B session, whose cells differ on purpose (two
+    kernels, two device profiles): rows match by pair and only the run-wide environment must agree.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -547,7 +558,7 @@ def compare_runs(
         resamples=resamples,
         min_repetitions=stats.minimum_n_per_side(alpha),
     )
-    differences = environment_differences(base, new)
+    differences = environment_differences(base, new, paired=pairs is not None)
     marker = None
     if differences:
         shown = "; ".join(d.describe() for d in differences[:5])
@@ -557,8 +568,13 @@ def compare_runs(
     base_cells = {e.cell.id: e for e in base.cells}
     new_cells = {e.cell.id: e for e in new.cells}
     pending: list[_Pending] = []
-    for cid in dict.fromkeys([*base_cells, *new_cells]):
-        pending += _cell_rows(base_cells.get(cid), new_cells.get(cid), metrics)
+    matched = (
+        list(dict.fromkeys(pairs))
+        if pairs is not None
+        else [(cid, cid) for cid in dict.fromkeys([*base_cells, *new_cells])]
+    )
+    for base_id, new_id in matched:
+        pending += _cell_rows(base_cells.get(base_id), new_cells.get(new_id), metrics)
     pending.sort(key=lambda p: (p.row.cell, metric_rules.sort_key(p.row.metric)))
 
     def build(rows: Iterable[Row], forced: bool) -> Comparison:

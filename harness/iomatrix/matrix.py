@@ -617,6 +617,21 @@ def _device_size(value: object) -> int:
     return size
 
 
+# Throttled bandwidth per second: from a floppy-slow 64 KiB/s to far beyond any virtual disk.
+BW_LIMIT_MIN = 64 * 1024
+BW_LIMIT_MAX = 1024**4
+
+
+def _bandwidth(value: object) -> int:
+    rate = parse_size(cast(Any, value))
+    if not BW_LIMIT_MIN <= rate <= BW_LIMIT_MAX:
+        raise ValueError(
+            f"{_show(value)} ({_format_size(rate)}/s) is out of range: a bandwidth limit is "
+            f"{_format_size(BW_LIMIT_MIN)} .. {_format_size(BW_LIMIT_MAX)} per second"
+        )
+    return rate
+
+
 def _memory_size(value: object) -> int:
     size = parse_size(cast(Any, value))
     if not VM_MEMORY_MIN <= size <= VM_MEMORY_MAX:
@@ -659,6 +674,7 @@ KernelSpecText = Annotated[str, AfterValidator(_check_kernel)]
 MkfsArg = Annotated[str, AfterValidator(_check_mkfs_arg)]
 JobFile = Annotated[str, AfterValidator(_check_job_file)]
 DeviceSize = Annotated[int, BeforeValidator(_device_size)]
+Bandwidth = Annotated[int, BeforeValidator(_bandwidth)]
 MemorySize = Annotated[int, BeforeValidator(_memory_size)]
 WorkloadRef = Annotated[str, AfterValidator(_check_workload_ref)]
 Repeat = Annotated[int, Field(ge=1, le=MAX_REPEAT)]
@@ -691,6 +707,8 @@ class _DeviceSpec(_Schema):
     cache: CacheMode | None = None
     aio: AioMode | None = None
     path: HostDevicePath | None = None  # with backing: host only, checked once merged
+    iops_limit: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
+    bw_limit: Bandwidth | None = None  # bytes per second, written with the size units
 
 
 class _WorkloadSpec(_Schema):
@@ -814,6 +832,7 @@ class _FileSpec(_Schema):
     vm: _VmSpec | None = None
     timeouts: _TimeoutsSpec | None = None
     repeat: Repeat | None = None
+    fresh_boot: bool | None = None
     max_cells: Annotated[int, Field(ge=1, le=MAX_CELLS_LIMIT)] | None = None
     devices: dict[Name, _DeviceSpec] | None = None
     workloads: dict[Name, _WorkloadSpec] | None = None
@@ -1299,6 +1318,7 @@ class _Expander:
             source=self.root.display,
             vm=self._vm(),
             timeouts=self._timeouts(),
+            fresh_boot=bool(spec.fresh_boot),
             cells=cells,
         )
 
@@ -1360,6 +1380,8 @@ class _Expander:
                 continue
             values = dev.model_dump(exclude_none=True)
             values["size_bytes"] = values.pop("size")
+            if "bw_limit" in values:
+                values["bw_limit_bytes"] = values.pop("bw_limit")
             self.devices[name] = DeviceProfile.model_validate({"name": name, **values})
 
     def _check_workload_definitions(self) -> None:

@@ -71,6 +71,10 @@ class MountOptionSet(Record):
         return ",".join(self.options)
 
 
+# Fields added to DeviceProfile after format 1 was first written: left out while None.
+_OMITTED_WHEN_NONE = ("path", "iops_limit", "bw_limit_bytes")
+
+
 class DeviceProfile(Record):
     """A virtual test disk: how big, on which bus, backed by what, with which QEMU drive options."""
 
@@ -82,6 +86,11 @@ class DeviceProfile(Record):
     aio: AioMode = "native"
     # The host block device of a `backing: host` profile; None for every other backing.
     path: str | None = None
+    # QEMU block throttling (throttling.iops-total / throttling.bps-total): emulates a slower
+    # device (a rotating disk, a SATA SSD) so that scheduler effects can show at all, or injects
+    # a known slowdown into an A/B session. None: unthrottled.
+    iops_limit: int | None = Field(default=None, gt=0)
+    bw_limit_bytes: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _path_only_for_host(self) -> DeviceProfile:
@@ -97,8 +106,10 @@ class DeviceProfile(Record):
         # A compatible addition: left out while None, so plans and run.json files of file and ram
         # devices stay what older format-1 readers (extra="forbid") load.
         data = handler(self)
-        if isinstance(data, dict) and self.path is None:
-            data.pop("path", None)
+        if isinstance(data, dict):
+            for optional in _OMITTED_WHEN_NONE:
+                if data.get(optional) is None:
+                    data.pop(optional, None)
         return data
 
 
@@ -179,6 +190,9 @@ class Matrix(Record):
     source: str
     vm: VmSettings = VmSettings()
     timeouts: Timeouts = Timeouts()
+    # Every repetition in a VM of its own, so no repetition inherits the guest state (page
+    # cache, slab, allocator) of the one before; costs one boot per repetition.
+    fresh_boot: bool = False
     cells: tuple[Cell, ...]
 
     @property

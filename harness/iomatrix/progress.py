@@ -48,9 +48,13 @@ class Progress:
         interval_s: float = 1.0,
         boot_overhead_s: float = 30.0,
         boots: int = 1,
+        run_dirs: Sequence[Path] | None = None,
     ) -> None:
+        """run_dirs: the run folder of each cell when they are not all in run_dir (the two runs
+        of an A/B session may hold cells with the same id)."""
         self.run_dir = run_dir
         self.cells = list(cells)
+        self.run_dirs = list(run_dirs) if run_dirs is not None else [run_dir] * len(self.cells)
         self.stream = stream
         self.interval_s = interval_s
         self.estimate_total = sum(c.estimated_s for c in self.cells) + boot_overhead_s * boots
@@ -66,8 +70,8 @@ class Progress:
         done_est = 0.0
         done = 0
         current: str | None = None
-        for cell in self.cells:
-            folder = self.run_dir / "cells" / cell.id
+        for cell, run_dir in zip(self.cells, self.run_dirs, strict=True):
+            folder = run_dir / "cells" / cell.id
             if (folder / "result.json").exists():
                 done += 1
                 done_est += cell.estimated_s

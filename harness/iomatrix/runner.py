@@ -1,9 +1,13 @@
-"""Running a matrix: fetch kernels, boot one VM per (kernel, device profile), collect results.
+"""Running matrices: fetch kernels, boot VMs for ordered steps, collect results into run folders.
 
 The host side of a run. It never interprets a workload itself: the guest agent does the work and
 writes one result per cell; the host turns the VM's fate (clean exit, panic, timeout) into results
-for the cells the agent could not finish, and keeps run.json valid after every boot, so a crash
-or Ctrl-C never loses what was already measured.
+for the cells the agent could not finish, and keeps every run.json valid after every boot, so a
+crash or Ctrl-C never loses what was already measured.
+
+One core (`_execute`) serves an ordinary run (`run_matrix`: one VM per kernel and device profile,
+or per repetition with fresh_boot) and an A/B session (`run_ab`: two runs whose repetitions
+alternate ABAB in the same VMs, then compared).
 """
 
 from __future__ import annotations
@@ -17,14 +21,25 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from iomatrix import environment, kernels, proc, vm
+from iomatrix.agent import finished_repetitions, rep_marker, rep_path
 from iomatrix.errors import IomatrixError, ResultFormatError
-from iomatrix.model import Cell, Matrix
-from iomatrix.plan import BootGroup, BootPlan, Disk, boot_groups
+from iomatrix.model import Cell, Matrix, Timeouts, VmSettings
+from iomatrix.plan import (
+    BootGroup,
+    BootPlan,
+    Disk,
+    Step,
+    boot_groups,
+    cut_into_boots,
+    fresh_boots,
+    interleaved_steps,
+    sequential_steps,
+)
 from iomatrix.progress import Progress
 from iomatrix.results import (
     BootRecord,
@@ -40,7 +55,7 @@ from iomatrix.results import (
 # Paths that reach QEMU's option parser must not hold commas or spaces (QEMU splits on them).
 _SAFE_HOST_PATH = re.compile(r"^/[A-Za-z0-9._+/-]+$")
 _PANIC_MARKERS = ("Kernel panic", "BUG: ", "Oops: ", "general protection fault")
-# A panicking or hung guest gets restarted for the rest of its cells at most this many times.
+# A panicking or hung guest gets restarted for the rest of its steps at most this many times.
 _MAX_RESTARTS = 3
 
 
@@ -106,145 +121,169 @@ class BootContext:
     group: BootGroup
     kernel: kernels.Kernel
     accelerator: vm.Accelerator
-    run_dir: Path
+    # The folder shared read-write with the guest: the run folder, or an A/B session's folder.
+    rw_dir: Path
     scratch: Path
-    matrix: Matrix
+    vm_settings: VmSettings
+    timeouts: Timeouts
 
 
-def disk_image_path(ctx: BootContext) -> Path:
-    cell = ctx.group.cells[0]
-    if cell.device.backing == "ram":
+def disk_image_path(ctx: BootContext, slot: int) -> Path:
+    profile = ctx.group.devices[slot]
+    if profile.backing == "ram":
         # /dev/shm is tmpfs: the disk lives in host RAM, the "fast device" profile.
-        return Path("/dev/shm") / f"iomatrix-{ctx.run_dir.name}-{ctx.group.boot_id}-0.img"
-    return ctx.scratch / f"{ctx.group.boot_id}-0.img"
+        return Path("/dev/shm") / f"iomatrix-{ctx.rw_dir.name}-{ctx.group.boot_id}-{slot}.img"
+    return ctx.scratch / f"{ctx.group.boot_id}-{slot}.img"
 
 
-def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], Path]:
-    """Plan file contents and the vng argv for one boot (pure apart from path choices)."""
-    device = ctx.group.cells[0].device
-    image = disk_image_path(ctx)
-    if not _SAFE_HOST_PATH.match(str(image)) or not _SAFE_HOST_PATH.match(str(ctx.run_dir)):
-        raise IomatrixError(
-            f"disk image {image} or run folder {ctx.run_dir} has characters QEMU cannot take "
-            "(only letters, digits and ._+-/ are allowed); set IOMATRIX_SCRATCH / --results"
+def boot_dir(ctx: BootContext) -> Path:
+    return ctx.rw_dir / "boots" / ctx.group.boot_id
+
+
+def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], list[Path]]:
+    """Plan file contents, the vng argv and the disk images for one boot (no side effects)."""
+    disks: list[Disk] = []
+    images: list[Path] = []
+    for slot, profile in enumerate(ctx.group.devices):
+        image = disk_image_path(ctx, slot)
+        for path in (image, ctx.rw_dir):
+            if not _SAFE_HOST_PATH.match(str(path)):
+                raise IomatrixError(
+                    f"{path} has characters QEMU cannot take (only letters, digits and ._+-/ "
+                    "are allowed); set IOMATRIX_SCRATCH or --results"
+                )
+        args = vm.disk_qemu_args(profile, str(image), slot)
+        key = next(s.disk_key for s in ctx.group.steps if s.cell.device == profile)
+        disks.append(
+            Disk(key=key, serial=vm.disk_serial(slot), host_path=str(image), qemu_args=tuple(args))
         )
-    qemu_args = vm.disk_qemu_args(device, str(image), 0)
-    disk = Disk(serial=vm.disk_serial(0), host_path=str(image), qemu_args=tuple(qemu_args))
-    boot_dir = ctx.run_dir / "boots" / ctx.group.boot_id
+        images.append(image)
     plan = BootPlan(
         boot_id=ctx.group.boot_id,
         kernel=ctx.group.kernel,
-        device=device.name,
-        disks=(disk,),
-        run_dir=str(ctx.run_dir),
-        timeouts=ctx.matrix.timeouts,
-        cells=ctx.group.cells,
+        disks=tuple(disks),
+        rw_dir=str(ctx.rw_dir),
+        timeouts=ctx.timeouts,
+        steps=ctx.group.steps,
     )
     argv = vm.vng_argv(
         vng=vm.vng_path(),
         vmlinuz=ctx.kernel.vmlinuz,
         release=ctx.kernel.release,
         modules_dir=ctx.kernel.modules_dir,
-        vm=ctx.matrix.vm,
+        vm=ctx.vm_settings,
         accelerator=ctx.accelerator,
-        rw_dir=str(ctx.run_dir),
-        disk_args=[qemu_args],
-        guest_command=vm.guest_agent_command(str(boot_dir / "plan.json")),
+        rw_dir=str(ctx.rw_dir),
+        disk_args=[d.qemu_args for d in disks],
+        guest_command=vm.guest_agent_command(str(boot_dir(ctx) / "plan.json")),
     )
-    return plan, argv, image
+    return plan, argv, images
+
+
+def _cell_dir(step: Step) -> Path:
+    return Path(step.run_dir) / "cells" / step.cell.id
 
 
 def _cell_result_path(run_dir: Path, cell: Cell) -> Path:
     return run_dir / "cells" / cell.id / "result.json"
 
 
+def _step_done(step: Step) -> bool:
+    folder = _cell_dir(step)
+    return (folder / "result.json").exists() or rep_path(folder, step.repetition).exists()
+
+
 def _host_side_result(run_dir: Path, cell: Cell, status: str, reason: str) -> CellResult:
-    """A result the host writes for a cell the guest could not finish."""
+    """A result the host writes for a cell the guest could not finish; repetitions the guest
+    did finish before it died are kept."""
+    folder = run_dir / "cells" / cell.id
+    done = finished_repetitions(folder, cell.repeat)
     result = CellResult.model_validate(
-        {"cell_id": cell.id, "status": status, "reason": reason, "finished_at": now_iso()}
+        {
+            "cell_id": cell.id,
+            "status": status,
+            "reason": reason,
+            "applied": done[-1].applied if done else None,
+            "repetitions": [r.repetition for r in done],
+            "finished_at": now_iso(),
+        }
     )
-    write_record(_cell_result_path(run_dir, cell), result)
+    write_record(folder / "result.json", result)
     return result
 
 
 class Watchdog:
     """Decides when a running VM is stuck, long before the backstop timeout of the whole boot.
 
-    The agent enforces each cell's budget itself; a cell still running `grace_s` past its budget
-    means the agent or the guest kernel stopped answering. Between cells (and before the first
-    one), the next cell must start within the boot budget. Called by proc.run about once a
-    second; returns the reason to stop the VM, or None.
+    The agent enforces each repetition's budget itself; a repetition still running `grace_s`
+    past its budget means the agent or the guest kernel stopped answering. Between steps (and
+    before the first one), the next step must start within the boot budget. Called by proc.run
+    about once a second; returns the reason to stop the VM, or None.
     """
 
     def __init__(
         self,
-        run_dir: Path,
-        cells: Sequence[Cell],
+        steps: Sequence[Step],
         *,
         cell_s: float,
         boot_s: float,
         grace_s: float = 60.0,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        self.run_dir = run_dir
-        self.cells = list(cells)
+        self.steps = list(steps)
         self.cell_s = cell_s
         self.boot_s = boot_s
         self.grace_s = grace_s
         self.clock = clock or time.monotonic
         self.last_progress = self.clock()
-        self.first_seen: dict[str, float] = {}
+        self.first_seen: dict[tuple[str, str, int], float] = {}
 
     def __call__(self) -> str | None:
         now = self.clock()
-        running: Cell | None = None
-        for cell in self.cells:
-            folder = self.run_dir / "cells" / cell.id
-            if (folder / "result.json").exists():
-                if self.first_seen.pop(cell.id, None) is not None:
+        running: tuple[str, str, int] | None = None
+        for step in self.steps:
+            key = (step.run_dir, step.cell.id, step.repetition)
+            if _step_done(step):
+                if self.first_seen.pop(key, None) is not None:
                     self.last_progress = now
                 continue
-            if (folder / "started").exists():
-                if cell.id not in self.first_seen:
-                    self.first_seen[cell.id] = now
+            if rep_marker(_cell_dir(step), step.repetition).exists():
+                if key not in self.first_seen:
+                    self.first_seen[key] = now
                     self.last_progress = now
-                running = cell
+                running = key
         if running is not None:
-            if now - self.first_seen[running.id] > self.cell_s + self.grace_s:
+            if now - self.first_seen[running] > self.cell_s + self.grace_s:
                 return (
-                    f"timeout: the cell ran {self.cell_s + self.grace_s:g} s, past its "
+                    f"timeout: the repetition ran {self.cell_s + self.grace_s:g} s, past its "
                     f"{self.cell_s:g} s budget; the guest stopped answering and was killed"
                 )
             return None
         if now - self.last_progress > self.boot_s:
             return (
-                f"timeout: no cell started within {self.boot_s:g} s "
+                f"timeout: no step started within {self.boot_s:g} s "
                 "(the VM did not boot or the agent did not start); killed"
             )
         return None
 
 
 def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
-    """Boot the group's VM (again after a panic or hang) until every cell has a result."""
+    """Boot the group's VM (again after a panic or hang) until every step is done."""
     records: list[BootRecord] = []
-    plan, argv, image = build_boot(ctx)
-    boot_dir = ctx.run_dir / "boots" / ctx.group.boot_id
-    write_record(boot_dir / "plan.json", plan)
-    device = ctx.group.cells[0].device
-    timeouts = ctx.matrix.timeouts
-    create_disk(image, device.size_bytes, preallocate=device.backing == "file")
+    plan, argv, images = build_boot(ctx)
+    folder = boot_dir(ctx)
+    write_record(folder / "plan.json", plan)
+    timeouts = ctx.timeouts
+    for image, profile in zip(images, ctx.group.devices, strict=True):
+        create_disk(image, profile.size_bytes, preallocate=profile.backing == "file")
     try:
         for attempt in range(_MAX_RESTARTS + 1):
-            pending = [c for c in ctx.group.cells if not _cell_result_path(ctx.run_dir, c).exists()]
+            pending = [s for s in ctx.group.steps if not _step_done(s)]
             if not pending:
                 break
-            console = boot_dir / f"console-{attempt}.log"
+            console = folder / f"console-{attempt}.log"
             watchdog = Watchdog(
-                ctx.run_dir,
-                pending,
-                cell_s=timeouts.cell_s,
-                boot_s=timeouts.boot_s,
-                grace_s=timeouts.grace_s,
+                pending, cell_s=timeouts.cell_s, boot_s=timeouts.boot_s, grace_s=timeouts.grace_s
             )
             # Backstop only: the watchdog and the agent's own budgets act long before it.
             timeout = 2 * timeouts.boot_s + len(pending) * (timeouts.cell_s + watchdog.grace_s)
@@ -274,9 +313,9 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                 BootRecord(
                     boot_id=f"{ctx.group.boot_id}#{attempt}",
                     kernel=ctx.group.kernel,
-                    device=device.name,
-                    cells=tuple(c.id for c in pending),
-                    console_log=str(console.relative_to(ctx.run_dir)),
+                    device=",".join(p.name for p in ctx.group.devices),
+                    cells=tuple(dict.fromkeys(s.cell.id for s in pending)),
+                    console_log=str(console.relative_to(ctx.rw_dir)),
                     argv=tuple(argv),
                     exit_code=exit_code,
                     outcome=outcome,
@@ -294,14 +333,15 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                 out=out,
             )
     finally:
-        image.unlink(missing_ok=True)
+        for image in images:
+            image.unlink(missing_ok=True)
     return records
 
 
 def _settle_unfinished(
     ctx: BootContext,
     *,
-    pending: Sequence[Cell],
+    pending: Sequence[Step],
     outcome: str,
     why: str | None,
     exit_code: int | None,
@@ -309,9 +349,10 @@ def _settle_unfinished(
     attempt: int,
     out: TextIO,
 ) -> None:
-    """After a boot: the cell that was running when the VM died gets the blame and the console
-    excerpt; cells never started stay pending for a restart (or fail once restarts run out)."""
-    unfinished = [c for c in pending if not _cell_result_path(ctx.run_dir, c).exists()]
+    """After a boot: the cell whose repetition was running when the VM died gets the blame and
+    the console excerpt; steps never started stay pending for a restart (or fail once restarts
+    run out)."""
+    unfinished = [s for s in pending if not _step_done(s)]
     if not unfinished:
         return
     what = {
@@ -321,21 +362,27 @@ def _settle_unfinished(
         "ok": "the VM exited without a result for this cell",
     }[outcome]
     excerpt = console_excerpt(console)
-    started = [c for c in unfinished if (ctx.run_dir / "cells" / c.id / "started").exists()]
-    # The cell that was running takes the blame and the VM is booted again for the rest. When no
-    # cell had started, the boot itself failed: booting again would fail the same way.
+    started = [s for s in unfinished if rep_marker(_cell_dir(s), s.repetition).exists()]
+    # The step that was running takes the blame and the VM is booted again for the rest. When no
+    # step had started, the boot itself failed: booting again would fail the same way.
     blamed = started[:1] or unfinished
-    for cell in blamed:
-        reason = f"{what} (console: {console.relative_to(ctx.run_dir)})\n{excerpt}"
+    where = os.path.relpath(console, ctx.rw_dir)
+    for step in blamed:
+        if (_cell_dir(step) / "result.json").exists():
+            continue
+        reason = f"{what} (console: {where})\n{excerpt}"
         if not started:
-            reason = "before the first cell started: " + reason
-        _host_side_result(ctx.run_dir, cell, "error", reason)
-        print(f"iomatrix: cell {cell.label}: {what}", file=out)
+            reason = "before the first step started: " + reason
+        _host_side_result(Path(step.run_dir), step.cell, "error", reason)
+        print(f"iomatrix: cell {step.cell.label}: {what}", file=out)
     if attempt == _MAX_RESTARTS:
-        for cell in unfinished:
-            if not _cell_result_path(ctx.run_dir, cell).exists():
+        for step in unfinished:
+            if not (_cell_dir(step) / "result.json").exists():
                 _host_side_result(
-                    ctx.run_dir, cell, "error", f"not run: the VM failed {attempt + 1} times"
+                    Path(step.run_dir),
+                    step.cell,
+                    "error",
+                    f"not run: the VM failed {attempt + 1} times",
                 )
 
 
@@ -400,19 +447,20 @@ _RESUME_CHECKED = ("host_cpu", "accelerator", "qemu", "virtme_ng", "fio")
 
 def _start_record(
     matrix: Matrix,
-    options: RunOptions,
+    run_id: str,
+    shard: str | None,
     fetched: dict[str, kernels.Kernel],
     accelerator: vm.Accelerator,
 ) -> RunRecord:
     source = Path(matrix.source)
     return RunRecord(
-        run_id=options.run_id or new_run_id(matrix.name),
+        run_id=run_id,
         created_at=now_iso(),
         status="running",
         matrix_name=matrix.name,
         matrix_source=str(source),
         matrix_sha256=_file_sha256(source) if source.is_file() else "",
-        shard=options.shard,
+        shard=shard,
         environment=environment.capture(accelerator),
         kernels={
             spec: KernelInfo(
@@ -446,6 +494,111 @@ def _resumable(previous: RunRecord, fresh: RunRecord, run_dir: Path) -> RunRecor
     )
 
 
+@dataclass(eq=False)  # identity: sides are collected in sets
+class _Side:
+    """One run being written: its record, its folder and the cells it is to hold."""
+
+    record: RunRecord
+    run_dir: Path
+    cells: list[Cell]
+    drive_args: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    boots: list[BootRecord] = field(default_factory=list)
+
+    def write(self, status: str | None = None) -> None:
+        update: dict[str, object] = {
+            "boots": tuple(self.boots),
+            "cells": tuple(_collect(self.run_dir, self.cells, self.drive_args)),
+        }
+        if status is not None:
+            update["status"] = status
+            update["finished_at"] = now_iso()
+        self.record = self.record.model_copy(update=update)
+        write_record(self.run_dir / "run.json", self.record)
+
+
+@dataclass
+class _Session:
+    rw_dir: Path
+    scratch: Path
+    fetched: dict[str, kernels.Kernel]
+    fetch_errors: dict[str, str]
+    accelerator: vm.Accelerator
+    vm_settings: VmSettings
+    timeouts: Timeouts
+    out: TextIO
+    progress: bool
+
+
+def _execute(session: _Session, groups: Sequence[BootGroup], sides: Sequence[_Side]) -> None:
+    """Run the boots in order, rewriting every side's run.json after each; on Ctrl-C or SIGTERM
+    mark them interrupted (KeyboardInterrupt is re-raised) and always remove the scratch disks."""
+    by_dir = {str(side.run_dir): side for side in sides}
+    all_cells = [c for side in sides for c in side.cells]
+    interrupted = False
+    try:
+        with (
+            Progress(
+                run_dir=sides[0].run_dir,
+                cells=all_cells,
+                stream=session.out,
+                boots=len(groups),
+                run_dirs=[side.run_dir for side in sides for _ in side.cells],
+            )
+            if session.progress
+            else _Null()
+        ):
+            for group in groups:
+                _run_group(session, group, by_dir)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        shutil.rmtree(session.scratch, ignore_errors=True)
+        for side in sides:
+            side.write("interrupted" if interrupted else "complete")
+    if interrupted:
+        raise KeyboardInterrupt
+
+
+def _run_group(session: _Session, group: BootGroup, by_dir: dict[str, _Side]) -> None:
+    touched = {by_dir[s.run_dir] for s in group.steps if s.run_dir in by_dir}
+    if group.kernel in session.fetch_errors:
+        for step in group.steps:
+            if not (_cell_dir(step) / "result.json").exists():
+                _host_side_result(
+                    Path(step.run_dir), step.cell, "error", session.fetch_errors[group.kernel]
+                )
+    else:
+        ctx = BootContext(
+            group=group,
+            kernel=session.fetched[group.kernel],
+            accelerator=session.accelerator,
+            rw_dir=session.rw_dir,
+            scratch=session.scratch,
+            vm_settings=session.vm_settings,
+            timeouts=session.timeouts,
+        )
+        plan, _argv, _images = build_boot(ctx)
+        for disk in plan.disks:
+            for step in group.steps:
+                if step.disk_key == disk.key:
+                    by_dir[step.run_dir].drive_args[step.cell.id] = disk.qemu_args
+        boots = run_boot(ctx, session.out)
+        for side in touched:
+            side.boots.extend(_relative_boots(boots, session.rw_dir, side.run_dir))
+    for side in touched:
+        side.write()
+
+
+def _relative_boots(boots: Sequence[BootRecord], rw_dir: Path, run_dir: Path) -> list[BootRecord]:
+    """Boot records whose console path is relative to the run folder that records them."""
+    if rw_dir == run_dir:
+        return list(boots)
+    return [
+        b.model_copy(update={"console_log": os.path.relpath(rw_dir / b.console_log, run_dir)})
+        for b in boots
+    ]
+
+
 def run_matrix(
     matrix: Matrix,
     options: RunOptions,
@@ -466,106 +619,146 @@ def run_matrix(
     if resume is not None:
         run_dir = resume.resolve()
         previous = load_run(run_dir)
-        options = RunOptions(**{**options.__dict__, "run_id": previous.run_id})
         to_run = [c for c in selected if not _cell_result_path(run_dir, c).exists()]
         for cell in to_run:
-            # A marker left by the interrupted attempt would show the cell as running.
-            (run_dir / "cells" / cell.id / "started").unlink(missing_ok=True)
+            # Markers left by the interrupted attempt would show the cell as running.
+            folder = run_dir / "cells" / cell.id
+            (folder / "started").unlink(missing_ok=True)
+            for marker in folder.glob("rep-*.started"):
+                marker.unlink()
     else:
         to_run = selected
 
     fetched, fetch_errors = _fetch_kernels([c.kernel for c in to_run], fetch, out)
     accelerator = _accelerator(list(fetched.values()), out)
-    record = _start_record(matrix, options, fetched, accelerator)
+    run_id = previous.run_id if previous else (options.run_id or new_run_id(matrix.name))
+    record = _start_record(matrix, run_id, options.shard, fetched, accelerator)
     if previous is not None:
         record = _resumable(previous, record, run_dir)
         print(
-            f"iomatrix: resuming {run_dir}: {len(to_run)} of {len(selected)} cells to run", file=out
+            f"iomatrix: resuming {run_dir}: {len(to_run)} of {len(selected)} cells to run",
+            file=out,
         )
     else:
         run_dir = (options.results_dir / record.run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=False)
-    scratch = (options.scratch_dir / record.run_id).resolve()
-    run_json = run_dir / "run.json"
-    write_record(run_json, record)
-
-    groups = boot_groups(to_run)
-    boots: list[BootRecord] = list(record.boots)
-    drive_args = {entry.cell.id: entry.qemu_drive for entry in record.cells}
-    interrupted = False
-    try:
-        with (
-            Progress(run_dir=run_dir, cells=to_run, stream=out, boots=len(groups))
-            if options.progress
-            else _Null()
-        ):
-            for group in groups:
-                boots.extend(
-                    _run_group(
-                        group,
-                        fetched=fetched,
-                        fetch_errors=fetch_errors,
-                        accelerator=accelerator,
-                        run_dir=run_dir,
-                        scratch=scratch,
-                        matrix=matrix,
-                        drive_args=drive_args,
-                        out=out,
-                    )
-                )
-                record = record.model_copy(
-                    update={
-                        "boots": tuple(boots),
-                        "cells": tuple(_collect(run_dir, selected, drive_args)),
-                    }
-                )
-                write_record(run_json, record)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-        record = record.model_copy(
-            update={
-                "boots": tuple(boots),
-                "cells": tuple(_collect(run_dir, selected, drive_args)),
-                "status": "interrupted" if interrupted else "complete",
-                "finished_at": now_iso(),
-            }
-        )
-        write_record(run_json, record)
-    if interrupted:
-        raise KeyboardInterrupt
-    return record, run_dir
-
-
-def _run_group(
-    group: BootGroup,
-    *,
-    fetched: dict[str, kernels.Kernel],
-    fetch_errors: dict[str, str],
-    accelerator: vm.Accelerator,
-    run_dir: Path,
-    scratch: Path,
-    matrix: Matrix,
-    drive_args: dict[str, tuple[str, ...]],
-    out: TextIO,
-) -> list[BootRecord]:
-    if group.kernel in fetch_errors:
-        for cell in group.cells:
-            _host_side_result(run_dir, cell, "error", fetch_errors[group.kernel])
-        return []
-    ctx = BootContext(
-        group=group,
-        kernel=fetched[group.kernel],
-        accelerator=accelerator,
+    side = _Side(
+        record=record,
         run_dir=run_dir,
-        scratch=scratch,
-        matrix=matrix,
+        cells=selected,
+        drive_args={entry.cell.id: entry.qemu_drive for entry in record.cells},
+        boots=list(record.boots),
     )
-    plan, _argv, _image = build_boot(ctx)
-    for cell in group.cells:
-        drive_args[cell.id] = plan.disks[0].qemu_args
-    return run_boot(ctx, out)
+    side.write()
+    if matrix.fresh_boot:
+        groups = fresh_boots(sequential_steps(str(run_dir), to_run))
+    else:
+        groups = boot_groups(to_run, str(run_dir))
+    session = _Session(
+        rw_dir=run_dir,
+        scratch=(options.scratch_dir / record.run_id).resolve(),
+        fetched=fetched,
+        fetch_errors=fetch_errors,
+        accelerator=accelerator,
+        vm_settings=matrix.vm,
+        timeouts=matrix.timeouts,
+        out=out,
+        progress=options.progress,
+    )
+    _execute(session, groups, [side])
+    return side.record, run_dir
+
+
+def pair_cells(
+    base: Sequence[Cell], new: Sequence[Cell], *, split_axis: str | None = None
+) -> list[tuple[Cell, Cell]]:
+    """Which base cell each new cell is compared with.
+
+    Two matrix files: pairs in expansion order (the files must expand to as many cells).
+    One matrix split on an axis: cells whose other axis values agree.
+    """
+    if split_axis is None:
+        if len(base) != len(new):
+            raise IomatrixError(
+                f"the two matrices expand to {len(base)} and {len(new)} cells; an A/B session "
+                "pairs them in order, so they must have the same axes and sizes"
+            )
+        return list(zip(base, new, strict=True))
+
+    def rest(cell: Cell) -> tuple[tuple[str, str], ...]:
+        return tuple((k, v) for k, v in cell.axis_values().items() if k != split_axis)
+
+    partners = {rest(c): c for c in new}
+    pairs = [(c, partners[rest(c)]) for c in base if rest(c) in partners]
+    if not pairs:
+        raise IomatrixError(f"no cells of the two {split_axis} values share their other axes")
+    return pairs
+
+
+def split_matrix(matrix: Matrix, axis: str) -> tuple[list[Cell], list[Cell], str, str]:
+    """One matrix with exactly two values of `axis`: the first value is the base, the second new."""
+    values = list(dict.fromkeys(c.axis_values()[axis] for c in matrix.cells))
+    if len(values) != 2:
+        raise IomatrixError(
+            f"{matrix.source}: matrix.{axis} has {len(values)} value(s) "
+            f"({', '.join(values)}); an A/B split needs exactly two"
+        )
+    base = [c for c in matrix.cells if c.axis_values()[axis] == values[0]]
+    new = [c for c in matrix.cells if c.axis_values()[axis] == values[1]]
+    return base, new, values[0], values[1]
+
+
+def run_ab(
+    base: Matrix,
+    new: Matrix,
+    pairs: Sequence[tuple[Cell, Cell]],
+    options: RunOptions,
+    *,
+    out: TextIO = sys.stderr,
+    fetch: Callable[[str], kernels.Kernel] | None = None,
+) -> tuple[RunRecord, RunRecord, Path]:
+    """An A/B session: both sides' repetitions interleaved ABAB in the same VMs (one VM per
+    kernel while the kernels agree; alternating boots when they differ), written as two runs
+    under one session folder: <results>/<session>/base and .../new."""
+    if base.vm != new.vm or base.timeouts != new.timeouts:
+        raise IomatrixError(
+            "the two sides of an A/B session must use the same vm and timeouts settings"
+        )
+    fetch = fetch or kernels.fetch
+    specs = [c.kernel for pair in pairs for c in pair]
+    fetched, fetch_errors = _fetch_kernels(specs, fetch, out)
+    accelerator = _accelerator(list(fetched.values()), out)
+    session_id = new_run_id(f"ab-{new.name}")
+    session_dir = (options.results_dir / session_id).resolve()
+    sides = []
+    for name, matrix, cells in (
+        ("base", base, [a for a, _ in pairs]),
+        ("new", new, [b for _, b in pairs]),
+    ):
+        run_dir = session_dir / name
+        run_dir.mkdir(parents=True, exist_ok=False)
+        record = _start_record(matrix, f"{session_id}-{name}", None, fetched, accelerator)
+        side = _Side(record=record, run_dir=run_dir, cells=list(dict.fromkeys(cells)))
+        side.write()
+        sides.append(side)
+    steps = interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
+    if base.fresh_boot or new.fresh_boot:
+        groups = fresh_boots(steps)
+    else:
+        groups = cut_into_boots(steps, key=lambda s: s.cell.kernel)
+    session = _Session(
+        rw_dir=session_dir,
+        scratch=(options.scratch_dir / session_id).resolve(),
+        fetched=fetched,
+        fetch_errors=fetch_errors,
+        accelerator=accelerator,
+        vm_settings=base.vm,
+        timeouts=base.timeouts,
+        out=out,
+        progress=options.progress,
+    )
+    _execute(session, groups, sides)
+    return sides[0].record, sides[1].record, session_dir
 
 
 class _Null:

@@ -41,6 +41,10 @@ def disk_qemu_args(profile: DeviceProfile, image: str, slot: int) -> list[str]:
         f"file={image},format=raw,if=none,id={drive_id},"
         f"cache={profile.cache},aio={profile.aio},discard=unmap"
     )
+    if profile.iops_limit is not None:
+        drive += f",throttling.iops-total={profile.iops_limit}"
+    if profile.bw_limit_bytes is not None:
+        drive += f",throttling.bps-total={profile.bw_limit_bytes}"
     args = ["-drive", drive]
     if profile.bus == "virtio-blk":
         args += ["-device", f"virtio-blk-pci,drive={drive_id},serial={serial}"]
