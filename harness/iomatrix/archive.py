@@ -35,8 +35,9 @@ a shared disk):
   while their connection is open; a rebuild takes it exclusively only around its rename. SQLite
   finds a database's journal by the database's *path*: a reader still holding the replaced file
   open would take the next writer's journal of the new file for a hot journal of its own, "roll it
-  back" into the wrong file and delete it under the writer (a concurrency test showed it as
-  "disk I/O error"). With every reader closed before the rename, no connection outlives its file.
+  back" into the wrong file and delete it under the writer (a first version of the concurrency
+  test, whose reader did not take this lock, failed with "disk I/O error" in the reader). With
+  every reader closed before the rename, no connection outlives its file.
   Read the index only through open_index().
 - Rollback journal (SQLite's default), not WAL. The same path pairing applies to WAL's -wal and -shm
   files, but a WAL file outlives its transactions (until a checkpoint), so a rename could pair the
