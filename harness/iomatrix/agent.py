@@ -10,9 +10,11 @@ makes it `error`, and the next cell still runs.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import platform
+import signal
 import sys
 import time
 import traceback
@@ -125,14 +127,49 @@ def kernel_log_tail(ctx: CellContext, lines: int = 3) -> str:
     return " | ".join(tail)
 
 
+def kill_mount_users(ctx: CellContext, mountpoint: Path) -> list[int]:
+    """SIGKILL every process whose working directory, root or open files are under mountpoint.
+
+    A workload killed at its budget can leave children behind that escaped its process group
+    (fio's job processes, a command from exec_prerun); they keep the filesystem busy, and the
+    next cell could neither unmount it nor make a new filesystem on the disk.
+    """
+    prefix = str(mountpoint)
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        links = [entry / "cwd", entry / "root"]
+        try:
+            links += list((entry / "fd").iterdir())
+        except OSError:
+            continue
+        for link in links:
+            try:
+                target = str(link.readlink())
+            except OSError:
+                continue
+            if target == prefix or target.startswith(prefix + "/"):
+                with contextlib.suppress(OSError):
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    killed.append(int(entry.name))
+                break
+    if killed:
+        ctx.log(f"killed processes still using {mountpoint}: {killed}")
+        time.sleep(0.5)  # let the kernel reap them before unmounting
+    return killed
+
+
 def release_mountpoint(ctx: CellContext) -> None:
     """Unmount whatever an earlier cell left at the mount point (after a killed workload whose
-    unmount failed): a lazy unmount if need be, and a clear error if even that fails."""
+    unmount failed): kill what still uses it, unmount, lazily if need be, and give a clear error
+    if even that fails."""
     for attempt in (["umount", str(MOUNTPOINT)], ["umount", "-l", str(MOUNTPOINT)]):
         try:
             mounted_options(MOUNTPOINT)
         except CellError:
             return
+        kill_mount_users(ctx, MOUNTPOINT)
         try:
             ctx.run(attempt, what="unmounting what an earlier cell left", cleanup=True)
         except (CellFailed, CellError) as exc:
@@ -228,7 +265,9 @@ def run_repetition(
             fio=data,
         )
     finally:
-        # Always unmount so the next step's mkfs finds a free device.
+        # Always unmount so the next step's mkfs finds a free device: first stop whatever of a
+        # killed workload still uses the filesystem.
+        kill_mount_users(ctx, MOUNTPOINT)
         try:
             ctx.run(["umount", str(MOUNTPOINT)], what="umount", cleanup=True)
         except (CellFailed, CellError) as exc:

@@ -1,0 +1,115 @@
+"""A/B sessions in real VMs: an A/A session finds nothing, an injected slowdown is caught.
+
+Both sides run in the same VM, their repetitions interleaved ABAB. The slowdown is real: QEMU
+block throttling set to about 70% of the IOPS the A/A session measured, on the same device
+profile name, so only the throttle differs between the sides.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).parent / "data"
+REPEAT = "6"
+
+pytestmark = pytest.mark.vm
+
+
+def matrix_text(throttle: str = "") -> str:
+    return (
+        "format: 1\n"
+        "name: ab\n"
+        "devices:\n"
+        "  disk: {size: 512MiB, bus: virtio-blk, backing: file, cache: none, aio: native"
+        f"{throttle}}}\n"
+        "matrix:\n"
+        "  kernel: ['debian:bookworm']\n"
+        "  filesystem: [xfs]\n"
+        "  scheduler: [none]\n"
+        "  device: [disk]\n"
+        "  workload: [short]\n"
+    )
+
+
+def ab(tmp: Path, base: Path, new: Path) -> tuple[int, dict[str, Any], str]:
+    results = tmp / "results"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iomatrix",
+            "ab",
+            str(base),
+            str(new),
+            "--repeat",
+            REPEAT,
+            "--results",
+            str(results),
+            "--no-progress",
+            "--metric",
+            "write_iops",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
+    sessions = [p for p in results.iterdir() if p.is_dir()] if results.exists() else []
+    assert len(sessions) == 1, done.stderr[-3000:]
+    comparison = json.loads((sessions[0] / "comparison.json").read_text())
+    return done.returncode, comparison, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("ab")
+    (tmp / "workloads").mkdir()
+    (tmp / "workloads" / "short.fio").write_text(
+        (DATA / "faults" / "workloads" / "short.fio").read_text()
+    )
+    (tmp / "base.yaml").write_text(matrix_text())
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def aa_session(workspace: Path) -> tuple[int, dict[str, Any], str]:
+    return ab(workspace / "aa", workspace / "base.yaml", workspace / "base.yaml")
+
+
+def test_an_aa_session_finds_no_change(aa_session: tuple[int, dict[str, Any], str]) -> None:
+    code, comparison, output = aa_session
+    verdicts = [row["verdict"] for row in comparison["rows"]]
+    assert verdicts, output[-3000:]
+    assert "regressed" not in verdicts
+    assert "improved" not in verdicts
+    assert code == 0
+    (row,) = comparison["rows"]
+    assert row["base_n"] == row["new_n"] == int(REPEAT)
+
+
+def test_an_injected_slowdown_is_reported_as_a_regression(
+    workspace: Path, aa_session: tuple[int, dict[str, Any], str]
+) -> None:
+    _, aa, _ = aa_session
+    (row,) = aa["rows"]
+    measured = min(row["base_median"], row["new_median"])
+    limit = int(measured * 0.7)
+    slow = workspace / "slow.yaml"
+    slow.write_text(matrix_text(f", iops_limit: {limit}"))
+    code, comparison, output = ab(workspace / "slow", workspace / "base.yaml", slow)
+    (row,) = comparison["rows"]
+    assert row["verdict"] == "regressed", (row, output[-2000:])
+    assert row["ratio"] < 0.85
+    assert code == 1
+    # The throttle really reached QEMU: the new side's drive options carry it.
+    session = next(p for p in (workspace / "slow" / "results").iterdir() if p.is_dir())
+    new_run = json.loads((session / "new" / "run.json").read_text())
+    assert f"throttling.iops-total={limit}" in ",".join(new_run["cells"][0]["qemu_drive"])
