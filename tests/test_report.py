@@ -7,8 +7,8 @@ from pathlib import Path
 from conftest import make_cell, make_rep, make_run
 from iomatrix import fio
 from iomatrix.cpustat import CpuUsage
-from iomatrix.report import HEADER, format_table, run_table, table_rows
-from iomatrix.results import Applied, CellResult, RunRecord
+from iomatrix.report import HEADER, format_table, noisy_metrics, run_table, table_rows
+from iomatrix.results import Applied, CellResult, MetricSummary, RunRecord
 
 GROUPED_FIO = Path(__file__).parent / "data" / "fio" / "three-groups-grouped-host.json"
 
@@ -100,7 +100,9 @@ def test_ok_cell_sums_directions_and_takes_worst_p99() -> None:
         "ok",
     ]
     # Medians: write 2000 + read 600 IOPS; 7.8 + 2.3 MiB/s; p99 max(200, 275); usr 15, sys 25.
-    assert row[7:] == ["2,600", "10.1", "275", "15.0", "25.0", ""]
+    assert row[7:12] == ["2,600", "10.1", "275", "15.0", "25.0"]
+    # The synthetic repetitions vary widely, so the cell is marked noisy, worst metric first.
+    assert row[12] == "noisy: read_lat_p99_us CoV 116%, write_iops CoV 71%"
 
 
 def test_failed_cell_shows_the_first_line_of_its_reason() -> None:
@@ -168,3 +170,13 @@ def test_run_table() -> None:
     assert len(lines) == 8
     assert lines[5].split()[7] == "2,600"
     assert "mount options not applied: nobarrier,foo" in lines[7]
+
+
+def test_a_cell_whose_repetitions_vary_too_much_is_marked_noisy() -> None:
+    summary = {
+        "write_iops": MetricSummary(values=(100.0, 130.0, 70.0), median=100.0, cov=0.3),
+        "write_lat_p99_us": MetricSummary(values=(10.0, 10.5, 9.5), median=10.0, cov=0.05),
+        "cpu_iowait_pct": MetricSummary(values=(1.0, 5.0), median=3.0, cov=0.9),
+    }
+    # iowait is informational: its variation does not make the cell noisy.
+    assert noisy_metrics(summary) == [("write_iops", 0.3)]

@@ -31,6 +31,23 @@ def _headline(summary: Mapping[str, MetricSummary]) -> dict[str, float | None]:
     }
 
 
+# Above this coefficient of variation a median is too unsteady to judge a change of a few percent
+# (the comparison's own default for "noisy" is the same).
+NOISY_COV = 0.10
+
+
+def noisy_metrics(summary: Mapping[str, MetricSummary]) -> list[tuple[str, float]]:
+    """Throughput and latency metrics whose repetitions vary more than NOISY_COV, worst first."""
+    out = [
+        (name, s.cov)
+        for name, s in summary.items()
+        if s.cov is not None
+        and s.cov > NOISY_COV
+        and name.endswith(("_iops", "_bw_mib_s", "_lat_p99_us", "_lat_mean_us"))
+    ]
+    return sorted(out, key=lambda item: -item[1])
+
+
 def _fmt(value: float | None, digits: int = 0) -> str:
     if value is None:
         return "-"
@@ -47,6 +64,8 @@ def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
             note = result.reason.splitlines()[0][:70]
         elif result.applied is not None and result.applied.missing_mount_options:
             note = "mount options not applied: " + ",".join(result.applied.missing_mount_options)
+        elif noisy := noisy_metrics(result.summary()):
+            note = "noisy: " + ", ".join(f"{n} CoV {100 * c:.0f}%" for n, c in noisy[:2])
         rows.append(
             [
                 cell.kernel,
