@@ -19,6 +19,9 @@ declare -A NEEDED=(
   [dpkg-deb]=dpkg
   [apt-get]=apt
   [pkill]=procps
+  # virtme-ng reads a kernel image's version with file and strings
+  [file]=file
+  [strings]=binutils
 )
 missing=()
 for cmd in "${!NEEDED[@]}"; do

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# The runner container (images/runner/Dockerfile): docker where a Docker engine answers, else podman.
+#
+#   tools/container.sh engine       print the engine that will be used (docker or podman)
+#   tools/container.sh install      install podman, runc, catatonit and mmdebstrap if missing
+#                                   (apt, root only; otherwise print the command and fail)
+#   tools/container.sh build        build the image; where the base image cannot be pulled, bootstrap
+#                                   it from Debian packages (tools/bootstrap-base-image.sh)
+#   tools/container.sh ensure       build the image only if it does not exist yet
+#   tools/container.sh run CMD...   run CMD in the image: the repository mounted at /iomatrix, the
+#                                   kernel cache (~/.cache/iomatrix or $IOMATRIX_CACHE) at
+#                                   /root/.cache/iomatrix, /dev/kvm passed through when this user can
+#                                   open it (the harness still probes it and falls back to TCG)
+#
+# Environment: IOMATRIX_IMAGE (default iomatrix-runner:latest), CONTAINER_ENGINE (docker|podman,
+# default: detect), CONTAINER_ARGS (extra run options, split on spaces, e.g. "-v /data:/data"),
+# IOMATRIX_SHM_SIZE (the container's /dev/shm, for ram-backed disks; default 4g).
+# Podman runs as `podman --runtime runc --cgroup-manager cgroupfs`, the combination that works on
+# hosts without systemd or a writable cgroup v2 (see docs/DESIGN.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+IMAGE=${IOMATRIX_IMAGE:-iomatrix-runner:latest}
+DOCKERFILE=images/runner/Dockerfile
+PODMAN=(podman --runtime runc --cgroup-manager cgroupfs)
+# The base image, as the Dockerfile's first FROM names it.
+BASE=$(awk 'toupper($1) == "FROM" { print $2; exit }' "$DOCKERFILE")
+
+say() { echo "iomatrix: $*" >&2; }
+
+engine() {
+  if [ -n "${CONTAINER_ENGINE:-}" ]; then
+    echo "$CONTAINER_ENGINE"
+  elif command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
+    echo docker
+  else
+    echo podman
+  fi
+}
+
+# The engine's command as an array: ENGINE_CMD.
+set_engine() {
+  case "$(engine)" in
+    docker) ENGINE_CMD=(docker) ;;
+    podman) ENGINE_CMD=("${PODMAN[@]}") ;;
+    *) say "CONTAINER_ENGINE must be docker or podman, not $(engine)"; exit 2 ;;
+  esac
+}
+
+cmd_install() {
+  if [ "$(engine)" = docker ]; then
+    return 0
+  fi
+  local missing=()
+  command -v podman >/dev/null 2>&1 || missing+=(podman)
+  command -v runc >/dev/null 2>&1 || missing+=(runc)
+  command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
+  # `run --init` (signals reach make, not an init-less PID 1) needs podman's catatonit.
+  [ -x /usr/libexec/podman/catatonit ] || [ -x /usr/bin/catatonit ] || missing+=(catatonit)
+  if [ ${#missing[@]} -eq 0 ]; then
+    return 0
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    say "missing container tools: ${missing[*]}"
+    say "install them with: sudo apt-get install --no-install-recommends ${missing[*]}"
+    exit 1
+  fi
+  say "installing container tools: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# docker.io/library/<name> for a bare Docker Hub name, as docker itself resolves it.
+qualified() {
+  case "$1" in
+    */*) echo "$1" ;;
+    *) echo "docker.io/library/$1" ;;
+  esac
+}
+
+ensure_base_podman() {
+  local full
+  full=$(qualified "$BASE")
+  if "${PODMAN[@]}" image exists "$full" || "${PODMAN[@]}" image exists "$BASE"; then
+    return 0
+  fi
+  say "base image $BASE is not here; trying to pull $full"
+  if [ "${IOMATRIX_NO_PULL:-}" != 1 ] && timeout 120 "${PODMAN[@]}" pull -q "$full" >/dev/null; then
+    return 0
+  fi
+  say "cannot pull $full; bootstrapping it from Debian packages"
+  bash tools/bootstrap-base-image.sh "$BASE"
+}
+
+# The build context: the repository's tracked and not-ignored files (no .venv, results, caches
+# or .tools), mtimes kept, so the layer cache sees only real changes.
+stage_context() {
+  local ctx=$1
+  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z --cached --others --exclude-standard \
+      | tar --null --files-from=- --ignore-failed-read --warning=no-failed-read -cf - \
+      | tar -xf - -C "$ctx"
+  else
+    tar --exclude=./.venv --exclude=./.tools --exclude=./.stamps --exclude=./results \
+      --exclude=./.git --exclude='*cache*' -cf - . | tar -xf - -C "$ctx"
+  fi
+}
+
+cmd_build() {
+  set_engine
+  local start secret=()
+  # A CA bundle the host's pip is told to trust (a TLS-intercepting proxy's): lent to the build.
+  local bundle=${PIP_CERT:-${SSL_CERT_FILE:-}}
+  if [ -n "$bundle" ] && [ -s "$bundle" ]; then
+    secret=(--secret "id=ca-bundle,src=$bundle")
+  fi
+  CONTEXT=$(mktemp -d "${TMPDIR:-/tmp}/iomatrix-image.XXXXXX")
+  trap 'rm -rf "$CONTEXT"' EXIT
+  stage_context "$CONTEXT"
+  start=$(date +%s)
+  if [ "${ENGINE_CMD[0]}" = docker ]; then
+    docker build "${secret[@]}" -t "$IMAGE" -f "$DOCKERFILE" "$CONTEXT"
+  else
+    ensure_base_podman
+    "${PODMAN[@]}" build --pull=never --network=host --layers "${secret[@]}" \
+      -t "$IMAGE" -f "$DOCKERFILE" "$CONTEXT"
+  fi
+  say "image $IMAGE built with ${ENGINE_CMD[0]} in $(( $(date +%s) - start )) s"
+}
+
+cmd_ensure() {
+  set_engine
+  if "${ENGINE_CMD[@]}" image inspect "$IMAGE" >/dev/null 2>&1; then
+    return 0
+  fi
+  cmd_build
+}
+
+cmd_run() {
+  set_engine
+  local cache=${IOMATRIX_CACHE:-$HOME/.cache/iomatrix}
+  mkdir -p "$cache"
+  local args=(run --rm --init --network=host
+    -v "$PWD:/iomatrix" -w /iomatrix
+    -v "$cache:/root/.cache/iomatrix"
+    # The host's name, so the cached KVM-or-TCG verdict (keyed by host name, CPU and kernel)
+    # in the shared cache applies inside too, instead of a new probe per container.
+    --hostname "$(hostname)"
+    --shm-size "${IOMATRIX_SHM_SIZE:-4g}")
+  if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+    args+=(--device /dev/kvm)
+  else
+    say "no usable /dev/kvm for $(id -un): the container runs its VMs under TCG"
+  fi
+  if [ "${ENGINE_CMD[0]}" = podman ]; then
+    # Podman asks for a million open files and more processes than a host without
+    # CAP_SYS_RESOURCE lets it raise to (its conmon keeps 32768 processes): ask for what we have.
+    local nofile nproc
+    nofile=$(ulimit -Hn)
+    nproc=$(ulimit -Hu)
+    if [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ]; then
+      nproc=32768
+    fi
+    args+=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
+  fi
+  if [ -t 0 ] && [ -t 1 ]; then
+    args+=(-it)
+  fi
+  local var
+  for var in IOMATRIX_ACCEL IOMATRIX_DEBIAN_MIRROR REQUIRE_KVM CI GITHUB_ACTIONS; do
+    if [ -n "${!var:-}" ]; then
+      args+=(-e "$var")
+    fi
+  done
+  if [ -n "${CONTAINER_ARGS:-}" ]; then
+    # shellcheck disable=SC2206 # extra options are split on spaces on purpose
+    args+=(${CONTAINER_ARGS})
+  fi
+  exec "${ENGINE_CMD[@]}" "${args[@]}" "$IMAGE" "$@"
+}
+
+case "${1:-}" in
+  engine) engine ;;
+  install) cmd_install ;;
+  build) cmd_build ;;
+  ensure) cmd_ensure ;;
+  run) shift; [ $# -gt 0 ] || { say "usage: tools/container.sh run CMD..."; exit 2; }; cmd_run "$@" ;;
+  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
