@@ -1,29 +1,68 @@
 # iomatrix: `make run` runs the default matrix end to end; `make test` runs the whole test suite.
 # Both install what they need first: missing host packages (apt, when root), a virtualenv with the
 # pinned Python dependencies, and the default kernel (into ~/.cache/iomatrix, not /boot).
+# IN_CONTAINER=1 runs run, test and nightly inside the runner image instead (make image).
 
 PYTHON ?= python3
-VENV := .venv
+# The runner image sets VENV and STAMPS to its own, outside the mounted repository.
+VENV ?= .venv
 BIN := $(VENV)/bin
 MATRIX ?= matrix/quick.yaml
+NIGHTLY_MATRIX ?= matrix/nightly.yaml
 DEFAULT_KERNEL ?= debian:bookworm
 SHARD ?=
+RESULTS ?= results
 PYTEST_ARGS ?=
-STAMPS := .stamps
+STAMPS ?= .stamps
+IN_CONTAINER ?=
 
-.PHONY: run test setup host-packages venv kernel lint typecheck unit expand validate bench clean help
+# actionlint, built from source into the project (Go module proxy), static so the image can use it.
+ACTIONLINT_VERSION := v1.7.7
+ACTIONLINT_DIR := .tools/actionlint-$(ACTIONLINT_VERSION)
+ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
+
+.PHONY: run test setup host-packages venv kernel lint actionlint typecheck unit expand validate \
+	bench clean help image container-tools container-image nightly
 
 help:
 	@echo "make run [MATRIX=matrix/quick.yaml] [SHARD=i/N]  run a matrix in VMs, print the results"
 	@echo "make test                                        lint, type-check and run every test"
+	@echo "make nightly SHARD=i/N                           exactly what nightly CI shard i of N runs"
+	@echo "make image                                       build the runner image (docker or podman)"
+	@echo "make run|test|nightly IN_CONTAINER=1             the same, inside the runner image"
 	@echo "make validate|expand [MATRIX=...]                check a matrix / list its cells"
 	@echo "make bench                                       archive index vs reading run.json files"
 	@echo "make setup                                       only install what run and test need"
 
+ifeq ($(IN_CONTAINER),1)
+# The same targets inside the runner image: the repository mounted at /iomatrix, the kernel cache
+# as a volume, /dev/kvm when it opens (tools/container.sh). The image is built when missing.
+CONTAINER_MAKE = bash tools/container.sh run make $@ MATRIX='$(MATRIX)' \
+	NIGHTLY_MATRIX='$(NIGHTLY_MATRIX)' SHARD='$(SHARD)' RESULTS='$(RESULTS)' \
+	DEFAULT_KERNEL='$(DEFAULT_KERNEL)' PYTEST_ARGS='$(PYTEST_ARGS)'
+
+run nightly: container-image
+	$(CONTAINER_MAKE)
+
+# actionlint is built on the host (it needs Go, which the image does not have) and used inside.
+test: container-image $(ACTIONLINT)
+	$(CONTAINER_MAKE)
+else
 run: setup
-	$(BIN)/iomatrix run $(MATRIX) $(if $(SHARD),--shard $(SHARD))
+	$(BIN)/iomatrix run $(MATRIX) $(if $(SHARD),--shard $(SHARD)) --results $(RESULTS)
 
 test: setup lint typecheck unit
+
+# Exactly what one shard of the nightly workflow runs (.github/workflows/nightly.yml runs
+# `make nightly SHARD=i/N IN_CONTAINER=1`): check the matrix, the accelerator (REQUIRE_KVM=1 fails
+# under TCG; under KVM the guest clocksource must be kvm-clock), then run the shard.
+nightly: setup
+	@test -n "$(SHARD)" || { echo "make nightly needs SHARD=I/N;" \
+		"iomatrix expand $(NIGHTLY_MATRIX) --shards N lists them" >&2; exit 2; }
+	$(BIN)/iomatrix validate $(NIGHTLY_MATRIX)
+	BIN=$(BIN) DEFAULT_KERNEL=$(DEFAULT_KERNEL) bash tools/check-accel.sh
+	$(BIN)/iomatrix run $(NIGHTLY_MATRIX) --shard $(SHARD) --results $(RESULTS) --no-progress
+endif
 
 setup: host-packages venv kernel
 
@@ -43,9 +82,22 @@ $(STAMPS)/venv: requirements.lock pyproject.toml
 kernel: venv
 	$(BIN)/iomatrix kernels fetch $(DEFAULT_KERNEL)
 
-lint: venv
+lint: venv actionlint
 	$(BIN)/ruff check harness tests
 	$(BIN)/ruff format --check harness tests
+
+# Workflows: a broken one fails `make test` here, not first on GitHub. actionlint runs shellcheck
+# on their scripts when shellcheck is installed (it is on GitHub's runners and in the image).
+actionlint: $(ACTIONLINT)
+	$(ACTIONLINT) -no-color
+$(ACTIONLINT):
+	@command -v go >/dev/null 2>&1 || { echo "iomatrix: actionlint is built with Go, which is" \
+		"not installed: install Go >= 1.22 (go.dev/dl or your distribution), or build it with" \
+		"GOBIN=$(abspath $(ACTIONLINT_DIR)) go install" \
+		"github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)" >&2; exit 1; }
+	CGO_ENABLED=0 GOFLAGS=-modcacherw GOPATH=$(abspath .tools/go) GOCACHE=$(abspath .tools/go-cache) \
+		GOBIN=$(abspath $(ACTIONLINT_DIR)) \
+		go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 
 typecheck: venv
 	$(BIN)/mypy
@@ -62,6 +114,17 @@ expand: venv
 # History queries through the archive index vs loading run.json files (about a minute).
 bench: venv
 	$(BIN)/python benchmarks/bench_archive.py
+
+# The runner image (images/runner/Dockerfile): docker where a Docker engine answers, else podman,
+# which this target installs when root (with runc and mmdebstrap for an offline base image).
+image: container-tools
+	bash tools/container.sh build
+
+container-tools:
+	@bash tools/container.sh install
+
+container-image: container-tools
+	@bash tools/container.sh ensure
 
 clean:
 	rm -rf $(VENV) $(STAMPS) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The nightly's last step: merge the shard runs, archive the merged run on the results branch (the
+# long-term history; workflow artifacts expire), find change points over that history and write
+# a Markdown report. The nightly workflow's merge job runs exactly this; so does tests/test_nightly.py
+# against a throw-away repository.
+#
+#   tools/nightly-archive.sh --shards DIR --matrix FILE --report FILE
+#                            [--repo DIR] [--branch results] [--push] [--work DIR]
+#
+# --shards   a folder holding the shard run folders (the downloaded artifacts, side by side)
+# --matrix   the matrix file the shards ran: the cells that should be there (missing-cell accounting)
+# --report   the Markdown report to write (the workflow appends it to the job summary)
+# --repo     the git checkout that owns the results branch (default: this one)
+# --branch   the branch holding the archive (default: results); created (orphan) when missing.
+#            Its layout: runs/<run-id>/ (ordinary run folders, merged runs only); the index
+#            (runs/index.sqlite) is rebuilt from them and not committed.
+# --push     push the branch to origin after committing
+# --work     scratch folder (default: a temporary one, removed afterwards)
+#
+# Exit status: 0 all cells ran; 1 cells are missing (or the push failed), the report says which;
+# 2 nothing to merge or the merge was refused. The report is written in every case.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-${VENV:-$root/.venv}/bin}
+IOMATRIX=$BIN/iomatrix
+
+shards='' matrix='' report='' repo=. branch=results push='' work=''
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --shards) shards=$2; shift 2 ;;
+    --matrix) matrix=$2; shift 2 ;;
+    --report) report=$2; shift 2 ;;
+    --repo) repo=$2; shift 2 ;;
+    --branch) branch=$2; shift 2 ;;
+    --push) push=1; shift ;;
+    --work) work=$2; shift 2 ;;
+    *) echo "iomatrix: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
+  esac
+done
+if [ -z "$shards" ] || [ -z "$matrix" ] || [ -z "$report" ]; then
+  echo "iomatrix: --shards, --matrix and --report are required (see the top of $0)" >&2
+  exit 2
+fi
+if [ -z "$work" ]; then
+  work=$(mktemp -d "${TMPDIR:-/tmp}/iomatrix-nightly.XXXXXX")
+  trap 'git -C "$repo" worktree remove --force "$work/archive" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+fi
+mkdir -p "$work" "$(dirname "$report")"
+report=$(realpath "$report")
+: >"$report"
+md() { printf '%s\n' "$@" >>"$report"; }
+fence() { md '```'; cat "$1" >>"$report"; md '```'; }
+status=0
+
+# --- merge ---------------------------------------------------------------------------------------
+mapfile -t runs < <(find "$shards" -mindepth 2 -maxdepth 2 -name run.json -printf '%h\n' 2>/dev/null | sort)
+md "# Nightly: $(basename "$matrix")" ""
+if [ ${#runs[@]} -eq 0 ]; then
+  md "No shard run folders in \`$shards\`: every shard failed before it could run a cell."
+  exit 2
+fi
+set +e
+"$IOMATRIX" merge "${runs[@]}" --matrix "$matrix" --results "$work/merged" >"$work/merge.txt" 2>&1
+merge_status=$?
+set -e
+cat "$work/merge.txt"
+if [ $merge_status -ge 2 ]; then
+  md "The merge of ${#runs[@]} shard run(s) was refused:" ""
+  fence "$work/merge.txt"
+  exit 2
+fi
+run_id=$(find "$work/merged" -mindepth 1 -maxdepth 1 -type d ! -name '.*' -printf '%f\n')
+merged="$work/merged/$run_id"
+read -r matrix_name counts < <("$BIN/python" - "$merged/run.json" <<'EOF'
+import collections, json, sys
+run = json.load(open(sys.argv[1]))
+counts = collections.Counter(c["result"]["status"] for c in run["cells"])
+print(run["matrix_name"], ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+EOF
+)
+md "Run \`$run_id\`, merged from ${#runs[@]} shard run(s): **$counts**." ""
+if [ $merge_status -eq 1 ]; then
+  status=1
+  md "## Missing cells" "" "No shard reported these cells (a shard job failed or was cancelled):" ""
+  fence "$work/merge.txt"
+fi
+
+# --- archive on the results branch -------------------------------------------------------------
+git -C "$repo" fetch --quiet origin "$branch" 2>/dev/null || true
+archive="$work/archive"
+if git -C "$repo" rev-parse --verify --quiet "refs/remotes/origin/$branch" >/dev/null; then
+  git -C "$repo" worktree add --quiet --detach "$archive" "refs/remotes/origin/$branch"
+elif git -C "$repo" rev-parse --verify --quiet "refs/heads/$branch" >/dev/null; then
+  git -C "$repo" worktree add --quiet --detach "$archive" "refs/heads/$branch"
+else
+  git -C "$repo" worktree add --quiet --detach "$archive" HEAD
+  git -C "$archive" checkout --quiet --orphan "$branch"
+  git -C "$archive" rm -r --quiet --cached --ignore-unmatch . >/dev/null
+  git -C "$archive" clean -fdxq
+  printf '%s\n' "# iomatrix results" "" \
+    "The nightly runs of this repository's matrices, one merged run folder per night under" \
+    "runs/ (iomatrix history|trend|compare --results runs). Written by tools/nightly-archive.sh." \
+    >"$archive/README.md"
+  printf '%s\n' "runs/index.sqlite*" "runs/.*" >"$archive/.gitignore"
+fi
+mkdir -p "$archive/runs"
+# The previous night of this matrix, before this one is added: the newest archived run of it.
+previous=$("$BIN/python" - "$archive/runs" "$matrix_name" <<'EOF'
+import json, pathlib, sys
+found = []
+for run_json in pathlib.Path(sys.argv[1]).glob("*/run.json"):
+    try:
+        run = json.loads(run_json.read_text())
+    except (OSError, ValueError):
+        continue
+    if run.get("matrix_name") == sys.argv[2]:
+        found.append((run.get("created_at", ""), run_json.parent.name))
+print(max(found)[1] if found else "")
+EOF
+)
+cp -a "$merged" "$archive/runs/$run_id"
+git -C "$archive" add --all
+git -C "$archive" -c user.name="${GIT_AUTHOR_NAME:-iomatrix nightly}" \
+  -c user.email="${GIT_AUTHOR_EMAIL:-iomatrix-nightly@users.noreply.github.com}" \
+  commit --quiet -m "nightly $matrix_name $run_id: $counts"
+if [ -n "$push" ]; then
+  if git -C "$archive" push --quiet origin "HEAD:refs/heads/$branch"; then
+    md "Archived on branch \`$branch\` as \`runs/$run_id\` ($(git -C "$archive" rev-parse --short HEAD))." ""
+  else
+    status=1
+    md "**Pushing the archive to branch \`$branch\` failed**; the merged run is in this job's artifacts." ""
+  fi
+else
+  git -C "$archive" branch --quiet -f "$branch" HEAD
+  md "Archived on local branch \`$branch\` as \`runs/$run_id\`." ""
+fi
+
+# --- trend over the archive and the comparison with the previous night ---------------------------
+md "## Change points over the archived history" ""
+"$IOMATRIX" trend --results "$archive/runs" --matrix "$matrix_name" >"$work/trend.txt" 2>&1 || true
+fence "$work/trend.txt"
+md "" "## Compared with the previous night" ""
+if [ -z "$previous" ]; then
+  md "No earlier night of \`$matrix_name\` in the archive."
+else
+  set +e
+  "$IOMATRIX" compare "$archive/runs/$previous" "$archive/runs/$run_id" --format markdown \
+    --output "$work/compare.md" >"$work/compare.txt" 2>&1
+  compare_status=$?
+  set -e
+  md "Against \`$previous\` (informational: one night is no baseline; the change points above are" \
+    "judged on whole segments of nights)." ""
+  if [ -s "$work/compare.md" ]; then
+    cat "$work/compare.md" >>"$report"
+  else
+    fence "$work/compare.txt"
+  fi
+  [ $compare_status -le 1 ] || md "" "(compare exited $compare_status)"
+fi
+md "" "<details><summary>All cells</summary>" "" '```'
+"$IOMATRIX" show "$archive/runs/$run_id" >>"$report" 2>&1 || true
+md '```' "" "</details>"
+echo "iomatrix: report written to $report"
+exit $status
