@@ -534,7 +534,8 @@ def _execute(session: _Session, groups: Sequence[BootGroup], sides: Sequence[_Si
     mark them interrupted (KeyboardInterrupt is re-raised) and always remove the scratch disks."""
     by_dir = {str(side.run_dir): side for side in sides}
     all_cells = [c for side in sides for c in side.cells]
-    interrupted = False
+    # Kept to re-raise the very exception: the CLI tells SIGTERM (exit 143) from Ctrl-C (130).
+    interrupted: KeyboardInterrupt | None = None
     try:
         with (
             Progress(
@@ -549,14 +550,14 @@ def _execute(session: _Session, groups: Sequence[BootGroup], sides: Sequence[_Si
         ):
             for group in groups:
                 _run_group(session, group, by_dir)
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as exc:
+        interrupted = exc
     finally:
         shutil.rmtree(session.scratch, ignore_errors=True)
         for side in sides:
             side.write("interrupted" if interrupted else "complete")
-    if interrupted:
-        raise KeyboardInterrupt
+    if interrupted is not None:
+        raise interrupted
 
 
 def _run_group(session: _Session, group: BootGroup, by_dir: dict[str, _Side]) -> None:
