@@ -47,6 +47,14 @@ class Step(Record):
         return device_key(self.cell.device)
 
 
+def unique_cells(steps: Sequence[Step]) -> tuple[Cell, ...]:
+    """Each (run folder, cell) once, in the order of its first step."""
+    seen: dict[tuple[str, str], Cell] = {}
+    for step in steps:
+        seen.setdefault((step.run_dir, step.cell.id), step.cell)
+    return tuple(seen.values())
+
+
 class BootPlan(Record):
     format: int = PLAN_FORMAT
     boot_id: str
@@ -59,11 +67,7 @@ class BootPlan(Record):
 
     @property
     def cells(self) -> tuple[Cell, ...]:
-        """Each cell once, in the order of its first step."""
-        seen: dict[tuple[str, str], Cell] = {}
-        for step in self.steps:
-            seen.setdefault((step.run_dir, step.cell.id), step.cell)
-        return tuple(seen.values())
+        return unique_cells(self.steps)
 
 
 class BootGroup(Record):
@@ -75,10 +79,7 @@ class BootGroup(Record):
 
     @property
     def cells(self) -> tuple[Cell, ...]:
-        seen: dict[tuple[str, str], Cell] = {}
-        for step in self.steps:
-            seen.setdefault((step.run_dir, step.cell.id), step.cell)
-        return tuple(seen.values())
+        return unique_cells(self.steps)
 
     @property
     def devices(self) -> tuple[DeviceProfile, ...]:
