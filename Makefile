@@ -22,7 +22,7 @@ ACTIONLINT_DIR := .tools/actionlint-$(ACTIONLINT_VERSION)
 ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
 
 .PHONY: run test setup host-packages venv kernel lint actionlint typecheck unit expand validate \
-	bench clean help image container-tools container-image nightly
+	bench clean help image container-tools container-image nightly nightly-shard
 
 help:
 	@echo "make run [MATRIX=matrix/quick.yaml] [SHARD=i/N]  run a matrix in VMs, print the results"
@@ -41,7 +41,10 @@ CONTAINER_MAKE = bash tools/container.sh run make $@ MATRIX='$(MATRIX)' \
 	NIGHTLY_MATRIX='$(NIGHTLY_MATRIX)' SHARD='$(SHARD)' RESULTS='$(RESULTS)' \
 	DEFAULT_KERNEL='$(DEFAULT_KERNEL)' PYTEST_ARGS='$(PYTEST_ARGS)'
 
-run nightly: container-image
+run: container-image
+	$(CONTAINER_MAKE)
+
+nightly: nightly-shard container-image
 	$(CONTAINER_MAKE)
 
 # actionlint is built on the host (it needs Go, which the image does not have) and used inside.
@@ -56,9 +59,7 @@ test: setup lint typecheck unit
 # Exactly what one shard of the nightly workflow runs (.github/workflows/nightly.yml runs
 # `make nightly SHARD=i/N IN_CONTAINER=1`): check the matrix, the accelerator (REQUIRE_KVM=1 fails
 # under TCG; under KVM the guest clocksource must be kvm-clock), then run the shard.
-nightly: setup
-	@test -n "$(SHARD)" || { echo "make nightly needs SHARD=I/N;" \
-		"iomatrix expand $(NIGHTLY_MATRIX) --shards N lists them" >&2; exit 2; }
+nightly: nightly-shard setup
 	$(BIN)/iomatrix validate $(NIGHTLY_MATRIX)
 	BIN=$(BIN) DEFAULT_KERNEL=$(DEFAULT_KERNEL) bash tools/check-accel.sh
 	$(BIN)/iomatrix run $(NIGHTLY_MATRIX) --shard $(SHARD) --results $(RESULTS) --no-progress
@@ -114,6 +115,10 @@ expand: venv
 # History queries through the archive index vs loading run.json files (about a minute).
 bench: venv
 	$(BIN)/python benchmarks/bench_archive.py
+
+nightly-shard:
+	@test -n "$(SHARD)" || { echo "make nightly needs SHARD=I/N;" \
+		"iomatrix expand $(NIGHTLY_MATRIX) --shards N lists them" >&2; exit 2; }
 
 # The runner image (images/runner/Dockerfile): docker where a Docker engine answers, else podman,
 # which this target installs when root (with runc and mmdebstrap for an offline base image).

@@ -7,6 +7,8 @@
 #   tools/container.sh build        build the image; where the base image cannot be pulled, bootstrap
 #                                   it from Debian packages (tools/bootstrap-base-image.sh)
 #   tools/container.sh ensure       build the image only if it does not exist yet
+#   tools/container.sh probe        exit 0 when the engine can run a container here (podman: a
+#                                   static busybox as the root filesystem, no image needed)
 #   tools/container.sh run CMD...   run CMD in the image: the repository mounted at /iomatrix, the
 #                                   kernel cache (~/.cache/iomatrix or $IOMATRIX_CACHE) at
 #                                   /root/.cache/iomatrix, /dev/kvm passed through when this user can
@@ -137,8 +139,47 @@ cmd_ensure() {
   cmd_build
 }
 
+# Podman asks for a million open files and more processes than a host without CAP_SYS_RESOURCE
+# lets it raise to (its conmon keeps 32768 processes), and then fails to start the container:
+# ask for what we have.
+podman_limits() {
+  local nofile nproc
+  nofile=$(ulimit -Hn)
+  nproc=$(ulimit -Hu)
+  if [ "$nofile" = unlimited ]; then
+    nofile=1048576
+  fi
+  if [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ]; then
+    nproc=32768
+  fi
+  PODMAN_LIMITS=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
+}
+
+cmd_probe() {
+  set_engine
+  if [ "${ENGINE_CMD[0]}" = docker ]; then
+    docker info >/dev/null
+    return
+  fi
+  command -v podman >/dev/null 2>&1 || { say "podman is not installed"; exit 1; }
+  local busybox
+  busybox=$(command -v busybox || true)
+  if [ -z "$busybox" ] || ! file -L "$busybox" | grep -q 'statically linked'; then
+    say "the probe needs a static busybox (Debian: busybox-static)"
+    exit 1
+  fi
+  podman_limits
+  CONTEXT=$(mktemp -d "${TMPDIR:-/tmp}/iomatrix-probe.XXXXXX")
+  trap 'rm -rf "$CONTEXT"' EXIT
+  mkdir -p "$CONTEXT/bin"
+  cp "$busybox" "$CONTEXT/bin/busybox"
+  "${PODMAN[@]}" run --rm --network=host "${PODMAN_LIMITS[@]}" --rootfs "$CONTEXT" \
+    /bin/busybox true
+}
+
 cmd_run() {
   set_engine
+  podman_limits
   local cache=${IOMATRIX_CACHE:-$HOME/.cache/iomatrix}
   mkdir -p "$cache"
   local args=(run --rm --init --network=host
@@ -154,15 +195,7 @@ cmd_run() {
     say "no usable /dev/kvm for $(id -un): the container runs its VMs under TCG"
   fi
   if [ "${ENGINE_CMD[0]}" = podman ]; then
-    # Podman asks for a million open files and more processes than a host without
-    # CAP_SYS_RESOURCE lets it raise to (its conmon keeps 32768 processes): ask for what we have.
-    local nofile nproc
-    nofile=$(ulimit -Hn)
-    nproc=$(ulimit -Hu)
-    if [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ]; then
-      nproc=32768
-    fi
-    args+=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
+    args+=("${PODMAN_LIMITS[@]}")
   fi
   if [ -t 0 ] && [ -t 1 ]; then
     args+=(-it)
@@ -185,6 +218,7 @@ case "${1:-}" in
   install) cmd_install ;;
   build) cmd_build ;;
   ensure) cmd_ensure ;;
+  probe) cmd_probe ;;
   run) shift; [ $# -gt 0 ] || { say "usage: tools/container.sh run CMD..."; exit 2; }; cmd_run "$@" ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

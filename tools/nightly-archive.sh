@@ -123,6 +123,8 @@ git -C "$archive" add --all
 git -C "$archive" -c user.name="${GIT_AUTHOR_NAME:-iomatrix nightly}" \
   -c user.email="${GIT_AUTHOR_EMAIL:-iomatrix-nightly@users.noreply.github.com}" \
   commit --quiet -m "nightly $matrix_name $run_id: $counts"
+# Off any branch (a new one is checked out here), so the branch can be moved to the commit.
+git -C "$archive" checkout --quiet --detach
 if [ -n "$push" ]; then
   if git -C "$archive" push --quiet origin "HEAD:refs/heads/$branch"; then
     md "Archived on branch \`$branch\` as \`runs/$run_id\` ($(git -C "$archive" rev-parse --short HEAD))." ""

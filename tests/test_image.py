@@ -1,0 +1,146 @@
+"""The runner image: `make image` builds it (docker, or podman with an offline base image) and
+`make run IN_CONTAINER=1` runs a cell in it, booting a VM inside the container.
+
+Skipped only when this machine cannot run containers at all: inside a container, or when podman is
+missing and cannot be installed (not root), or when it cannot start even a busybox container.
+The kernel comes from the host's cache, mounted as a volume: nothing is downloaded inside.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from iomatrix import kernels
+from iomatrix.results import load_run
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = [pytest.mark.image, pytest.mark.vm]
+
+TINY_FIO = """\
+; A 2 s random write: enough to prove fio ran inside the guest inside the container.
+[global]
+ioengine=libaio
+direct=1
+bs=4k
+iodepth=8
+size=32m
+time_based
+runtime=2
+
+[randwrite]
+rw=randwrite
+"""
+
+ONE_CELL = """\
+format: 1
+name: image-cell
+description: one quick cell, run in the runner image
+vm: {memory: 1GiB, cpus: 2}
+timeouts: {boot: 300, cell: 300}
+devices:
+  disk: {size: 256MiB, bus: virtio-blk, backing: file, cache: none, aio: native}
+matrix:
+  kernel: [debian:bookworm]
+  filesystem: [ext4]
+  scheduler: [mq-deadline]
+  device: [disk]
+  workload: [tiny]
+"""
+
+
+def sh(*argv: str, timeout_s: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        env={**os.environ, **env},
+    )
+
+
+def inside_a_container() -> bool:
+    # The runner image says so; podman marks every container. (/.dockerenv proves nothing: some
+    # machines are built from Docker images and keep it.)
+    return os.environ.get("IOMATRIX_RUNNER_IMAGE") == "1" or Path("/run/.containerenv").exists()
+
+
+@pytest.fixture(scope="module")
+def engine() -> str:
+    """docker or podman, able to run containers here; otherwise the test is skipped, saying why."""
+    if inside_a_container():
+        pytest.skip("running inside a container: the image test builds and runs containers itself")
+    name = sh("bash", "tools/container.sh", "engine").stdout.strip()
+    if name == "podman":
+        # Installs podman, runc, catatonit and mmdebstrap when root; fails (and says how) if not.
+        tools = sh("make", "--no-print-directory", "container-tools", timeout_s=900)
+        if tools.returncode != 0:
+            pytest.skip(f"podman is missing and cannot be installed here: {tools.stderr.strip()}")
+    probe = sh("bash", "tools/container.sh", "probe", timeout_s=300)
+    if probe.returncode != 0:
+        pytest.skip(f"{name} cannot run containers on this machine: {probe.stderr.strip()[-2000:]}")
+    return name
+
+
+def kernel_cache_state() -> dict[str, int]:
+    root = kernels.cache_root() / "kernels"
+    return {
+        str(p.relative_to(root)): p.stat().st_mtime_ns
+        for p in root.glob("*/boot/vmlinuz-*")
+        if p.is_file()
+    }
+
+
+def test_the_image_builds_and_runs_a_cell_in_a_vm_inside_it(engine: str, tmp_path: Path) -> None:
+    started = time.monotonic()
+    build = sh("make", "--no-print-directory", "image", timeout_s=3600)
+    build_s = time.monotonic() - started
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    assert f"built with {engine}" in build.stderr
+
+    # The kernel is in the host's cache (and its suite resolved within the day), which the
+    # container gets as a volume: nothing is downloaded inside.
+    kernels.fetch("debian:bookworm")
+    before = kernel_cache_state()
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "tiny.fio").write_text(TINY_FIO)
+    (tmp_path / "one.yaml").write_text(ONE_CELL)
+    results = tmp_path / "results"
+
+    started = time.monotonic()
+    run = sh(
+        "make",
+        "--no-print-directory",
+        "run",
+        "IN_CONTAINER=1",
+        f"MATRIX={tmp_path / 'one.yaml'}",
+        f"RESULTS={results}",
+        f"CONTAINER_ARGS=-v {tmp_path}:{tmp_path}",
+        timeout_s=1200,
+    )
+    run_s = time.monotonic() - started
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+
+    folders = [p for p in results.iterdir() if (p / "run.json").exists()]
+    assert len(folders) == 1, folders
+    record = load_run(folders[0])
+    assert [e.result.status for e in record.cells] == ["ok"]
+    entry = record.cells[0]
+    assert entry.result.applied is not None
+    assert entry.result.applied.scheduler == "mq-deadline"
+    assert entry.result.repetitions[0].metrics["write_iops"] > 0
+    # The VM was booted by the image's virtme-ng, and the guest ran the mounted checkout's agent
+    # with the image's interpreter.
+    argv = record.boots[0].argv
+    assert argv[0] == "/opt/iomatrix/venv/bin/vng"
+    assert "PYTHONPATH=/iomatrix/harness /opt/iomatrix/venv/bin/python3" in argv[-1]
+    assert record.environment.accelerator in ("kvm", "tcg")
+    assert kernel_cache_state() == before, "a kernel was downloaded inside the container"
+    print(f"\nimage build ({engine}): {build_s:.0f} s; one cell in the container: {run_s:.0f} s")
