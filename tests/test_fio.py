@@ -184,11 +184,81 @@ def test_fio_argv() -> None:
     assert fio.fio_argv("/m/workloads/w.fio", "/mnt/test", "/r/cells/c/rep-0.fio.json") == [
         "fio",
         "--directory=/mnt/test",
-        "--output-format=json",
+        "--output-format=json+",
         "--output=/r/cells/c/rep-0.fio.json",
         "--group_reporting",
         "/m/workloads/w.fio",
     ]
+
+
+def test_fio_argv_bounds_are_defaults_before_the_job_file() -> None:
+    # Before the job file, so that they are defaults: what the job sets itself wins.
+    argv = fio.fio_argv("/w.fio", "/mnt", "/o.json", runtime_s=30, file_size_bytes=64 << 20)
+    assert argv[-3:] == ["--runtime=30", "--filesize=67108864", "/w.fio"]
+
+
+# --- json+ histograms, file engines, sizes --------------------------------------------------------
+
+META = DATA / "meta-files-host.json"  # matrix/workloads/meta-files.fio with 2000 files, on the host
+
+
+def test_file_engines_report_files_per_second() -> None:
+    data = fio.parse_file(META)
+    got = fio.metrics(data)
+    for job, verb in (("create", "create"), ("stat", "stat"), ("delete", "delete")):
+        # filesize = bs: one I/O per file, so files/s is fio's I/O rate of that phase.
+        read = next(j for j in raw(META)["jobs"] if j["jobname"] == job)["read"]
+        assert got[f"{job}.{verb}_files_per_s"] == pytest.approx(read["iops"])
+        assert read["total_ios"] == 2000
+    assert fio.total_ios(data) == 6000
+
+
+def test_files_per_second_divides_by_the_ios_each_file_takes() -> None:
+    data = copy.deepcopy(raw(META))
+    data["global options"]["filesize"] = "16k"  # four 4 KiB I/Os per file
+    got = fio.metrics(data)
+    create = data["jobs"][0]["read"]["iops"]
+    assert got["create.create_files_per_s"] == pytest.approx(create / 4)
+
+
+def test_plain_engines_have_no_files_per_second() -> None:
+    assert not any("files_per_s" in name for name in fio.metrics(fio.parse_file(GUEST)))
+
+
+def test_json_plus_histogram_gives_the_share_of_slow_ios() -> None:
+    data = copy.deepcopy(raw(META))
+    clat = data["jobs"][0]["read"]["clat_ns"]
+    # 2000 real samples, all fast; add 50 between 2 s and 10 s and 25 above 10 s.
+    clat["bins"]["3000000000"] = 50
+    clat["bins"]["12000000000"] = 25
+    got = fio.metrics(data)
+    assert got["create.read_slow_2s_pct"] == pytest.approx(100 * 75 / 2075)
+    assert got["create.read_slow_10s_pct"] == pytest.approx(100 * 25 / 2075)
+    assert got["stat.read_slow_2s_pct"] == 0.0
+
+
+def test_plain_json_has_no_slow_shares() -> None:
+    # Captured with --output-format=json: no histogram, so no share is made up.
+    assert not any("slow" in name for name in fio.metrics(fio.parse_file(GUEST)))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("4k", 4096),
+        ("10G", 10 << 30),
+        ("102404k", 102404 * 1024),
+        ("128m", 128 << 20),
+        ("2g", 2 << 30),
+        ("1MiB", 1 << 20),
+        ("512", 512),
+        ("50%", None),
+        ("", None),
+        ("1.5g", None),
+    ],
+)
+def test_fio_size(text: str, expected: int | None) -> None:
+    assert fio.fio_size(text) == expected
 
 
 def test_real_fio_run_parses(tmp_path: Path) -> None:

@@ -343,7 +343,11 @@ def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
             "devices.small.speed",
             "size, bus, backing, cache, aio, path, iops_limit, bw_limit",
         ),
-        (("workloads", "randwrite", "kind"), "workloads.randwrite.kind", "fio"),
+        (
+            ("workloads", "randwrite", "kind"),
+            "workloads.randwrite.kind",
+            "fio, max_runtime, max_file_size",
+        ),
         (
             ("matrix", "arch"),
             "matrix.arch",
@@ -1938,4 +1942,57 @@ def test_device_throttling_out_of_range(ws: Path, field: str, value: object, rea
     doc["devices"]["small"][field] = value
     error = only_error(ws, doc)
     assert error.field == f"devices.small.{field}"
+    assert reason in error.reason
+
+
+def test_workload_bounds_load_and_plain_workloads_serialise_as_before(ws: Path) -> None:
+    doc = base_doc()
+    doc["workloads"]["randwrite"].update({"max_runtime": 20, "max_file_size": "64MiB"})
+    (cell,) = load_doc(ws, doc).cells
+    assert cell.workload.max_runtime_s == 20
+    assert cell.workload.file_size_cap == 64 * MIB
+    # The estimate is the job's own 10 s, under the bound.
+    assert cell.workload.estimated_s == 10
+    doc["workloads"]["randwrite"]["max_file_size"] = "off"
+    assert load_doc(ws, doc).cells[0].workload.file_size_cap == "off"
+    doc["workloads"]["randwrite"]["max_file_size"] = False  # YAML's reading of a bare `off`
+    assert load_doc(ws, doc).cells[0].workload.file_size_cap == "off"
+    plain = load_doc(ws, base_doc()).cells[0].workload
+    assert plain.file_size_cap == "auto"
+    # Defaults are left out: format-1 readers keep loading the cells of plain fio workloads.
+    assert set(plain.model_dump()) == {"name", "kind", "job_file", "sha256", "estimated_s"}
+
+
+def test_a_runtime_bound_shortens_the_estimate(ws: Path) -> None:
+    write(ws / "workloads" / "long.fio", "[long]\nrw=write\nruntime=900\ntime_based\n")
+    doc = base_doc()
+    doc["workloads"]["randwrite"] = {"fio": "workloads/long.fio", "max_runtime": 30}
+    assert load_doc(ws, doc).cells[0].workload.estimated_s == 30
+
+
+def test_the_largest_size_a_job_file_states_is_recorded(ws: Path) -> None:
+    write(
+        ws / "workloads" / "sizes.fio",
+        "[global]\nsize=10G\n[a]\nrw=write\n[b]\nfilesize=4k-128G ; a range\nrw=read\n",
+    )
+    doc = base_doc()
+    doc["workloads"]["randwrite"]["fio"] = "workloads/sizes.fio"
+    assert load_doc(ws, doc).cells[0].workload.declared_size_bytes == 128 * GIB
+    # No size stated: nothing to cap against.
+    assert load_doc(ws, base_doc()).cells[0].workload.declared_size_bytes is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("max_runtime", 0, "0 is out of range; it must be > 0"),
+        ("max_file_size", "512KiB", "less than 1 MiB"),
+        ("max_file_size", "huge", "is not a size"),
+    ],
+)
+def test_workload_bounds_out_of_range(ws: Path, field: str, value: object, reason: str) -> None:
+    doc = base_doc()
+    doc["workloads"]["randwrite"][field] = value
+    error = only_error(ws, doc)
+    assert error.field == f"workloads.randwrite.{field}"
     assert reason in error.reason

@@ -38,10 +38,21 @@ from iomatrix import metrics
         ("real_s", "lower"),
         ("user_s", "lower"),
         ("sys_s", "lower"),
+        # Shares of slow I/Os (tiotest's "% >2 sec"), a tool's own CPU share (bonnie++ %CP),
+        # per-phase guest CPU.
+        ("write_slow_2s_pct", "lower"),
+        ("seqwrite.read_slow_10s_pct", "lower"),
+        ("seq_create_cpu_pct", "lower"),
+        ("seqwrite.cpu_sys_pct", "lower"),
+        ("seqwrite.cpu_iowait_pct", "informational"),
+        ("create.create_files_per_s", "higher"),
+        ("sync_real_s", "lower"),
+        ("append_ops_per_s", "higher"),
         # Names no rule knows must not be given a direction by guesswork.
         ("bogus", "informational"),
         ("queue_depth", "informational"),
         ("write_lat_p99_ms", "informational"),
+        ("write_slow_pct", "informational"),
     ],
 )
 def test_direction_of_each_metric_family(name: str, expected: str) -> None:

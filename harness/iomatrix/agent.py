@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from iomatrix import cpustat, fio, proc
+from iomatrix.errors import ResultFormatError
 from iomatrix.filesystems import (
     SCHEDULER_MODULES,
     active_scheduler,
@@ -29,13 +30,19 @@ from iomatrix.filesystems import (
     available_schedulers,
     missing_mount_options,
 )
-from iomatrix.model import Cell, Record
+from iomatrix.model import Cell, Record, Workload
 from iomatrix.plan import BootPlan, Step
-from iomatrix.results import Applied, CellResult, Repetition, Status, write_record
+from iomatrix.results import Applied, CellResult, Limits, Repetition, Status, write_record
 
 MOUNTPOINT = Path("/tmp/iomatrix/mnt")
 # Seconds an unmount may take after a failed or timed-out cell, outside the cell's own budget.
 CLEANUP_S = 60.0
+# Seconds of a repetition's budget kept back after a workload's time bound: fio, stopped there,
+# still has to write its report (it gets 5 s after SIGTERM, see proc._stop_group).
+REPORT_RESERVE_S = 10.0
+# What proc.run's stop callback says when a workload reached its time bound.
+_BOUND_REACHED = "the workload reached its time bound"
+MIB = 1 << 20
 
 
 def _now() -> str:
@@ -86,6 +93,35 @@ class CellContext:
         if done.stdout.strip() or done.stderr.strip():
             self.log((done.stdout + done.stderr).strip())
         return done
+
+    def run_bounded(
+        self, argv: Sequence[str], *, what: str, cwd: Path, stop_at: float
+    ) -> tuple[proc.Completed | None, bool]:
+        """Run a workload that is stopped (SIGTERM, then SIGKILL) when it reaches `stop_at`;
+        returns what it left and whether it was stopped. A stopped fio still writes its report."""
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise CellError(f"timeout: the cell's time budget ran out before {what}")
+        self.log(f"$ {' '.join(argv)}")
+
+        def bound() -> str | None:
+            return _BOUND_REACHED if time.monotonic() >= stop_at else None
+
+        try:
+            done = proc.run(argv, timeout_s=remaining, cwd=cwd, stop=bound)
+        except proc.CommandTimeout as exc:
+            self.log(str(exc))
+            if exc.reason == _BOUND_REACHED:
+                return None, True
+            raise CellError(f"timeout: {what} did not finish within the cell's budget") from exc
+        except proc.CommandError as exc:
+            self.log(str(exc))
+            message = (exc.stderr or exc.stdout).strip().splitlines()
+            detail = " | ".join(message[-3:]) if message else (exc.reason or "")
+            raise CellFailed(f"{what} failed (exit {exc.returncode}): {detail}") from exc
+        if done.stdout.strip() or done.stderr.strip():
+            self.log((done.stdout + done.stderr).strip())
+        return done, False
 
 
 def find_disk(serial: str) -> str:
@@ -242,28 +278,7 @@ def run_repetition(
         )
         ctx.log(f"applied: {applied.model_dump_json()}")
         drop_caches(ctx)
-        fio_out = ctx.dir / f"rep-{index}.fio.json"
-        before = cpustat.read()
-        started = time.monotonic()
-        ctx.run(
-            fio.fio_argv(cell.workload.job_file, str(MOUNTPOINT), str(fio_out)),
-            what="fio",
-            cwd=MOUNTPOINT,
-        )
-        duration = time.monotonic() - started
-        usage = cpustat.usage(before, cpustat.read())
-        data = fio.parse_file(fio_out)
-        errors = fio.job_errors(data)
-        if errors:
-            raise CellFailed("fio reported errors: " + "; ".join(errors))
-        rep = Repetition(
-            index=index,
-            metrics=fio.metrics(data),
-            cpu=usage,
-            duration_s=duration,
-            fio_version=fio.version(data),
-            fio=data,
-        )
+        rep = run_fio(ctx, index)
     finally:
         # Always unmount so the next step's mkfs finds a free device: first stop whatever of a
         # killed workload still uses the filesystem.
@@ -273,6 +288,78 @@ def run_repetition(
         except (CellFailed, CellError) as exc:
             ctx.log(f"umount: {exc}")
     return applied, rep
+
+
+def file_size_cap(workload: Workload, mountpoint: Path) -> int | None:
+    """fio --filesize for this repetition: the cap, when the job states a size above it.
+
+    "auto" is a quarter of the free space of the filesystem under test (room for up to four
+    files of that size beside the filesystem's own metadata), in whole MiB. A job that states
+    no readable size, or one that fits, runs with its own sizes.
+    """
+    setting = workload.file_size_cap
+    if setting == "off" or workload.declared_size_bytes is None:
+        return None
+    if setting == "auto":
+        st = os.statvfs(mountpoint)
+        cap = max(MIB, st.f_bavail * st.f_frsize // 4 // MIB * MIB)
+    else:
+        cap = setting
+    return cap if workload.declared_size_bytes > cap else None
+
+
+def run_fio(ctx: CellContext, index: int) -> Repetition:
+    """The job file, unmodified, held to its bounds: --runtime and --filesize as defaults (see
+    fio.fio_argv), and stopped at the time bound if it still runs (its report is kept)."""
+    workload = ctx.cell.workload
+    started = time.monotonic()
+    bound = ctx.deadline - started - REPORT_RESERVE_S
+    if workload.max_runtime_s is not None:
+        bound = min(bound, workload.max_runtime_s)
+    if bound < 1:
+        raise CellError("timeout: the cell's time budget ran out before fio")
+    file_cap = file_size_cap(workload, MOUNTPOINT)
+    out = ctx.dir / f"rep-{index}.fio.json"
+    argv = fio.fio_argv(
+        workload.job_file,
+        str(MOUNTPOINT),
+        str(out),
+        runtime_s=max(1, int(bound)),
+        file_size_bytes=file_cap,
+    )
+    before = cpustat.read()
+    _done, stopped = ctx.run_bounded(argv, what="fio", cwd=MOUNTPOINT, stop_at=started + bound)
+    duration = time.monotonic() - started
+    usage = cpustat.usage(before, cpustat.read())
+    try:
+        data = fio.parse_file(out)
+    except (OSError, ResultFormatError) as exc:
+        if stopped:
+            raise CellError(
+                f"timeout: fio was stopped at its time bound of {bound:.0f} s and wrote no report"
+            ) from exc
+        raise
+    errors = fio.job_errors(data)
+    if errors:
+        raise CellFailed("fio reported errors: " + "; ".join(errors))
+    ios = fio.total_ios(data)
+    if stopped and ios == 0:
+        raise CellError(
+            f"timeout: fio did no I/O within its time bound of {bound:.0f} s and was stopped"
+        )
+    metrics = fio.metrics(data)
+    if ios > 0:
+        # Guest CPU seconds (usr + sys, all CPUs) per completed I/O: the cost of one I/O.
+        metrics["cpu_s_per_io"] = usage.busy_cpu_s / ios
+    return Repetition(
+        index=index,
+        metrics=metrics,
+        cpu=usage,
+        duration_s=duration,
+        fio_version=fio.version(data),
+        fio=data,
+        limits=Limits(runtime_s=round(bound, 1), file_size_bytes=file_cap, stopped=stopped),
+    )
 
 
 class RepetitionRecord(Record):

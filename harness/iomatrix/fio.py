@@ -5,14 +5,21 @@ gives plain names (`write_iops`); several groups prefix each with the group's jo
 (`seqwrite.write_bw_mib_s`), because adding up IOPS of phases that ran one after another would
 be meaningless.
 
-Units are in the names: iops, MiB/s, microseconds. Latency mean and max are fio's total latency
-(submission + completion); p50/p99 come from the completion-latency percentiles that fio reports
-by default (lat_ns percentiles when the job sets lat_percentiles=1).
+Units are in the names: iops, MiB/s, microseconds, percent. Latency mean and max are fio's total
+latency (submission + completion); p50/p99 come from the completion-latency percentiles that fio
+reports by default (lat_ns percentiles when the job sets lat_percentiles=1). fio runs with
+--output-format=json+, whose latency histogram ("bins") gives the share of I/Os slower than 2 s and
+10 s (`write_slow_2s_pct`, tiotest's "% >2 sec"), from the same latency the percentiles use.
+
+fio's file engines (filecreate, filestat, filedelete) do one "I/O" per bs of each file; their rate
+in files per second is `create_files_per_s`, `stat_files_per_s`, `delete_files_per_s`.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,22 +28,42 @@ from iomatrix.errors import ResultFormatError
 
 DIRECTIONS: tuple[str, ...] = ("read", "write", "trim")
 _MIB = 1024.0 * 1024.0
+# Thresholds of the "share of slow I/Os" metrics, in nanoseconds (tiotest reports > 2 s, > 10 s).
+SLOW_THRESHOLDS_NS: tuple[tuple[str, int], ...] = (("2s", 2_000_000_000), ("10s", 10_000_000_000))
+# fio engines whose every I/O works on a file as a whole, and the verb their rate is named after.
+FILE_ENGINES: dict[str, str] = {"filecreate": "create", "filestat": "stat", "filedelete": "delete"}
 
 
-def fio_argv(job_file: str, directory: str, output: str) -> list[str]:
+def fio_argv(
+    job_file: str,
+    directory: str,
+    output: str,
+    *,
+    runtime_s: int | None = None,
+    file_size_bytes: int | None = None,
+) -> list[str]:
     """The fio command for one repetition: the user's job file, unmodified, run in `directory`.
 
-    --directory before the job file acts as a default that a job's own directory= overrides;
-    confining job files that write elsewhere is the agent's business, not fio's.
+    Options before the job file are fio's defaults, which a job's own options override:
+    --directory (a job's own directory= wins; the matrix loader refuses absolute ones),
+    --runtime (a bound for every job that sets none; jobs with their own runtime are held to the
+    budget by the agent, which stops fio at its deadline) and --filesize (caps the files of jobs
+    that set no filesize of their own: a 10 GiB size= then does at most that much I/O on a file
+    of the capped size).
     """
-    return [
+    argv = [
         "fio",
         f"--directory={directory}",
-        "--output-format=json",
+        "--output-format=json+",
         f"--output={output}",
         "--group_reporting",
-        job_file,
     ]
+    if runtime_s is not None:
+        argv.append(f"--runtime={runtime_s}")
+    if file_size_bytes is not None:
+        argv.append(f"--filesize={file_size_bytes}")
+    argv.append(job_file)
+    return argv
 
 
 def load_json(text: str, source: str) -> dict[str, Any]:
@@ -61,6 +88,22 @@ def _percentile_us(stats: Mapping[str, Any], key: str) -> float | None:
     return float(value) / 1000.0 if value is not None else None
 
 
+def _slow_shares(stats: Mapping[str, Any]) -> dict[str, float]:
+    """Percent of I/Os slower than each threshold, from json+'s latency histogram (bins: bucket
+    value in ns -> count); empty without a histogram (plain json output)."""
+    bins = stats.get("bins")
+    if not isinstance(bins, Mapping) or not bins:
+        return {}
+    counts = [(float(k), int(v)) for k, v in bins.items()]
+    total = sum(n for _, n in counts)
+    if total <= 0:
+        return {}
+    return {
+        f"slow_{label}_pct": 100.0 * sum(n for ns, n in counts if ns > limit) / total
+        for label, limit in SLOW_THRESHOLDS_NS
+    }
+
+
 def _direction_metrics(d: Mapping[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {
         "iops": float(d["iops"]),
@@ -76,7 +119,41 @@ def _direction_metrics(d: Mapping[str, Any]) -> dict[str, float]:
         value = _percentile_us(pct_source, key)
         if value is not None:
             out[name] = value
+    out.update(_slow_shares(pct_source))
     return out
+
+
+_FIO_SIZE_RE = re.compile(r"(\d+)\s*([kmgtp]?)(?:i?b)?", re.IGNORECASE)
+_FIO_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+def fio_size(text: str) -> int | None:
+    """Bytes of a plain fio size value ("4k", "10G", "102404k"; powers of 1024, fio's default
+    kb_base), or None for what this does not read (percentages, ranges, expressions)."""
+    m = _FIO_SIZE_RE.fullmatch(text.strip())
+    if m is None:
+        return None
+    return int(m[1]) * _FIO_SIZE_UNITS[m[2].lower()]
+
+
+def _job_option(data: Mapping[str, Any], job: Mapping[str, Any], key: str) -> str | None:
+    """An option as the job saw it: its own, else the global one (job files and command line)."""
+    for options in (job.get("job options"), data.get("global options")):
+        if isinstance(options, Mapping) and key in options:
+            return str(options[key])
+    return None
+
+
+def _files_per_s(data: Mapping[str, Any], job: Mapping[str, Any]) -> dict[str, float]:
+    """Files per second of a file-engine job: its I/O rate over the I/Os each file takes."""
+    verb = FILE_ENGINES.get(_job_option(data, job, "ioengine") or "")
+    if verb is None:
+        return {}
+    iops = sum(float(job[d]["iops"]) for d in DIRECTIONS if isinstance(job.get(d), Mapping))
+    bs = fio_size(_job_option(data, job, "bs") or "4k") or 4096
+    filesize = fio_size(_job_option(data, job, "filesize") or "") or bs
+    per_file = max(1, math.ceil(filesize / bs))
+    return {f"{verb}_files_per_s": iops / per_file}
 
 
 def metrics(data: Mapping[str, Any]) -> dict[str, float]:
@@ -99,7 +176,19 @@ def metrics(data: Mapping[str, Any]) -> dict[str, float]:
                 continue
             for name, value in _direction_metrics(d).items():
                 out[f"{prefix}{direction}_{name}"] = value
+        for name, value in _files_per_s(data, job).items():
+            out[f"{prefix}{name}"] = value
     return out
+
+
+def total_ios(data: Mapping[str, Any]) -> int:
+    """Every I/O fio completed in this output, all jobs and directions (ramp time excluded)."""
+    return sum(
+        int(job[d].get("total_ios", 0))
+        for job in data["jobs"]
+        for d in DIRECTIONS
+        if isinstance(job.get(d), Mapping)
+    )
 
 
 def job_errors(data: Mapping[str, Any]) -> list[str]:

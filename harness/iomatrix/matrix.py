@@ -58,6 +58,7 @@ from pydantic import (
 )
 
 from iomatrix.errors import KernelError, MatrixError, MatrixErrors
+from iomatrix.fio import fio_size
 from iomatrix.kernels import parse_spec
 from iomatrix.model import (
     AXES,
@@ -323,6 +324,8 @@ _FIO_REFUSED = {
     "replay_redirect": "it sends replayed I/O to another device",
     "profile": "built-in profiles add jobs with their own devices and directories",
 }
+# Options whose value is the size of a job's files (what --filesize caps).
+_FIO_SIZE_KEYS = ("size", "filesize")
 # fio runs these with system(3); see above for why they are allowed.
 _FIO_GUEST_COMMANDS = ("exec_prerun", "exec_postrun")
 _FIO_PATH_RULE = "job files may only name paths relative to the filesystem under test"
@@ -387,6 +390,8 @@ class _JobFileChecker:
         self.root = top.parent
         self.problems: list[JobFileProblem] = []
         self.includes = 0
+        # The largest size= or filesize= seen (the upper end of a range), in bytes.
+        self.largest_size: int | None = None
 
     def problem(self, file: Path, line: int, reason: str) -> None:
         self.problems.append(JobFileProblem(file, line, reason))
@@ -428,22 +433,34 @@ class _JobFileChecker:
             if line.startswith("include"):
                 self.include(file, n, line[len("include") + 1 :], chain)
                 continue
-            key, _, value = line.partition("=")
-            key = key.strip(_FIO_BLANKS).lower()
-            value = value.strip(_FIO_BLANKS)
-            if key in _FIO_GUEST_COMMANDS:
-                continue
-            if "${" in line:
-                self.problem(
-                    file,
-                    n,
-                    f"{_show(line)}: fio replaces ${{VAR}} with the guest's environment, so "
-                    "where this leads cannot be checked; write the value out",
-                )
-                continue
-            problem = _fio_option_problem(key, value)
-            if problem is not None:
-                self.problem(file, n, problem)
+            self.option(file, n, line)
+
+    def option(self, file: Path, n: int, line: str) -> None:
+        """One `key=value` (or bare `key`) line of a job."""
+        key, _, value = line.partition("=")
+        key = key.strip(_FIO_BLANKS).lower()
+        value = value.strip(_FIO_BLANKS)
+        if key in _FIO_GUEST_COMMANDS:
+            return
+        if "${" in line:
+            self.problem(
+                file,
+                n,
+                f"{_show(line)}: fio replaces ${{VAR}} with the guest's environment, so "
+                "where this leads cannot be checked; write the value out",
+            )
+            return
+        problem = _fio_option_problem(key, value)
+        if problem is not None:
+            self.problem(file, n, problem)
+        if key in _FIO_SIZE_KEYS:
+            self._note_size(value)
+
+    def _note_size(self, value: str) -> None:
+        for part in re.split("[-:]", value):
+            size = fio_size(part)
+            if size is not None and (self.largest_size is None or size > self.largest_size):
+                self.largest_size = size
 
     def include(self, file: Path, n: int, name: str, chain: tuple[Path, ...]) -> None:
         """An include directive: its file is checked like the job file itself."""
@@ -487,6 +504,14 @@ _INCLUDE_RULE = (
     "an included file must sit in the job file's directory or below it, named by a relative "
     f"path ({_PATH_RULE}, no '..')"
 )
+
+
+def declared_fio_size(path: Path, data: bytes) -> int | None:
+    """The largest size= or filesize= a job file (with its includes) states, in bytes; None when
+    it states none that can be read (percentages, fill_device, the size of an existing file)."""
+    checker = _JobFileChecker(path)
+    checker.check(path, data, (path,))
+    return checker.largest_size
 
 
 def check_fio_job(path: Path, data: bytes) -> list[JobFileProblem]:
@@ -711,8 +736,27 @@ class _DeviceSpec(_Schema):
     bw_limit: Bandwidth | None = None  # bytes per second, written with the size units
 
 
+def _file_size_cap(value: object) -> int | str:
+    if value is False:  # YAML 1.1 reads an unquoted `off` as false
+        return "off"
+    if isinstance(value, str) and value in ("auto", "off"):
+        return value
+    size = parse_size(cast(Any, value))
+    if size < MIB:
+        raise ValueError(f"{_show(value)} is less than 1 MiB; a file size cap is at least 1 MiB")
+    return size
+
+
+FileSizeCap = Annotated[int | str, BeforeValidator(_file_size_cap)]
+
+
 class _WorkloadSpec(_Schema):
     fio: JobFile | None = None  # required once presets are merged
+    # The longest fio may run (it is stopped there and reports what it measured until then);
+    # default: the repetition's budget.
+    max_runtime: Seconds | None = None
+    # Cap on each file's size: auto (a quarter of the free space), off, or a size.
+    max_file_size: FileSizeCap | None = None
 
 
 class _FilesystemSpec(_Schema):
@@ -1251,7 +1295,7 @@ class _Expander:
         self.filesystems: dict[str, FilesystemChoice] = {}
         self.option_sets: dict[str, list[MountOptionSet]] = {}
         self._workloads: dict[str, Workload] = {}
-        self._workload_files: dict[Path, tuple[str, str, float]] = {}
+        self._workload_files: dict[Path, tuple[str, str, float, int | None]] = {}
 
     def source_of(self, loc: Loc) -> _Source:
         return _source_of(self.origins, self.root, loc)
@@ -1490,10 +1534,10 @@ class _Expander:
         relative .fio path; dir is the directory of the file that wrote the reference."""
         defined = self.spec.workloads or {}
         if ref in defined:
-            job = defined[ref].fio
-            if job is None:  # reported by _check_workload_definitions
+            spec = defined[ref]
+            if spec.fio is None:  # reported by _check_workload_definitions
                 return None
-            return self._load_workload(ref, Path(job), ("workloads", ref, "fio"))
+            return self._load_workload(ref, Path(spec.fio), ("workloads", ref, "fio"), spec)
         base = self.source_of(loc).dir
         if ref.endswith(".fio"):
             name = Path(ref).stem
@@ -1519,7 +1563,9 @@ class _Expander:
         )
         return None
 
-    def _load_workload(self, name: str, path: Path, loc: Loc) -> Workload | None:
+    def _load_workload(
+        self, name: str, path: Path, loc: Loc, spec: _WorkloadSpec | None = None
+    ) -> Workload | None:
         known = self._workloads.get(name)
         if known is not None:
             if known.job_file != str(path):
@@ -1546,9 +1592,28 @@ class _Expander:
             if problems:
                 return None
             estimate = estimate_fio_runtime(data.decode("utf-8", errors="replace"))
-            self._workload_files[path] = (str(path), hashlib.sha256(data).hexdigest(), estimate)
-        job_file, digest, estimate = self._workload_files[path]
-        workload = Workload(name=name, job_file=job_file, sha256=digest, estimated_s=estimate)
+            declared = declared_fio_size(path, data)
+            self._workload_files[path] = (
+                str(path),
+                hashlib.sha256(data).hexdigest(),
+                estimate,
+                declared,
+            )
+        job_file, digest, estimate, declared = self._workload_files[path]
+        bounds: dict[str, Any] = {}
+        if spec is not None and spec.max_runtime is not None:
+            bounds["max_runtime_s"] = spec.max_runtime
+            estimate = min(estimate, spec.max_runtime)
+        if spec is not None and spec.max_file_size is not None:
+            bounds["file_size_cap"] = spec.max_file_size
+        workload = Workload(
+            name=name,
+            job_file=job_file,
+            sha256=digest,
+            estimated_s=estimate,
+            declared_size_bytes=declared,
+            **bounds,
+        )
         self._workloads[name] = workload
         return workload
 

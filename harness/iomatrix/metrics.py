@@ -51,11 +51,15 @@ _RULES: tuple[_Rule, ...] = (
     # family because it is the latency in per-axis summaries.
     _Rule("lat_p99_us", _suffix("lat_p99_us"), "lower"),
     _Rule("lat_us", r"(?:^|_)lat_[a-z0-9]+_us$", "lower"),
+    # Share of I/Os slower than a threshold (tiotest's "% >2 sec"): less is better.
+    _Rule("slow_pct", r"(?:^|_)slow_[0-9]+(?:ms|s)_pct$", "lower"),
     # CPU cost: less is better (two seed experiments are about CPU burnt per I/O).
     _Rule("cpu_usr_pct", r"^cpu_usr_pct$", "lower"),
     _Rule("cpu_sys_pct", r"^cpu_sys_pct$", "lower"),
     _Rule("cpu_busy_cpu_s", r"^cpu_busy_cpu_s$", "lower"),
     _Rule("cpu_s_per_io", _suffix("cpu_s_per_io"), "lower"),
+    # A tool's own CPU share of one test (bonnie++'s %CP: `seq_create_cpu_pct`).
+    _Rule("tool_cpu_pct", _suffix("cpu_pct"), "lower"),
     # Elapsed and CPU seconds of a timed command (time(1) style): less is better.
     _Rule("real_s", _suffix("real_s"), "lower"),
     _Rule("user_s", _suffix("user_s"), "lower"),

@@ -113,6 +113,15 @@ class DeviceProfile(Record):
         return data
 
 
+# Fields added to Workload after format 1 was first written: left out while they hold these
+# defaults, so the cells of plain fio workloads stay what older format-1 readers load.
+_WORKLOAD_DEFAULTS: dict[str, Any] = {
+    "max_runtime_s": None,
+    "file_size_cap": "auto",
+    "declared_size_bytes": None,
+}
+
+
 class Workload(Record):
     """A fio job file, by name; its text is pinned by a hash so results say what ran."""
 
@@ -122,6 +131,31 @@ class Workload(Record):
     sha256: str
     # Estimated seconds one repetition takes, for ETAs and shard balancing only.
     estimated_s: float = Field(gt=0)
+    # The bounds fio is held to without editing the job file (see fio.fio_argv). max_runtime_s:
+    # the longest fio may run, None for the repetition's whole budget (timeouts.cell).
+    max_runtime_s: float | None = Field(default=None, gt=0)
+    # Files larger than this are capped (fio --filesize): "auto" is a quarter of the free space
+    # of the filesystem under test, "off" leaves the job's sizes alone (ENOSPC is then the
+    # job's own business), a number is bytes.
+    file_size_cap: int | Literal["auto", "off"] = "auto"
+    # The largest size= or filesize= the job file states, in bytes (None: it states none that
+    # can be read); the cap applies only to a job that asks for more than it.
+    declared_size_bytes: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _positive_cap(self) -> Workload:
+        if isinstance(self.file_size_cap, int) and self.file_size_cap <= 0:
+            raise ValueError(f"file_size_cap must be more than 0 bytes, not {self.file_size_cap}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for key, default in _WORKLOAD_DEFAULTS.items():
+                if key in data and data[key] == default:
+                    del data[key]
+        return data
 
 
 class VmSettings(Record):

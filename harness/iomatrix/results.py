@@ -64,6 +64,22 @@ class Applied(Record):
     missing_mount_options: tuple[str, ...] = ()
 
 
+class Limits(Record):
+    """The bounds a workload was run under, as given to it: what the numbers are valid for."""
+
+    # The time bound (fio --runtime for jobs without their own, and the moment fio is stopped).
+    runtime_s: float
+    # fio --filesize when the job's files were capped to fit the device; None when not capped.
+    file_size_bytes: int | None = None
+    # True when the workload was still running at the time bound and was stopped there (fio
+    # reports what it measured until then).
+    stopped: bool = False
+
+
+# Fields added to Repetition after format 1 was first written: left out while None.
+_REPETITION_OPTIONAL = ("limits",)
+
+
 class Repetition(Record):
     index: int
     metrics: dict[str, float]
@@ -72,6 +88,16 @@ class Repetition(Record):
     fio_version: str
     # fio's own JSON, kept whole so nothing it measured is lost to our metric selection.
     fio: dict[str, Any]
+    limits: Limits | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_additions(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in _REPETITION_OPTIONAL:
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
     def all_metrics(self) -> dict[str, float]:
         """fio's metrics plus the guest CPU shares, as cpu_usr_pct, cpu_sys_pct, ..."""

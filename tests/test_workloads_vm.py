@@ -1,0 +1,126 @@
+"""Every workload family for real in one VM run (short sizes): the parsed metrics are present and
+plausible, the raw tool output is kept, and unmodified fio example job files are held to bounds.
+
+One `iomatrix run` of tests/data/workloads/suite.yaml (one boot, several cells) serves every
+test here, as a user would run it.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iomatrix.results import CellEntry, Repetition, RunRecord, load_run
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = Path(__file__).parent / "data" / "workloads" / "suite.yaml"
+MIB = 1 << 20
+
+pytestmark = pytest.mark.vm
+
+
+@pytest.fixture(scope="module")
+def suite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunRecord, Path]:
+    results = tmp_path_factory.mktemp("workload-results")
+    argv = [sys.executable, "-m", "iomatrix", "run", str(SUITE), "--results", str(results)]
+    done = subprocess.run(
+        [*argv, "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-4000:]
+    (run_dir,) = [p for p in results.iterdir() if (p / "run.json").exists()]
+    return load_run(run_dir), run_dir
+
+
+def entry(record: RunRecord, workload: str) -> CellEntry:
+    for e in record.cells:
+        if e.cell.workload.name == workload:
+            return e
+    raise AssertionError(f"no cell with workload {workload}")
+
+
+def only_rep(record: RunRecord, workload: str) -> Repetition:
+    result = entry(record, workload).result
+    assert result.status == "ok", result.reason
+    (rep,) = result.repetitions
+    return rep
+
+
+def assert_plausible(rep: Repetition) -> None:
+    """No metric of any workload is negative or not a number."""
+    for name, value in rep.metrics.items():
+        assert math.isfinite(value), name
+        assert value >= 0, name
+    assert 0 <= rep.cpu.usr_pct <= 100
+    assert 0 <= rep.cpu.sys_pct <= 100
+    assert rep.cpu.busy_cpu_s >= 0
+
+
+# --- fio's examples, unmodified, under bounds --------------------------------------------------
+
+
+@pytest.mark.parametrize("workload", ["ex-seq-write", "ex-rand-read", "ex-fsx"])
+def test_unmodified_fio_examples_are_stopped_at_their_time_bound(
+    suite_run: tuple[RunRecord, Path], workload: str
+) -> None:
+    record, run_dir = suite_run
+    rep = only_rep(record, workload)
+    assert_plausible(rep)
+    assert rep.limits is not None
+    bound = entry(record, workload).cell.workload.max_runtime_s
+    assert rep.limits.runtime_s == bound
+    # Each asks for far more than its bound (runtime=900, loops=500000) and was stopped there,
+    # with fio's report intact: the partial run's numbers are the measurement.
+    assert rep.limits.stopped
+    assert bound is not None
+    assert rep.duration_s < bound + 8  # SIGTERM grace included
+    assert rep.fio["jobs"][0]["error"] == 0
+    assert any(name.endswith("_iops") and value > 0 for name, value in rep.metrics.items())
+    assert rep.metrics["cpu_s_per_io"] > 0
+    cell_id = entry(record, workload).cell.id
+    assert (run_dir / "cells" / cell_id / "rep-0.fio.json").is_file()  # the raw output
+
+
+def test_a_10_gib_example_file_is_capped_to_a_quarter_of_the_free_space(
+    suite_run: tuple[RunRecord, Path],
+) -> None:
+    record, _ = suite_run
+    rep = only_rep(record, "ex-seq-write")
+    assert rep.limits is not None
+    cap = rep.limits.file_size_bytes
+    # ext4 on the 1 GiB disk has a little under 1 GiB free: the cap is about 240 MiB, in MiB.
+    assert cap is not None
+    assert 200 * MIB < cap < 256 * MIB
+    assert cap % MIB == 0
+    assert rep.fio["global options"]["filesize"] == str(cap)
+    assert rep.fio["jobs"][0]["job options"]["size"] == "10G"  # the job as written
+
+
+def test_an_explicit_file_size_cap_bounds_the_layout_of_a_read_job(
+    suite_run: tuple[RunRecord, Path],
+) -> None:
+    record, _ = suite_run
+    rep = only_rep(record, "ex-rand-read")
+    assert rep.limits is not None
+    assert rep.limits.file_size_bytes == 16 * MIB
+    assert rep.metrics["read_iops"] > 0
+
+
+def test_a_small_example_runs_to_its_end_unbounded(suite_run: tuple[RunRecord, Path]) -> None:
+    record, _ = suite_run
+    rep = only_rep(record, "ex-filestat")
+    assert_plausible(rep)
+    assert rep.limits is not None
+    assert not rep.limits.stopped
+    assert rep.limits.file_size_bytes is None  # 4 KiB files fit
+    # 6 jobs x 200 files, one stat() each, reported as one group.
+    assert rep.fio["jobs"][0]["read"]["total_ios"] == 1200
+    assert rep.metrics["stat_files_per_s"] > 0
