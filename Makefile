@@ -91,11 +91,14 @@ lint: venv actionlint
 # on their scripts when shellcheck is installed (it is on GitHub's runners and in the image).
 actionlint: $(ACTIONLINT)
 	$(ACTIONLINT) -no-color
+# Go comes from apt (Debian 12's 1.19 builds this version) when root and missing, as host packages do.
 $(ACTIONLINT):
-	@command -v go >/dev/null 2>&1 || { echo "iomatrix: actionlint is built with Go, which is" \
-		"not installed: install Go >= 1.22 (go.dev/dl or your distribution), or build it with" \
-		"GOBIN=$(abspath $(ACTIONLINT_DIR)) go install" \
-		"github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)" >&2; exit 1; }
+	@command -v go >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" -ne 0 ]; then echo "iomatrix: actionlint is built with Go, which is not" \
+	    "installed: sudo apt-get install --no-install-recommends golang-go" >&2; exit 1; fi; \
+	  echo "iomatrix: installing golang-go (to build actionlint)"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -q --no-install-recommends golang-go; }
 	CGO_ENABLED=0 GOFLAGS=-modcacherw GOPATH=$(abspath .tools/go) GOCACHE=$(abspath .tools/go-cache) \
 		GOBIN=$(abspath $(ACTIONLINT_DIR)) \
 		go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
