@@ -13,6 +13,8 @@ from iomatrix.filesystems import (
     adapter,
     available_schedulers,
     missing_mount_options,
+    parse_btrfs_df,
+    parse_btrfs_show,
 )
 from iomatrix.model import SCHEDULERS
 
@@ -175,3 +177,42 @@ def test_scheduler_of_this_hosts_block_devices() -> None:
         active = active_scheduler(text)
         assert active is not None, f"{path}: {text!r}"
         assert active in available_schedulers(text)
+
+
+# --- btrfs read-back, on outputs captured in a VM (tests/data/btrfs/README.md) -------------------
+
+BTRFS = Path(__file__).parent / "data" / "btrfs"
+
+
+def test_btrfs_df_gives_the_profile_of_each_block_group_type() -> None:
+    text = (BTRFS / "raid10-4-disks.df.txt").read_text()
+    assert parse_btrfs_df(text) == {
+        "Data": "RAID10",
+        "System": "RAID10",
+        "Metadata": "RAID10",
+        "GlobalReserve": "single",
+    }
+
+
+def test_btrfs_show_gives_the_member_devices() -> None:
+    text = (BTRFS / "raid10-4-disks.show.txt").read_text()
+    assert parse_btrfs_show(text) == ("/dev/vda", "/dev/vdb", "/dev/vdc", "/dev/vdd")
+
+
+def test_btrfs_show_with_a_missing_device_is_not_a_smaller_filesystem() -> None:
+    lines = (BTRFS / "raid10-4-disks.show.txt").read_text().splitlines()
+    text = "\n".join([*lines[:-1], "\t*** Some devices missing"])
+    with pytest.raises(ValueError, match="lists 3 device"):
+        parse_btrfs_show(text)
+
+
+def test_only_btrfs_over_several_devices_needs_a_scan_before_mount() -> None:
+    assert adapter("btrfs").scan_argv(["/dev/vda", "/dev/vdb"]) == [
+        "btrfs",
+        "device",
+        "scan",
+        "/dev/vda",
+        "/dev/vdb",
+    ]
+    assert adapter("btrfs").scan_argv(["/dev/vda"]) is None
+    assert adapter("xfs").scan_argv(["/dev/vda", "/dev/vdb"]) is None

@@ -341,7 +341,7 @@ def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
         (
             ("devices", "small", "speed"),
             "devices.small.speed",
-            "size, bus, backing, cache, aio, path, iops_limit, bw_limit",
+            "size, bus, backing, cache, aio, path, iops_limit, bw_limit, count",
         ),
         (
             ("workloads", "randwrite", "kind"),
@@ -1996,3 +1996,53 @@ def test_workload_bounds_out_of_range(ws: Path, field: str, value: object, reaso
     error = only_error(ws, doc)
     assert error.field == f"workloads.randwrite.{field}"
     assert reason in error.reason
+
+
+def test_a_device_count_loads_for_btrfs(ws: Path) -> None:
+    doc = base_doc()
+    doc["devices"]["small"]["count"] = 4
+    doc["matrix"]["filesystem"] = [{"name": "raid10", "type": "btrfs", "mkfs": ["-d", "raid10"]}]
+    (cell,) = load_doc(ws, doc).cells
+    assert cell.device.count == 4
+
+
+def test_a_filesystem_on_one_device_cannot_take_a_profile_of_several(ws: Path) -> None:
+    doc = base_doc()
+    doc["devices"]["small"]["count"] = 4
+    doc["matrix"]["filesystem"] = ["ext4", "btrfs"]
+    error = only_error(ws, doc)
+    assert error.field == "matrix.device"
+    assert "filesystem 'ext4' (ext4) cannot use device 'small': it has 4 disks" in error.reason
+    # Excluding the combination is the way out.
+    doc["matrix"]["exclude"] = [{"filesystem": "ext4"}]
+    assert [c.filesystem.name for c in load_doc(ws, doc).cells] == ["btrfs"]
+
+
+@pytest.mark.parametrize(
+    ("device", "field", "reason"),
+    [
+        ({"size": "1GiB", "count": 0}, "count", "0 is out of range; it must be >= 1"),
+        ({"size": "1GiB", "count": 17}, "count", "17 is out of range; it must be <= 16"),
+        (
+            {"size": "1GiB", "backing": "host", "path": "/dev/sdb", "count": 2},
+            "count",
+            "backing: host is one host block device",
+        ),
+    ],
+)
+def test_device_count_out_of_range(
+    ws: Path, device: dict[str, object], field: str, reason: str
+) -> None:
+    doc = base_doc()
+    doc["devices"]["small"] = device
+    error = only_error(ws, doc)
+    assert error.field == f"devices.small.{field}"
+    assert reason in error.reason
+
+
+def test_the_base_preset_defines_throttled_and_multi_disk_profiles() -> None:
+    preset = yaml.safe_load((Path(__file__).parent.parent / "matrix/presets/base.yaml").read_text())
+    devices = preset["devices"]
+    assert (devices["hdd-like"]["iops_limit"], devices["hdd-like"]["bw_limit"]) == (150, "150MiB")
+    assert devices["sata-ssd-like"]["iops_limit"] == 80000
+    assert devices["virtio-file-x4"]["count"] == 4

@@ -20,6 +20,8 @@ from iomatrix.results import (
     BootRecord,
     CellResult,
     KernelInfo,
+    Limits,
+    Repetition,
     RunRecord,
     load_cell_result,
     load_run,
@@ -353,3 +355,40 @@ def test_run_folder_without_run_json_names_the_missing_file(tmp_path: Path) -> N
     with pytest.raises(ResultFormatError) as info:
         load_run(tmp_path)
     assert info.value.file == str(tmp_path / "run.json")
+
+
+# --- compatible additions: left out while empty, so older format-1 readers load the file ------
+
+
+def test_applied_additions_are_left_out_while_empty_and_kept_when_set() -> None:
+    plain = Applied(
+        kernel_release="6.1.0",
+        device="vda",
+        scheduler="none",
+        schedulers_available=("none",),
+        mount_fstype="ext4",
+        mount_options=("rw",),
+    )
+    assert set(plain.model_dump()) == {
+        "kernel_release",
+        "device",
+        "scheduler",
+        "schedulers_available",
+        "mount_fstype",
+        "mount_options",
+        "missing_mount_options",
+    }
+    raid = plain.model_copy(
+        update={"member_devices": ("vda", "vdb"), "btrfs_profiles": {"Data": "RAID1"}}
+    )
+    dumped = raid.model_dump(mode="json")
+    assert dumped["member_devices"] == ["vda", "vdb"]
+    assert dumped["btrfs_profiles"] == {"Data": "RAID1"}
+    assert Applied.model_validate(dumped) == raid
+
+
+def test_repetition_limits_are_left_out_while_unset() -> None:
+    rep = make_rep(0, {"write_iops": 1.0})
+    assert "limits" not in rep.model_dump()
+    bounded = rep.model_copy(update={"limits": Limits(runtime_s=20.0, stopped=True)})
+    assert Repetition.model_validate(bounded.model_dump(mode="json")) == bounded

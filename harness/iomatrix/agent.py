@@ -20,15 +20,19 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from iomatrix import cpustat, fio, proc
 from iomatrix.errors import ResultFormatError
 from iomatrix.filesystems import (
     SCHEDULER_MODULES,
+    FilesystemAdapter,
     active_scheduler,
     adapter,
     available_schedulers,
     missing_mount_options,
+    parse_btrfs_df,
+    parse_btrfs_show,
 )
 from iomatrix.model import Cell, Record, Workload
 from iomatrix.plan import BootPlan, Step
@@ -248,33 +252,77 @@ def drop_caches(ctx: CellContext) -> None:
         ctx.log(f"(ignored) drop_caches: {exc}")
 
 
+def make_and_mount(
+    ctx: CellContext,
+    fs: FilesystemAdapter,
+    dev_paths: Sequence[str],
+    *,
+    mkfs_options: Sequence[str],
+    mount_options: Sequence[str],
+    mountpoint: Path,
+) -> None:
+    """A fresh filesystem on the device(s), mounted; a refusal fails the cell with its reason."""
+    ctx.run(fs.mkfs_argv(dev_paths, mkfs_options), what="mkfs")
+    scan = fs.scan_argv(dev_paths)
+    if scan is not None:
+        ctx.run(scan, what=f"{fs.fstype} device scan")
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    mount = ["mount", "-t", fs.fstype]
+    if mount_options:
+        mount += ["-o", ",".join(mount_options)]
+    try:
+        ctx.run([*mount, dev_paths[0], str(mountpoint)], what="mount")
+    except CellFailed as exc:
+        # mount(8) only says "bad option"; the kernel log says which option and why.
+        raise CellFailed(f"{exc}; kernel log: {kernel_log_tail(ctx)}") from exc
+
+
+def btrfs_readback(ctx: CellContext, fstype: str, mountpoint: Path) -> dict[str, Any]:
+    """The RAID profiles and member devices of a mounted btrfs, as btrfs itself reports them;
+    nothing for other filesystems."""
+    if fstype != "btrfs":
+        return {}
+    df = ctx.run(["btrfs", "filesystem", "df", str(mountpoint)], what="btrfs filesystem df")
+    show = ctx.run(["btrfs", "filesystem", "show", str(mountpoint)], what="btrfs filesystem show")
+    try:
+        members = parse_btrfs_show(show.stdout)
+    except ValueError as exc:
+        raise CellFailed(f"the btrfs filesystem is incomplete: {exc}") from exc
+    return {"btrfs_profiles": parse_btrfs_df(df.stdout), "btrfs_devices": members}
+
+
 def run_repetition(
     ctx: CellContext, devices: Sequence[str], index: int
 ) -> tuple[Applied, Repetition]:
     cell = ctx.cell
     fs = adapter(cell.filesystem.fstype)
     dev_paths = [f"/dev/{d}" for d in devices]
-    ctx.run(fs.mkfs_argv(dev_paths, cell.filesystem.mkfs_options), what="mkfs")
-    MOUNTPOINT.mkdir(parents=True, exist_ok=True)
-    mount = ["mount", "-t", fs.fstype]
-    if cell.mount_options.options:
-        mount += ["-o", cell.mount_options.joined]
-    try:
-        ctx.run([*mount, dev_paths[0], str(MOUNTPOINT)], what="mount")
-    except CellFailed as exc:
-        # mount(8) only says "bad option"; the kernel log says which option and why.
-        raise CellFailed(f"{exc}; kernel log: {kernel_log_tail(ctx)}") from exc
+    make_and_mount(
+        ctx,
+        fs,
+        dev_paths,
+        mkfs_options=cell.filesystem.mkfs_options,
+        mount_options=cell.mount_options.options,
+        mountpoint=MOUNTPOINT,
+    )
     try:
         _source, fstype, options = mounted_options(MOUNTPOINT)
-        sched_text = (Path("/sys/block") / devices[0] / "queue" / "scheduler").read_text()
+        scheduler_texts = [
+            (Path("/sys/block") / d / "queue" / "scheduler").read_text() for d in devices
+        ]
         applied = Applied(
             kernel_release=platform.release(),
             device=devices[0],
-            scheduler=active_scheduler(sched_text),
-            schedulers_available=available_schedulers(sched_text),
+            scheduler=active_scheduler(scheduler_texts[0]),
+            schedulers_available=available_schedulers(scheduler_texts[0]),
             mount_fstype=fstype,
             mount_options=options,
             missing_mount_options=missing_mount_options(cell.mount_options.options, options),
+            member_devices=tuple(devices) if len(devices) > 1 else (),
+            member_schedulers=(
+                tuple(active_scheduler(t) for t in scheduler_texts) if len(devices) > 1 else ()
+            ),
+            **btrfs_readback(ctx, fs.fstype, MOUNTPOINT),
         )
         ctx.log(f"applied: {applied.model_dump_json()}")
         drop_caches(ctx)

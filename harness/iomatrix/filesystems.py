@@ -6,6 +6,7 @@ filesystem-specific commands itself. Adding a filesystem means adding one entry 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,6 +40,13 @@ class FilesystemAdapter:
     def mkfs_argv(self, devices: Sequence[str], options: Sequence[str]) -> list[str]:
         """mkfs argv: tool, forced/quiet flags, the user's options, then the device(s)."""
         return [self.mkfs_tool, *self.mkfs_flags, *options, *devices]
+
+    def scan_argv(self, devices: Sequence[str]) -> list[str] | None:
+        """What makes the kernel know every member of a multi-device filesystem before mount
+        (btrfs assembles its devices from a scan, which udev may not have done yet)."""
+        if self.fstype == "btrfs" and len(devices) > 1:
+            return ["btrfs", "device", "scan", *devices]
+        return None
 
 
 ADAPTERS: dict[str, FilesystemAdapter] = {
@@ -106,3 +114,28 @@ def active_scheduler(sysfs_text: str) -> str | None:
 
 def available_schedulers(sysfs_text: str) -> tuple[str, ...]:
     return tuple(w.strip("[]") for w in sysfs_text.split())
+
+
+# `btrfs filesystem df` lines: "Data, RAID10: total=204.75MiB, used=0.00B".
+_BTRFS_DF_RE = re.compile(r"^\s*([A-Za-z]+),\s*([A-Za-z0-9]+):", re.MULTILINE)
+# `btrfs filesystem show` lines: "devid    1 size 1.00GiB used 417.50MiB path /dev/vda".
+_BTRFS_DEVID_RE = re.compile(r"^\s*devid\s+\d+\s+size\s.*\spath\s+(\S+)\s*$", re.MULTILINE)
+_BTRFS_TOTAL_RE = re.compile(r"Total devices\s+(\d+)")
+
+
+def parse_btrfs_df(text: str) -> dict[str, str]:
+    """Block-group type -> RAID profile ("Data" -> "RAID10"), from `btrfs filesystem df`."""
+    return dict(_BTRFS_DF_RE.findall(text))
+
+
+def parse_btrfs_show(text: str) -> tuple[str, ...]:
+    """The member devices of the one filesystem `btrfs filesystem show <mountpoint>` lists.
+
+    Raises ValueError when the device lines disagree with its "Total devices" (a missing device
+    shows as "*** Some devices missing" and would otherwise look like a smaller filesystem).
+    """
+    paths = tuple(_BTRFS_DEVID_RE.findall(text))
+    total = _BTRFS_TOTAL_RE.search(text)
+    if total is None or int(total[1]) != len(paths):
+        raise ValueError(f"btrfs filesystem show lists {len(paths)} device(s): {text.strip()!r}")
+    return paths

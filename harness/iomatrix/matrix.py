@@ -63,6 +63,7 @@ from iomatrix.kernels import parse_spec
 from iomatrix.model import (
     AXES,
     HOST_DEVICE_RE,
+    MAX_DEVICE_COUNT,
     SCHEDULERS,
     AioMode,
     Backing,
@@ -84,6 +85,8 @@ from iomatrix.model import (
 FORMAT_VERSION = 1
 FsType = Literal["ext4", "ext2", "xfs", "btrfs", "f2fs"]
 FILESYSTEM_TYPES: tuple[str, ...] = ("ext4", "ext2", "xfs", "btrfs", "f2fs")
+# Filesystems whose mkfs takes several devices and spreads the filesystem over them.
+MULTI_DEVICE_TYPES: tuple[str, ...] = ("btrfs",)
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -734,6 +737,7 @@ class _DeviceSpec(_Schema):
     path: HostDevicePath | None = None  # with backing: host only, checked once merged
     iops_limit: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
     bw_limit: Bandwidth | None = None  # bytes per second, written with the size units
+    count: Annotated[int, Field(ge=1, le=MAX_DEVICE_COUNT)] | None = None  # identical disks
 
 
 def _file_size_cap(value: object) -> int | str:
@@ -1341,7 +1345,7 @@ class _Expander:
             workloads=workloads,
             m=m,
         )
-        if combos is None:
+        if combos is None or not self._check_device_counts(combos):
             return None
         default_repeat = spec.repeat or 1
         cells = tuple(
@@ -1365,6 +1369,23 @@ class _Expander:
             fresh_boot=bool(spec.fresh_boot),
             cells=cells,
         )
+
+    def _check_device_counts(self, combos: Sequence[_Combo]) -> bool:
+        """A profile with several disks needs a filesystem that spans devices (btrfs)."""
+        refused: dict[tuple[str, str], str] = {}
+        for c in combos:
+            fstype = c.filesystem.fstype
+            if c.device.count > 1 and fstype not in MULTI_DEVICE_TYPES:
+                refused.setdefault((c.filesystem.name, c.device.name), fstype)
+        for (fs, device), fstype in refused.items():
+            count = self.devices[device].count
+            self.error(
+                ("matrix", "device"),
+                f"filesystem {fs!r} ({fstype}) cannot use device {device!r}: it has {count} "
+                f"disks and {fstype} is made on one; only {_listing(MULTI_DEVICE_TYPES)} spans "
+                "several. Exclude the combination or use a profile with count 1",
+            )
+        return not refused
 
     @property
     def limit(self) -> int:
@@ -1420,6 +1441,12 @@ class _Expander:
                     ("devices", name, "path"),
                     f"only a device with backing: host has a path (this one is backed by "
                     f"{dev.backing or 'file'}); remove path or set backing: host",
+                )
+                continue
+            if dev.backing == "host" and (dev.count or 1) > 1:
+                self.error(
+                    ("devices", name, "count"),
+                    "a device with backing: host is one host block device; count must be 1",
                 )
                 continue
             values = dev.model_dump(exclude_none=True)

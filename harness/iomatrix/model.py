@@ -71,8 +71,16 @@ class MountOptionSet(Record):
         return ",".join(self.options)
 
 
-# Fields added to DeviceProfile after format 1 was first written: left out while None.
-_OMITTED_WHEN_NONE = ("path", "iops_limit", "bw_limit_bytes")
+# Fields added to DeviceProfile after format 1 was first written: left out while they hold these
+# defaults (None, or one disk).
+_DEVICE_DEFAULTS: dict[str, Any] = {
+    "path": None,
+    "iops_limit": None,
+    "bw_limit_bytes": None,
+    "count": 1,
+}
+# The most identical disks one device profile may attach (btrfs RAID over many disks).
+MAX_DEVICE_COUNT = 16
 
 
 class DeviceProfile(Record):
@@ -91,6 +99,10 @@ class DeviceProfile(Record):
     # a known slowdown into an A/B session. None: unthrottled.
     iops_limit: int | None = Field(default=None, gt=0)
     bw_limit_bytes: int | None = Field(default=None, gt=0)
+    # Identical disks attached for this profile (serials iomatrix<slot>, one after another); a
+    # filesystem that spans devices (btrfs -d raid10) is made on all of them, the scheduler set
+    # on each. Size, backing and throttling are per disk.
+    count: int = Field(default=1, ge=1, le=MAX_DEVICE_COUNT)
 
     @model_validator(mode="after")
     def _path_only_for_host(self) -> DeviceProfile:
@@ -99,6 +111,8 @@ class DeviceProfile(Record):
                 raise ValueError(f"backing host needs path /dev/<name>, not {self.path!r}")
         elif self.path is not None:
             raise ValueError(f"path is only for backing host, not {self.backing!r}")
+        if self.backing == "host" and self.count != 1:
+            raise ValueError("a backing host device is one disk; count must be 1")
         return self
 
     @model_serializer(mode="wrap")
@@ -107,9 +121,9 @@ class DeviceProfile(Record):
         # devices stay what older format-1 readers (extra="forbid") load.
         data = handler(self)
         if isinstance(data, dict):
-            for optional in _OMITTED_WHEN_NONE:
-                if data.get(optional) is None:
-                    data.pop(optional, None)
+            for key, default in _DEVICE_DEFAULTS.items():
+                if key in data and data[key] == default:
+                    del data[key]
         return data
 
 

@@ -62,6 +62,28 @@ class Applied(Record):
     mount_options: tuple[str, ...]
     # Requested mount options that /proc/mounts does not show (ignored or renamed by the kernel).
     missing_mount_options: tuple[str, ...] = ()
+    # Compatible additions (left out while empty, see _omit_empty): every disk the filesystem was
+    # made on and each one's active scheduler, when a device profile has several disks.
+    member_devices: tuple[str, ...] = ()
+    member_schedulers: tuple[str | None, ...] = ()
+    # btrfs only: block-group type -> RAID profile from `btrfs filesystem df` ("Data": "RAID10"),
+    # and the member devices `btrfs filesystem show` lists.
+    btrfs_profiles: dict[str, str] = Field(default_factory=dict)
+    btrfs_devices: tuple[str, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out while empty, so results of single-disk non-btrfs cells stay what older
+        # format-1 readers (extra="forbid") load.
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in _APPLIED_ADDITIONS:
+                if key in data and not data[key]:
+                    del data[key]
+        return data
+
+
+_APPLIED_ADDITIONS = ("member_devices", "member_schedulers", "btrfs_profiles", "btrfs_devices")
 
 
 class Limits(Record):

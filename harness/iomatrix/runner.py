@@ -28,7 +28,7 @@ from typing import TextIO
 from iomatrix import environment, kernels, proc, vm
 from iomatrix.agent import finished_repetitions, rep_marker, rep_path
 from iomatrix.errors import IomatrixError, ResultFormatError
-from iomatrix.model import Cell, Matrix, Timeouts, VmSettings
+from iomatrix.model import Cell, DeviceProfile, Matrix, Timeouts, VmSettings
 from iomatrix.plan import (
     BootGroup,
     BootPlan,
@@ -128,8 +128,14 @@ class BootContext:
     timeouts: Timeouts
 
 
+def disk_profiles(group: BootGroup) -> list[DeviceProfile]:
+    """The profile of each disk the boot attaches, in slot order: a profile with count N gives N
+    identical disks one after another."""
+    return [profile for profile in group.devices for _ in range(profile.count)]
+
+
 def disk_image_path(ctx: BootContext, slot: int) -> Path:
-    profile = ctx.group.devices[slot]
+    profile = disk_profiles(ctx.group)[slot]
     if profile.backing == "ram":
         # /dev/shm is tmpfs: the disk lives in host RAM, the "fast device" profile.
         return Path("/dev/shm") / f"iomatrix-{ctx.rw_dir.name}-{ctx.group.boot_id}-{slot}.img"
@@ -144,7 +150,9 @@ def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], list[Path]]:
     """Plan file contents, the vng argv and the disk images for one boot (no side effects)."""
     disks: list[Disk] = []
     images: list[Path] = []
-    for slot, profile in enumerate(ctx.group.devices):
+    profiles = disk_profiles(ctx.group)
+    first_scsi = next((i for i, p in enumerate(profiles) if p.bus == "scsi"), None)
+    for slot, profile in enumerate(profiles):
         image = disk_image_path(ctx, slot)
         for path in (image, ctx.rw_dir):
             if not _SAFE_HOST_PATH.match(str(path)):
@@ -152,7 +160,7 @@ def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], list[Path]]:
                     f"{path} has characters QEMU cannot take (only letters, digits and ._+-/ "
                     "are allowed); set IOMATRIX_SCRATCH or --results"
                 )
-        args = vm.disk_qemu_args(profile, str(image), slot)
+        args = vm.disk_qemu_args(profile, str(image), slot, scsi_controller=slot == first_scsi)
         key = next(s.disk_key for s in ctx.group.steps if s.cell.device == profile)
         disks.append(
             Disk(key=key, serial=vm.disk_serial(slot), host_path=str(image), qemu_args=tuple(args))
@@ -274,7 +282,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     folder = boot_dir(ctx)
     write_record(folder / "plan.json", plan)
     timeouts = ctx.timeouts
-    for image, profile in zip(images, ctx.group.devices, strict=True):
+    for image, profile in zip(images, disk_profiles(ctx.group), strict=True):
         create_disk(image, profile.size_bytes, preallocate=profile.backing == "file")
     try:
         for attempt in range(_MAX_RESTARTS + 1):
@@ -579,10 +587,12 @@ def _run_group(session: _Session, group: BootGroup, by_dir: dict[str, _Side]) ->
             timeouts=session.timeouts,
         )
         plan, _argv, _images = build_boot(ctx)
+        # Every disk of the cell's profile, in slot order (several for a profile with count > 1).
+        by_key: dict[str, tuple[str, ...]] = {}
         for disk in plan.disks:
-            for step in group.steps:
-                if step.disk_key == disk.key:
-                    by_dir[step.run_dir].drive_args[step.cell.id] = disk.qemu_args
+            by_key[disk.key] = by_key.get(disk.key, ()) + disk.qemu_args
+        for step in group.steps:
+            by_dir[step.run_dir].drive_args[step.cell.id] = by_key.get(step.disk_key, ())
         boots = run_boot(ctx, session.out)
         for side in touched:
             side.boots.extend(_relative_boots(boots, session.rw_dir, side.run_dir))

@@ -33,8 +33,14 @@ def disk_serial(slot: int) -> str:
     return f"{SERIAL_PREFIX}{slot}"
 
 
-def disk_qemu_args(profile: DeviceProfile, image: str, slot: int) -> list[str]:
-    """QEMU -drive/-device arguments that attach one test disk on the profile's bus."""
+def disk_qemu_args(
+    profile: DeviceProfile, image: str, slot: int, *, scsi_controller: bool | None = None
+) -> list[str]:
+    """QEMU -drive/-device arguments that attach one test disk on the profile's bus.
+
+    scsi_controller: whether this (SCSI) disk brings the virtio-scsi controller the boot's SCSI
+    disks share: the first SCSI disk of a boot does; by default, the one in slot 0.
+    """
     drive_id = f"iomx{slot}"
     serial = disk_serial(slot)
     drive = (
@@ -51,7 +57,7 @@ def disk_qemu_args(profile: DeviceProfile, image: str, slot: int) -> list[str]:
     elif profile.bus == "nvme":
         args += ["-device", f"nvme,drive={drive_id},serial={serial}"]
     else:
-        if slot == 0:
+        if slot == 0 if scsi_controller is None else scsi_controller:
             args += ["-device", f"virtio-scsi-pci,id={_SCSI_CONTROLLER}"]
         args += [
             "-device",
