@@ -13,6 +13,7 @@ import pytest
 from helpers_runs import SPINE_RUN, failed, make_cell, make_run, ok, sample
 from iomatrix import cli, compare, stats
 from iomatrix.compare import Comparison, Row
+from iomatrix.model import LoopStack
 from iomatrix.results import RunRecord, load_run, write_record
 
 CELL = make_cell(fs="ext4")
@@ -330,6 +331,22 @@ def test_a_changed_workload_file_is_refused() -> None:
     edited = make_cell(fs="ext4", workload_sha256="f" * 64)
     new = make_run([ok(edited, {"write_iops": [1.0] * 5})], run_id="new")
     with pytest.raises(compare.EnvironmentMismatchError, match=r"workload\.sha256"):
+        compare.compare_runs(base, new)
+
+
+def test_a_changed_loop_stack_is_refused() -> None:
+    """The same filesystem name over a file with and without chattr +C measures different things."""
+    nocow = LoopStack(outer_fstype="btrfs", nocow=True)
+    base_cell = CELL.model_copy(
+        update={"filesystem": CELL.filesystem.model_copy(update={"loop": nocow})}
+    )
+    cow = nocow.model_copy(update={"nocow": False})
+    new_cell = CELL.model_copy(
+        update={"filesystem": CELL.filesystem.model_copy(update={"loop": cow})}
+    )
+    base = make_run([ok(base_cell, {"write_iops": [1.0] * 5})])
+    new = make_run([ok(new_cell, {"write_iops": [1.0] * 5})], run_id="new")
+    with pytest.raises(compare.EnvironmentMismatchError, match=r"filesystem\.loop"):
         compare.compare_runs(base, new)
 
 

@@ -216,3 +216,13 @@ def test_only_btrfs_over_several_devices_needs_a_scan_before_mount() -> None:
     ]
     assert adapter("btrfs").scan_argv(["/dev/vda"]) is None
     assert adapter("xfs").scan_argv(["/dev/vda", "/dev/vdb"]) is None
+
+
+def test_btrfs_df_of_a_single_disk_has_single_data_and_dup_metadata() -> None:
+    text = (BTRFS / "single-disk.df.txt").read_text()
+    assert parse_btrfs_df(text) == {
+        "Data": "single",
+        "System": "DUP",
+        "Metadata": "DUP",
+        "GlobalReserve": "single",
+    }

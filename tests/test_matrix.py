@@ -346,7 +346,7 @@ def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
         (
             ("workloads", "randwrite", "kind"),
             "workloads.randwrite.kind",
-            "fio, max_runtime, max_file_size",
+            "fio, max_runtime, max_file_size, builtin, block_size, count, line_length, bonnie",
         ),
         (
             ("matrix", "arch"),
@@ -375,7 +375,7 @@ def test_unknown_fields_name_the_allowed_ones(
         (
             {"filesystem": [{"name": "xfs", "mkfs_options": ["-f"]}]},
             "matrix.filesystem[0].mkfs_options",
-            "name, type, mkfs",
+            "name, type, mkfs, loop",
         ),
         (
             {"mount_options": {"ext4": [{"name": "fast", "options": "ro", "opts": "x"}]}},
@@ -2046,3 +2046,161 @@ def test_the_base_preset_defines_throttled_and_multi_disk_profiles() -> None:
     assert (devices["hdd-like"]["iops_limit"], devices["hdd-like"]["bw_limit"]) == (150, "150MiB")
     assert devices["sata-ssd-like"]["iops_limit"] == 80000
     assert devices["virtio-file-x4"]["count"] == 4
+
+
+LOOP_FS: dict[str, Any] = {
+    "name": "ext4-on-btrfs",
+    "type": "ext4",
+    "mkfs": ["-b", "4096"],
+    "loop": {
+        "outer": "btrfs",
+        "outer_mkfs": ["-m", "single"],
+        "outer_options": "noatime,compress=zstd",
+        "nocow": True,
+        "size": "512MiB",
+        "direct_io": True,
+    },
+}
+
+
+def test_a_loop_stack_loads_with_both_layers(ws: Path) -> None:
+    doc = base_doc()
+    doc["matrix"]["filesystem"] = ["btrfs", LOOP_FS]
+    doc["matrix"]["mount_options"] = {"ext4": ["default", "noatime"]}
+    cells = load_doc(ws, doc).cells
+    loop_cells = [c for c in cells if c.filesystem.loop is not None]
+    # mount_options by type apply to the inner filesystem, where the workload runs.
+    assert [c.mount_options.options for c in loop_cells] == [(), ("noatime",)]
+    fs = loop_cells[0].filesystem
+    assert (fs.fstype, fs.disk_fstype, fs.mkfs_options) == ("ext4", "btrfs", ("-b", "4096"))
+    assert fs.loop is not None
+    assert fs.loop.outer_mkfs_options == ("-m", "single")
+    assert fs.loop.outer_mount_options == ("noatime", "compress=zstd")
+    assert (fs.loop.nocow, fs.loop.direct_io) == (True, True)
+    assert fs.loop.file_size_bytes == 512 * MIB
+    # A filesystem directly on the disk serialises as before: format-1 readers keep loading it.
+    direct = next(c for c in cells if c.filesystem.loop is None).filesystem
+    assert "loop" not in direct.model_dump()
+
+
+def test_a_loop_stack_defaults(ws: Path) -> None:
+    doc = base_doc()
+    doc["matrix"]["filesystem"] = [{"name": "lo", "type": "xfs", "loop": {"outer": "ext4"}}]
+    (cell,) = load_doc(ws, doc).cells
+    assert cell.filesystem.loop is not None
+    assert cell.filesystem.loop.outer_mount_options == ()
+    assert cell.filesystem.loop.file_size_bytes is None  # half the outer filesystem's free space
+    assert not cell.filesystem.loop.nocow
+
+
+def test_a_loop_stack_over_btrfs_may_span_several_disks(ws: Path) -> None:
+    doc = base_doc()
+    doc["devices"]["small"]["count"] = 2
+    loop = copy.deepcopy(LOOP_FS)
+    doc["matrix"]["filesystem"] = [loop]
+    assert load_doc(ws, doc).cells[0].device.count == 2
+    loop["loop"]["outer"] = "xfs"
+    loop["loop"]["nocow"] = False
+    error = only_error(ws, doc)
+    assert "(xfs) cannot use device 'small': it has 2 disks" in error.reason
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "reason"),
+    [
+        ({"outer": "ext4"}, "matrix.filesystem[0].loop", "nocow (chattr +C) turns off btrfs"),
+        ({"outer": "zfs"}, "matrix.filesystem[0].loop.outer", "'zfs' is not allowed"),
+        ({"size": "1MiB"}, "matrix.filesystem[0].loop.size", "out of range: a loop file is"),
+        ({"outer_options": "a;b"}, "matrix.filesystem[0].loop.outer_options", "not allowed"),
+        ({"outer_mkfs": ["-O x"]}, "matrix.filesystem[0].loop.outer_mkfs[0]", "not an allowed"),
+        ({"colour": 1}, "matrix.filesystem[0].loop.colour", "unknown field 'colour'"),
+    ],
+)
+def test_bad_loop_stacks_are_refused(
+    ws: Path, change: dict[str, object], field: str, reason: str
+) -> None:
+    loop = copy.deepcopy(LOOP_FS)
+    loop["loop"].update(change)
+    doc = base_doc()
+    doc["matrix"]["filesystem"] = [loop]
+    error = only_error(ws, doc)
+    assert error.field == field
+    assert reason in error.reason
+
+
+def test_builtin_and_bonnie_workloads_load_with_their_parameters(ws: Path) -> None:
+    doc = base_doc()
+    doc["workloads"] = {
+        "dd-sync": {"builtin": "sync-write", "block_size": "1MiB", "count": 1000},
+        "dd-then-sync": {"builtin": "write-then-sync"},
+        "log": {"builtin": "log-append", "count": 10000, "line_length": 51},
+        "meta": {"bonnie": {"files": 16, "max_size": "4KiB", "min_size": 0, "dirs": 8}},
+    }
+    doc["matrix"]["workload"] = ["dd-sync", "dd-then-sync", "log", "meta"]
+    workloads = {c.workload.name: c.workload for c in load_doc(ws, doc).cells}
+    dd = workloads["dd-sync"]
+    assert (dd.kind, dd.job_file) == ("builtin", "")
+    assert dd.builtin is not None
+    assert (dd.builtin.name, dd.builtin.block_size_bytes, dd.builtin.count) == (
+        "sync-write",
+        MIB,
+        1000,
+    )
+    defaults = workloads["dd-then-sync"].builtin
+    assert defaults is not None
+    assert (defaults.block_size_bytes, defaults.count) == (MIB, 1000)
+    log = workloads["log"].builtin
+    assert log is not None
+    assert (log.count, log.line_length) == (10000, 51)
+    meta = workloads["meta"]
+    assert meta.kind == "bonnie"
+    assert meta.bonnie is not None
+    assert meta.bonnie.n_argument == "16:4096:0:8"
+    # Parameters are pinned by a hash, as a job file's text is.
+    assert dd.sha256 != workloads["dd-then-sync"].sha256
+    assert all(w.estimated_s > 0 for w in workloads.values())
+
+
+@pytest.mark.parametrize(
+    ("definition", "field", "reason"),
+    [
+        ({}, "workloads.w.fio", "missing; give the fio job file"),
+        (
+            {"fio": "workloads/randwrite.fio", "builtin": "sync-write"},
+            "workloads.w",
+            "found: fio, builtin",
+        ),
+        ({"builtin": "dd"}, "workloads.w.builtin", "'dd' is not allowed"),
+        (
+            {"builtin": "log-append", "block_size": "1MiB"},
+            "workloads.w.block_size",
+            "block_size is not an option of builtin log-append; its options: count, line_length",
+        ),
+        (
+            {"builtin": "sync-write", "max_runtime": 10},
+            "workloads.w.max_runtime",
+            "not an option of builtin sync-write",
+        ),
+        (
+            {"bonnie": {"files": 16}, "count": 3},
+            "workloads.w.count",
+            "count is not an option of a bonnie workload",
+        ),
+        ({"builtin": "sync-write", "block_size": 100}, "workloads.w.block_size", "512 bytes"),
+        ({"bonnie": {"files": 0}}, "workloads.w.bonnie.files", "it must be >= 1"),
+        (
+            {"bonnie": {"files": 1, "max_size": 1024, "min_size": 4096}},
+            "workloads.w.bonnie",
+            "min_size (4096) is more than max_size (1024)",
+        ),
+    ],
+)
+def test_bad_workload_definitions_are_refused(
+    ws: Path, definition: dict[str, Any], field: str, reason: str
+) -> None:
+    doc = base_doc()
+    doc["workloads"] = {"w": definition}
+    doc["matrix"]["workload"] = ["w"]
+    error = only_error(ws, doc)
+    assert error.field == field
+    assert reason in error.reason

@@ -90,3 +90,46 @@ def test_the_hdd_like_profile_limits_iops_against_the_same_disk_unthrottled(
     # QEMU's leaky bucket allows short bursts above the limit; over 3 s the average stays near it.
     assert 0 < slow <= 150 * 1.2
     assert fast > 2 * slow, (fast, slow)
+
+
+def test_ext4_on_a_loop_device_over_a_nocow_file_on_btrfs_reads_back_both_layers(
+    stacks_run: tuple[RunRecord, Path],
+) -> None:
+    record, _ = stacks_run
+    e = entry(record, "ext4-loop-nocow", "virtio-file")
+    applied = e.result.applied
+    assert applied is not None
+    loop = applied.loop
+    assert loop is not None
+    # The workload ran on the inner ext4, mounted from the loop device ...
+    assert applied.mount_fstype == "ext4"
+    assert loop.device.startswith("loop")
+    assert loop.backing_file.endswith("/iomatrix-loop/backing.img")
+    assert not loop.direct_io
+    # ... over a file with the C attribute (lsattr), in a folder with it, on btrfs mounted with
+    # the outer options asked for, on the test disk.
+    assert loop.nocow
+    assert "C" in loop.file_attributes
+    assert "C" in loop.dir_attributes
+    assert loop.outer_fstype == "btrfs"
+    assert "noatime" in loop.outer_mount_options
+    assert loop.outer_missing_mount_options == ()
+    assert loop.outer_device == applied.device
+    assert loop.file_size_bytes == 256 << 20
+    # Sparse, as `truncate -s` made it: mkfs and the workload allocated only part of it.
+    assert 0 < loop.file_allocated_bytes < loop.file_size_bytes
+    # The btrfs read-back is the outer filesystem's: one disk, so no RAID.
+    assert applied.btrfs_profiles["Data"] == "single"
+    assert e.result.repetitions[0].metrics["write_iops"] > 0
+
+
+def test_without_nocow_the_loop_file_keeps_copy_on_write(
+    stacks_run: tuple[RunRecord, Path],
+) -> None:
+    record, _ = stacks_run
+    applied = entry(record, "ext4-loop", "virtio-file").result.applied
+    assert applied is not None
+    assert applied.loop is not None
+    assert not applied.loop.nocow
+    assert "C" not in applied.loop.file_attributes
+    assert applied.loop.outer_mount_options  # the kernel's defaults, read back

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import platform
 import signal
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from iomatrix import cpustat, fio, proc
+from iomatrix import bonnie, builtin_workloads, cpustat, fio, proc
 from iomatrix.errors import ResultFormatError
 from iomatrix.filesystems import (
     SCHEDULER_MODULES,
@@ -34,18 +35,32 @@ from iomatrix.filesystems import (
     parse_btrfs_df,
     parse_btrfs_show,
 )
-from iomatrix.model import Cell, Record, Workload
+from iomatrix.model import Cell, LoopStack, Record, Workload
 from iomatrix.plan import BootPlan, Step
-from iomatrix.results import Applied, CellResult, Limits, Repetition, Status, write_record
+from iomatrix.results import (
+    Applied,
+    CellResult,
+    Limits,
+    LoopApplied,
+    Repetition,
+    Status,
+    write_record,
+)
 
 MOUNTPOINT = Path("/tmp/iomatrix/mnt")
+# Where the outer filesystem of a loop stack is mounted, and the loop device's backing file on it.
+OUTER_MOUNTPOINT = Path("/tmp/iomatrix/outer")
+LOOP_DIR = "iomatrix-loop"
+LOOP_FILE = "backing.img"
 # Seconds an unmount may take after a failed or timed-out cell, outside the cell's own budget.
 CLEANUP_S = 60.0
 # Seconds of a repetition's budget kept back after a workload's time bound: fio, stopped there,
 # still has to write its report (it gets 5 s after SIGTERM, see proc._stop_group).
-REPORT_RESERVE_S = 10.0
-# What proc.run's stop callback says when a workload reached its time bound.
+REPORT_RESERVE_S = 6.0
+# What proc.run's stop callback says when a workload reached its time bound, and how often a
+# bounded workload is looked at (its start is noticed within this, its bound kept to it).
 _BOUND_REACHED = "the workload reached its time bound"
+_BOUND_POLL_S = 0.2
 MIB = 1 << 20
 
 
@@ -99,20 +114,21 @@ class CellContext:
         return done
 
     def run_bounded(
-        self, argv: Sequence[str], *, what: str, cwd: Path, stop_at: float
+        self, argv: Sequence[str], *, what: str, cwd: Path, reached: Callable[[], bool]
     ) -> tuple[proc.Completed | None, bool]:
-        """Run a workload that is stopped (SIGTERM, then SIGKILL) when it reaches `stop_at`;
-        returns what it left and whether it was stopped. A stopped fio still writes its report."""
+        """Run a workload that is stopped (SIGTERM, then SIGKILL) once `reached()` says so
+        (asked about once a second); returns what it left and whether it was stopped. A stopped
+        fio still writes its report."""
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             raise CellError(f"timeout: the cell's time budget ran out before {what}")
         self.log(f"$ {' '.join(argv)}")
 
         def bound() -> str | None:
-            return _BOUND_REACHED if time.monotonic() >= stop_at else None
+            return _BOUND_REACHED if reached() else None
 
         try:
-            done = proc.run(argv, timeout_s=remaining, cwd=cwd, stop=bound)
+            done = proc.run(argv, timeout_s=remaining, cwd=cwd, stop=bound, poll_s=_BOUND_POLL_S)
         except proc.CommandTimeout as exc:
             self.log(str(exc))
             if exc.reason == _BOUND_REACHED:
@@ -200,25 +216,61 @@ def kill_mount_users(ctx: CellContext, mountpoint: Path) -> list[int]:
     return killed
 
 
-def release_mountpoint(ctx: CellContext) -> None:
-    """Unmount whatever an earlier cell left at the mount point (after a killed workload whose
-    unmount failed): kill what still uses it, unmount, lazily if need be, and give a clear error
-    if even that fails."""
-    for attempt in (["umount", str(MOUNTPOINT)], ["umount", "-l", str(MOUNTPOINT)]):
-        try:
-            mounted_options(MOUNTPOINT)
-        except CellError:
+def is_mounted(mountpoint: Path) -> bool:
+    try:
+        mounted_options(mountpoint)
+    except CellError:
+        return False
+    return True
+
+
+def release(ctx: CellContext, mountpoint: Path) -> None:
+    """Unmount whatever is left at a mount point (after a killed workload whose unmount failed):
+    kill what still uses it, unmount, lazily if need be, and give a clear error if even that
+    fails."""
+    for attempt in (["umount", str(mountpoint)], ["umount", "-l", str(mountpoint)]):
+        if not is_mounted(mountpoint):
             return
-        kill_mount_users(ctx, MOUNTPOINT)
+        kill_mount_users(ctx, mountpoint)
         try:
-            ctx.run(attempt, what="unmounting what an earlier cell left", cleanup=True)
+            ctx.run(attempt, what=f"unmounting {mountpoint}", cleanup=True)
         except (CellFailed, CellError) as exc:
             ctx.log(str(exc))
+    if is_mounted(mountpoint):
+        raise CellError(f"{mountpoint} is still mounted and cannot be released")
+
+
+def loop_devices_backed_under(directory: Path) -> list[str]:
+    """Loop devices whose backing file lies under `directory` (from /sys/block/loop*/loop)."""
+    found = []
+    for block in sorted(Path("/sys/block").glob("loop*")):
+        try:
+            backing = (block / "loop" / "backing_file").read_text().strip()
+        except OSError:
+            continue  # not attached
+        if backing.startswith(str(directory) + "/"):
+            found.append(f"/dev/{block.name}")
+    return found
+
+
+def tear_down(ctx: CellContext) -> None:
+    """Undo a repetition's stack, innermost first: the filesystem under test, the loop devices
+    over files of the outer filesystem, the outer filesystem. Safe to call on any state."""
+    release(ctx, MOUNTPOINT)
+    for loop in loop_devices_backed_under(OUTER_MOUNTPOINT):
+        try:
+            ctx.run(["losetup", "-d", loop], what=f"detaching {loop}", cleanup=True)
+        except (CellFailed, CellError) as exc:
+            ctx.log(str(exc))
+    release(ctx, OUTER_MOUNTPOINT)
+
+
+def release_mountpoint(ctx: CellContext) -> None:
+    """Before a repetition: whatever an earlier one left mounted or attached is released."""
     try:
-        mounted_options(MOUNTPOINT)
-    except CellError:
-        return
-    raise CellError(f"{MOUNTPOINT} is still mounted by an earlier cell and cannot be released")
+        tear_down(ctx)
+    except CellError as exc:
+        raise CellError(f"an earlier cell left the disk in use: {exc}") from exc
 
 
 def set_scheduler(ctx: CellContext, device: str) -> tuple[str | None, tuple[str, ...]]:
@@ -297,15 +349,21 @@ def run_repetition(
     cell = ctx.cell
     fs = adapter(cell.filesystem.fstype)
     dev_paths = [f"/dev/{d}" for d in devices]
-    make_and_mount(
-        ctx,
-        fs,
-        dev_paths,
-        mkfs_options=cell.filesystem.mkfs_options,
-        mount_options=cell.mount_options.options,
-        mountpoint=MOUNTPOINT,
-    )
     try:
+        loop_applied: LoopApplied | None = None
+        target = dev_paths
+        if cell.filesystem.loop is not None:
+            target = [attach_loop(ctx, cell.filesystem.loop, dev_paths)]
+        make_and_mount(
+            ctx,
+            fs,
+            target,
+            mkfs_options=cell.filesystem.mkfs_options,
+            mount_options=cell.mount_options.options,
+            mountpoint=MOUNTPOINT,
+        )
+        if cell.filesystem.loop is not None:
+            loop_applied = loop_readback(ctx, cell.filesystem.loop, target[0], devices[0])
         _source, fstype, options = mounted_options(MOUNTPOINT)
         scheduler_texts = [
             (Path("/sys/block") / d / "queue" / "scheduler").read_text() for d in devices
@@ -322,20 +380,178 @@ def run_repetition(
             member_schedulers=(
                 tuple(active_scheduler(t) for t in scheduler_texts) if len(devices) > 1 else ()
             ),
-            **btrfs_readback(ctx, fs.fstype, MOUNTPOINT),
+            loop=loop_applied,
+            **btrfs_readback(
+                ctx,
+                cell.filesystem.disk_fstype,
+                OUTER_MOUNTPOINT if cell.filesystem.loop is not None else MOUNTPOINT,
+            ),
         )
         ctx.log(f"applied: {applied.model_dump_json()}")
         drop_caches(ctx)
-        rep = run_fio(ctx, index)
+        rep = run_workload(ctx, index)
     finally:
-        # Always unmount so the next step's mkfs finds a free device: first stop whatever of a
-        # killed workload still uses the filesystem.
-        kill_mount_users(ctx, MOUNTPOINT)
+        # Always take the stack down so the next step's mkfs finds a free device: first stop
+        # whatever of a killed workload still uses the filesystem.
         try:
-            ctx.run(["umount", str(MOUNTPOINT)], what="umount", cleanup=True)
-        except (CellFailed, CellError) as exc:
-            ctx.log(f"umount: {exc}")
+            tear_down(ctx)
+        except CellError as exc:
+            ctx.log(f"tear down: {exc}")
     return applied, rep
+
+
+def attach_loop(ctx: CellContext, loop: LoopStack, dev_paths: Sequence[str]) -> str:
+    """The outer filesystem on the disk(s), a file on it (chattr +C first when nocow), and a loop
+    device over the file; returns the loop device's path."""
+    outer = adapter(loop.outer_fstype)
+    make_and_mount(
+        ctx,
+        outer,
+        dev_paths,
+        mkfs_options=loop.outer_mkfs_options,
+        mount_options=loop.outer_mount_options,
+        mountpoint=OUTER_MOUNTPOINT,
+    )
+    folder = OUTER_MOUNTPOINT / LOOP_DIR
+    backing = folder / LOOP_FILE
+    folder.mkdir()
+    if loop.nocow:
+        # Files made in a +C folder inherit it; the file gets it too while still empty, the only
+        # time btrfs lets it change (as the seed experiment did it).
+        ctx.run(["chattr", "+C", str(folder)], what="chattr +C on the loop file's folder")
+    backing.touch()
+    if loop.nocow:
+        ctx.run(["chattr", "+C", str(backing)], what="chattr +C on the loop file")
+    size = loop.file_size_bytes
+    if size is None:
+        st = os.statvfs(OUTER_MOUNTPOINT)
+        size = max(MIB, st.f_bavail * st.f_frsize // 2 // MIB * MIB)
+    os.truncate(backing, size)  # sparse, as `truncate -s`
+    done = ctx.run(
+        [
+            "losetup",
+            "--find",
+            "--show",
+            f"--direct-io={'on' if loop.direct_io else 'off'}",
+            str(backing),
+        ],
+        what="losetup",
+    )
+    device = done.stdout.strip()
+    if not device.startswith("/dev/loop"):
+        raise CellError(f"losetup printed {device!r}, not a loop device")
+    return device
+
+
+def loop_readback(ctx: CellContext, loop: LoopStack, device: str, disk: str) -> LoopApplied:
+    """Both layers as the guest reports them: the loop device (losetup), the file's attributes
+    (lsattr) and size, the outer mount (/proc/mounts)."""
+    listed = ctx.run(
+        ["losetup", "--list", "--json", "--output", "NAME,BACK-FILE,DIO", device],
+        what="losetup --list",
+    )
+    try:
+        (info,) = json.loads(listed.stdout)["loopdevices"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CellError(f"cannot read losetup's report of {device}: {exc}") from exc
+    folder = OUTER_MOUNTPOINT / LOOP_DIR
+    backing = folder / LOOP_FILE
+    file_attrs = ctx.run(["lsattr", str(backing)], what="lsattr").stdout.split()[0]
+    dir_attrs = ctx.run(["lsattr", "-d", str(folder)], what="lsattr -d").stdout.split()[0]
+    _src, outer_fstype, outer_options = mounted_options(OUTER_MOUNTPOINT)
+    name = Path(device).name
+    st = backing.stat()
+    return LoopApplied(
+        device=name,
+        backing_file=str(info["back-file"]),
+        direct_io=info["dio"] in (True, 1, "1"),
+        scheduler=active_scheduler((Path("/sys/block") / name / "queue" / "scheduler").read_text()),
+        file_size_bytes=st.st_size,
+        file_allocated_bytes=st.st_blocks * 512,
+        file_attributes=file_attrs,
+        dir_attributes=dir_attrs,
+        nocow="C" in file_attrs,
+        outer_device=disk,
+        outer_fstype=outer_fstype,
+        outer_mount_options=outer_options,
+        outer_missing_mount_options=missing_mount_options(loop.outer_mount_options, outer_options),
+    )
+
+
+def run_workload(ctx: CellContext, index: int) -> Repetition:
+    kind = ctx.cell.workload.kind
+    if kind == "builtin":
+        return run_builtin(ctx, index)
+    if kind == "bonnie":
+        return run_bonnie(ctx, index)
+    return run_fio(ctx, index)
+
+
+def run_builtin(ctx: CellContext, index: int) -> Repetition:
+    """A builtin workload in a Python process of its own in the filesystem under test; its own
+    real/user/sys times, the guest's CPU shares around it."""
+    params = ctx.cell.workload.builtin
+    if params is None:
+        raise CellError("a builtin workload without its parameters")
+    argv = builtin_workloads.argv(
+        params.name,
+        block=params.block_size_bytes,
+        count=params.count,
+        line_length=params.line_length,
+    )
+    started = time.monotonic()
+    done = ctx.run(argv, what=f"builtin {params.name}", cwd=MOUNTPOINT)
+    duration = time.monotonic() - started
+    (ctx.dir / f"rep-{index}.builtin.json").write_text(done.stdout)
+    try:
+        output = json.loads(done.stdout)
+        metrics = {str(k): float(v) for k, v in output["metrics"].items()}
+        # The process read /proc/stat right around its work: its interpreter's start-up (seconds
+        # under TCG) is not the workload's CPU.
+        usage = cpustat.usage(
+            cpustat.parse_proc_stat(output["proc_stat_before"]),
+            cpustat.parse_proc_stat(output["proc_stat_after"]),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CellError(f"builtin {params.name} reported no measurements: {exc}") from exc
+    return Repetition(
+        index=index,
+        metrics=metrics,
+        cpu=usage,
+        duration_s=duration,
+        fio_version="",
+        fio={},
+        raw={"tool": "iomatrix.builtin_workloads", "workload": params.name, "output": output},
+    )
+
+
+def run_bonnie(ctx: CellContext, index: int) -> Repetition:
+    """bonnie++'s file tests in the filesystem under test; its CSV line parsed, kept whole."""
+    params = ctx.cell.workload.bonnie
+    if params is None:
+        raise CellError("a bonnie workload without its parameters")
+    before = cpustat.read()
+    started = time.monotonic()
+    done = ctx.run(bonnie.bonnie_argv(str(MOUNTPOINT), params), what="bonnie++", cwd=MOUNTPOINT)
+    duration = time.monotonic() - started
+    usage = cpustat.usage(before, cpustat.read())
+    csv_path = ctx.dir / f"rep-{index}.bonnie.csv"
+    csv_path.write_text(done.stdout)
+    result = bonnie.parse_csv(done.stdout, source=str(csv_path))
+    return Repetition(
+        index=index,
+        metrics=result.metrics,
+        cpu=usage,
+        duration_s=duration,
+        fio_version="",
+        fio={},
+        raw={
+            "tool": "bonnie++",
+            "version": result.version,
+            "csv": result.line,
+            "too_fast": list(result.too_fast),
+        },
+    )
 
 
 def file_size_cap(workload: Workload, mountpoint: Path) -> int | None:
@@ -361,13 +577,31 @@ def run_fio(ctx: CellContext, index: int) -> Repetition:
     fio.fio_argv), and stopped at the time bound if it still runs (its report is kept)."""
     workload = ctx.cell.workload
     started = time.monotonic()
-    bound = ctx.deadline - started - REPORT_RESERVE_S
+    # The budget's end, less the time a stopped fio needs for its report: the latest stop.
+    latest = ctx.deadline - REPORT_RESERVE_S
+    bound = latest - started
     if workload.max_runtime_s is not None:
         bound = min(bound, workload.max_runtime_s)
     if bound < 1:
         raise CellError("timeout: the cell's time budget ran out before fio")
     file_cap = file_size_cap(workload, MOUNTPOINT)
     out = ctx.dir / f"rep-{index}.fio.json"
+    out.unlink(missing_ok=True)  # its appearance is how fio's start is seen
+    fio_started: list[float] = []
+    cpu_at_start: list[cpustat.CpuTimes] = []
+
+    def reached() -> bool:
+        """The bound counts from fio's start: when it has read its command line and created its
+        output file. Loading fio and its libraries over the shared root takes seconds under
+        TCG, and more on a busy host, which neither the bound nor the CPU accounting (which
+        starts there too) should depend on."""
+        now = time.monotonic()
+        if not fio_started and out.exists():
+            fio_started.append(now)
+            cpu_at_start.append(cpustat.read())
+        stop_at = min(latest, fio_started[0] + bound) if fio_started else latest
+        return now >= stop_at
+
     argv = fio.fio_argv(
         workload.job_file,
         str(MOUNTPOINT),
@@ -376,9 +610,10 @@ def run_fio(ctx: CellContext, index: int) -> Repetition:
         file_size_bytes=file_cap,
     )
     before = cpustat.read()
-    _done, stopped = ctx.run_bounded(argv, what="fio", cwd=MOUNTPOINT, stop_at=started + bound)
+    _done, stopped = ctx.run_bounded(argv, what="fio", cwd=MOUNTPOINT, reached=reached)
     duration = time.monotonic() - started
-    usage = cpustat.usage(before, cpustat.read())
+    # From fio's start, or from the command's when fio was done before that was noticed.
+    usage = cpustat.usage(cpu_at_start[0] if cpu_at_start else before, cpustat.read())
     try:
         data = fio.parse_file(out)
     except (OSError, ResultFormatError) as exc:
@@ -486,7 +721,10 @@ def run_step(plan: BootPlan, step: Step) -> None:
         devices = [find_disk(d.serial) for d in plan.disks if d.key == step.disk_key]
         if not devices:
             raise CellError(f"the plan attaches no disk for device profile {cell.device.name!r}")
-        for module in adapter(cell.filesystem.fstype).modules:
+        modules = list(adapter(cell.filesystem.fstype).modules)
+        if cell.filesystem.loop is not None:
+            modules += [*adapter(cell.filesystem.loop.outer_fstype).modules, "loop"]
+        for module in dict.fromkeys(modules):
             try:
                 ctx.run(["modprobe", module], what=f"modprobe {module}")
             except CellFailed as exc:

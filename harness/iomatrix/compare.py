@@ -198,6 +198,8 @@ def _cell_fields(cell: Cell, qemu_drive: Sequence[str]) -> dict[str, str]:
     fields["qemu_drive"] = " ".join(normalized_drive(qemu_drive))
     fields["filesystem.fstype"] = cell.filesystem.fstype
     fields["filesystem.mkfs_options"] = " ".join(cell.filesystem.mkfs_options)
+    if cell.filesystem.loop is not None:
+        fields["filesystem.loop"] = cell.filesystem.loop.model_dump_json()
     fields["mount_options"] = ",".join(cell.mount_options.options)
     fields["workload.sha256"] = cell.workload.sha256
     return fields

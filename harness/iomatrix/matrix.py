@@ -62,16 +62,21 @@ from iomatrix.fio import fio_size
 from iomatrix.kernels import parse_spec
 from iomatrix.model import (
     AXES,
+    BUILTINS,
     HOST_DEVICE_RE,
     MAX_DEVICE_COUNT,
     SCHEDULERS,
     AioMode,
     Backing,
+    BonnieParams,
+    BuiltinName,
+    BuiltinParams,
     Bus,
     CacheMode,
     Cell,
     DeviceProfile,
     FilesystemChoice,
+    LoopStack,
     Matrix,
     MountOptionSet,
     Scheduler,
@@ -94,6 +99,7 @@ GIB = 1 << 30
 TIB = 1 << 40
 MAX_FILE_BYTES = MIB  # matrix files, presets and fio job files alike
 DEVICE_SIZE_MIN = 64 * MIB
+LOOP_FILE_MIN = 16 * MIB
 DEVICE_SIZE_MAX = 256 * GIB
 VM_MEMORY_MIN = 256 * MIB
 VM_MEMORY_MAX = 256 * GIB
@@ -261,6 +267,15 @@ def estimate_fio_runtime(text: str) -> float:
         seconds += _fio_seconds(job.get("ramp_time")) or 0.0
         group = max(group, seconds)
     return total + group
+
+
+def _builtin_estimate(params: BuiltinParams) -> float:
+    """Rough seconds of a builtin workload, for ETAs only: synchronous writes at 20 MB/s,
+    buffered ones at 50 MB/s, 5000 log lines per second."""
+    if params.name == "log-append":
+        return 2.0 + params.count / 5000
+    rate = 20e6 if params.name == "sync-write" else 50e6
+    return 2.0 + params.count * params.block_size_bytes / rate
 
 
 # --- fio job files: nothing outside the filesystem under test ----------------------------------
@@ -754,19 +769,112 @@ def _file_size_cap(value: object) -> int | str:
 FileSizeCap = Annotated[int | str, BeforeValidator(_file_size_cap)]
 
 
+def _zero_or_size(value: object) -> int:
+    return 0 if value == 0 and not isinstance(value, bool) else parse_size(cast(Any, value))
+
+
+def _block_size(value: object) -> int:
+    size = parse_size(cast(Any, value))
+    if not 512 <= size <= 64 * MIB:
+        raise ValueError(f"{_show(value)} is out of range: a block is 512 bytes .. 64 MiB")
+    return size
+
+
+ZeroOrSize = Annotated[int, BeforeValidator(_zero_or_size)]
+
+
+class _BonnieSpec(_Schema):
+    """bonnie++ -s 0 -n files:max_size:min_size:dirs (files in units of 1024)."""
+
+    files: Annotated[int, Field(ge=1, le=1024)]
+    max_size: Annotated[ZeroOrSize, Field(le=GIB)] = 0
+    min_size: Annotated[ZeroOrSize, Field(le=GIB)] = 0
+    dirs: Annotated[int, Field(ge=0, le=100_000)] = 0
+
+    @model_validator(mode="after")
+    def _sizes_in_order(self) -> _BonnieSpec:
+        if self.min_size > self.max_size:
+            raise ValueError(f"min_size ({self.min_size}) is more than max_size ({self.max_size})")
+        return self
+
+
+# The workload kinds a definition can name, and the options that belong to each.
+_WORKLOAD_KINDS = ("fio", "builtin", "bonnie")
+_KIND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "fio": ("max_runtime", "max_file_size"),
+    "sync-write": ("block_size", "count"),
+    "write-then-sync": ("block_size", "count"),
+    "log-append": ("count", "line_length"),
+    "bonnie": (),
+}
+
+
 class _WorkloadSpec(_Schema):
-    fio: JobFile | None = None  # required once presets are merged
+    fio: JobFile | None = None  # one of fio, builtin, bonnie once presets are merged
     # The longest fio may run (it is stopped there and reports what it measured until then);
     # default: the repetition's budget.
     max_runtime: Seconds | None = None
     # Cap on each file's size: auto (a quarter of the free space), off, or a size.
     max_file_size: FileSizeCap | None = None
+    # A workload the agent runs itself (iomatrix.builtin_workloads) and its parameters.
+    builtin: BuiltinName | None = None
+    block_size: Annotated[int, BeforeValidator(_block_size)] | None = None
+    count: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
+    line_length: Annotated[int, Field(ge=2, le=65536)] | None = None
+    bonnie: _BonnieSpec | None = None
+
+    def kinds(self) -> list[str]:
+        return [k for k in _WORKLOAD_KINDS if getattr(self, k) is not None]
+
+
+def _loop_file_size(value: object) -> int:
+    size = parse_size(cast(Any, value))
+    if not LOOP_FILE_MIN <= size <= DEVICE_SIZE_MAX:
+        raise ValueError(
+            f"{_show(value)} ({_format_size(size)}) is out of range: a loop file is "
+            f"{_format_size(LOOP_FILE_MIN)} .. {_format_size(DEVICE_SIZE_MAX)}"
+        )
+    return size
+
+
+class _LoopSpec(_Schema):
+    """`loop:` of a filesystem entry: the filesystem runs on a loop device over a file on an
+    outer filesystem, which is made on the test disk(s)."""
+
+    outer: FsType
+    outer_mkfs: list[MkfsArg] = Field(default_factory=list)
+    outer_options: Annotated[str, AfterValidator(_check_option_entry)] = DEFAULT_OPTIONS
+    nocow: bool = False
+    size: Annotated[int, BeforeValidator(_loop_file_size)] | None = None
+    direct_io: bool = False
+
+    @model_validator(mode="after")
+    def _nocow_is_btrfs(self) -> _LoopSpec:
+        if self.nocow and self.outer != "btrfs":
+            raise ValueError(
+                f"nocow (chattr +C) turns off btrfs copy-on-write; the outer filesystem is "
+                f"{self.outer}, where it does not exist"
+            )
+        return self
+
+    def stack(self) -> LoopStack:
+        return LoopStack(
+            outer_fstype=self.outer,
+            outer_mkfs_options=tuple(self.outer_mkfs),
+            outer_mount_options=(
+                () if self.outer_options == DEFAULT_OPTIONS else _option_tokens(self.outer_options)
+            ),
+            nocow=self.nocow,
+            file_size_bytes=self.size,
+            direct_io=self.direct_io,
+        )
 
 
 class _FilesystemSpec(_Schema):
     name: Name
     type: FsType | None = None
     mkfs: list[MkfsArg] = Field(default_factory=list)
+    loop: _LoopSpec | None = None
 
     @model_validator(mode="after")
     def _type_matches_name(self) -> _FilesystemSpec:
@@ -1374,7 +1482,7 @@ class _Expander:
         """A profile with several disks needs a filesystem that spans devices (btrfs)."""
         refused: dict[tuple[str, str], str] = {}
         for c in combos:
-            fstype = c.filesystem.fstype
+            fstype = c.filesystem.disk_fstype
             if c.device.count > 1 and fstype not in MULTI_DEVICE_TYPES:
                 refused.setdefault((c.filesystem.name, c.device.name), fstype)
         for (fs, device), fstype in refused.items():
@@ -1457,11 +1565,62 @@ class _Expander:
 
     def _check_workload_definitions(self) -> None:
         for name, wl in (self.spec.workloads or {}).items():
-            if wl.fio is None:
+            kinds = wl.kinds()
+            if not kinds:
                 self.error(
                     ("workloads", name, "fio"),
-                    "missing; give the fio job file, relative to the file that declares it",
+                    "missing; give the fio job file, relative to the file that declares it (or "
+                    f"builtin: one of {_listing(BUILTINS)}, or bonnie: {{files: N}})",
                 )
+                continue
+            if len(kinds) > 1:
+                self.error(
+                    ("workloads", name),
+                    f"give exactly one of fio, builtin or bonnie; found: {_listing(kinds)}",
+                )
+                continue
+            own = _KIND_OPTIONS[wl.builtin or kinds[0]]
+            for option in ("max_runtime", "max_file_size", "block_size", "count", "line_length"):
+                if getattr(wl, option) is not None and option not in own:
+                    what = f"builtin {wl.builtin}" if wl.builtin else f"a {kinds[0]} workload"
+                    self.error(
+                        ("workloads", name, option),
+                        f"{option} is not an option of {what}; its options: {_listing(own)}",
+                    )
+
+    def _defined_workload(self, name: str, spec: _WorkloadSpec) -> Workload | None:
+        """A builtin or bonnie workload defined under workloads: (fio ones load their file)."""
+        if spec.builtin is not None:
+            defaults = BuiltinParams(name=spec.builtin)
+            params = BuiltinParams(
+                name=spec.builtin,
+                block_size_bytes=spec.block_size or defaults.block_size_bytes,
+                count=spec.count or defaults.count,
+                line_length=spec.line_length or defaults.line_length,
+            )
+            return Workload(
+                name=name,
+                kind="builtin",
+                sha256=Workload.params_sha256(params),
+                estimated_s=_builtin_estimate(params),
+                builtin=params,
+            )
+        if spec.bonnie is not None:
+            bonnie = BonnieParams(
+                files=spec.bonnie.files,
+                max_size_bytes=spec.bonnie.max_size,
+                min_size_bytes=spec.bonnie.min_size,
+                dirs=spec.bonnie.dirs,
+            )
+            return Workload(
+                name=name,
+                kind="bonnie",
+                sha256=Workload.params_sha256(bonnie),
+                # Six passes over the files at a few thousand files per second.
+                estimated_s=5.0 + 6 * bonnie.files * 1024 / 3000,
+                bonnie=bonnie,
+            )
+        return None
 
     def _filesystem_axis(self, entries: Sequence[str | _FilesystemSpec]) -> list[FilesystemChoice]:
         seen: dict[str, tuple[FilesystemChoice, int]] = {}
@@ -1473,6 +1632,7 @@ class _Expander:
                     name=entry.name,
                     fstype=entry.type or entry.name,
                     mkfs_options=tuple(entry.mkfs),
+                    loop=entry.loop.stack() if entry.loop is not None else None,
                 )
             if choice.name in seen:
                 earlier, j = seen[choice.name]
@@ -1562,8 +1722,13 @@ class _Expander:
         defined = self.spec.workloads or {}
         if ref in defined:
             spec = defined[ref]
-            if spec.fio is None:  # reported by _check_workload_definitions
+            if len(spec.kinds()) != 1:  # reported by _check_workload_definitions
                 return None
+            if spec.fio is None:
+                known = self._workloads.get(ref) or self._defined_workload(ref, spec)
+                if known is not None:
+                    self._workloads[ref] = known
+                return known
             return self._load_workload(ref, Path(spec.fio), ("workloads", ref, "fio"), spec)
         base = self.source_of(loc).dir
         if ref.endswith(".fio"):

@@ -52,12 +52,45 @@ class Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class LoopStack(Record):
+    """A loop device over a file on an outer filesystem: the cell's filesystem (the inner one)
+    is made on the loop device, the outer one on the test disk(s)."""
+
+    outer_fstype: str
+    outer_mkfs_options: tuple[str, ...] = ()
+    outer_mount_options: tuple[str, ...] = ()
+    # chattr +C on the file's folder and the (still empty) file: no copy-on-write and no data
+    # checksums on btrfs (nodatacow for that file).
+    nocow: bool = False
+    # The backing file's size (sparse, as `truncate -s` makes it); None: half of the outer
+    # filesystem's free space.
+    file_size_bytes: int | None = Field(default=None, gt=0)
+    # losetup --direct-io=on: the loop device bypasses the outer filesystem's page cache.
+    direct_io: bool = False
+
+
 class FilesystemChoice(Record):
     """One value of the filesystem axis: a name, the filesystem type and its mkfs arguments."""
 
     name: str
     fstype: str
     mkfs_options: tuple[str, ...] = ()
+    # A device stack under the filesystem; None: directly on the test disk(s).
+    loop: LoopStack | None = None
+
+    @property
+    def disk_fstype(self) -> str:
+        """The type of the filesystem made on the test disks (the outer one of a loop stack)."""
+        return self.loop.outer_fstype if self.loop is not None else self.fstype
+
+    @model_serializer(mode="wrap")
+    def _omit_direct(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A compatible addition: left out for filesystems directly on the disk, so their cells
+        # stay what older format-1 readers load.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("loop") is None:
+            data.pop("loop", None)
+        return data
 
 
 class MountOptionSet(Record):
@@ -133,15 +166,66 @@ _WORKLOAD_DEFAULTS: dict[str, Any] = {
     "max_runtime_s": None,
     "file_size_cap": "auto",
     "declared_size_bytes": None,
+    "builtin": None,
+    "bonnie": None,
 }
+WorkloadKind = Literal["fio", "builtin", "bonnie"]
+BuiltinName = Literal["sync-write", "write-then-sync", "log-append"]
+BUILTINS: tuple[str, ...] = ("sync-write", "write-then-sync", "log-append")
+MIB_BYTES = 1 << 20
+
+
+class BuiltinParams(Record):
+    """A workload the guest agent runs itself, in Python (iomatrix.builtins), without a shell.
+
+    sync-write: `count` writes of `block_size_bytes` to one new file opened with O_SYNC (dd
+    oflag=sync); write-then-sync: the same without O_SYNC, then sync(2) (`time (dd ...; sync)`);
+    log-append: `count` lines of `line_length` bytes, each appended by open(O_APPEND), write,
+    close, as a shell's `echo ... >> file` in a loop does.
+    """
+
+    name: BuiltinName
+    block_size_bytes: int = Field(default=MIB_BYTES, ge=512, le=64 * MIB_BYTES)
+    count: int = Field(default=1000, ge=1, le=10_000_000)
+    line_length: int = Field(default=51, ge=2, le=65536)
+
+
+class BonnieParams(Record):
+    """bonnie++'s file-creation tests only (-s 0 -n files:max_size:min_size:dirs): sequential
+    and random create, stat and delete of files * 1024 files."""
+
+    files: int = Field(ge=1, le=1024)  # in units of 1024, as bonnie++ -n takes it
+    max_size_bytes: int = Field(default=0, ge=0, le=MIB_BYTES * 1024)
+    min_size_bytes: int = Field(default=0, ge=0, le=MIB_BYTES * 1024)
+    dirs: int = Field(default=0, ge=0, le=100_000)
+
+    @model_validator(mode="after")
+    def _sizes_in_order(self) -> BonnieParams:
+        if self.min_size_bytes > self.max_size_bytes:
+            raise ValueError(
+                f"min_size ({self.min_size_bytes}) is more than max_size ({self.max_size_bytes})"
+            )
+        return self
+
+    @property
+    def n_argument(self) -> str:
+        """bonnie++'s -n value. dirs 0 means one directory, bonnie++'s default, and is left out:
+        bonnie++ 2.00a dies of a division by zero (SIGFPE) when given `:0` directories."""
+        parts = [str(self.files)]
+        if self.max_size_bytes or self.min_size_bytes or self.dirs:
+            parts += [str(self.max_size_bytes), str(self.min_size_bytes)]
+        if self.dirs:
+            parts.append(str(self.dirs))
+        return ":".join(parts)
 
 
 class Workload(Record):
-    """A fio job file, by name; its text is pinned by a hash so results say what ran."""
+    """What runs on the filesystem under test, by name: a fio job file (its text pinned by a
+    hash so results say what ran), a builtin workload or bonnie++ (their parameters hashed)."""
 
     name: str
-    kind: Literal["fio"] = "fio"
-    job_file: str
+    kind: WorkloadKind = "fio"
+    job_file: str = ""  # fio only
     sha256: str
     # Estimated seconds one repetition takes, for ETAs and shard balancing only.
     estimated_s: float = Field(gt=0)
@@ -155,12 +239,25 @@ class Workload(Record):
     # The largest size= or filesize= the job file states, in bytes (None: it states none that
     # can be read); the cap applies only to a job that asks for more than it.
     declared_size_bytes: int | None = Field(default=None, ge=0)
+    builtin: BuiltinParams | None = None  # kind builtin only
+    bonnie: BonnieParams | None = None  # kind bonnie only
 
     @model_validator(mode="after")
-    def _positive_cap(self) -> Workload:
+    def _consistent(self) -> Workload:
         if isinstance(self.file_size_cap, int) and self.file_size_cap <= 0:
             raise ValueError(f"file_size_cap must be more than 0 bytes, not {self.file_size_cap}")
+        if (self.kind == "fio") != bool(self.job_file):
+            raise ValueError("a fio workload has a job_file, and only a fio workload has one")
+        if (self.kind == "builtin") != (self.builtin is not None):
+            raise ValueError("a builtin workload has builtin parameters, and only it has them")
+        if (self.kind == "bonnie") != (self.bonnie is not None):
+            raise ValueError("a bonnie workload has bonnie parameters, and only it has them")
         return self
+
+    @staticmethod
+    def params_sha256(params: Record) -> str:
+        """The hash that pins a non-fio workload's parameters, as a job file's hash pins it."""
+        return hashlib.sha256(params.model_dump_json().encode()).hexdigest()
 
     @model_serializer(mode="wrap")
     def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:

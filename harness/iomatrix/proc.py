@@ -164,6 +164,7 @@ def _wait(
     copier: threading.Thread | None,
     input_bytes: bytes | None,
     stop: Callable[[], str | None] | None,
+    poll_s: float = _POLL_S,
 ) -> tuple[bytes, bytes]:
     """Wait in short slices so a stop callback is heard; communicate() keeps partial output
     across TimeoutExpired, so retrying it loses nothing."""
@@ -171,7 +172,7 @@ def _wait(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise _Stopped(None)
-        slice_s = remaining if stop is None else min(remaining, _POLL_S)
+        slice_s = remaining if stop is None else min(remaining, poll_s)
         try:
             if copier is not None:
                 popen.wait(timeout=slice_s)
@@ -194,11 +195,13 @@ def run(
     input_text: str | None = None,
     output_file: Path | None = None,
     stop: Callable[[], str | None] | None = None,
+    poll_s: float = _POLL_S,
 ) -> Completed:
     """Run argv and wait for it, at most timeout_s seconds.
 
-    stop: polled about once a second while the command runs; when it returns a reason, the
-    process group is killed and CommandTimeout carries that reason (a watchdog's verdict).
+    stop: polled every poll_s seconds (default about once a second) while the command runs;
+    when it returns a reason, the process group is killed and CommandTimeout carries that
+    reason (a watchdog's verdict).
 
     output_file: stdout and stderr go, interleaved as a console log, to this file (appended)
     instead of memory. They reach it through a pipe that a thread copies, never as the file
@@ -234,6 +237,7 @@ def run(
                 copier=copier,
                 input_bytes=input_text.encode() if input_text is not None else None,
                 stop=stop,
+                poll_s=poll_s,
             )
         except _Stopped as why:
             out_b, err_b = _stop_group(popen, collect=copier is None)

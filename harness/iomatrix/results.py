@@ -51,6 +51,25 @@ CELL_MIGRATIONS: dict[int, Migration] = {}
 Status = Literal["ok", "failed", "skipped", "error"]
 
 
+class LoopApplied(Record):
+    """Both layers of a loop stack as the guest reported them after setting it up."""
+
+    device: str  # the loop device, e.g. loop0
+    backing_file: str  # as losetup reports it
+    direct_io: bool  # losetup's DIO column
+    scheduler: str | None  # the loop device's own active scheduler
+    file_size_bytes: int
+    # Blocks the (sparse) backing file had once the inner filesystem was made and mounted.
+    file_allocated_bytes: int
+    file_attributes: str  # lsattr's flags of the backing file, e.g. ---------------C------
+    dir_attributes: str  # ... and of its folder
+    nocow: bool  # 'C' (no copy-on-write) in the file's attributes
+    outer_device: str
+    outer_fstype: str
+    outer_mount_options: tuple[str, ...]
+    outer_missing_mount_options: tuple[str, ...] = ()
+
+
 class Applied(Record):
     """What the guest kernel actually applied, read back after setting it up; never the request."""
 
@@ -70,6 +89,9 @@ class Applied(Record):
     # and the member devices `btrfs filesystem show` lists.
     btrfs_profiles: dict[str, str] = Field(default_factory=dict)
     btrfs_devices: tuple[str, ...] = ()
+    # A loop stack: the loop device and the outer filesystem (the mount_* fields above are the
+    # inner filesystem's, where the workload ran; btrfs_* are the outer one's).
+    loop: LoopApplied | None = None
 
     @model_serializer(mode="wrap")
     def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -83,7 +105,13 @@ class Applied(Record):
         return data
 
 
-_APPLIED_ADDITIONS = ("member_devices", "member_schedulers", "btrfs_profiles", "btrfs_devices")
+_APPLIED_ADDITIONS = (
+    "member_devices",
+    "member_schedulers",
+    "btrfs_profiles",
+    "btrfs_devices",
+    "loop",
+)
 
 
 class Limits(Record):
@@ -99,7 +127,7 @@ class Limits(Record):
 
 
 # Fields added to Repetition after format 1 was first written: left out while None.
-_REPETITION_OPTIONAL = ("limits",)
+_REPETITION_OPTIONAL = ("limits", "raw")
 
 
 class Repetition(Record):
@@ -111,6 +139,9 @@ class Repetition(Record):
     # fio's own JSON, kept whole so nothing it measured is lost to our metric selection.
     fio: dict[str, Any]
     limits: Limits | None = None
+    # The own output of a workload that is not fio (bonnie++'s CSV line and version, a builtin
+    # workload's JSON), kept whole like fio's; fio is then {} and fio_version "".
+    raw: dict[str, Any] | None = None
 
     @model_serializer(mode="wrap")
     def _omit_unset_additions(self, handler: SerializerFunctionWrapHandler) -> Any:
