@@ -106,3 +106,14 @@ def test_usage_on_real_readings_is_consistent() -> None:
     bumped = before.model_copy(update={"user": before.user + 70, "idle": before.idle + 30})
     got = usage(before, bumped)
     assert (got.usr_pct, got.idle_pct, got.busy_cpu_s) == (70.0, 30.0, 0.7)
+
+
+def test_usage_over_several_intervals_adds_their_ticks() -> None:
+    # A long idle phase and a short busy one: the long one weighs more.
+    idle_phase = (times(), times(user=10, idle=890))
+    busy_phase = (times(), times(user=50, system=50))
+    got = cpustat.usage_over([idle_phase, busy_phase])
+    assert got.usr_pct == pytest.approx(100 * 60 / 1000)
+    assert got.sys_pct == pytest.approx(100 * 50 / 1000)
+    assert got.busy_cpu_s == pytest.approx(110 / cpustat.USER_HZ)
+    assert cpustat.usage_over([busy_phase]) == usage(*busy_phase)

@@ -14,7 +14,7 @@ from conftest import make_cell
 from iomatrix import agent
 from iomatrix.errors import MatrixErrors
 from iomatrix.matrix import load_matrix
-from iomatrix.model import Workload
+from iomatrix.model import FioPhase, Workload
 
 EXAMPLES = Path(__file__).parent / "data" / "fio-examples"
 SHARED = Path("/work/shared/external/fio-examples")
@@ -161,3 +161,47 @@ def test_a_job_that_fits_keeps_its_own_size(
     # Not enlarged to the cap: the cap is passed only to a job that asks for more.
     assert (mnt / "small.0.0").stat().st_size == 2 * MIB
     assert "--filesize" not in (tmp_path / "cell" / "cell.log").read_text()
+
+
+def test_phases_run_one_after_another_each_with_its_own_metrics_and_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    monkeypatch.setattr(agent, "MOUNTPOINT", mnt)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "seqwrite.fio").write_text("[seqwrite]\nfilename=t.dat\nrw=write\nbs=4k\nsize=1m\n")
+    (jobs / "seqread.fio").write_text("[seqread]\nfilename=t.dat\nrw=read\nbs=4k\nsize=1m\n")
+    phases = tuple(
+        FioPhase(name=n, job_file=str(jobs / f"{n}.fio"), sha256="0" * 64, declared_size_bytes=MIB)
+        for n in ("seqwrite", "seqread")
+    )
+    workload = Workload(
+        name="tio",
+        job_file=phases[0].job_file,
+        sha256="1" * 64,
+        estimated_s=2.0,
+        declared_size_bytes=MIB,
+        phases=phases,
+    )
+    ctx = bounded_context(tmp_path, workload, budget_s=60)
+    rep = agent.run_fio(ctx, 0)
+    m = rep.metrics
+    # The read phase read what the write phase left: 256 I/Os each.
+    assert [rep.fio["phases"][p]["jobs"][0]["jobname"] for p in ("seqwrite", "seqread")] == [
+        "seqwrite",
+        "seqread",
+    ]
+    assert m["seqwrite.write_iops"] > 0
+    assert m["seqread.read_iops"] > 0
+    assert not any(name.startswith("seqwrite.read_") for name in m)
+    for phase in ("seqwrite", "seqread"):
+        # Phases this short can end within one 10 ms tick of /proc/stat: 0 is a valid reading.
+        assert 0 <= m[f"{phase}.cpu_sys_pct"] <= 100
+        assert m[f"{phase}.cpu_s_per_io"] >= 0
+        assert (tmp_path / "cell" / f"rep-0.{phase}.fio.json").is_file()
+    assert m["cpu_s_per_io"] >= 0
+    assert rep.fio_version.startswith("fio-")
+    assert rep.limits is not None
+    assert not rep.limits.stopped

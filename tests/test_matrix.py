@@ -2204,3 +2204,40 @@ def test_bad_workload_definitions_are_refused(
     error = only_error(ws, doc)
     assert error.field == field
     assert reason in error.reason
+
+
+def test_a_list_of_job_files_is_one_workload_of_phases(ws: Path) -> None:
+    write(ws / "tio" / "seqwrite.fio", "[seqwrite]\nrw=write\nsize=2g\nruntime=30\n")
+    write(ws / "tio" / "randread.fio", "[randread]\nrw=randread\nsize=2g\nio_size=59m\n")
+    doc = base_doc()
+    doc["workloads"]["tio"] = {"fio": ["tio/seqwrite.fio", "tio/randread.fio"], "max_runtime": 90}
+    doc["matrix"]["workload"] = ["tio"]
+    (cell,) = load_doc(ws, doc).cells
+    w = cell.workload
+    assert [p.name for p in w.phases] == ["seqwrite", "randread"]
+    assert w.job_file == w.phases[0].job_file
+    assert w.declared_size_bytes == 2 * GIB
+    assert w.estimated_s == 60  # 30 s + 30 s (a job without runtime is estimated at 30 s)
+    assert w.max_runtime_s == 90
+    # The hash covers every phase: editing any one changes it.
+    before = w.sha256
+    write(ws / "tio" / "randread.fio", "[randread]\nrw=randread\nsize=1g\n")
+    assert load_doc(ws, doc).cells[0].workload.sha256 != before
+
+
+def test_phases_need_distinct_valid_names_and_safe_job_files(ws: Path) -> None:
+    write(ws / "a" / "x.fio", "[x]\nrw=write\n")
+    write(ws / "b" / "x.fio", "[x]\nrw=read\n")
+    write(ws / "c" / "bad.fio", "[bad]\nfilename=/dev/sda\n")
+    doc = base_doc()
+    doc["workloads"]["tio"] = {"fio": ["a/x.fio", "b/x.fio"]}
+    doc["matrix"]["workload"] = ["tio"]
+    error = only_error(ws, doc)
+    assert error.field == "workloads.tio.fio[1]"
+    assert "must be unique" in error.reason
+    doc["workloads"]["tio"] = {"fio": ["a/x.fio", "c/bad.fio"]}
+    error = only_error(ws, doc)
+    assert error.field == "workloads.tio.fio[1]"
+    assert "filename='/dev/sda'" in error.reason
+    doc["workloads"]["tio"] = {"fio": []}
+    assert only_error(ws, doc).field == "workloads.tio.fio"

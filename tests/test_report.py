@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from conftest import make_cell, make_rep, make_run
-from iomatrix import fio
+from iomatrix import cli, fio
 from iomatrix.cpustat import CpuUsage
-from iomatrix.report import HEADER, format_table, noisy_metrics, run_table, table_rows
-from iomatrix.results import Applied, CellResult, MetricSummary, RunRecord
+from iomatrix.report import (
+    HEADER,
+    format_table,
+    metric_tables,
+    noisy_metrics,
+    run_table,
+    table_rows,
+)
+from iomatrix.results import Applied, CellResult, MetricSummary, RunRecord, write_record
 
 GROUPED_FIO = Path(__file__).parent / "data" / "fio" / "three-groups-grouped-host.json"
 
@@ -180,3 +189,58 @@ def test_a_cell_whose_repetitions_vary_too_much_is_marked_noisy() -> None:
     }
     # iowait is informational: its variation does not make the cell noisy.
     assert noisy_metrics(summary) == [("write_iops", 0.3)]
+
+
+# --- per-workload metric tables ----------------------------------------------------------------
+
+
+def builtin_run() -> RunRecord:
+    """Two cells of one builtin workload that differ only in their filesystem."""
+    cells = [make_cell(fs=fs, workload="dd-sync") for fs in ("btrfs", "ext4")]
+    results = [
+        CellResult(
+            cell_id=cell.id,
+            status="ok",
+            applied=applied(),
+            repetitions=tuple(
+                make_rep(i, {"real_s": real, "user_s": 0.01, "sys_s": 0.5, "mb_s": 1000 / real})
+                for i, real in enumerate(reals)
+            ),
+        )
+        for cell, reals in zip(cells, ((8.0, 10.0, 9.0), (4.0, 4.0)), strict=True)
+    ]
+    return make_run(list(zip(cells, results, strict=True)))
+
+
+def test_a_metric_table_has_a_row_per_metric_and_a_column_per_cell() -> None:
+    text = metric_tables(builtin_run().cells)
+    lines = text.splitlines()
+    # Columns are named by what differs between the cells: the filesystem here.
+    assert lines[0].split() == ["dd-sync", "(median)", "btrfs", "ext4"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert rows["real_s"] == ["9.00", "4.00"]  # medians of the repetitions
+    assert rows["mb_s"] == ["111", "250"]
+    assert rows["user_s"] == ["0.01", "0.01"]
+    # Throughput first, then CPU, then elapsed time (metrics.sort_key).
+    assert list(rows).index("mb_s") < list(rows).index("real_s")
+
+
+def test_metric_tables_take_globs_and_skip_what_the_run_table_shows() -> None:
+    run = builtin_run()
+    text = metric_tables(run.cells, ["*real_s"])
+    assert [line.split()[0] for line in text.splitlines()[2:]] == ["real_s"]
+    # Cells with plain IOPS are in the run table already: only_needed leaves them out.
+    assert metric_tables(record().cells, only_needed=True) == ""
+    assert metric_tables(run.cells, only_needed=True).startswith("dd-sync (median)")
+
+
+def test_cli_show_prints_metric_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = builtin_run()
+    write_record(tmp_path / "run.json", run)
+    assert cli.main(["show", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("run r1 (complete): 2 ok")
+    assert "dd-sync (median)" in shown  # the builtin's numbers, which the run table lacks
+    assert cli.main(["show", str(tmp_path), "--metrics", "mb_s"]) == 0
+    only = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in only[2:]] == ["mb_s"]

@@ -183,3 +183,50 @@ def test_bonnie_file_tests_are_parsed_from_its_csv(suite_run: tuple[RunRecord, P
     cell_id = entry(record, "bonnie").cell.id
     csv = (run_dir / "cells" / cell_id / "rep-0.bonnie.csv").read_text()
     assert csv.startswith("1.98,")
+
+
+def test_tiotest_phases_report_rate_cpu_latency_and_slow_shares(
+    suite_run: tuple[RunRecord, Path],
+) -> None:
+    record, run_dir = suite_run
+    rep = only_rep(record, "tiotest")
+    assert_plausible(rep)
+    m = rep.metrics
+    for phase, direction in (
+        ("seqwrite", "write"),
+        ("seqread", "read"),
+        ("randwrite", "write"),
+        ("randread", "read"),
+    ):
+        # tiotest's columns: rate, usr/sys CPU, average and maximum latency, % > 2 s and 10 s.
+        assert m[f"{phase}.{direction}_bw_mib_s"] > 0
+        assert 0 <= m[f"{phase}.cpu_usr_pct"] + m[f"{phase}.cpu_sys_pct"] <= 100
+        assert 0 < m[f"{phase}.{direction}_lat_mean_us"] <= m[f"{phase}.{direction}_lat_max_us"]
+        assert 0 <= m[f"{phase}.{direction}_slow_10s_pct"] <= m[f"{phase}.{direction}_slow_2s_pct"]
+        assert m[f"{phase}.{direction}_slow_2s_pct"] <= 100
+    # The read phases read what the write phase wrote: 64 MiB sequentially, 4 MiB at random.
+    phases = rep.fio["phases"]
+    assert phases["seqread"]["jobs"][0]["read"]["io_bytes"] == 64 * MIB
+    assert phases["randread"]["jobs"][0]["read"]["io_bytes"] == 4 * MIB
+    cell_id = entry(record, "tiotest").cell.id
+    assert (run_dir / "cells" / cell_id / "rep-0.randread.fio.json").is_file()
+
+
+def test_the_iozone_sweep_reports_every_test_of_its_record_size(
+    suite_run: tuple[RunRecord, Path],
+) -> None:
+    record, _ = suite_run
+    rep = only_rep(record, "iozone-r1m")
+    assert_plausible(rep)
+    reads = ("read", "reread", "randread", "bkwdread", "strideread", "fread", "freread")
+    writes = ("write", "rewrite", "randwrite", "recrewrite", "fwrite", "frewrite")
+    for test in reads:
+        assert rep.metrics[f"{test}.read_bw_mib_s"] > 0, test
+    for test in writes:
+        assert rep.metrics[f"{test}.write_bw_mib_s"] > 0, test
+    # 1 MiB records: every I/O of every test is one record.
+    for job in rep.fio["jobs"]:
+        for direction in ("read", "write"):
+            d = job[direction]
+            if d["total_ios"]:
+                assert d["io_bytes"] == d["total_ios"] * MIB

@@ -20,7 +20,7 @@ from iomatrix.errors import IomatrixError
 from iomatrix.matrix import load_matrix
 from iomatrix.model import Cell, Matrix
 from iomatrix.plan import boot_groups
-from iomatrix.report import format_table, run_table
+from iomatrix.report import format_table, metric_tables, run_table
 from iomatrix.results import load_run
 from iomatrix.shard import BOOT_COST_S, parse_shard, plan_shards, shard_cells
 
@@ -171,6 +171,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     _update_index_or_warn(Path(args.results))
     print()
     print(run_table(record))
+    # Workloads whose measurements the run table's columns cannot show (builtin, bonnie++,
+    # several fio phases or groups): their headline metrics, one table each.
+    extra = metric_tables(record.cells, only_needed=True)
+    if extra:
+        print("\n" + extra)
     print(f"\nresults: {run_dir}/run.json")
     print(f"logs:    {run_dir}/cells/<cell-id>/cell.log, {run_dir}/boots/<boot-id>/console-*.log")
     return 0 if record.counts()["ok"] == len(record.cells) == len(cells) else 1
@@ -213,7 +218,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     path = Path(args.run)
     if not path.exists():
         path = Path(args.results) / args.run
-    print(run_table(load_run(path)))
+    record = load_run(path)
+    if args.metrics is not None:
+        # --metrics [GLOB...]: the per-workload tables of every metric (or the matching ones).
+        print(metric_tables(record.cells, args.metrics or None) or "no metrics")
+        return 0
+    print(run_table(record))
+    extra = metric_tables(record.cells, only_needed=True)
+    if extra:
+        print("\n" + extra)
     return 0
 
 
@@ -717,6 +730,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
     p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
+    p.add_argument(
+        "--metrics",
+        nargs="*",
+        metavar="GLOB",
+        help="instead: one table per workload, a row per metric and a column per cell; only "
+        "metrics matching a GLOB (e.g. '*bw_mib_s' 'seqwrite.*'), or the headline ones",
+    )
     p.set_defaults(func=cmd_show)
     _add_archive_parsers(sub)
 

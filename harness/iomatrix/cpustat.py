@@ -8,6 +8,7 @@ threads and workqueues on behalf of the filesystem counts too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from iomatrix.model import Record
@@ -73,11 +74,25 @@ def read() -> CpuTimes:
     return parse_proc_stat(Path("/proc/stat").read_text())
 
 
+_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
 def usage(before: CpuTimes, after: CpuTimes) -> CpuUsage:
-    d = {
-        name: getattr(after, name) - getattr(before, name)
-        for name in ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-    }
+    return _usage({name: getattr(after, name) - getattr(before, name) for name in _FIELDS})
+
+
+def usage_over(intervals: Sequence[tuple[CpuTimes, CpuTimes]]) -> CpuUsage:
+    """The usage over several intervals (the phases of one repetition) as one: their ticks
+    added, so each interval weighs by its length."""
+    return _usage(
+        {
+            name: sum(getattr(after, name) - getattr(before, name) for before, after in intervals)
+            for name in _FIELDS
+        }
+    )
+
+
+def _usage(d: dict[str, int]) -> CpuUsage:
     total = sum(d.values())
     if total <= 0:
         return CpuUsage(usr_pct=0.0, sys_pct=0.0, iowait_pct=0.0, idle_pct=0.0, busy_cpu_s=0.0)

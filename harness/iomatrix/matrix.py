@@ -76,6 +76,7 @@ from iomatrix.model import (
     Cell,
     DeviceProfile,
     FilesystemChoice,
+    FioPhase,
     LoopStack,
     Matrix,
     MountOptionSet,
@@ -769,6 +770,25 @@ def _file_size_cap(value: object) -> int | str:
 FileSizeCap = Annotated[int | str, BeforeValidator(_file_size_cap)]
 
 
+def _text_or_list(value: object) -> str | None:
+    if isinstance(value, str):
+        return "<text>"
+    if isinstance(value, list):
+        return "<list>"
+    return None
+
+
+JobFiles = Annotated[
+    Annotated[JobFile, Tag("<text>")]
+    | Annotated[list[JobFile], Field(min_length=1, max_length=32), Tag("<list>")],
+    Discriminator(
+        _text_or_list,
+        custom_error_type="job_files",
+        custom_error_message="expected a job file path or a list of them (run one after another)",
+    ),
+]
+
+
 def _zero_or_size(value: object) -> int:
     return 0 if value == 0 and not isinstance(value, bool) else parse_size(cast(Any, value))
 
@@ -810,7 +830,9 @@ _KIND_OPTIONS: dict[str, tuple[str, ...]] = {
 
 
 class _WorkloadSpec(_Schema):
-    fio: JobFile | None = None  # one of fio, builtin, bonnie once presets are merged
+    # One of fio, builtin, bonnie once presets are merged; fio: a job file, or a list of them
+    # run one after another as the phases of one workload.
+    fio: JobFiles | None = None
     # The longest fio may run (it is stopped there and reports what it measured until then);
     # default: the repetition's budget.
     max_runtime: Seconds | None = None
@@ -923,7 +945,7 @@ OptionSetEntry = Annotated[
         ),
     ),
 ]
-_UNION_TAGS = ("<text>", "<mapping>")
+_UNION_TAGS = ("<text>", "<mapping>", "<list>")
 
 
 class _ExcludeSpec(_Schema):
@@ -1408,6 +1430,7 @@ class _Expander:
         self.option_sets: dict[str, list[MountOptionSet]] = {}
         self._workloads: dict[str, Workload] = {}
         self._workload_files: dict[Path, tuple[str, str, float, int | None]] = {}
+        self._phase_estimates: dict[str, float] = {}
 
     def source_of(self, loc: Loc) -> _Source:
         return _source_of(self.origins, self.root, loc)
@@ -1724,12 +1747,7 @@ class _Expander:
             spec = defined[ref]
             if len(spec.kinds()) != 1:  # reported by _check_workload_definitions
                 return None
-            if spec.fio is None:
-                known = self._workloads.get(ref) or self._defined_workload(ref, spec)
-                if known is not None:
-                    self._workloads[ref] = known
-                return known
-            return self._load_workload(ref, Path(spec.fio), ("workloads", ref, "fio"), spec)
+            return self._defined(ref, spec)
         base = self.source_of(loc).dir
         if ref.endswith(".fio"):
             name = Path(ref).stem
@@ -1755,19 +1773,20 @@ class _Expander:
         )
         return None
 
-    def _load_workload(
-        self, name: str, path: Path, loc: Loc, spec: _WorkloadSpec | None = None
-    ) -> Workload | None:
-        known = self._workloads.get(name)
-        if known is not None:
-            if known.job_file != str(path):
-                self.error(
-                    loc,
-                    f"workload name {name!r} already names {known.job_file}; "
-                    f"it cannot also name {path}",
-                )
-                return None
+    def _defined(self, ref: str, spec: _WorkloadSpec) -> Workload | None:
+        """A workload defined under workloads: (one kind, checked)."""
+        if spec.fio is None:
+            known = self._workloads.get(ref) or self._defined_workload(ref, spec)
+            if known is not None:
+                self._workloads[ref] = known
             return known
+        loc: Loc = ("workloads", ref, "fio")
+        if isinstance(spec.fio, list):
+            return self._load_phases(ref, [Path(p) for p in spec.fio], loc, spec)
+        return self._load_workload(ref, Path(spec.fio), loc, spec)
+
+    def _job_facts(self, path: Path, loc: Loc) -> tuple[str, str, float, int | None] | None:
+        """(path, sha256, estimated seconds, declared size) of a checked job file, read once."""
         if path not in self._workload_files:
             try:
                 data = _read_limited(path)
@@ -1783,31 +1802,100 @@ class _Expander:
                 self.error(loc, f"job file {path}: {where}line {problem.line}: {problem.reason}")
             if problems:
                 return None
-            estimate = estimate_fio_runtime(data.decode("utf-8", errors="replace"))
-            declared = declared_fio_size(path, data)
             self._workload_files[path] = (
                 str(path),
                 hashlib.sha256(data).hexdigest(),
-                estimate,
-                declared,
+                estimate_fio_runtime(data.decode("utf-8", errors="replace")),
+                declared_fio_size(path, data),
             )
-        job_file, digest, estimate, declared = self._workload_files[path]
+        return self._workload_files[path]
+
+    def _load_workload(
+        self, name: str, path: Path, loc: Loc, spec: _WorkloadSpec | None = None
+    ) -> Workload | None:
+        known = self._workloads.get(name)
+        if known is not None:
+            if known.job_file != str(path):
+                self.error(
+                    loc,
+                    f"workload name {name!r} already names {known.job_file}; "
+                    f"it cannot also name {path}",
+                )
+                return None
+            return known
+        facts = self._job_facts(path, loc)
+        if facts is None:
+            return None
+        job_file, digest, estimate, declared = facts
+        workload = self._fio_workload(name, job_file, digest, estimate, declared, spec, ())
+        self._workloads[name] = workload
+        return workload
+
+    def _load_phases(
+        self, name: str, paths: Sequence[Path], loc: Loc, spec: _WorkloadSpec
+    ) -> Workload | None:
+        """A fio workload of several job files run one after another, named by their stems."""
+        if name in self._workloads:
+            return self._workloads[name]
+        phases: list[FioPhase] = []
+        for i, path in enumerate(paths):
+            facts = self._job_facts(path, (*loc, i))
+            stem = path.stem
+            if not NAME_RE.fullmatch(stem) or any(p.name == stem for p in phases):
+                self.error(
+                    (*loc, i),
+                    f"{path.name}: each phase is named by its file name without .fio, which "
+                    f"must be unique in the list and {_NAME_RULE}",
+                )
+                continue
+            if facts is not None:
+                job_file, digest, estimate, declared = facts
+                phases.append(
+                    FioPhase(
+                        name=stem, job_file=job_file, sha256=digest, declared_size_bytes=declared
+                    )
+                )
+                self._phase_estimates[job_file] = estimate
+        if len(phases) != len(paths):
+            return None
+        declared_sizes = [p.declared_size_bytes for p in phases if p.declared_size_bytes]
+        workload = self._fio_workload(
+            name,
+            phases[0].job_file,
+            hashlib.sha256("\n".join(p.sha256 for p in phases).encode()).hexdigest(),
+            sum(self._phase_estimates[p.job_file] for p in phases),
+            max(declared_sizes) if declared_sizes else None,
+            spec,
+            tuple(phases),
+        )
+        self._workloads[name] = workload
+        return workload
+
+    @staticmethod
+    def _fio_workload(  # noqa: PLR0917 (one call site per shape of fio workload)
+        name: str,
+        job_file: str,
+        digest: str,
+        estimate: float,
+        declared: int | None,
+        spec: _WorkloadSpec | None,
+        phases: tuple[FioPhase, ...],
+    ) -> Workload:
         bounds: dict[str, Any] = {}
         if spec is not None and spec.max_runtime is not None:
             bounds["max_runtime_s"] = spec.max_runtime
             estimate = min(estimate, spec.max_runtime)
         if spec is not None and spec.max_file_size is not None:
             bounds["file_size_cap"] = spec.max_file_size
-        workload = Workload(
+        return Workload(
             name=name,
             job_file=job_file,
             sha256=digest,
             estimated_s=estimate,
             declared_size_bytes=declared,
+            phases=phases,
             **bounds,
         )
-        self._workloads[name] = workload
-        return workload
 
     # expansion
 

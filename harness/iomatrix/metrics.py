@@ -112,6 +112,12 @@ def gated(names: Iterable[str]) -> list[str]:
     return sorted((n for n in names if is_gated(n)), key=sort_key)
 
 
+def family(name: str) -> str | None:
+    """The rule family a metric belongs to (`seqwrite.write_iops` -> `iops`), None if unknown."""
+    found = _rule(name)
+    return found[1].family if found else None
+
+
 def is_headline(name: str) -> bool:
     """Whether this metric appears in per-axis summaries (throughput, p99 latency, CPU cost)."""
     found = _rule(name)

@@ -168,6 +168,7 @@ _WORKLOAD_DEFAULTS: dict[str, Any] = {
     "declared_size_bytes": None,
     "builtin": None,
     "bonnie": None,
+    "phases": (),
 }
 WorkloadKind = Literal["fio", "builtin", "bonnie"]
 BuiltinName = Literal["sync-write", "write-then-sync", "log-append"]
@@ -219,6 +220,16 @@ class BonnieParams(Record):
         return ":".join(parts)
 
 
+class FioPhase(Record):
+    """One job file of a fio workload that runs several, one after another (tiotest's four
+    phases): its metrics and guest CPU are prefixed with the phase's name."""
+
+    name: str
+    job_file: str
+    sha256: str
+    declared_size_bytes: int | None = Field(default=None, ge=0)
+
+
 class Workload(Record):
     """What runs on the filesystem under test, by name: a fio job file (its text pinned by a
     hash so results say what ran), a builtin workload or bonnie++ (their parameters hashed)."""
@@ -241,6 +252,9 @@ class Workload(Record):
     declared_size_bytes: int | None = Field(default=None, ge=0)
     builtin: BuiltinParams | None = None  # kind builtin only
     bonnie: BonnieParams | None = None  # kind bonnie only
+    # fio with several job files run one after another; job_file is then the first's, sha256
+    # covers them all and declared_size_bytes is the largest.
+    phases: tuple[FioPhase, ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
@@ -252,6 +266,8 @@ class Workload(Record):
             raise ValueError("a builtin workload has builtin parameters, and only it has them")
         if (self.kind == "bonnie") != (self.bonnie is not None):
             raise ValueError("a bonnie workload has bonnie parameters, and only it has them")
+        if self.phases and (self.kind != "fio" or self.job_file != self.phases[0].job_file):
+            raise ValueError("phases belong to a fio workload whose job_file is the first's")
         return self
 
     @staticmethod
@@ -264,7 +280,8 @@ class Workload(Record):
         data = handler(self)
         if isinstance(data, dict):
             for key, default in _WORKLOAD_DEFAULTS.items():
-                if key in data and data[key] == default:
+                # () comes back as [] in JSON mode: an empty sequence is the default too.
+                if key in data and (data[key] == default or (default == () and not data[key])):
                     del data[key]
         return data
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
 
+from iomatrix import metrics
 from iomatrix.results import CellEntry, MetricSummary, RunRecord
 
 
@@ -103,9 +105,17 @@ HEADER = [
 ]
 
 
-def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def format_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Iterable[int] | None = None
+) -> str:
+    """Columns padded to their widest value; `numeric` columns (by index; default: the run
+    table's number columns by name) are right-aligned."""
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
-    numeric = {i for i, h in enumerate(header) if h in {"IOPS", "MiB/s", "p99 us", "usr%", "sys%"}}
+    if numeric is None:
+        numeric = {
+            i for i, h in enumerate(header) if h in {"IOPS", "MiB/s", "p99 us", "usr%", "sys%"}
+        }
+    numeric = set(numeric)
 
     def line(values: Sequence[str]) -> str:
         cells = [
@@ -128,3 +138,90 @@ def run_table(record: RunRecord) -> str:
         f"QEMU {env.qemu}, {env.fio}"
     )
     return title + "\n\n" + format_table(HEADER, table_rows(record.cells))
+
+
+# --- per-workload metric tables ---------------------------------------------------------------
+
+
+def _value(value: float) -> str:
+    """Three significant digits or so, thousands separated: 12,345 / 123 / 12.3 / 0.0123."""
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def _column_labels(entries: Sequence[CellEntry]) -> list[str]:
+    """Each cell named by the axis values that differ among these cells."""
+    values = [e.cell.axis_values() for e in entries]
+    varying = [axis for axis in values[0] if len({v[axis] for v in values}) > 1]
+    if not varying:
+        return [entries[0].cell.filesystem.name for _ in entries]
+    return ["/".join(v[axis] for axis in varying) for v in values]
+
+
+# Besides the headline families, what a metric table shows by default: the CPU split of
+# builtin workloads and of fio phases.
+_TABLE_FAMILIES = metrics.HEADLINE_FAMILIES | {"user_s", "sys_s", "cpu_usr_pct", "cpu_sys_pct"}
+
+
+def _selected(name: str, patterns: Sequence[str] | None) -> bool:
+    if patterns:
+        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    return metrics.family(name) in _TABLE_FAMILIES
+
+
+def needs_metric_table(entries: Sequence[CellEntry]) -> bool:
+    """Whether the run table's columns miss these cells' measurements: no plain IOPS (builtin
+    and bonnie workloads, fio workloads of several groups or phases)."""
+    for entry in entries:
+        for rep in entry.result.repetitions:
+            if any(n.endswith("_iops") and "." not in n for n in rep.metrics):
+                return False
+    return any(entry.result.repetitions for entry in entries)
+
+
+def metric_tables(
+    entries: Sequence[CellEntry],
+    patterns: Sequence[str] | None = None,
+    *,
+    only_needed: bool = False,
+) -> str:
+    """One table per workload: a row per metric (median over repetitions), a column per cell.
+
+    patterns: fnmatch globs of metric names (`*bw_mib_s`, `seqwrite.*`); without them, the
+    headline metrics (throughput, p99 latency, CPU cost, elapsed time; see metrics.py).
+    only_needed: only workloads whose measurements the run table cannot show.
+    """
+    by_workload: dict[str, list[CellEntry]] = {}
+    for entry in entries:
+        if entry.result.repetitions:
+            by_workload.setdefault(entry.cell.workload.name, []).append(entry)
+    out = []
+    for workload, group in by_workload.items():
+        if only_needed and not needs_metric_table(group):
+            continue
+        summaries = [e.result.summary() for e in group]
+        # Phases and stonewall groups in the order they ran (their prefixes' first appearance),
+        # within each the metrics in display order.
+        prefixes: dict[str, int] = {}
+        for summary in summaries:
+            for n in summary:
+                prefixes.setdefault(n.rsplit(".", 1)[0] if "." in n else "", len(prefixes))
+        names = sorted(
+            {n for s in summaries for n in s if _selected(n, patterns)},
+            key=lambda n: (prefixes[n.rsplit(".", 1)[0] if "." in n else ""], metrics.sort_key(n)),
+        )
+        if not names:
+            continue
+        rows = [
+            [name, *(_value(s[name].median) if name in s else "-" for s in summaries)]
+            for name in names
+        ]
+        header = [f"{workload} (median)", *_column_labels(group)]
+        out.append(format_table(header, rows, numeric=range(1, len(header))))
+    return "\n\n".join(out)
