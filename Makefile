@@ -11,6 +11,8 @@ MATRIX ?= matrix/quick.yaml
 NIGHTLY_MATRIX ?= matrix/nightly.yaml
 DEFAULT_KERNEL ?= debian:bookworm
 SHARD ?=
+# QUICK=1: run (or expand) the smaller variant the matrix names in its `quick` field.
+QUICK ?=
 RESULTS ?= results
 PYTEST_ARGS ?=
 STAMPS ?= .stamps
@@ -26,6 +28,7 @@ ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
 
 help:
 	@echo "make run [MATRIX=matrix/quick.yaml] [SHARD=i/N]  run a matrix in VMs, print the results"
+	@echo "make run MATRIX=matrix/seeds/<seed>.yaml QUICK=1  a seed experiment at TCG size"
 	@echo "make test                                        lint, type-check and run every test"
 	@echo "make nightly SHARD=i/N                           exactly what nightly CI shard i of N runs"
 	@echo "make image                                       build the runner image (docker or podman)"
@@ -38,7 +41,7 @@ ifeq ($(IN_CONTAINER),1)
 # The same targets inside the runner image: the repository mounted at /iomatrix, the kernel cache
 # as a volume, /dev/kvm when it opens (tools/container.sh). The image is built when missing.
 CONTAINER_MAKE = bash tools/container.sh run make $@ MATRIX='$(MATRIX)' \
-	NIGHTLY_MATRIX='$(NIGHTLY_MATRIX)' SHARD='$(SHARD)' RESULTS='$(RESULTS)' \
+	NIGHTLY_MATRIX='$(NIGHTLY_MATRIX)' SHARD='$(SHARD)' RESULTS='$(RESULTS)' QUICK='$(QUICK)' \
 	DEFAULT_KERNEL='$(DEFAULT_KERNEL)' PYTEST_ARGS='$(PYTEST_ARGS)'
 
 run: container-image
@@ -52,7 +55,8 @@ test: container-image $(ACTIONLINT)
 	$(CONTAINER_MAKE)
 else
 run: setup
-	$(BIN)/iomatrix run $(MATRIX) $(if $(SHARD),--shard $(SHARD)) --results $(RESULTS)
+	$(BIN)/iomatrix run $(MATRIX) $(if $(QUICK),--quick) $(if $(SHARD),--shard $(SHARD)) \
+		--results $(RESULTS)
 
 test: setup lint typecheck unit
 
@@ -113,7 +117,7 @@ validate: venv
 	$(BIN)/iomatrix validate $(MATRIX)
 
 expand: venv
-	$(BIN)/iomatrix expand $(MATRIX) $(if $(SHARD),--shard $(SHARD))
+	$(BIN)/iomatrix expand $(MATRIX) $(if $(QUICK),--quick) $(if $(SHARD),--shard $(SHARD))
 
 # History queries through the archive index vs loading run.json files (about a minute).
 bench: venv

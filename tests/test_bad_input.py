@@ -264,7 +264,7 @@ CASES = [
         "unknown-top-level-key",
         matrix(extra="colour: red\n"),
         "colour",
-        ("unknown field 'colour'; allowed: format, name, description, extends, vm",),
+        ("unknown field 'colour'; allowed: format, name, description, extends, quick, vm",),
     ),
     Case(
         "newer-format",

@@ -223,6 +223,30 @@ def test_run_empty_shard_starts_nothing(
     assert capsys.readouterr().out == f"{one}: no cells to run (shard 2/2 is empty)\n"
 
 
+def test_run_quick_without_a_quick_variant_starts_nothing(
+    matrix_dir: Path, no_commands: list[Sequence[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = matrix_dir / "results"
+    good = matrix_dir / "good.yaml"
+    assert cli.main(["run", "--quick", "--results", str(results), str(good)]) == 2
+    assert no_commands == []
+    assert not results.exists()
+    assert f"{good}: quick: this matrix names no quick variant" in capsys.readouterr().err
+
+
+def test_expand_quick_lists_the_quick_variant(
+    matrix_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = matrix_dir / "good.yaml"
+    good.write_text(GOOD.replace("name: good", "name: good\nquick: fast.yaml"))
+    (matrix_dir / "fast.yaml").write_text(
+        "format: 1\nextends: good.yaml\nmatrix: {kernel: [debian:bookworm]}\n"
+    )
+    assert len(expand_json(capsys, str(good))) == 4
+    cells = expand_json(capsys, "--quick", str(good))
+    assert [c["axes"]["kernel"] for c in cells] == ["debian:bookworm"] * 2  # type: ignore[index]
+
+
 def test_run_bad_shard_starts_nothing(
     no_commands: list[Sequence[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,7 @@ from iomatrix.matrix import (
     format_field,
     load_matrix,
     parse_size,
+    quick_variant,
     slug,
 )
 from iomatrix.model import (
@@ -333,8 +334,8 @@ def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
         (
             ("colour",),
             "colour",
-            "format, name, description, extends, vm, timeouts, repeat, fresh_boot, max_cells, "
-            "devices, workloads, matrix",
+            "format, name, description, extends, quick, vm, timeouts, repeat, fresh_boot, "
+            "max_cells, devices, workloads, matrix",
         ),
         (("vm", "disk"), "vm.disk", "memory, cpus"),
         (("timeouts", "fio"), "timeouts.fio", "boot, cell, grace"),
@@ -1488,6 +1489,59 @@ def test_bad_extends_paths(ws: Path, extends: str, reason: str) -> None:
     error = only_error(ws, {**base_doc(), "extends": extends})
     assert error.field == "extends"
     assert reason in error.reason
+
+
+# --- quick variants -------------------------------------------------------------------------
+
+
+def quick_pair(ws: Path) -> tuple[Path, Path]:
+    """m.yaml naming q.yaml as its quick variant; q.yaml extends m.yaml with fewer repetitions."""
+    full = dump(ws / "m.yaml", {**base_doc(), "name": "full", "quick": "q.yaml", "repeat": 5})
+    quick = dump(ws / "q.yaml", {"format": 1, "name": "fast", "extends": "m.yaml", "repeat": 1})
+    return full, quick
+
+
+def test_a_quick_variant_is_found_from_the_matrix_and_not_inherited(ws: Path) -> None:
+    full, quick = quick_pair(ws)
+    assert quick_variant(full) == quick
+    assert {c.repeat for c in load_matrix(full).cells} == {5}
+    # The variant extends the full matrix without inheriting its `quick` (which names itself).
+    m = load_matrix(quick)
+    assert (m.name, {c.repeat for c in m.cells}) == ("fast", {1})
+    with pytest.raises(MatrixErrors) as info:
+        quick_variant(quick)
+    [error] = info.value.errors
+    assert (error.file, error.field) == (str(quick), "quick")
+    assert "names no quick variant" in error.reason
+
+
+def test_a_missing_quick_variant_is_an_error_of_the_matrix(ws: Path) -> None:
+    doc = {**base_doc(), "quick": "nope.yaml"}
+    error = only_error(ws, doc)
+    assert (error.file, error.field) == (str(ws / "m.yaml"), "quick")
+    assert error.reason.startswith("'nope.yaml': no such matrix file")
+    with pytest.raises(MatrixErrors) as info:
+        quick_variant(ws / "m.yaml")
+    assert [(e.field, e.reason[:30]) for e in info.value.errors] == [
+        ("quick", "'nope.yaml': no such matrix fi")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("quick", "reason"),
+    [
+        ("/etc/q.yaml", "is not an allowed quick variant path"),
+        ("q.txt", "must end in .yaml or .yml"),
+        (["q.yaml"], "is not a file name"),
+    ],
+)
+def test_bad_quick_values(ws: Path, quick: Any, reason: str) -> None:
+    with pytest.raises(MatrixErrors) as info:
+        quick_variant(dump(ws / "m.yaml", {**base_doc(), "quick": quick}))
+    [error] = info.value.errors
+    assert error.field == "quick"
+    assert reason in error.reason
+    assert only_error(ws, {**base_doc(), "quick": quick}).field == "quick"
 
 
 def test_errors_in_a_preset_name_the_preset(ws: Path, preset: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from iomatrix import __version__, archive, compare, hostdev, kernels, merge, runner, trend, vm
 from iomatrix.errors import IomatrixError
-from iomatrix.matrix import load_matrix
+from iomatrix.matrix import load_matrix, quick_variant
 from iomatrix.model import Cell, Matrix
 from iomatrix.plan import boot_groups
 from iomatrix.report import format_table, metric_tables, run_table
@@ -90,7 +90,16 @@ def _expand_shards(matrix: Matrix, count: int, as_json: bool) -> int:
     return 0
 
 
+def _use_quick_variant(args: argparse.Namespace) -> None:
+    """--quick: the matrix file's own `quick` variant replaces it (before anything is loaded)."""
+    if args.quick:
+        quick = quick_variant(args.file)
+        print(f"{args.file}: quick variant {quick}", file=sys.stderr)
+        args.file = quick
+
+
 def cmd_expand(args: argparse.Namespace) -> int:
+    _use_quick_variant(args)
     matrix = load_matrix(args.file)
     if args.shards is not None:
         return _expand_shards(matrix, args.shards, args.json)
@@ -137,6 +146,7 @@ def _run_folder(run: str, results: str) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    _use_quick_variant(args)
     matrix = load_matrix(args.file)
     cells = _select(matrix, args.shard)
     if not cells:
@@ -640,6 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
 
     shard_help = "only the I-th of N balanced, deterministic slices (1-based), e.g. 2/4"
+    quick_help = "use the smaller variant the matrix names in its `quick` field"
     p = sub.add_parser(
         "expand",
         help="list the cells of a matrix",
@@ -648,6 +659,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("--quick", action="store_true", help=quick_help)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--shard", metavar="I/N", help=shard_help)
@@ -673,6 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("--quick", action="store_true", help=quick_help)
     p.add_argument("--shard", metavar="I/N", help=shard_help)
     p.add_argument(
         "--results",

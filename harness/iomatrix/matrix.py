@@ -25,7 +25,8 @@ Loading happens in two stages:
    may be partial. Relative paths (workloads.<name>.fio) are resolved against that file's
    directory here. Errors name that file.
 2. The layers are deep-merged (the extending file wins; lists are replaced, not concatenated;
-   `name` and `description` describe one file and are not inherited), while remembering which file
+   `name`, `description` and `quick` describe one file and are not inherited), while remembering
+   which file
    supplied each value. Required fields, cross references (devices, workloads, mount option keys),
    exclude and include rules and the limit on the number of cells are checked on the merged
    result; an error names the file that supplied the offending value.
@@ -618,6 +619,13 @@ def _check_extends(value: str) -> str:
     return value
 
 
+def _check_quick(value: str) -> str:
+    _check_rel_path(value, "quick variant")
+    if not value.endswith((".yaml", ".yml")):
+        raise ValueError(f"{_show(value)} is not a matrix file: it must end in .yaml or .yml")
+    return value
+
+
 def _check_workload_ref(value: str) -> str:
     if NAME_RE.fullmatch(value):
         return value
@@ -1007,6 +1015,9 @@ class _FileSpec(_Schema):
         ]
         | None
     ) = None
+    # A smaller variant of this matrix (usually a file that extends this one and shrinks sizes and
+    # repetitions), run by `iomatrix run --quick`; checked to exist, loaded only when asked for.
+    quick: Annotated[str, AfterValidator(_check_quick)] | None = None
     vm: _VmSpec | None = None
     timeouts: _TimeoutsSpec | None = None
     repeat: Repeat | None = None
@@ -1300,6 +1311,9 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     return cast(dict[str, Any], raw)
 
 
+_NOT_INHERITED = ("name", "description", "quick")
+
+
 class _Loader:
     """Reads a file and its presets, collecting errors instead of stopping at the first."""
 
@@ -1340,14 +1354,21 @@ class _Loader:
             if preset is None:
                 failed = True
                 continue
-            # name and description describe the preset itself; they are not inherited.
-            data = {k: v for k, v in preset.data.items() if k not in ("name", "description")}
+            # name, description and quick describe the preset itself; they are not inherited.
+            data = {k: v for k, v in preset.data.items() if k not in _NOT_INHERITED}
             preset = _Layer(data, preset.origins)
             base = preset if base is None else _merge(base, preset)
         if failed:
             return None
         data = spec.model_dump(exclude_unset=True, exclude_none=True)
         data.pop("extends", None)
+        quick = data.pop("quick", None)
+        if quick is not None and not (source.dir / quick).is_file():
+            self.error(
+                source,
+                "quick",
+                f"{quick!r}: no such matrix file (looked for {(source.dir / quick).resolve()})",
+            )
         origins: dict[Loc, _Source] = {}
         _annotate(data, source, (), origins)
         own = _Layer(data, origins)
@@ -2060,6 +2081,47 @@ class _Expander:
 
 
 # --- the entry point --------------------------------------------------------------------------
+
+
+def quick_variant(path: Path | str) -> Path:
+    """The file a matrix names as its quick variant (field `quick`), relative to the matrix file.
+
+    Raises MatrixErrors naming the file and the field when there is none or it does not exist;
+    the variant itself is validated when it is loaded.
+    """
+    display = str(path)
+    try:
+        raw = _read_mapping(Path(path))
+    except _FileProblem as problem:
+        raise MatrixErrors((MatrixError(display, problem.field, problem.reason),)) from None
+    value = raw.get("quick")
+    if value is None:
+        raise MatrixErrors(
+            (
+                MatrixError(
+                    display,
+                    "quick",
+                    "this matrix names no quick variant; add `quick: <file>.yaml` (a smaller "
+                    "matrix, e.g. one that extends this file) or run without --quick",
+                ),
+            )
+        )
+    try:
+        if not isinstance(value, str):
+            raise ValueError(f"{_show(value)} is not a file name")
+        _check_quick(value)
+    except ValueError as exc:
+        raise MatrixErrors((MatrixError(display, "quick", str(exc)),)) from None
+    target = Path(os.path.normpath(Path(path).parent / value))
+    if not target.is_file():
+        raise MatrixErrors(
+            (
+                MatrixError(
+                    display, "quick", f"{value!r}: no such matrix file (looked for {target})"
+                ),
+            )
+        )
+    return target
 
 
 def load_matrix(path: Path | str, *, max_cells: int | None = None) -> Matrix:
