@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -410,3 +412,17 @@ def test_show_truncated_run_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixt
     run_json.write_text('{"format": 1, "run_id": "r')
     assert cli.main(["show", str(run_json)]) == 2
     assert capsys.readouterr().err.startswith(f"iomatrix: error: {run_json}: not valid JSON")
+
+
+def test_a_reader_that_stops_early_is_no_traceback() -> None:
+    """`iomatrix expand --json ... | head`: exit 141 as a shell tool does, nothing on stderr."""
+    nightly = REPO / "matrix" / "nightly.yaml"
+    argv = [sys.executable, "-m", "iomatrix", "expand", "--json", str(nightly)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+        assert child.stdout is not None
+        assert child.stderr is not None
+        child.stdout.read(10)
+        child.stdout.close()  # more than a pipe's 64 KiB is still to come
+        err = child.stderr.read().decode()
+        assert child.wait(timeout=60) == 141, err
+    assert err == ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shlex
 import signal
 import sys
@@ -782,4 +783,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # parse_shard and friends raise ValueError with a user-facing message.
         print(f"iomatrix: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `iomatrix show ... | head`: the reader left, which is not an error of ours. Point stdout
+        # at /dev/null so the interpreter's final flush does not raise again; 141 as a shell does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return code
