@@ -234,6 +234,29 @@ def test_metric_tables_take_globs_and_skip_what_the_run_table_shows() -> None:
     assert metric_tables(run.cells, only_needed=True).startswith("dd-sync (median)")
 
 
+def test_file_engine_phases_show_files_per_second_not_their_read_iops() -> None:
+    cell = make_cell(fs="xfs", workload="meta-files")
+    fio_like = {
+        "create.read_iops": 640.0,
+        "create.read_bw_mib_s": 2.5,
+        "create.read_lat_p99_us": 107.0,
+        "create.create_files_per_s": 640.0,
+        "seq.read_iops": 900.0,  # a phase of another engine keeps its IOPS
+    }
+    result = CellResult(
+        cell_id=cell.id, status="ok", applied=applied(), repetitions=(make_rep(0, fio_like),)
+    )
+    text = metric_tables(make_run([(cell, result)]).cells)
+    rows = [line.split()[0] for line in text.splitlines()[2:]]
+    assert "create.create_files_per_s" in rows
+    assert "create.read_lat_p99_us" in rows
+    assert "create.read_iops" not in rows
+    assert "create.read_bw_mib_s" not in rows
+    assert "seq.read_iops" in rows
+    # Asked for by name, they are shown.
+    assert "create.read_iops" in metric_tables(make_run([(cell, result)]).cells, ["*iops"])
+
+
 def test_cli_show_prints_metric_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = builtin_run()
     write_record(tmp_path / "run.json", run)

@@ -169,9 +169,17 @@ def _column_labels(entries: Sequence[CellEntry]) -> list[str]:
 _TABLE_FAMILIES = metrics.HEADLINE_FAMILIES | {"user_s", "sys_s", "cpu_usr_pct", "cpu_sys_pct"}
 
 
-def _selected(name: str, patterns: Sequence[str] | None) -> bool:
+def _phase(name: str) -> str:
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+def _selected(name: str, patterns: Sequence[str] | None, file_phases: set[str]) -> bool:
     if patterns:
         return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    if _phase(name) in file_phases and metrics.family(name) in {"iops", "bw_mib_s"}:
+        # fio's file engines count each file as a read I/O of bs: for them `read_iops` is
+        # files/s again under a misleading name, and MiB/s means nothing.
+        return False
     return metrics.family(name) in _TABLE_FAMILIES
 
 
@@ -211,10 +219,11 @@ def metric_tables(
         prefixes: dict[str, int] = {}
         for summary in summaries:
             for n in summary:
-                prefixes.setdefault(n.rsplit(".", 1)[0] if "." in n else "", len(prefixes))
+                prefixes.setdefault(_phase(n), len(prefixes))
+        file_phases = {_phase(n) for s in summaries for n in s if n.endswith("_files_per_s")}
         names = sorted(
-            {n for s in summaries for n in s if _selected(n, patterns)},
-            key=lambda n: (prefixes[n.rsplit(".", 1)[0] if "." in n else ""], metrics.sort_key(n)),
+            {n for s in summaries for n in s if _selected(n, patterns, file_phases)},
+            key=lambda n: (prefixes[_phase(n)], metrics.sort_key(n)),
         )
         if not names:
             continue
