@@ -30,6 +30,8 @@ def make_cell(
     workload: str = "randwrite-4k",
     workload_s: float = 10.0,
     repeat: int = 1,
+    cache: str = "none",
+    workload_sha256: str = "0" * 64,
 ) -> Cell:
     values = axis_values(
         kernel=kernel,
@@ -46,11 +48,13 @@ def make_cell(
             "filesystem": FilesystemChoice(name=fs, fstype=fs),
             "mount_options": MountOptionSet(name=mount, options=tuple(mount_options)),
             "scheduler": scheduler,
-            "device": DeviceProfile(name=device, size_bytes=1 << 30),
+            "device": DeviceProfile.model_validate(
+                {"name": device, "size_bytes": 1 << 30, "cache": cache}
+            ),
             "workload": Workload(
                 name=workload,
                 job_file=f"/m/workloads/{workload}.fio",
-                sha256="0" * 64,
+                sha256=workload_sha256,
                 estimated_s=workload_s,
             ),
             "repeat": repeat,

@@ -10,75 +10,17 @@ import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from conftest import ENVIRONMENT
 from iomatrix.cpustat import CpuUsage
-from iomatrix.model import (
-    Cell,
-    DeviceProfile,
-    FilesystemChoice,
-    MountOptionSet,
-    Workload,
-    axis_values,
-    cell_id,
-)
-from iomatrix.results import CellEntry, CellResult, Environment, Repetition, RunRecord
+from iomatrix.model import Cell
+from iomatrix.results import CellEntry, CellResult, Repetition, RunRecord
 
 DATA = Path(__file__).parent / "data" / "compare"
 SPINE_RUN = DATA / "spine-run.json"
 
-ENVIRONMENT = Environment(
-    host="testhost",
-    host_cpu="Test CPU 9000",
-    host_kernel="6.1.0-test",
-    accelerator="tcg",
-    qemu="8.2.2",
-    virtme_ng="1.42",
-    fio="fio-3.33",
-    python="3.11.7",
-    iomatrix="0.1.0",
-)
-
 # The guest CPU shares every repetition reports unless a test sets them (Repetition.all_metrics
 # always adds them, so every cell has cpu_* rows).
 STEADY_CPU = {"usr_pct": 10.0, "sys_pct": 20.0, "iowait_pct": 0.0, "idle_pct": 70.0}
-
-
-def make_cell(
-    *,
-    fs: str = "ext4",
-    scheduler: str = "none",
-    workload: str = "randwrite-4k",
-    device: str = "virtio-file",
-    kernel: str = "debian:bookworm",
-    mount: str = "default",
-    cache: str = "none",
-    workload_sha256: str = "0" * 64,
-) -> Cell:
-    values = axis_values(
-        kernel=kernel,
-        filesystem=fs,
-        mount_options=mount,
-        scheduler=scheduler,
-        device=device,
-        workload=workload,
-    )
-    return Cell.model_validate(
-        {
-            "id": cell_id(values),
-            "kernel": kernel,
-            "filesystem": FilesystemChoice(name=fs, fstype=fs),
-            "mount_options": MountOptionSet(name=mount),
-            "scheduler": scheduler,
-            "device": DeviceProfile.model_validate(
-                {"name": device, "size_bytes": 1 << 30, "cache": cache}
-            ),
-            "workload": Workload(
-                name=workload,
-                job_file=f"/m/workloads/{workload}.fio",
-                sha256=workload_sha256,
-                estimated_s=10.0,
-            ),
-        }
-    )
 
 
 def repetitions(columns: Mapping[str, Sequence[float]]) -> tuple[Repetition, ...]:

@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from helpers_runs import failed, make_cell, make_run, ok
+from conftest import make_cell
+from helpers_runs import failed, make_run, ok
 from iomatrix import changepoint
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers_runs import SPINE_RUN, failed, make_cell, make_run, ok, sample
+from conftest import make_cell
+from helpers_runs import SPINE_RUN, failed, make_run, ok, sample
 from iomatrix import cli, compare, stats
 from iomatrix.compare import Comparison, Row
 from iomatrix.model import LoopStack

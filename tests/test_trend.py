@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers_runs import make_cell, make_run, ok, sample
+from conftest import make_cell
+from helpers_runs import make_run, ok, sample
 from iomatrix import cli, trend
 from iomatrix.results import write_record
 
