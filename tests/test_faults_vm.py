@@ -10,22 +10,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from helpers_vm import ROOT, iomatrix, iomatrix_argv, run_matrix
 from iomatrix.results import CellEntry, RunRecord, load_run
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
 
 pytestmark = pytest.mark.vm
-
-
-def iomatrix_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "iomatrix", *args]
 
 
 def entry(record: RunRecord, filesystem: str, workload: str) -> CellEntry:
@@ -40,19 +35,8 @@ def entry(record: RunRecord, filesystem: str, workload: str) -> CellEntry:
 @pytest.fixture(scope="module")
 def faults_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunRecord, Path]:
     results = tmp_path_factory.mktemp("fault-results")
-    done = subprocess.run(
-        iomatrix_argv(
-            "run", str(DATA / "faults" / "faults.yaml"), "--results", str(results), "--no-progress"
-        ),
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 1, done.stderr[-4000:]
-    (run_dir,) = [p for p in results.iterdir() if p.is_dir()]
-    return load_run(run_dir), run_dir
+    record, run_dir, _done = run_matrix(DATA / "faults" / "faults.yaml", results, expect=1)
+    return record, run_dir
 
 
 def test_cells_around_the_faults_complete_with_intact_results(
@@ -193,15 +177,15 @@ def test_sigterm_keeps_finished_cells_and_resume_runs_only_the_rest(tmp_path: Pa
     assert len(kept) < 3
     assert _qemu_processes_for(run_dir) == []
 
-    resumed = subprocess.run(
-        iomatrix_argv(
-            "run", str(matrix), "--results", str(results), "--no-progress", "--resume", run_dir.name
-        ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
+    resumed = iomatrix(
+        "run",
+        str(matrix),
+        "--results",
+        str(results),
+        "--no-progress",
+        "--resume",
+        run_dir.name,
+        timeout_s=900,
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     final = load_run(run_dir)

@@ -6,35 +6,21 @@ IOPS and guest CPU seconds per I/O, for each filesystem, on the SSD-like throttl
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers_vm import ROOT, run_matrix
 from iomatrix.fio import total_ios
-from iomatrix.results import load_run
 
-ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "matrix" / "seeds" / "001-randwrite-cpu.yaml"
 
 pytestmark = pytest.mark.vm
 
 
 def test_seed_001_quick_gives_iops_and_cpu_per_io_for_each_filesystem(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "iomatrix", "run", "--quick", str(SEED)]
-    done = subprocess.run(
-        [*argv, "--results", str(tmp_path), "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-4000:]
+    record, _run_dir, done = run_matrix(SEED, tmp_path, "--quick")
     assert "001-randwrite-cpu-quick.yaml" in done.stderr  # the variant the seed names ran
-    (run_dir,) = [p for p in tmp_path.iterdir() if (p / "run.json").exists()]
-    record = load_run(run_dir)
     assert record.matrix_name == "seed-001-quick"
     assert [e.cell.filesystem.name for e in record.cells] == ["xfs", "ext4", "btrfs"]
     for e in record.cells:

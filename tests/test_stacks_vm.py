@@ -7,15 +7,13 @@ One `iomatrix run` of tests/data/stacks/stacks.yaml serves every test here.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from iomatrix.results import CellEntry, RunRecord, load_run
+from helpers_vm import run_matrix
+from iomatrix.results import CellEntry, RunRecord
 
-ROOT = Path(__file__).resolve().parent.parent
 STACKS = Path(__file__).parent / "data" / "stacks" / "stacks.yaml"
 
 pytestmark = pytest.mark.vm
@@ -23,19 +21,8 @@ pytestmark = pytest.mark.vm
 
 @pytest.fixture(scope="module")
 def stacks_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunRecord, Path]:
-    results = tmp_path_factory.mktemp("stack-results")
-    argv = [sys.executable, "-m", "iomatrix", "run", str(STACKS), "--results", str(results)]
-    done = subprocess.run(
-        [*argv, "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-4000:]
-    (run_dir,) = [p for p in results.iterdir() if (p / "run.json").exists()]
-    return load_run(run_dir), run_dir
+    record, run_dir, _done = run_matrix(STACKS, tmp_path_factory.mktemp("stack-results"))
+    return record, run_dir
 
 
 def entry(record: RunRecord, filesystem: str, device: str) -> CellEntry:

@@ -8,36 +8,17 @@ wrote. Under TCG on 2 cores a boot takes about 25 s and each short cell about 12
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from iomatrix.results import RunRecord, load_run
+from helpers_vm import run_matrix
+from iomatrix.results import RunRecord
 
-ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data" / "vm"
 
 pytestmark = pytest.mark.vm
-
-
-def iomatrix(*args: str, timeout_s: float = 1500) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "iomatrix", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-        cwd=ROOT,
-    )
-
-
-def only_run(results: Path) -> RunRecord:
-    runs = [p for p in results.iterdir() if (p / "run.json").exists()]
-    assert len(runs) == 1, runs
-    return load_run(runs[0])
 
 
 def cell(record: RunRecord, filesystem: str, options: str, scheduler: str) -> Any:
@@ -55,11 +36,9 @@ def cell(record: RunRecord, filesystem: str, options: str, scheduler: str) -> An
 @pytest.fixture(scope="module")
 def spine_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunRecord, Path, str]:
     results = tmp_path_factory.mktemp("results")
-    done = iomatrix("run", str(DATA / "spine.yaml"), "--results", str(results), "--no-progress")
     # One cell fails on purpose (a rejected mount option), so the exit code is 1.
-    assert done.returncode == 1, done.stderr[-3000:] + done.stdout[-3000:]
-    record = only_run(results)
-    return record, results / record.run_id, done.stdout
+    record, run_dir, done = run_matrix(DATA / "spine.yaml", results, expect=1)
+    return record, run_dir, done.stdout
 
 
 def test_ext4_and_xfs_under_two_schedulers_measure_and_read_back(
@@ -168,9 +147,7 @@ def test_two_debian_kernels_in_one_run(tmp_path: Path) -> None:
         "  workload: [randwrite-short]\n"
     )
     results = tmp_path / "results"
-    done = iomatrix("run", str(matrix), "--results", str(results), "--no-progress")
-    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
-    record = only_run(results)
+    record, _run_dir, _done = run_matrix(matrix, results)
     releases = {
         e.cell.kernel: e.result.applied.kernel_release for e in record.cells if e.result.applied
     }

@@ -8,15 +8,13 @@ test here, as a user would run it.
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from iomatrix.results import CellEntry, Repetition, RunRecord, load_run
+from helpers_vm import run_matrix
+from iomatrix.results import CellEntry, Repetition, RunRecord
 
-ROOT = Path(__file__).resolve().parent.parent
 SUITE = Path(__file__).parent / "data" / "workloads" / "suite.yaml"
 MIB = 1 << 20
 
@@ -25,19 +23,8 @@ pytestmark = pytest.mark.vm
 
 @pytest.fixture(scope="module")
 def suite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunRecord, Path]:
-    results = tmp_path_factory.mktemp("workload-results")
-    argv = [sys.executable, "-m", "iomatrix", "run", str(SUITE), "--results", str(results)]
-    done = subprocess.run(
-        [*argv, "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-4000:]
-    (run_dir,) = [p for p in results.iterdir() if (p / "run.json").exists()]
-    return load_run(run_dir), run_dir
+    record, run_dir, _done = run_matrix(SUITE, tmp_path_factory.mktemp("workload-results"))
+    return record, run_dir
 
 
 def entry(record: RunRecord, workload: str) -> CellEntry:
