@@ -659,14 +659,22 @@ def _check_job_file(value: str, info: ValidationInfo) -> str:
     return str(path.resolve())
 
 
-def _device_size(value: object) -> int:
+def _size_in_range(
+    value: object, low: int, high: int, what: str, *, per_second: bool = False, hint: str = ""
+) -> int:
+    """A size (parse_size) within [low, high], or ValueError saying what the range of `what` is."""
     size = parse_size(cast(Any, value))
-    if not DEVICE_SIZE_MIN <= size <= DEVICE_SIZE_MAX:
+    if not low <= size <= high:
+        rate, per = ("/s", " per second") if per_second else ("", "")
         raise ValueError(
-            f"{_show(value)} ({_format_size(size)}) is out of range: a device is "
-            f"{_format_size(DEVICE_SIZE_MIN)} .. {_format_size(DEVICE_SIZE_MAX)}"
+            f"{_show(value)} ({_format_size(size)}{rate}) is out of range: {what} is "
+            f"{_format_size(low)} .. {_format_size(high)}{per}{hint}"
         )
     return size
+
+
+def _device_size(value: object) -> int:
+    return _size_in_range(value, DEVICE_SIZE_MIN, DEVICE_SIZE_MAX, "a device")
 
 
 # Throttled bandwidth per second: from a floppy-slow 64 KiB/s to far beyond any virtual disk.
@@ -675,23 +683,12 @@ BW_LIMIT_MAX = 1024**4
 
 
 def _bandwidth(value: object) -> int:
-    rate = parse_size(cast(Any, value))
-    if not BW_LIMIT_MIN <= rate <= BW_LIMIT_MAX:
-        raise ValueError(
-            f"{_show(value)} ({_format_size(rate)}/s) is out of range: a bandwidth limit is "
-            f"{_format_size(BW_LIMIT_MIN)} .. {_format_size(BW_LIMIT_MAX)} per second"
-        )
-    return rate
+    return _size_in_range(value, BW_LIMIT_MIN, BW_LIMIT_MAX, "a bandwidth limit", per_second=True)
 
 
 def _memory_size(value: object) -> int:
-    size = parse_size(cast(Any, value))
-    if not VM_MEMORY_MIN <= size <= VM_MEMORY_MAX:
-        raise ValueError(
-            f"{_show(value)} ({_format_size(size)}) is out of range: VM memory is "
-            f"{_format_size(VM_MEMORY_MIN)} .. {_format_size(VM_MEMORY_MAX)} "
-            "(a plain integer means bytes; write a unit, e.g. 2GiB)"
-        )
+    hint = " (a plain integer means bytes; write a unit, e.g. 2GiB)"
+    size = _size_in_range(value, VM_MEMORY_MIN, VM_MEMORY_MAX, "VM memory", hint=hint)
     if size % MIB:
         raise ValueError(f"{_show(value)} is not a whole number of MiB")
     return size
@@ -802,10 +799,7 @@ def _zero_or_size(value: object) -> int:
 
 
 def _block_size(value: object) -> int:
-    size = parse_size(cast(Any, value))
-    if not 512 <= size <= 64 * MIB:
-        raise ValueError(f"{_show(value)} is out of range: a block is 512 bytes .. 64 MiB")
-    return size
+    return _size_in_range(value, 512, 64 * MIB, "a block")
 
 
 ZeroOrSize = Annotated[int, BeforeValidator(_zero_or_size)]
@@ -858,13 +852,7 @@ class _WorkloadSpec(_Schema):
 
 
 def _loop_file_size(value: object) -> int:
-    size = parse_size(cast(Any, value))
-    if not LOOP_FILE_MIN <= size <= DEVICE_SIZE_MAX:
-        raise ValueError(
-            f"{_show(value)} ({_format_size(size)}) is out of range: a loop file is "
-            f"{_format_size(LOOP_FILE_MIN)} .. {_format_size(DEVICE_SIZE_MAX)}"
-        )
-    return size
+    return _size_in_range(value, LOOP_FILE_MIN, DEVICE_SIZE_MAX, "a loop file")
 
 
 class _LoopSpec(_Schema):
