@@ -22,20 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 pytestmark = [pytest.mark.image, pytest.mark.vm]
 
-TINY_FIO = """\
-; A 2 s random write: enough to prove fio ran inside the guest inside the container.
-[global]
-ioengine=libaio
-direct=1
-bs=4k
-iodepth=8
-size=32m
-time_based
-runtime=2
-
-[randwrite]
-rw=randwrite
-"""
+# The short random write the spine VM tests use (3 s): proof that fio ran in the guest.
+TINY_FIO = REPO / "tests" / "data" / "vm" / "randwrite-short.fio"
 
 ONE_CELL = """\
 format: 1
@@ -110,7 +98,7 @@ def test_the_image_builds_and_runs_a_cell_in_a_vm_inside_it(engine: str, tmp_pat
     kernels.fetch("debian:bookworm")
     before = kernel_cache_state()
     (tmp_path / "workloads").mkdir()
-    (tmp_path / "workloads" / "tiny.fio").write_text(TINY_FIO)
+    (tmp_path / "workloads" / "tiny.fio").write_bytes(TINY_FIO.read_bytes())
     (tmp_path / "one.yaml").write_text(ONE_CELL)
     results = tmp_path / "results"
 

@@ -20,19 +20,8 @@ from iomatrix.results import load_run
 
 REPO = Path(__file__).resolve().parent.parent
 
-TINY_FIO = """\
-[global]
-ioengine=libaio
-direct=1
-bs=4k
-iodepth=8
-size=32m
-time_based
-runtime=2
-
-[randwrite]
-rw=randwrite
-"""
+# The short random write the spine VM tests use (3 s): proof that fio ran in the guest.
+TINY_FIO = REPO / "tests" / "data" / "vm" / "randwrite-short.fio"
 
 TWO_CELLS = """\
 format: 1
@@ -93,7 +82,7 @@ def nightly(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]
     """The matrix and its two shard runs, each made by `make nightly SHARD=i/2`."""
     base = tmp_path_factory.mktemp("nightly")
     (base / "workloads").mkdir()
-    (base / "workloads" / "tiny.fio").write_text(TINY_FIO)
+    (base / "workloads" / "tiny.fio").write_bytes(TINY_FIO.read_bytes())
     matrix = base / "nightly-sim.yaml"
     matrix.write_text(TWO_CELLS)
     runs: list[Path] = []
