@@ -1,9 +1,18 @@
-"""Builders for the records several test files need: cells, repetitions and run records."""
+"""Builders for the records several test files need: cells, repetitions, run records, and
+kernels (a bzImage header, a cache entry and its resolutions as kernels.fetch writes them);
+and the fixture that forbids running any command."""
 
 from __future__ import annotations
 
+import json
+import struct
+import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
+import pytest
+
+from iomatrix import kernels, proc
 from iomatrix.cpustat import CpuUsage
 from iomatrix.model import (
     Cell,
@@ -100,3 +109,65 @@ def make_run(results: Sequence[tuple[Cell, CellResult]], *, run_id: str = "r1") 
             for cell, result in results
         ),
     )
+
+
+def make_bzimage(version: bytes, *, protocol: int = 0x020F, pointer: int = 0x42C0) -> bytes:
+    """The first bytes of an x86 bzImage: boot header fields and the kernel_version string."""
+    data = bytearray(0x4800)
+    data[0x1FE:0x200] = b"\x55\xaa"
+    data[0x202:0x206] = b"HdrS"
+    struct.pack_into("<H", data, 0x206, protocol)
+    struct.pack_into("<H", data, 0x20E, pointer)
+    start = pointer + 0x200
+    data[start : start + len(version) + 1] = version + b"\0"
+    return bytes(data)
+
+
+def fake_kernel(directory: Path, *, release: str = "6.1.0-99-amd64") -> kernels.Kernel:
+    """A cache entry as fetch writes it, with small real files instead of a real kernel."""
+    tree = directory / release
+    image = tree / "boot" / f"vmlinuz-{release}"
+    modules = tree / "lib" / "modules" / release
+    modules.mkdir(parents=True)
+    image.parent.mkdir()
+    image.write_bytes(make_bzimage(f"{release} (builder@example) #1 SMP".encode()))
+    (modules / "modules.dep").write_text("kernel/fs/xfs/xfs.ko:\n")
+    kernel = kernels.Kernel(
+        spec=f"debian:{release}",
+        release=release,
+        vmlinuz=str(image),
+        modules_dir=str(modules),
+        source=f"debian: linux-image-{release} 1.0-1",
+        packages=(
+            kernels.DebPackage(name=f"linux-image-{release}", version="1.0-1", sha256="0" * 64),
+        ),
+        vmlinuz_sha256=kernels.sha256_file(image),
+    )
+    (tree / "manifest.json").write_text(kernel.model_dump_json())
+    return kernel
+
+
+def write_resolutions(kernels_dir: Path, spec: str, *resolved: tuple[str, float]) -> None:
+    """kernels/resolved.json as fetch writes it: spec -> (release, resolved that many days ago),
+    newest first."""
+    path = kernels_dir / "resolved.json"
+    everything = json.loads(path.read_text()) if path.exists() else {}
+    everything[spec] = [
+        {"release": release, "resolved_at": time.time() - days * 86400}
+        for release, days in resolved
+    ]
+    kernels_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(everything))
+
+
+@pytest.fixture
+def no_commands(monkeypatch: pytest.MonkeyPatch) -> list[Sequence[str]]:
+    """Replace the subprocess seam: any command the CLI tries to run is recorded, never run."""
+    calls: list[Sequence[str]] = []
+
+    def fake_run(argv: Sequence[str], **_kwargs: object) -> proc.Completed:
+        calls.append(argv)
+        raise AssertionError(f"unexpected command: {argv}")
+
+    monkeypatch.setattr("iomatrix.proc.run", fake_run)
+    return calls

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_cell, make_run
+from conftest import fake_kernel, make_bzimage, make_cell, make_run, write_resolutions
 from iomatrix import cli, proc
 from iomatrix.model import cell_id
 from iomatrix.results import CellResult, load_run, write_record
@@ -49,19 +48,6 @@ def matrix_dir(tmp_path: Path) -> Path:
         )
     )
     return tmp_path
-
-
-@pytest.fixture
-def no_commands(monkeypatch: pytest.MonkeyPatch) -> list[Sequence[str]]:
-    """Replace the subprocess seam: any command the CLI tries to run is recorded, never run."""
-    calls: list[Sequence[str]] = []
-
-    def fake_run(argv: Sequence[str], **_kwargs: object) -> proc.Completed:
-        calls.append(argv)
-        raise AssertionError(f"unexpected command: {argv}")
-
-    monkeypatch.setattr("iomatrix.proc.run", fake_run)
-    return calls
 
 
 @pytest.fixture(autouse=True)
@@ -257,22 +243,11 @@ def test_run_bad_shard_starts_nothing(
     assert "invalid shard '0/2'" in capsys.readouterr().err
 
 
-def fake_bzimage(path: Path, release: str) -> Path:
-    """The few header bytes of an x86 bzImage that carry its release; enough for path: kernels."""
-    image = bytearray(0x400)
-    image[0x202:0x206] = b"HdrS"
-    struct.pack_into("<H", image, 0x206, 0x20F)  # boot protocol 2.15
-    struct.pack_into("<H", image, 0x20E, 0x100)  # version string at 0x200 + 0x100
-    version = f"{release} (builder@host) #1 SMP PREEMPT_DYNAMIC\0".encode()
-    image[0x300 : 0x300 + len(version)] = version
-    path.write_bytes(bytes(image))
-    return path
-
-
 def test_run_vm_killed_by_a_signal_fails_its_cells_not_the_run(
     matrix_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    vmlinuz = fake_bzimage(matrix_dir / "vmlinuz", "6.1.0-fake")
+    vmlinuz = matrix_dir / "vmlinuz"
+    vmlinuz.write_bytes(make_bzimage(b"6.1.0-fake (builder@host) #1 SMP PREEMPT_DYNAMIC"))
     matrix = matrix_dir / "two-boots.yaml"
     matrix.write_text(
         GOOD.replace("debian:bookworm, debian:trixie", f"path:{vmlinuz}")
@@ -380,6 +355,114 @@ def test_kernels_fetch_needs_a_spec(capsys: pytest.CaptureFixture[str]) -> None:
         cli.main(["kernels", "fetch"])
     assert info.value.code == 2
     assert "kernels fetch needs at least one SPEC" in capsys.readouterr().err
+
+
+RELEASE = "6.1.0-50-amd64"
+
+
+def test_kernels_fetch_offline_serves_the_cache_whatever_its_age(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    no_commands: list[Sequence[str]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path))
+    kernel = fake_kernel(tmp_path / "kernels", release=RELEASE)
+    write_resolutions(tmp_path / "kernels", "debian:bookworm", (RELEASE, 5))
+    assert cli.main(["kernels", "fetch", "--offline", "debian:bookworm"]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"debian:bookworm: {RELEASE} ({kernel.source})\n  {kernel.vmlinuz}\n"
+    # A message, not a warning: offline was asked for.
+    assert (
+        err
+        == f"iomatrix: debian:bookworm: offline; using the cached {RELEASE}, resolved 5 days ago\n"
+    )
+    assert no_commands == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["kernels", "fetch", "--offline", "debian:bookworm"],
+        ["accel", "--offline", "--kernel", "debian:bookworm"],
+        ["run", "--offline", "--show-command", "{matrix}"],
+        ["run", "--show-command", "{matrix}"],  # with IOMATRIX_OFFLINE=1
+    ],
+)
+def test_offline_refuses_an_uncached_kernel_without_running_anything(
+    command: list[str],
+    matrix_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    no_commands: list[Sequence[str]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("IOMATRIX_CACHE", str(matrix_dir / "cache"))
+    if "--offline" not in command:
+        monkeypatch.setenv("IOMATRIX_OFFLINE", "1")
+    argv = [a.replace("{matrix}", str(matrix_dir / "one.yaml")) for a in command]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == (
+        "iomatrix: error: kernel 'debian:bookworm': offline (--offline or IOMATRIX_OFFLINE), and "
+        "nothing is cached for this spec: it must be fetched online first "
+        "(iomatrix kernels fetch debian:bookworm)\n"
+    )
+    assert no_commands == []
+    assert not (matrix_dir / "cache").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "ab"])
+def test_run_and_ab_offline_fail_uncached_kernels_cells_without_apt(
+    command: str,
+    matrix_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--offline reaches the runner's fetches: uncached kernels fail their cells; apt never runs."""
+    monkeypatch.setenv("IOMATRIX_CACHE", str(matrix_dir / "cache"))
+    monkeypatch.setenv("IOMATRIX_SCRATCH", str(matrix_dir / "scratch"))
+    commands: list[str] = []
+
+    def fake_run(argv: Sequence[str], **_kwargs: object) -> proc.Completed:
+        # Tool version probes for the run's environment record; anything else is recorded.
+        commands.append(Path(argv[0]).name)
+        return proc.Completed(tuple(argv), 0, "version 1.0\n", "", 0.01)
+
+    monkeypatch.setattr("iomatrix.proc.run", fake_run)
+    results = matrix_dir / "results"
+    matrix = str(matrix_dir / "good.yaml")
+    extra = ["--split", "kernel", "--repeat", "1"] if command == "ab" else []
+    cli.main([command, "--offline", "--no-progress", "--results", str(results), matrix, *extra])
+    assert not {"apt-get", "apt-cache", "vng"} & set(commands), commands
+    runs = [p.parent for p in results.rglob("run.json")]
+    assert runs
+    for run in runs:
+        for entry in load_run(run).cells:
+            assert entry.result.status == "error"
+            reason = entry.result.reason or ""
+            assert (
+                f"kernel {entry.cell.kernel!r}: offline (--offline or IOMATRIX_OFFLINE)" in reason
+            )
+            assert "must be fetched online first" in reason
+
+
+def test_kernels_fetch_unreachable_archive_and_empty_cache_is_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Real apt against a closed port on loopback (nothing listens on the discard port)."""
+    monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path))
+    monkeypatch.setenv("IOMATRIX_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
+    assert cli.main(["kernels", "fetch", "debian:bookworm"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "iomatrix: error: kernel 'debian:bookworm': the Debian archive cannot be reached "
+        "(Failed to fetch http://127.0.0.1:9/debian/dists/"
+    ), err
+    assert err.endswith(
+        "), and nothing is cached for this spec: fetch it once the archive can be reached "
+        "(iomatrix kernels fetch debian:bookworm)\n"
+    ), err
+    assert [p.name for p in (tmp_path / "kernels").iterdir()] == [".lock"]
+    # The failed update did not mark the lists fresh.
+    assert not (tmp_path / "apt" / "updated").exists()
 
 
 def test_show_prints_the_run_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,17 +8,14 @@ The kernel comes from the host's cache, mounted as a volume: nothing is download
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from helpers_container import REPO, container_engine, sh
 from iomatrix import kernels
 from iomatrix.results import load_run
-
-REPO = Path(__file__).resolve().parent.parent
 
 pytestmark = [pytest.mark.image, pytest.mark.vm]
 
@@ -42,39 +39,9 @@ matrix:
 """
 
 
-def sh(*argv: str, timeout_s: float = 600, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-        env={**os.environ, **env},
-    )
-
-
-def inside_a_container() -> bool:
-    # The runner image says so; podman marks every container. (/.dockerenv proves nothing: some
-    # machines are built from Docker images and keep it.)
-    return os.environ.get("IOMATRIX_RUNNER_IMAGE") == "1" or Path("/run/.containerenv").exists()
-
-
 @pytest.fixture(scope="module")
 def engine() -> str:
-    """docker or podman, able to run containers here; otherwise the test is skipped, saying why."""
-    if inside_a_container():
-        pytest.skip("running inside a container: the image test builds and runs containers itself")
-    name = sh("bash", "tools/container.sh", "engine").stdout.strip()
-    if name == "podman":
-        # Installs podman, runc, catatonit and mmdebstrap when root; fails (and says how) if not.
-        tools = sh("make", "--no-print-directory", "container-tools", timeout_s=900)
-        if tools.returncode != 0:
-            pytest.skip(f"podman is missing and cannot be installed here: {tools.stderr.strip()}")
-    probe = sh("bash", "tools/container.sh", "probe", timeout_s=300)
-    if probe.returncode != 0:
-        pytest.skip(f"{name} cannot run containers on this machine: {probe.stderr.strip()[-2000:]}")
-    return name
+    return container_engine()
 
 
 def kernel_cache_state() -> dict[str, int]:
@@ -92,6 +59,23 @@ def test_the_image_builds_and_runs_a_cell_in_a_vm_inside_it(engine: str, tmp_pat
     build_s = time.monotonic() - started
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     assert f"built with {engine}" in build.stderr
+
+    # Every package of the one list the host set-up reads is installed in the image.
+    wanted = sh("bash", "tools/setup-host.sh", "--list", "all").stdout.split()
+    query = sh(
+        "bash",
+        "tools/container.sh",
+        "run",
+        "dpkg-query",
+        "-W",
+        "-f",
+        "${Package} ${db:Status-Status}\n",
+        *wanted,
+        timeout_s=300,
+    )
+    assert query.returncode == 0, query.stderr[-3000:]
+    status = dict(line.split(" ", 1) for line in query.stdout.splitlines() if " " in line)
+    assert {name: status.get(name) for name in wanted} == dict.fromkeys(wanted, "installed")
 
     # The kernel is in the host's cache (and its suite resolved within the day), which the
     # container gets as a volume: nothing is downloaded inside.
@@ -128,7 +112,8 @@ def test_the_image_builds_and_runs_a_cell_in_a_vm_inside_it(engine: str, tmp_pat
     # with the image's interpreter.
     argv = record.boots[0].argv
     assert argv[0] == "/opt/iomatrix/venv/bin/vng"
-    assert "PYTHONPATH=/iomatrix/harness /opt/iomatrix/venv/bin/python3" in argv[-1]
+    assert "PYTHONPATH=/iomatrix/harness:/opt/iomatrix/venv/lib/python3" in argv[-1]
+    assert "/opt/iomatrix/venv/bin/python3 -S -m iomatrix.agent" in argv[-1]
     assert record.environment.accelerator in ("kvm", "tcg")
     assert kernel_cache_state() == before, "a kernel was downloaded inside the container"
     print(f"\nimage build ({engine}): {build_s:.0f} s; one cell in the container: {run_s:.0f} s")

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import struct
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from conftest import fake_kernel, make_bzimage, write_resolutions
 from iomatrix import kernels, proc
 from iomatrix.errors import KernelError
 from iomatrix.kernels import AptPackage, Kernel
@@ -27,42 +27,6 @@ MIRROR = "http://mirror.example/debian"
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
-
-
-def make_bzimage(version: bytes, *, protocol: int = 0x020F, pointer: int = 0x42C0) -> bytes:
-    """The first bytes of an x86 bzImage: boot header fields and the kernel_version string."""
-    data = bytearray(0x4800)
-    data[0x1FE:0x200] = b"\x55\xaa"
-    data[0x202:0x206] = b"HdrS"
-    struct.pack_into("<H", data, 0x206, protocol)
-    struct.pack_into("<H", data, 0x20E, pointer)
-    start = pointer + 0x200
-    data[start : start + len(version) + 1] = version + b"\0"
-    return bytes(data)
-
-
-def fake_kernel(directory: Path, *, release: str = "6.1.0-99-amd64") -> Kernel:
-    """A cache entry as fetch writes it, with small real files instead of a real kernel."""
-    tree = directory / release
-    image = tree / "boot" / f"vmlinuz-{release}"
-    modules = tree / "lib" / "modules" / release
-    modules.mkdir(parents=True)
-    image.parent.mkdir()
-    image.write_bytes(make_bzimage(f"{release} (builder@example) #1 SMP".encode()))
-    (modules / "modules.dep").write_text("kernel/fs/xfs/xfs.ko:\n")
-    kernel = Kernel(
-        spec=f"debian:{release}",
-        release=release,
-        vmlinuz=str(image),
-        modules_dir=str(modules),
-        source=f"debian: linux-image-{release} 1.0-1",
-        packages=(
-            kernels.DebPackage(name=f"linux-image-{release}", version="1.0-1", sha256="0" * 64),
-        ),
-        vmlinuz_sha256=kernels.sha256_file(image),
-    )
-    (tree / "manifest.json").write_text(kernel.model_dump_json())
-    return kernel
 
 
 class CapturedApt:
@@ -580,6 +544,249 @@ def test_resolution_cache_expires_after_a_day(tmp_path: Path) -> None:
     assert kernels._known_release(spec, kernels_dir) is None
 
 
+def test_resolutions_keep_a_history_newest_first(tmp_path: Path) -> None:
+    kernels_dir = tmp_path / "kernels"
+    # A cache written before the history was kept: one entry per spec.
+    old = {"debian:sid": {"release": "7.0.0-1-amd64", "resolved_at": 1.0}}
+    kernels_dir.mkdir()
+    (kernels_dir / "resolved.json").write_text(json.dumps(old))
+    for n in (2, 3, 2, *range(4, 4 + kernels._HISTORY)):
+        kernels._remember_resolution(kernels_dir, "debian:sid", f"7.0.0-{n}-amd64")
+    candidates = kernels._candidates(kernels.parse_spec("debian:sid"), kernels_dir)
+    releases = [release for release, _ in candidates]
+    # Newest first, each release once, at most _HISTORY of them: the oldest fall off.
+    assert releases == [f"7.0.0-{n}-amd64" for n in range(3 + kernels._HISTORY, 3, -1)]
+    assert kernels._known_release(kernels.parse_spec("debian:sid"), kernels_dir) == releases[0]
+
+
+def test_apt_failure_is_one_line_of_apts_own_words() -> None:
+    refused = proc.CommandError(
+        ("apt-get", "update"),
+        100,
+        "Reading package lists...\n",
+        "E: Failed to fetch http://127.0.0.1:9/debian/dists/bookworm/InRelease  Could not "
+        "connect to 127.0.0.1:9 (127.0.0.1). - connect (111: Connection refused)\n"
+        "E: Some index files failed to download.\n",
+    )
+    assert kernels.apt_failure("apt-get update", refused) == (
+        "Failed to fetch http://127.0.0.1:9/debian/dists/bookworm/InRelease Could not connect "
+        "to 127.0.0.1:9 (127.0.0.1). - connect (111: Connection refused)"
+    )
+    timeout = proc.CommandTimeout(
+        ("apt-get",), None, reason="timed out after 300 s and was killed", timeout_s=300
+    )
+    assert kernels.apt_failure("apt-get update", timeout) == (
+        "apt-get update timed out after 300 s and was killed"
+    )
+    silent = proc.CommandError(("apt-get",), 100)
+    assert kernels.apt_failure("apt-get download", silent) == (
+        "apt-get download exited with status 100"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Offline use and an unreachable archive (the real unreachable mirror: the network tests below
+# and test_cli's kernels fetch against a closed loopback port)
+
+NEWER, OLDER = "6.1.0-50-amd64", "6.1.0-49-amd64"
+
+
+def test_offline_serves_the_newest_cached_resolution_whatever_its_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_commands: list[Sequence[str]]
+) -> None:
+    kernels_dir = tmp_path / "kernels"
+    newer = fake_kernel(kernels_dir, release=NEWER)
+    older = fake_kernel(kernels_dir, release=OLDER)
+    write_resolutions(kernels_dir, "debian:bookworm", (NEWER, 3), (OLDER, 10))
+    write_resolutions(kernels_dir, "debian:6.1.176-1", (NEWER, 40))
+    notices: list[str] = []
+    kernel = kernels.fetch("debian:bookworm", cache=tmp_path, offline=True, notice=notices.append)
+    assert kernel == newer.model_copy(update={"spec": "debian:bookworm"})
+    assert notices == [f"debian:bookworm: offline; using the cached {NEWER}, resolved 3 days ago"]
+    # IOMATRIX_OFFLINE=1 does the same; a package version and an ABI release are served too,
+    # the ABI release without a notice (it names one kernel: nothing to be out of date).
+    monkeypatch.setenv("IOMATRIX_OFFLINE", "1")
+    notices.clear()
+    assert kernels.fetch("debian:6.1.176-1", cache=tmp_path, notice=notices.append) == (
+        newer.model_copy(update={"spec": "debian:6.1.176-1"})
+    )
+    assert kernels.fetch(f"debian:{OLDER}", cache=tmp_path, notice=notices.append) == older
+    assert notices == [f"debian:6.1.176-1: offline; using the cached {NEWER}, resolved 40 days ago"]
+    image = tmp_path / "bzImage"
+    image.write_bytes(make_bzimage(b"6.18.0-mine (me@box) #1 SMP"))
+    assert kernels.fetch(f"path:{image}").release == "6.18.0-mine"
+    # A newest kernel whose files fail verification is skipped, never served.
+    Path(newer.vmlinuz).write_bytes(b"changed")
+    notices.clear()
+    messages: list[str] = []
+    kernel = kernels.fetch(
+        "debian:bookworm", cache=tmp_path, log=messages.append, notice=notices.append
+    )
+    assert kernel.release == OLDER
+    assert notices == [f"debian:bookworm: offline; using the cached {OLDER}, resolved 10 days ago"]
+    assert any(f"cached kernel {NEWER} is unusable, skipping it" in m for m in messages)
+    assert no_commands == []
+
+
+def test_offline_refuses_what_is_not_cached(
+    tmp_path: Path, no_commands: list[Sequence[str]]
+) -> None:
+    kernels_dir = tmp_path / "kernels"
+    with pytest.raises(KernelError) as caught:
+        kernels.fetch("debian:trixie", cache=tmp_path, offline=True)
+    assert str(caught.value) == (
+        "kernel 'debian:trixie': offline (--offline or IOMATRIX_OFFLINE), and nothing is cached "
+        "for this spec: it must be fetched online first (iomatrix kernels fetch debian:trixie)"
+    )
+    with pytest.raises(KernelError, match=r"nothing is cached.*kernels fetch debian:6\.1\.0-7-"):
+        kernels.fetch("debian:6.1.0-7-amd64", cache=tmp_path, offline=True)
+    # Resolved once, but its kernel is gone or broken: the message says which and why.
+    broken = fake_kernel(kernels_dir, release=NEWER)
+    Path(broken.vmlinuz).write_bytes(b"changed")
+    write_resolutions(kernels_dir, "debian:bookworm", (NEWER, 3), (OLDER, 10))
+    with pytest.raises(KernelError) as caught:
+        kernels.fetch("debian:bookworm", cache=tmp_path, offline=True)
+    assert re.search(
+        rf"nothing usable is cached for this spec \({re.escape(NEWER)} \(resolved 3 days ago\): "
+        rf"vmlinuz \S+ has sha256 [0-9a-f]{{64}}, expected .*; {re.escape(OLDER)} \(resolved 10 "
+        r"days ago\): is not in the cache\): it must be fetched online first",
+        str(caught.value),
+    ), caught.value
+    with pytest.raises(KernelError, match="refresh asks the archive again"):
+        kernels.fetch("debian:bookworm", cache=tmp_path, offline=True, refresh=True)
+    assert no_commands == []
+    assert not kernels_dir.joinpath("apt").exists()
+    assert not (tmp_path / "apt").exists()
+
+
+def test_offline_requested_by_flag_or_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("IOMATRIX_OFFLINE", raising=False)
+    assert not kernels.offline_requested()
+    assert kernels.offline_requested(True)
+    monkeypatch.setenv("IOMATRIX_OFFLINE", "0")
+    assert not kernels.offline_requested()
+    monkeypatch.setenv("IOMATRIX_OFFLINE", "1")
+    assert kernels.offline_requested()
+
+
+class FakeArchive:
+    """Stands in for proc.run as apt would answer: update and download fail as `fail` says,
+    apt-cache show answers from the captured output. Records every argv."""
+
+    def __init__(self, fail: dict[str, proc.CommandError]) -> None:
+        self.fail = fail
+        self.argvs: list[tuple[str, ...]] = []
+
+    def __call__(self, argv: Sequence[str], **_kwargs: Any) -> proc.Completed:
+        args = tuple(argv)
+        self.argvs.append(args)
+        command = next(a for a in ("update", "show", "download") if a in args)
+        if command in self.fail:
+            raise self.fail[command]
+        stdout = ""
+        if command == "show":
+            name = CAPTURED.get(args[args.index("show") + 1 :])
+            stdout = (DATA / name).read_text() if name else ""
+        return proc.Completed(args, 0, stdout, "", 0.1)
+
+    def commands(self) -> list[str]:
+        return [next(a for a in ("update", "show", "download") if a in x) for x in self.argvs]
+
+
+REFUSED = (
+    "E: Failed to fetch http://127.0.0.1:9/debian/dists/bookworm/InRelease  Could not connect "
+    "to 127.0.0.1:9 (127.0.0.1). - connect (111: Connection refused)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason"),
+    [
+        (
+            proc.CommandError(("apt-get",), 100, "", REFUSED),
+            "Failed to fetch http://127.0.0.1:9/debian/dists/bookworm/InRelease Could not "
+            "connect to 127.0.0.1:9 (127.0.0.1). - connect (111: Connection refused)",
+        ),
+        (
+            proc.CommandTimeout(("apt-get",), None, reason="timed out after 300 s and was killed"),
+            "apt-get update timed out after 300 s and was killed",
+        ),
+    ],
+)
+def test_failed_update_falls_back_to_the_cache_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: proc.CommandError, reason: str
+) -> None:
+    monkeypatch.setenv("IOMATRIX_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
+    cached = fake_kernel(tmp_path / "kernels", release=NEWER)
+    write_resolutions(tmp_path / "kernels", "debian:bookworm", (NEWER, 3))
+    archive = FakeArchive({"update": failure})
+    monkeypatch.setattr(proc, "run", archive)
+    notices: list[str] = []
+    kernel = kernels.fetch("debian:bookworm", cache=tmp_path, notice=notices.append)
+    assert kernel == cached.model_copy(update={"spec": "debian:bookworm"})
+    assert notices == [
+        f"warning: debian:bookworm: the Debian archive cannot be reached ({reason}); "
+        f"using the cached {NEWER}, resolved 3 days ago"
+    ]
+    assert archive.commands() == ["update"]
+    # A failed update does not make the lists count as fresh: the next fetch asks again.
+    assert not (tmp_path / "apt" / "updated").exists()
+
+
+def test_failed_download_falls_back_to_an_older_cached_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The archive has a new kernel (BOOKWORM), but its download fails: the one cached serves."""
+    monkeypatch.setenv("IOMATRIX_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
+    kernels_dir = tmp_path / "kernels"
+    cached = fake_kernel(kernels_dir, release=OLDER)
+    write_resolutions(kernels_dir, "debian:bookworm", (OLDER, 2))
+    lost = proc.CommandError(
+        ("apt-get",), 100, "", REFUSED.replace("dists/bookworm/InRelease", "pool/x.deb")
+    )
+    archive = FakeArchive({"download": lost})
+    monkeypatch.setattr(proc, "run", archive)
+    kernel = kernels.fetch("debian:bookworm", cache=tmp_path)
+    assert kernel == cached.model_copy(update={"spec": "debian:bookworm"})
+    assert archive.commands() == ["update", "show", "show", "download"]
+    # The warning goes to stderr by default: it is not a log line a caller may silence.
+    assert capsys.readouterr().err == (
+        "iomatrix: warning: debian:bookworm: the Debian archive cannot be reached (Failed to "
+        "fetch http://127.0.0.1:9/debian/pool/x.deb Could not connect to 127.0.0.1:9 "
+        f"(127.0.0.1). - connect (111: Connection refused)); using the cached {OLDER}, "
+        "resolved 2 days ago\n"
+    )
+    # The new resolution is remembered before the older one, which stays for the next time.
+    releases = [
+        r for r, _ in kernels._candidates(kernels.parse_spec("debian:bookworm"), kernels_dir)
+    ]
+    assert releases == [BOOKWORM, OLDER]
+    assert not list(kernels_dir.glob(".partial-*"))
+
+
+def test_unreachable_with_nothing_usable_cached_says_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IOMATRIX_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
+    monkeypatch.setattr(
+        proc, "run", FakeArchive({"update": proc.CommandError(("apt-get",), 100, "", REFUSED)})
+    )
+    broken = fake_kernel(tmp_path / "kernels", release=NEWER)
+    (Path(broken.modules_dir or "") / "modules.dep").unlink()
+    write_resolutions(tmp_path / "kernels", "debian:bookworm", (NEWER, 3))
+    notices: list[str] = []
+    with pytest.raises(KernelError) as caught:
+        kernels.fetch("debian:bookworm", cache=tmp_path, notice=notices.append)
+    message = str(caught.value)
+    assert message.startswith(
+        "kernel 'debian:bookworm': the Debian archive cannot be reached (Failed to fetch "
+    )
+    assert f"and nothing usable is cached for this spec ({NEWER} (resolved 3 days ago): " in message
+    assert "has no modules.dep" in message
+    assert message.endswith("(iomatrix kernels fetch debian:bookworm)")
+    assert notices == []
+
+
 # ---------------------------------------------------------------------------------------------
 # Unpacking real .debs (built here with dpkg-deb, unpacked and indexed with the real tools)
 
@@ -756,6 +963,37 @@ def test_fetch_sid_split_packages(real_cache: tuple[Path, Kernel, list[str]]) ->
     assert (modules / "modules.builtin").is_file()
     assert [k.release for k in kernels.cached(cache)] == sorted([bookworm.release, release])
     assert os.access(cache / "kernels" / release / "manifest.json", os.R_OK)
+
+
+@pytest.mark.network
+def test_an_unreachable_mirror_falls_back_to_the_cached_kernel(
+    real_cache: tuple[Path, Kernel, list[str]],
+    proc_calls: list[tuple[str, ...]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A laptop offline since the day before yesterday: real apt against a closed loopback port."""
+    cache, kernel, _ = real_cache
+    resolved = cache / "kernels" / "resolved.json"
+    saved = resolved.read_text()
+    monkeypatch.setenv("IOMATRIX_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
+    try:
+        write_resolutions(cache / "kernels", "debian:bookworm", (kernel.release, 2))
+        served = kernels.fetch("debian:bookworm", cache=cache)
+    finally:
+        resolved.write_text(saved)
+    assert served == kernel
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "iomatrix: warning: debian:bookworm: the Debian archive cannot be reached (Failed to "
+        "fetch http://127.0.0.1:9/debian/dists/"
+    ), err
+    assert err.endswith(f"); using the cached {kernel.release}, resolved 2 days ago\n"), err
+    assert err.count("\n") == 1
+    assert [argv for argv in proc_calls if "update" in argv]  # it did try the archive
+    assert not [argv for argv in proc_calls if "download" in argv]
+    assert not list(cache.rglob("*.deb"))
+    assert not list((cache / "kernels").glob(".partial-*"))
 
 
 @pytest.mark.parametrize(

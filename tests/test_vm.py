@@ -6,7 +6,9 @@ A real boot is tested in test_vm_boot.py; here only the argv and the probe's dec
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import sysconfig
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,7 +95,10 @@ GUEST = ["env", "PYTHONPATH=/src/harness", "/venv/bin/python", "-m", "iomatrix.a
 
 
 def vng(
-    accelerator: vm.Accelerator, modules_dir: str | None, disks: Sequence[Sequence[str]]
+    accelerator: vm.Accelerator,
+    modules_dir: str | None,
+    disks: Sequence[Sequence[str]],
+    shared_fs: vm.SharedFs = "virtiofs",
 ) -> list[str]:
     return vm.vng_argv(
         vng="/venv/bin/vng",
@@ -105,6 +110,7 @@ def vng(
         rw_dir="/results/run1",
         disk_args=disks,
         guest_command=GUEST,
+        shared_fs=shared_fs,
     )
 
 
@@ -160,6 +166,65 @@ def test_vng_argv_kvm_without_modules() -> None:
     assert vng("kvm", None, [VIRTIO_DISK]) == [*HEAD, *VIRTIO_OPTS, *EXEC]
 
 
+def test_vng_argv_asks_for_9p_outright_when_the_host_cannot_serve_virtiofs() -> None:
+    assert vng("tcg", None, [VIRTIO_DISK], shared_fs="9p") == [
+        *HEAD,
+        "--disable-kvm",
+        "--force-9p",
+        *VIRTIO_OPTS,
+        *EXEC,
+    ]
+
+
+class VirtiofsdSeam:
+    """Stands in for proc.run: each fake virtiofsd answers --version and --help as its kind."""
+
+    def __init__(self, helps: dict[str, str | None]) -> None:
+        self.helps = helps  # path -> --help text, or None when --version fails (non-root C one)
+
+    def __call__(self, argv: Sequence[str], **_: object) -> proc.Completed:
+        path, flag = argv[0], argv[1]
+        text = self.helps[path]
+        if text is None and flag == "--version":
+            raise proc.CommandError(tuple(argv), 1)
+        return proc.Completed(tuple(argv), 0, text or "virtiofsd 1.0", "", 0.0)
+
+
+def executables(tmp_path: Path, *names: str) -> list[str]:
+    paths = []
+    for name in names:
+        path = tmp_path / name
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+        paths.append(str(path))
+    return paths
+
+
+RUST_HELP = "Usage: virtiofsd [OPTIONS] --socket-path <path>\n  --shared-dir <shared-dir>\n"
+C_HELP = "usage: virtiofsd [options]\n    -o source=PATH             shared directory tree\n"
+
+
+def test_qemus_c_virtiofsd_means_9p(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (c_one,) = executables(tmp_path, "qemu-virtiofsd")
+    monkeypatch.setattr(proc, "run", VirtiofsdSeam({c_one: C_HELP}))
+    shared, why = vm.choose_shared_fs(["", str(tmp_path / "missing"), c_one])
+    assert shared == "9p"
+    assert "C virtiofsd" in why
+
+
+def test_the_rust_virtiofsd_serves_virtiofs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first candidate whose --version fails (the C one, not as root) is passed over.
+    c_one, rust = executables(tmp_path, "c-virtiofsd", "virtiofsd")
+    monkeypatch.setattr(proc, "run", VirtiofsdSeam({c_one: None, rust: RUST_HELP}))
+    assert vm.choose_shared_fs([c_one, rust]) == ("virtiofs", f"{rust} serves virtio-fs")
+
+
+def test_no_virtiofsd_means_9p(tmp_path: Path) -> None:
+    assert vm.choose_shared_fs([str(tmp_path / "none")]) == ("9p", "no virtiofsd found")
+
+
 def test_vng_argv_scsi_and_a_second_disk_one_qemu_opt_per_pair() -> None:
     disks = [
         vm.disk_qemu_args(profile("scsi"), "/s/a.img", 0),
@@ -199,16 +264,35 @@ def test_vng_argv_quotes_the_guest_command_for_the_guest_shell() -> None:
 def test_guest_agent_command_shape() -> None:
     command = vm.guest_agent_command("/results/run1/boots/b/plan.json")
     root = Path(vm.__file__).resolve().parent.parent
-    assert command == [
-        "env",
-        f"PYTHONPATH={root}",
+    site = sysconfig.get_paths()["purelib"]
+    assert command[0] == "env"
+    assert command[2:] == [
+        "PYDANTIC_DISABLE_PLUGINS=1",
         sys.executable,
+        "-S",
         "-m",
         "iomatrix.agent",
         "/results/run1/boots/b/plan.json",
     ]
-    # PYTHONPATH must be the folder that holds the package, so the guest imports this very tree.
+    # PYTHONPATH starts with the folder that holds the package, so the guest imports this very
+    # tree, and holds the virtualenv's libraries, which -S (no site module) leaves out otherwise.
+    paths = command[1].removeprefix("PYTHONPATH=").split(":")
+    assert paths[0] == str(root)
     assert (root / "iomatrix" / "agent.py").is_file()
+    assert site in paths
+    assert (Path(site) / "pydantic").is_dir()
+
+
+def test_the_guest_command_imports_the_agent_without_the_site_module() -> None:
+    """For real: the command (less the plan) finds the agent and pydantic, and the interpreter
+    it starts has no site module."""
+    command = vm.guest_agent_command("/nonexistent/plan.json")
+    check = "import sys, iomatrix.agent, pydantic; print('site' in sys.modules)"
+    done = subprocess.run(
+        [*command[:4], "-S", "-c", check], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
 
 def test_vng_env_puts_our_bin_first(monkeypatch: pytest.MonkeyPatch) -> None:

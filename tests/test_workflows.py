@@ -1,5 +1,6 @@
-"""The GitHub workflows: the nightly plan as GitHub reads it, the rules every workflow keeps, and
-actionlint (which `make lint` runs over .github/workflows) catching what it should.
+"""The GitHub workflows: the nightly plan as GitHub reads it, the rules every workflow keeps,
+actionlint (which `make lint` runs over .github/workflows) catching what it should, with the
+venv's pinned shellcheck checking the workflows' scripts, and `make shellcheck` the repository's.
 
 No network and no VM: the plan is computed by `iomatrix expand --shards N --json` exactly as the
 nightly workflow's plan job runs it.
@@ -8,9 +9,10 @@ nightly workflow's plan job runs it.
 from __future__ import annotations
 
 import json
+import os
 import re
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,8 @@ from iomatrix.matrix import load_matrix
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO / ".github" / "workflows"
 NIGHTLY = REPO / "matrix" / "nightly.yaml"
+# The venv these tests run in: the development venv, whose shellcheck comes from dev.lock.
+VENV_BIN = Path(sys.prefix) / "bin"
 GITHUB_MAX_JOBS = 256  # jobs one strategy.matrix may generate
 GITHUB_MAX_OUTPUT_BYTES = 1 << 20  # all outputs of one job together
 
@@ -187,11 +191,13 @@ def test_the_pr_comment_comes_from_a_workflow_run_of_pr() -> None:
     assert "--format markdown --output results/ab/report.md" in ab_run
 
 
-def test_make_lint_runs_actionlint() -> None:
+def test_make_lint_runs_actionlint_with_the_venv_first_on_path() -> None:
     done = subprocess.run(
         ["make", "-n", "lint"], cwd=REPO, capture_output=True, text=True, check=True
     )
-    assert re.search(r"actionlint\S* -no-color", done.stdout), done.stdout
+    line = next(x for x in done.stdout.splitlines() if re.search(r"actionlint\S* -no-color", x))
+    # actionlint skips the scripts' checks silently when no shellcheck is on PATH.
+    assert re.match(r'PATH="/\S+/bin:\$PATH" \S+/actionlint -no-color$', line), line
 
 
 # --- actionlint ----------------------------------------------------------------------------------
@@ -208,14 +214,25 @@ def actionlint() -> Path:
     return path
 
 
-def lint(tmp_path: Path, files: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def shellcheck() -> Path:
+    path = VENV_BIN / "shellcheck"
+    assert path.exists(), f"{path}: the development venv has shellcheck (dev.lock, make venv-dev)"
+    return path
+
+
+def lint(
+    tmp_path: Path, files: dict[str, str], path: str | None = None
+) -> subprocess.CompletedProcess[str]:
     folder = tmp_path / ".github" / "workflows"
     folder.mkdir(parents=True)
     for name, text in files.items():
         (folder / name).write_text(text)
+    # As `make lint` runs it: the venv's bin first on PATH.
+    env = {**os.environ, "PATH": path if path is not None else f"{VENV_BIN}:{os.environ['PATH']}"}
     return subprocess.run(
         [str(actionlint()), "-no-color", *(f".github/workflows/{name}" for name in files)],
         cwd=tmp_path,
+        env=env,
         capture_output=True,
         text=True,
         check=False,
@@ -258,11 +275,106 @@ jobs:
     assert "needs" in done.stdout  # the plan job it reads from is not declared
 
 
+UNQUOTED = """\
+on: pull_request
+permissions: {}
+jobs:
+  x:
+    runs-on: ubuntu-24.04
+    steps:
+      - run: rm -rf $RUNNER_TEMP/$1
+"""
+
+
+def test_actionlint_checks_workflow_scripts_with_the_venvs_shellcheck(tmp_path: Path) -> None:
+    shellcheck()
+    done = lint(tmp_path, {"unquoted.yml": UNQUOTED})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "shellcheck reported issue in this script: SC2086" in done.stdout
+
+
+def test_without_shellcheck_on_path_actionlint_skips_the_scripts_silently(tmp_path: Path) -> None:
+    # Why `make lint` puts the venv first: this same workflow passes without shellcheck.
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    done = lint(tmp_path, {"unquoted.yml": UNQUOTED}, path=str(bare))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_the_repository_workflows_pass_actionlint() -> None:
     tool = actionlint()
-    if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck is not installed: actionlint would skip the scripts' checks")
+    shellcheck()
     done = subprocess.run(
-        [str(tool), "-no-color"], cwd=REPO, capture_output=True, text=True, check=False
+        [str(tool), "-no-color"],
+        cwd=REPO,
+        env={**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- shellcheck ----------------------------------------------------------------------------------
+
+
+def shell_scripts() -> list[str]:
+    """Every shell script in the repository: a *.sh file or one whose first line runs a shell."""
+    found = []
+    for folder in ("tools", ".ci", ".github", "images", "harness", "tests", "matrix", "benchmarks"):
+        for path in (REPO / folder).rglob("*"):
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            with path.open("rb") as f:
+                first = f.readline()
+            if path.suffix == ".sh" or re.match(rb"#!.*\b(ba|da|k)?sh\b", first):
+                found.append(str(path.relative_to(REPO)))
+    return sorted(found)
+
+
+def make_shellcheck(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`make shellcheck` with this venv, not reinstalling it (-o: its stamp counts as made)."""
+    stamp = tmp_path / "stamps" / "venv-dev"
+    return subprocess.run(
+        [
+            "make",
+            f"VENV={sys.prefix}",
+            f"STAMPS={stamp.parent}",
+            "-o",
+            str(stamp),
+            "shellcheck",
+            *args,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_make_lint_shellchecks_every_shell_script_in_the_repository() -> None:
+    scripts = shell_scripts()
+    assert "tools/container.sh" in scripts
+    assert ".ci/run" in scripts
+    done = subprocess.run(
+        ["make", "-n", "lint"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    line = next(x for x in done.stdout.splitlines() if re.match(r"\S+/shellcheck ", x))
+    assert sorted(line.split()[1:]) == scripts
+
+
+def test_the_repository_scripts_pass_shellcheck(tmp_path: Path) -> None:
+    shellcheck()
+    done = make_shellcheck(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_make_shellcheck_fails_a_broken_script(tmp_path: Path) -> None:
+    shellcheck()
+    broken = tmp_path / "broken.sh"
+    broken.write_text('#!/usr/bin/env bash\nfor f in $(ls $1); do rm "$f"; done\n')
+    done = make_shellcheck(tmp_path, f"SHELL_SCRIPTS={broken}")
+    assert done.returncode != 0
+    assert "SC2045" in done.stdout  # iterating over ls output
+    assert "SC2086" in done.stdout  # unquoted $1

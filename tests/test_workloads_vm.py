@@ -165,7 +165,7 @@ def test_bonnie_file_tests_are_parsed_from_its_csv(suite_run: tuple[RunRecord, P
     for test in ("seq_create", "seq_stat", "seq_delete", "rand_create", "rand_stat", "rand_delete"):
         assert (f"{test}_files_per_s" in rates) != (test in rep.raw["too_fast"])
         assert rep.metrics[f"{test}_lat_max_us"] > 0
-    # 4096 files take the emulated guest more than 500 ms to create.
+    # 16384 files take the emulated guest more than 500 ms to create.
     assert rates["seq_create_files_per_s"] > 0
     cell_id = entry(record, "bonnie").cell.id
     csv = (run_dir / "cells" / cell_id / "rep-0.bonnie.csv").read_text()

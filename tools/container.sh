@@ -13,6 +13,10 @@
 #                                   kernel cache (~/.cache/iomatrix or $IOMATRIX_CACHE) at
 #                                   /root/.cache/iomatrix, /dev/kvm passed through when this user can
 #                                   open it (the harness still probes it and falls back to TCG)
+#   tools/container.sh base         make sure the Dockerfile's base image (bare Debian) is here
+#   tools/container.sh bare CMD...  run CMD in the bare base image, a machine with nothing installed
+#                                   (tools/fresh-machine.sh): it gets only what this machine has for
+#                                   reaching the package registries (see cmd_bare)
 #
 # Environment: IOMATRIX_IMAGE (default iomatrix-runner:latest), CONTAINER_ENGINE (docker|podman,
 # default: detect), CONTAINER_ARGS (extra run options, split on spaces, e.g. "-v /data:/data"),
@@ -131,6 +135,50 @@ cmd_build() {
   say "image $IMAGE built with ${ENGINE_CMD[0]} in $(( $(date +%s) - start )) s"
 }
 
+cmd_base() {
+  set_engine
+  if [ "${ENGINE_CMD[0]}" = docker ]; then
+    docker image inspect "$BASE" >/dev/null 2>&1 || docker pull -q "$BASE" >/dev/null
+  else
+    ensure_base_podman
+  fi
+}
+
+# A bare machine still reaches the package registries the way this one does, and nothing more is
+# lent to it: pip's configuration, the CA bundle pip and Go are told to trust (a TLS-intercepting proxy's;
+# beside the container's own bundle, since mounting over that breaks ca-certificates' postinst)
+# and apt's date checks (a dated snapshot mirror's Release files read as expired otherwise).
+# CONTAINER_ARGS adds options (e.g. a folder for results), split on spaces.
+cmd_bare() {
+  cmd_base
+  podman_limits
+  local args=(run --rm --init --network=host --shm-size "${IOMATRIX_SHM_SIZE:-4g}")
+  if [ "${ENGINE_CMD[0]}" = podman ]; then
+    args+=("${PODMAN_LIMITS[@]}")
+  fi
+  if [ -r /etc/pip.conf ]; then
+    args+=(-v /etc/pip.conf:/etc/pip.conf:ro)
+  fi
+  local bundle=${PIP_CERT:-${SSL_CERT_FILE:-}}
+  if [ -n "$bundle" ] && [ -s "$bundle" ]; then
+    # pip reads PIP_CERT; Go (actionlint's build) and Python's ssl read SSL_CERT_FILE.
+    args+=(-v "$bundle:/etc/iomatrix-host-ca.pem:ro" -e PIP_CERT=/etc/iomatrix-host-ca.pem
+      -e SSL_CERT_FILE=/etc/iomatrix-host-ca.pem)
+  fi
+  # Global: the EXIT trap runs after this function has returned.
+  APTCONF=$(mktemp "${TMPDIR:-/tmp}/iomatrix-apt.XXXXXX")
+  trap 'rm -f "$APTCONF"' EXIT
+  apt-config dump 2>/dev/null | grep -E '^Acquire::Check-(Valid-Until|Date) ' >"$APTCONF" || true
+  chmod 644 "$APTCONF"
+  args+=(-v "$APTCONF:/etc/apt/apt.conf.d/99iomatrix-host:ro")
+  if [ -n "${CONTAINER_ARGS:-}" ]; then
+    # shellcheck disable=SC2206 # extra options are split on spaces on purpose
+    args+=(${CONTAINER_ARGS})
+  fi
+  # Not exec: the trap removes the apt settings file afterwards.
+  "${ENGINE_CMD[@]}" "${args[@]}" "$BASE" "$@"
+}
+
 cmd_ensure() {
   set_engine
   if "${ENGINE_CMD[@]}" image inspect "$IMAGE" >/dev/null 2>&1; then
@@ -219,6 +267,8 @@ case "${1:-}" in
   build) cmd_build ;;
   ensure) cmd_ensure ;;
   probe) cmd_probe ;;
+  base) cmd_base ;;
+  bare) shift; [ $# -gt 0 ] || { say "usage: tools/container.sh bare CMD..."; exit 2; }; cmd_bare "$@" ;;
   run) shift; [ $# -gt 0 ] || { say "usage: tools/container.sh run CMD..."; exit 2; }; cmd_run "$@" ;;
-  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

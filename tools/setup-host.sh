@@ -1,43 +1,53 @@
 #!/usr/bin/env bash
-# Install the host tools iomatrix needs, only those missing, and only with apt when root.
-# The guest VMs share the host's root filesystem (virtme-ng), so fio, mkfs.* and the harness
-# must exist here. Not root: print the apt-get command and fail, never sudo behind your back.
+# Install the host packages iomatrix needs (tools/host-packages.txt), only those missing, and only
+# with apt when root. The guest VMs share the host's root filesystem (virtme-ng), so fio, mkfs.*
+# and the harness must exist here. Not root: print the apt-get command and fail, never sudo
+# behind your back.
+#
+#   tools/setup-host.sh [run|test]    the packages `make run` needs (default), or `make test`
+#   tools/setup-host.sh --list [run|test|all]
+#                                     print the package names (the runner image installs `all`)
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-# command -> Debian package that provides it
-declare -A NEEDED=(
-  [qemu-system-x86_64]=qemu-system-x86
-  [qemu-img]=qemu-utils
-  [fio]=fio
-  [mkfs.ext4]=e2fsprogs
-  [mkfs.xfs]=xfsprogs
-  [mkfs.btrfs]=btrfs-progs
-  [mkfs.f2fs]=f2fs-tools
-  [bonnie++]=bonnie++
-  [modprobe]=kmod
-  [busybox]=busybox-static
-  [dpkg-deb]=dpkg
-  [apt-get]=apt
-  [pkill]=procps
-  # virtme-ng reads a kernel image's version with file and strings
-  [file]=file
-  [strings]=binutils
-)
+LIST=tools/host-packages.txt
+
+# "package probe" for each package whose target is within $1: run (run only), test (run and
+# test) or all.
+entries() {
+  awk -v want="$1" '!/^[[:space:]]*(#|$)/ {
+    if (want == "all" || $3 == "run" || (want == "test" && $3 == "test")) print $1, $2
+  }' "$LIST"
+}
+
+# Whether the probe of a package (column 2) finds it installed.
+installed() {
+  local probe=$1
+  case "$probe" in
+    import:*) "${PYTHON:-python3}" -c "import ${probe#import:}" 2>/dev/null ;;
+    /*) [ -e "$probe" ] ;;
+    *) command -v "$probe" >/dev/null 2>&1 || [ -x "/usr/sbin/$probe" ] || [ -x "/sbin/$probe" ] ;;
+  esac
+}
+
+if [ "${1:-}" = --list ]; then
+  entries "${2:-all}" | cut -d' ' -f1
+  exit 0
+fi
+target=${1:-run}
+case "$target" in
+  run | test) ;;
+  *) echo "usage: tools/setup-host.sh [run|test] | --list [run|test|all]" >&2; exit 2 ;;
+esac
+
 missing=()
-for cmd in "${!NEEDED[@]}"; do
-  if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ] && [ ! -x "/sbin/$cmd" ]; then
-    missing+=("${NEEDED[$cmd]}")
-  fi
-done
-# Debian's archive keys verify the kernels iomatrix downloads with its private apt configuration.
-[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || missing+=(debian-archive-keyring)
-# A virtualenv needs the venv module (a separate package for Debian's python3).
-"${PYTHON:-python3}" -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+while read -r package probe _; do
+  installed "$probe" || missing+=("$package")
+done < <(entries "$target")
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
-mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 if [ "$(id -u)" -ne 0 ]; then
   echo "iomatrix: missing host packages: ${missing[*]}" >&2
   echo "iomatrix: install them with: sudo apt-get install --no-install-recommends ${missing[*]}" >&2

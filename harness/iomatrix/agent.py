@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
 import json
 import os
 import platform
@@ -19,7 +20,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from iomatrix.filesystems import (
     parse_btrfs_df,
     parse_btrfs_show,
 )
-from iomatrix.model import Cell, LoopStack, Record, Workload
+from iomatrix.model import Bus, Cell, LoopStack, Record, Workload
 from iomatrix.plan import BootPlan, Step
 from iomatrix.results import (
     Applied,
@@ -84,6 +85,28 @@ class CellContext:
         self.dir = cell_dir
         self.deadline = deadline
         self.log_path = cell_dir / "cell.log"
+        # Seconds spent in each phase of the repetition (the timeline's guest side).
+        self.phases: dict[str, float] = {}
+        self._open_phases: list[tuple[str, float]] = []
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Count the time spent inside towards `name`. Phases nest, and a phase's own time
+        excludes its inner ones' (a loop stack's set-up holds the outer mkfs and mount), so the
+        phases of a repetition add up to its time without counting anything twice."""
+        now = time.monotonic()
+        if self._open_phases:
+            outer, since = self._open_phases[-1]
+            self.phases[outer] = self.phases.get(outer, 0.0) + now - since
+        self._open_phases.append((name, now))
+        try:
+            yield
+        finally:
+            end = time.monotonic()
+            _, since = self._open_phases.pop()
+            self.phases[name] = self.phases.get(name, 0.0) + end - since
+            if self._open_phases:
+                self._open_phases[-1] = (self._open_phases[-1][0], end)
 
     def log(self, text: str) -> None:
         with self.log_path.open("a") as handle:
@@ -144,24 +167,95 @@ class CellContext:
         return done, False
 
 
-def find_disk(serial: str) -> str:
-    """The block device whose serial number is `serial`: virtio-blk, NVMe or SCSI."""
-    for block in sorted(Path("/sys/block").iterdir()):
-        candidates = [block / "serial", block / "device" / "serial"]
-        for candidate in candidates:
-            try:
-                if candidate.read_text().strip() == serial:
-                    return block.name
-            except OSError:
-                continue
-        vpd = block / "device" / "vpd_pg80"
+# The guest kernel's drivers for each bus's disks. Nothing else loads them: virtme-ng's init
+# starts udev only when the host has one, and iomatrix hides it from the guest anyway
+# (vm.hidden_udev_dirs), so that what a guest finds never depends on what the host has installed.
+BUS_DRIVERS: dict[Bus, tuple[str, ...]] = {
+    "virtio-blk": ("virtio_blk",),
+    "nvme": ("nvme",),
+    "scsi": ("virtio_scsi", "sd_mod"),
+}
+# How long the disks may take to appear once their drivers are loaded: NVMe and SCSI probe their
+# controllers asynchronously, which takes a second or two under TCG.
+DISK_WAIT_S = 30.0
+_DISK_POLL_S = 0.1
+# Modules this agent (one per boot) has loaded already: each modprobe costs a process start over
+# the shared root filesystem, and a module once loaded stays loaded for the boot.
+_LOADED_MODULES: set[str] = set()
+
+
+def load_modules(ctx: CellContext, modules: Sequence[str]) -> dict[str, str]:
+    """modprobe each module not loaded yet in this boot; returns module -> outcome ("loaded" or
+    the reason modprobe gave). A built-in module is "loaded" too (modprobe knows it from
+    modules.builtin); a failure is returned, not raised: the caller's check is the judge."""
+    outcomes: dict[str, str] = {}
+    for module in dict.fromkeys(modules):
+        if module in _LOADED_MODULES:
+            outcomes[module] = "loaded"
+            continue
         try:
-            # SCSI unit serial number page: 4-byte header, then the serial.
-            if vpd.read_bytes()[4:].decode(errors="replace").strip().strip("\0") == serial:
-                return block.name
+            ctx.run(["modprobe", module], what=f"modprobe {module}")
+        except CellFailed as exc:
+            ctx.log(f"(ignored) {exc}")
+            outcomes[module] = str(exc)
+            continue
+        _LOADED_MODULES.add(module)
+        outcomes[module] = "loaded"
+    return outcomes
+
+
+def disk_serial(block: Path) -> str | None:
+    """The serial number of a block device in /sys/block: virtio-blk, NVMe or SCSI."""
+    for candidate in (block / "serial", block / "device" / "serial"):
+        try:
+            return candidate.read_text().strip()
         except OSError:
             continue
-    raise CellError(f"no block device with serial {serial!r} in /sys/block")
+    try:
+        # SCSI unit serial number page: 4-byte header, then the serial.
+        vpd = (block / "device" / "vpd_pg80").read_bytes()
+    except OSError:
+        return None
+    return vpd[4:].decode(errors="replace").strip().strip("\0")
+
+
+def disks_by_serial(sys_block: Path = Path("/sys/block")) -> dict[str, str]:
+    """serial -> block device name, for every block device that has a serial."""
+    found: dict[str, str] = {}
+    for block in sorted(sys_block.iterdir()):
+        serial = disk_serial(block)
+        if serial:
+            found.setdefault(serial, block.name)
+    return found
+
+
+def find_disks(
+    ctx: CellContext,
+    serials: Sequence[str],
+    bus: Bus,
+    *,
+    wait_s: float = DISK_WAIT_S,
+    sys_block: Path = Path("/sys/block"),
+) -> list[str]:
+    """The block devices with these serials, in order, after loading the bus's drivers and
+    waiting (at most wait_s, and never past the cell's budget) for them to appear."""
+    outcomes = load_modules(ctx, BUS_DRIVERS[bus])
+    started = time.monotonic()
+    deadline = min(started + wait_s, ctx.deadline)
+    while True:
+        found = disks_by_serial(sys_block)
+        missing = [s for s in serials if s not in found]
+        if not missing:
+            return [found[s] for s in serials]
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(_DISK_POLL_S)
+    modules = "; ".join(f"{m}: {outcome}" for m, outcome in outcomes.items())
+    present = ", ".join(sorted(p.name for p in sys_block.iterdir())) or "nothing"
+    raise CellError(
+        f"no block device with serial {', '.join(missing)} on bus {bus} after "
+        f"{time.monotonic() - started:.0f} s (modules: {modules}; /sys/block has {present})"
+    )
 
 
 def mounted_options(mountpoint: Path) -> tuple[str, str, tuple[str, ...]]:
@@ -225,13 +319,21 @@ def is_mounted(mountpoint: Path) -> bool:
 
 
 def release(ctx: CellContext, mountpoint: Path) -> None:
-    """Unmount whatever is left at a mount point (after a killed workload whose unmount failed):
-    kill what still uses it, unmount, lazily if need be, and give a clear error if even that
-    fails."""
-    for attempt in (["umount", str(mountpoint)], ["umount", "-l", str(mountpoint)]):
+    """Unmount whatever is left at a mount point: a plain unmount first (the usual case, after a
+    workload that ended), then, if something still holds it (a killed workload's escaped
+    children), kill what uses it and unmount again, lazily if need be; a clear error if even
+    that fails. Scanning every process's open files only when the unmount failed saves it in
+    every ordinary repetition."""
+    attempts = (
+        (False, ["umount", str(mountpoint)]),
+        (True, ["umount", str(mountpoint)]),
+        (True, ["umount", "-l", str(mountpoint)]),
+    )
+    for kill_first, attempt in attempts:
         if not is_mounted(mountpoint):
             return
-        kill_mount_users(ctx, mountpoint)
+        if kill_first:
+            kill_mount_users(ctx, mountpoint)
         try:
             ctx.run(attempt, what=f"unmounting {mountpoint}", cleanup=True)
         except (CellFailed, CellError) as exc:
@@ -274,12 +376,8 @@ def release_mountpoint(ctx: CellContext) -> None:
 
 
 def set_scheduler(ctx: CellContext, device: str) -> tuple[str | None, tuple[str, ...]]:
-    for module in SCHEDULER_MODULES[ctx.cell.scheduler]:
-        # Built-in schedulers make modprobe fail harmlessly; the read-back below is the judge.
-        try:
-            ctx.run(["modprobe", module], what=f"modprobe {module}")
-        except CellFailed as exc:
-            ctx.log(f"(ignored) {exc}")
+    # A scheduler that fails to load is caught by the read-back below.
+    load_modules(ctx, SCHEDULER_MODULES[ctx.cell.scheduler])
     sysfs = Path("/sys/block") / device / "queue" / "scheduler"
     try:
         sysfs.write_text(ctx.cell.scheduler)
@@ -295,13 +393,34 @@ def set_scheduler(ctx: CellContext, device: str) -> tuple[str | None, tuple[str,
     return active, available
 
 
-def drop_caches(ctx: CellContext) -> None:
-    """Start each repetition from cold caches so one repetition does not warm the next."""
+# BLKFLSBUF (linux/fs.h): write back and drop a block device's buffer cache.
+_BLKFLSBUF = 0x1261
+
+
+def flush_device_caches(ctx: CellContext, devices: Sequence[str]) -> None:
+    """Start each repetition with nothing of its disks cached: sync, then drop the buffer cache
+    of every block device under the filesystem (the disks, a loop device).
+
+    Not `echo 3 > /proc/sys/vm/drop_caches`: the previous repetition's filesystem was unmounted
+    (its page cache went with it) and this one was just made, so the only cache that matters is
+    the devices' own; dropping the whole guest's cache also threw out fio and its libraries,
+    which then came back over the shared root: 3.2 s of every repetition under TCG (measured
+    2026-11-23: the same fio took 10.1 s after drop_caches and 6.9 s after this), paid in wall
+    time and not in what fio measures.
+    """
     os.sync()
-    try:
-        Path("/proc/sys/vm/drop_caches").write_text("3")
-    except OSError as exc:
-        ctx.log(f"(ignored) drop_caches: {exc}")
+    for device in dict.fromkeys(devices):
+        try:
+            fd = os.open(device, os.O_RDONLY)
+        except OSError as exc:
+            ctx.log(f"(ignored) flushing {device}: {exc}")
+            continue
+        try:
+            fcntl.ioctl(fd, _BLKFLSBUF)
+        except OSError as exc:
+            ctx.log(f"(ignored) flushing {device}: {exc}")
+        finally:
+            os.close(fd)
 
 
 def make_and_mount(
@@ -314,19 +433,21 @@ def make_and_mount(
     mountpoint: Path,
 ) -> None:
     """A fresh filesystem on the device(s), mounted; a refusal fails the cell with its reason."""
-    ctx.run(fs.mkfs_argv(dev_paths, mkfs_options), what="mkfs")
-    scan = fs.scan_argv(dev_paths)
-    if scan is not None:
-        ctx.run(scan, what=f"{fs.fstype} device scan")
+    with ctx.phase("mkfs"):
+        ctx.run(fs.mkfs_argv(dev_paths, mkfs_options), what="mkfs")
+        scan = fs.scan_argv(dev_paths)
+        if scan is not None:
+            ctx.run(scan, what=f"{fs.fstype} device scan")
     mountpoint.mkdir(parents=True, exist_ok=True)
     mount = ["mount", "-t", fs.fstype]
     if mount_options:
         mount += ["-o", ",".join(mount_options)]
-    try:
-        ctx.run([*mount, dev_paths[0], str(mountpoint)], what="mount")
-    except CellFailed as exc:
-        # mount(8) only says "bad option"; the kernel log says which option and why.
-        raise CellFailed(f"{exc}; kernel log: {kernel_log_tail(ctx)}") from exc
+    with ctx.phase("mount"):
+        try:
+            ctx.run([*mount, dev_paths[0], str(mountpoint)], what="mount")
+        except CellFailed as exc:
+            # mount(8) only says "bad option"; the kernel log says which option and why.
+            raise CellFailed(f"{exc}; kernel log: {kernel_log_tail(ctx)}") from exc
 
 
 def btrfs_readback(ctx: CellContext, fstype: str, mountpoint: Path) -> dict[str, Any]:
@@ -350,10 +471,10 @@ def run_repetition(
     fs = adapter(cell.filesystem.fstype)
     dev_paths = [f"/dev/{d}" for d in devices]
     try:
-        loop_applied: LoopApplied | None = None
         target = dev_paths
         if cell.filesystem.loop is not None:
-            target = [attach_loop(ctx, cell.filesystem.loop, dev_paths)]
+            with ctx.phase("stack"):
+                target = [attach_loop(ctx, cell.filesystem.loop, dev_paths)]
         make_and_mount(
             ctx,
             fs,
@@ -362,13 +483,38 @@ def run_repetition(
             mount_options=cell.mount_options.options,
             mountpoint=MOUNTPOINT,
         )
+        applied = read_back(ctx, devices, target)
+        ctx.log(f"applied: {applied.model_dump_json()}")
+        with ctx.phase("flush"):
+            flush_device_caches(ctx, [*dev_paths, *target])
+        # The tool's own run is the "workload" phase; what the agent does around it (bounds,
+        # reading /proc/stat, parsing the report, building the record) is "results".
+        with ctx.phase("results"):
+            rep = run_workload(ctx, index)
+    finally:
+        # Always take the stack down so the next step's mkfs finds a free device: first stop
+        # whatever of a killed workload still uses the filesystem.
+        with ctx.phase("teardown"):
+            try:
+                tear_down(ctx)
+            except CellError as exc:
+                ctx.log(f"tear down: {exc}")
+    return applied, rep
+
+
+def read_back(ctx: CellContext, devices: Sequence[str], target: Sequence[str]) -> Applied:
+    """What the kernel applied: the mount as /proc/mounts shows it, each disk's scheduler, the
+    loop stack's layers and btrfs's own view, whatever the cell asked for."""
+    cell = ctx.cell
+    with ctx.phase("readback"):
+        loop_applied: LoopApplied | None = None
         if cell.filesystem.loop is not None:
             loop_applied = loop_readback(ctx, cell.filesystem.loop, target[0], devices[0])
         _source, fstype, options = mounted_options(MOUNTPOINT)
         scheduler_texts = [
             (Path("/sys/block") / d / "queue" / "scheduler").read_text() for d in devices
         ]
-        applied = Applied(
+        return Applied(
             kernel_release=platform.release(),
             device=devices[0],
             scheduler=active_scheduler(scheduler_texts[0]),
@@ -387,17 +533,6 @@ def run_repetition(
                 OUTER_MOUNTPOINT if cell.filesystem.loop is not None else MOUNTPOINT,
             ),
         )
-        ctx.log(f"applied: {applied.model_dump_json()}")
-        drop_caches(ctx)
-        rep = run_workload(ctx, index)
-    finally:
-        # Always take the stack down so the next step's mkfs finds a free device: first stop
-        # whatever of a killed workload still uses the filesystem.
-        try:
-            tear_down(ctx)
-        except CellError as exc:
-            ctx.log(f"tear down: {exc}")
-    return applied, rep
 
 
 def attach_loop(ctx: CellContext, loop: LoopStack, dev_paths: Sequence[str]) -> str:
@@ -500,7 +635,8 @@ def run_builtin(ctx: CellContext, index: int) -> Repetition:
         line_length=params.line_length,
     )
     started = time.monotonic()
-    done = ctx.run(argv, what=f"builtin {params.name}", cwd=MOUNTPOINT)
+    with ctx.phase("workload"):
+        done = ctx.run(argv, what=f"builtin {params.name}", cwd=MOUNTPOINT)
     duration = time.monotonic() - started
     (ctx.dir / f"rep-{index}.builtin.json").write_text(done.stdout)
     try:
@@ -532,7 +668,8 @@ def run_bonnie(ctx: CellContext, index: int) -> Repetition:
         raise CellError("a bonnie workload without its parameters")
     before = cpustat.read()
     started = time.monotonic()
-    done = ctx.run(bonnie.bonnie_argv(str(MOUNTPOINT), params), what="bonnie++", cwd=MOUNTPOINT)
+    with ctx.phase("workload"):
+        done = ctx.run(bonnie.bonnie_argv(str(MOUNTPOINT), params), what="bonnie++", cwd=MOUNTPOINT)
     duration = time.monotonic() - started
     usage = cpustat.usage(before, cpustat.read())
     csv_path = ctx.dir / f"rep-{index}.bonnie.csv"
@@ -634,7 +771,8 @@ def _run_fio_once(
         job_file, str(MOUNTPOINT), str(out), runtime_s=clock.runtime_s(), file_size_bytes=file_cap
     )
     before = cpustat.read()
-    _done, stopped = ctx.run_bounded(argv, what="fio", cwd=MOUNTPOINT, reached=reached)
+    with ctx.phase("workload"):
+        _done, stopped = ctx.run_bounded(argv, what="fio", cwd=MOUNTPOINT, reached=reached)
     # From fio's start, or from the command's when fio was done before that was noticed.
     cpu = (at_start[0] if at_start else before, cpustat.read())
     try:
@@ -817,21 +955,23 @@ def run_step(plan: BootPlan, step: Step) -> None:
     status: Status = "ok"
     reason: str | None = None
     try:
-        release_mountpoint(ctx)
-        devices = [find_disk(d.serial) for d in plan.disks if d.key == step.disk_key]
-        if not devices:
-            raise CellError(f"the plan attaches no disk for device profile {cell.device.name!r}")
-        modules = list(adapter(cell.filesystem.fstype).modules)
-        if cell.filesystem.loop is not None:
-            modules += [*adapter(cell.filesystem.loop.outer_fstype).modules, "loop"]
-        for module in dict.fromkeys(modules):
-            try:
-                ctx.run(["modprobe", module], what=f"modprobe {module}")
-            except CellFailed as exc:
-                ctx.log(f"(ignored) {exc}")
-        for device in devices:
-            set_scheduler(ctx, device)
+        with ctx.phase("setup"):
+            release_mountpoint(ctx)
+            serials = [d.serial for d in plan.disks if d.key == step.disk_key]
+            if not serials:
+                raise CellError(
+                    f"the plan attaches no disk for device profile {cell.device.name!r}"
+                )
+            devices = find_disks(ctx, serials, cell.device.bus)
+            modules = list(adapter(cell.filesystem.fstype).modules)
+            if cell.filesystem.loop is not None:
+                modules += [*adapter(cell.filesystem.loop.outer_fstype).modules, "loop"]
+            # A filesystem module that fails to load shows as mkfs's or mount's own refusal.
+            load_modules(ctx, modules)
+            for device in devices:
+                set_scheduler(ctx, device)
         applied, rep = run_repetition(ctx, devices, step.repetition)
+        rep = rep.model_copy(update={"phases": {k: round(v, 4) for k, v in ctx.phases.items()}})
         record = RepetitionRecord(applied=applied, repetition=rep)
         write_record(rep_path(cell_dir, step.repetition), record)
     except CellFailed as exc:
@@ -855,6 +995,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"iomatrix-agent: kernel {platform.release()}, {len(plan.steps)} steps", flush=True)
     for step in plan.steps:
         run_step(plan, step)
+    # The host's timeline ends the agent's part of the boot at this line (power-off follows).
+    print("iomatrix-agent: done", flush=True)
     return 0
 
 

@@ -8,24 +8,46 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import shlex
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from iomatrix import __version__, archive, compare, hostdev, kernels, merge, runner, trend, vm
+from iomatrix import (
+    __version__,
+    archive,
+    compare,
+    cores,
+    hostdev,
+    kernels,
+    merge,
+    runner,
+    trend,
+    vm,
+)
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix import load_matrix, quick_variant
 from iomatrix.model import Cell, Matrix
-from iomatrix.plan import boot_groups
+from iomatrix.plan import boot_groups, split_boots
 from iomatrix.report import format_table, metric_tables, run_table
 from iomatrix.results import load_run
 from iomatrix.shard import BOOT_COST_S, parse_shard, plan_shards, shard_cells
+from iomatrix.timeline import format_timeline
 
 DEFAULT_RESULTS = Path("results")
+OFFLINE_HELP = (
+    "never ask the Debian archive: use cached kernels whatever the age of their resolution "
+    "(a spec not in the cache is an error); also IOMATRIX_OFFLINE=1"
+)
+
+
+def _fetcher(args: argparse.Namespace) -> Callable[[str], kernels.Kernel]:
+    """kernels.fetch as this command's --offline (or IOMATRIX_OFFLINE) asks for it."""
+    return functools.partial(kernels.fetch, offline=kernels.offline_requested(args.offline))
 
 
 def _select(matrix: Matrix, shard: str | None) -> list[Cell]:
@@ -146,9 +168,24 @@ def _run_folder(run: str, results: str) -> Path:
     raise IomatrixError(f"{run}: no run folder with a run.json there or under {results}/")
 
 
+def _check_concurrency(args: argparse.Namespace, matrix: Matrix) -> str | None:
+    """--jobs, --split-boots and --share-cores checked before anything runs (exit 2 when wrong):
+    the sentence to print when VMs will share host cores, else None."""
+    if args.jobs < 1:
+        raise IomatrixError(f"--jobs must be at least 1, not {args.jobs}")
+    if args.split_boots < 1:
+        raise IomatrixError(f"--split-boots must be at least 1, not {args.split_boots}")
+    if args.share_cores and args.jobs == 1:
+        raise IomatrixError("--share-cores only applies with --jobs N (N > 1)")
+    return cores.check_fit(
+        args.jobs, matrix.vm.cpus, cores.available_cpus(), share=args.share_cores
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     _use_quick_variant(args)
     matrix = load_matrix(args.file)
+    sharing = _check_concurrency(args, matrix)
     cells = _select(matrix, args.shard)
     if not cells:
         print(f"{args.file}: no cells to run (shard {args.shard} is empty)")
@@ -158,17 +195,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     hostdev.check_host_devices(cells, args.allow_host_device, source=str(args.file))
     hostdev.check_runner_support(cells, source=str(args.file))
     if args.show_command:
-        return _show_commands(matrix, cells)
+        if sharing is not None:
+            print(sharing, file=sys.stderr)
+        return _show_commands(
+            matrix,
+            cells,
+            _fetcher(args),
+            jobs=args.jobs,
+            split=args.split_boots,
+            share=args.share_cores,
+        )
     resume = _run_folder(args.resume, args.results) if args.resume else None
     options = runner.RunOptions(
         results_dir=Path(args.results),
         scratch_dir=runner.default_scratch_dir(),
         shard=args.shard,
         progress=not args.no_progress,
+        jobs=args.jobs,
+        share_cores=args.share_cores,
+        split_boots=args.split_boots,
     )
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        record, run_dir = runner.run_matrix(matrix, options, cells=cells, resume=resume)
+        record, run_dir = runner.run_matrix(
+            matrix, options, cells=cells, resume=resume, fetch=_fetcher(args)
+        )
     except KeyboardInterrupt as exc:
         what = "terminated" if isinstance(exc, _Terminated) else "interrupted"
         print(
@@ -192,12 +243,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if record.counts()["ok"] == len(record.cells) == len(cells) else 1
 
 
-def _show_commands(matrix: Matrix, cells: Sequence[Cell]) -> int:
-    """Print each boot's vng command without running it (kernels are fetched for their paths)."""
+def _show_commands(
+    matrix: Matrix,
+    cells: Sequence[Cell],
+    fetch: Callable[[str], kernels.Kernel],
+    *,
+    jobs: int = 1,
+    split: int = 1,
+    share: bool = False,
+) -> int:
+    """Print each boot's vng command without running it (kernels are fetched for their paths).
+
+    With --jobs N, boot i is shown on the cores of the i-th of N slots (i modulo N): the cores
+    the first N boots get; a later boot takes the cores of whichever boot ends before it.
+    """
     scratch = runner.default_scratch_dir() / "RUN-ID"
     run_dir = Path(DEFAULT_RESULTS).resolve() / "RUN-ID"
-    for group in boot_groups(cells, str(run_dir)):
-        kernel = kernels.fetch(group.kernel)
+    slots: list[tuple[int, ...]] = [()]
+    if jobs > 1:
+        pool = cores.CorePool(cores.available_cpus(), matrix.vm.cpus, share=share)
+        slots = [pool.acquire() for _ in range(jobs)]
+    for index, group in enumerate(split_boots(boot_groups(cells, str(run_dir)), split)):
+        kernel = fetch(group.kernel)
         ctx = runner.BootContext(
             group=group,
             kernel=kernel,
@@ -206,6 +273,7 @@ def _show_commands(matrix: Matrix, cells: Sequence[Cell]) -> int:
             scratch=scratch,
             vm_settings=matrix.vm,
             timeouts=matrix.timeouts,
+            host_cpus=slots[index % len(slots)],
         )
         _plan, argv, _images = runner.build_boot(ctx)
         print(f"# boot {group.boot_id}: {len(group.cells)} cells (accelerator decided at run time)")
@@ -216,7 +284,12 @@ def _show_commands(matrix: Matrix, cells: Sequence[Cell]) -> int:
 def cmd_kernels(args: argparse.Namespace) -> int:
     if args.action == "fetch":
         for spec in args.specs:
-            kernel = kernels.fetch(spec, refresh=args.refresh, log=print)
+            kernel = kernels.fetch(
+                spec,
+                refresh=args.refresh,
+                offline=kernels.offline_requested(args.offline),
+                log=print,
+            )
             print(f"{spec}: {kernel.release} ({kernel.source})\n  {kernel.vmlinuz}")
         return 0
     rows = [[k.release, k.spec, k.source] for k in kernels.cached()]
@@ -230,6 +303,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if not path.exists():
         path = Path(args.results) / args.run
     record = load_run(path)
+    if args.timeline:
+        print(format_timeline(record))
+        return 0
     if args.metrics is not None:
         # --metrics [GLOB...]: the per-workload tables of every metric (or the matching ones).
         print(metric_tables(record.cells, args.metrics or None) or "no metrics")
@@ -295,14 +371,18 @@ def cmd_ab(args: argparse.Namespace) -> int:
     hostdev.check_host_devices(
         [c for pair in pairs for c in pair], args.allow_host_device or (), source=str(args.base)
     )
+    _check_concurrency(args, base)
     options = runner.RunOptions(
         results_dir=Path(args.results),
         scratch_dir=runner.default_scratch_dir(),
         progress=not args.no_progress,
+        jobs=args.jobs,
+        share_cores=args.share_cores,
+        split_boots=args.split_boots,
     )
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        base_run, new_run, session = runner.run_ab(base, new, pairs, options)
+        base_run, new_run, session = runner.run_ab(base, new, pairs, options, fetch=_fetcher(args))
     except KeyboardInterrupt as exc:
         print("\niomatrix: A/B session interrupted", file=sys.stderr)
         return 143 if isinstance(exc, _Terminated) else 130
@@ -329,7 +409,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
 
 def cmd_accel(args: argparse.Namespace) -> int:
-    kernel = kernels.fetch(args.kernel)
+    kernel = _fetcher(args)(args.kernel)
     accel, why = vm.choose_accelerator(
         cache_dir=kernels.cache_root(),
         probe_vmlinuz=kernel.vmlinuz,
@@ -551,6 +631,36 @@ def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
     p.set_defaults(func=cmd_archive)
 
 
+def add_concurrency_options(p: argparse.ArgumentParser) -> None:
+    """--jobs, --share-cores and --split-boots, the same on run and ab."""
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help=(
+            "run N boots side by side, each VM pinned (taskset) to host cores of its own, as "
+            "many as its vCPUs; refused when N x vm.cpus exceeds the cores this process may use "
+            "(default 1: one boot after another, unpinned)"
+        ),
+    )
+    p.add_argument(
+        "--share-cores",
+        action="store_true",
+        help="with --jobs: let VMs share host cores when they do not fit (noisier; recorded)",
+    )
+    p.add_argument(
+        "--split-boots",
+        type=int,
+        default=1,
+        metavar="K",
+        help=(
+            "cut each boot into K boots of consecutive cells (A/B: of pairs), so that one "
+            "(kernel, device) group can run on --jobs VMs (default 1)"
+        ),
+    )
+
+
 def _add_comparison_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """compare (two archived runs) and ab (an interleaved session, then compared)."""
     p = sub.add_parser(
@@ -625,6 +735,8 @@ def _add_comparison_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPar
     p.add_argument("--output", type=Path, metavar="FILE")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--allow-host-device", action="append", metavar="PATH")
+    p.add_argument("--offline", action="store_true", help=OFFLINE_HELP)
+    add_concurrency_options(p)
     p.set_defaults(func=cmd_ab)
 
 
@@ -700,6 +812,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print each boot's vng/QEMU command instead of running it",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress line")
+    p.add_argument("--offline", action="store_true", help=OFFLINE_HELP)
     p.add_argument(
         "--resume",
         metavar="RUN",
@@ -715,6 +828,7 @@ def build_parser() -> argparse.ArgumentParser:
             "/dev/sdb; repeat for several); refused anyway while it is mounted or in use"
         ),
     )
+    add_concurrency_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(
@@ -722,17 +836,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="list or fetch cached kernels",
         description=(
             "Kernels live in ~/.cache/iomatrix/kernels/<release>/ (or $IOMATRIX_CACHE). Debian "
-            "kernels are downloaded with a private apt configuration; the host's is never changed."
+            "kernels are downloaded with a private apt configuration; the host's is never changed. "
+            "A suite is resolved again once its resolution is a day old; when the archive cannot "
+            "be reached, the newest cached kernel the spec resolved to is used, with a warning."
         ),
     )
-    p.add_argument("action", choices=["list", "fetch"])
-    p.add_argument(
+    # list and fetch are sub-commands, not one positional choice beside SPEC...: argparse fills a
+    # "*" positional as soon as it meets its neighbour, so `kernels fetch --offline SPEC` would
+    # leave SPEC unrecognized.
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("list", help="the cached kernels")
+    fetch = actions.add_parser("fetch", help="fetch kernels into the cache (verified if there)")
+    fetch.add_argument(
         "specs",
         nargs="*",
         metavar="SPEC",
         help="debian:<suite|abi-release|version> or path:<vmlinuz>[,modules=<dir>]",
     )
-    p.add_argument("--refresh", action="store_true", help="re-resolve suites against the archive")
+    network = fetch.add_mutually_exclusive_group()
+    network.add_argument(
+        "--refresh", action="store_true", help="re-resolve suites against the archive"
+    )
+    network.add_argument("--offline", action="store_true", help=OFFLINE_HELP)
     p.set_defaults(func=cmd_kernels)
 
     p = sub.add_parser(
@@ -751,6 +876,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead: one table per workload, a row per metric and a column per cell; only "
         "metrics matching a GLOB (e.g. '*bw_mib_s' 'seqwrite.*'), or the headline ones",
     )
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="instead: where the run's wall time went (kernels, each boot's start, every "
+        "repetition's phases in the guest, power-off)",
+    )
     p.set_defaults(func=cmd_show)
     _add_archive_parsers(sub)
 
@@ -763,6 +894,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--kernel", default="debian:bookworm", metavar="SPEC")
+    p.add_argument("--offline", action="store_true", help=OFFLINE_HELP)
     p.set_defaults(func=cmd_accel)
 
     _add_comparison_parsers(sub)

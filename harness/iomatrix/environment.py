@@ -12,7 +12,7 @@ from importlib import metadata
 
 from iomatrix import __version__, proc
 from iomatrix.results import Environment
-from iomatrix.vm import Accelerator, host_cpu_model
+from iomatrix.vm import Accelerator, SharedFs, host_cpu_model
 
 
 def _first_line_version(argv: list[str], pattern: str) -> str:
@@ -39,8 +39,9 @@ def virtme_ng_version() -> str:
         return "not installed"
 
 
-def capture(accelerator: Accelerator) -> Environment:
+def capture(accelerator: Accelerator, shared_fs: SharedFs | None = None) -> Environment:
     return Environment(
+        shared_fs=shared_fs,
         host=platform.node(),
         host_cpu=host_cpu_model(),
         host_kernel=platform.release(),

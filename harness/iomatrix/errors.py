@@ -44,6 +44,18 @@ class KernelError(IomatrixError):
 
 
 @dataclass
+class ArchiveUnreachable(KernelError):
+    """The Debian archive did not answer (apt-get update or download failed or timed out).
+
+    reason is apt's own words, on one line. kernels.fetch catches it to fall back to the cache,
+    so it reaches the user only from lower-level calls.
+    """
+
+    def __str__(self) -> str:
+        return f"kernel {self.spec!r}: the Debian archive cannot be reached ({self.reason})"
+
+
+@dataclass
 class ResultFormatError(IomatrixError):
     """A result file is unreadable, truncated, or of a format version we cannot load."""
 

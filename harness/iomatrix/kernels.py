@@ -14,7 +14,10 @@ Fetching (fetch, verify, cached) keeps everything under cache_root():
                             the host's apt lists, archives and dpkg status are never used
   kernels/<release>/        one unpacked kernel (boot/, lib/ or usr/lib/modules/) and its
                             manifest.json, written last: a folder without one is unfinished
-  kernels/resolved.json     spec -> release, trusted for a day so repeated runs stay offline
+  kernels/resolved.json     spec -> the releases it resolved to, newest first; the newest is
+                            trusted for a day so repeated runs need no network, and when the
+                            archive cannot be reached (or offline use is asked for) the
+                            newest one whose kernel is cached serves, whatever its age
 path: kernels are not copied anywhere; their release is read from the bzImage header.
 """
 
@@ -28,6 +31,7 @@ import os
 import re
 import shutil
 import struct
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -38,7 +42,7 @@ from urllib.parse import urlparse
 from pydantic import ValidationError
 
 from iomatrix import proc
-from iomatrix.errors import KernelError
+from iomatrix.errors import ArchiveUnreachable, KernelError
 from iomatrix.model import Record
 
 DEBIAN_SUITES: tuple[str, ...] = ("bookworm", "bookworm-backports", "trixie", "sid")
@@ -740,6 +744,17 @@ def apt_options(apt_dir: Path) -> list[str]:
     return options
 
 
+def apt_failure(command: str, exc: proc.CommandError) -> str:
+    """Why an apt command failed, on one line: its first E: or W: line (apt's own words), else
+    the timeout or exit status."""
+    if isinstance(exc, proc.CommandTimeout):
+        return f"{command} {exc.reason}"
+    for line in (exc.stderr + "\n" + exc.stdout).splitlines():
+        if line.startswith(("E: ", "W: ")):
+            return " ".join(line[3:].split())
+    return f"{command} exited with status {exc.returncode}"
+
+
 class PrivateApt:
     """apt-get and apt-cache over the private state in <cache>/apt, never the host's."""
 
@@ -760,11 +775,20 @@ class PrivateApt:
         *,
         ok_codes: Sequence[int] = (0,),
         cwd: Path | None = None,
+        network: str | None = None,
     ) -> proc.Completed:
+        """Run apt with the private options. network names a command that talks to the archive
+        ("apt-get update"): its failure raises ArchiveUnreachable, which fetch may answer from
+        the cache, rather than a plain KernelError."""
         argv = [args[0], *apt_options(self.dir), *args[1:]]
         try:
             return proc.run(argv, timeout_s=timeout_s, ok_codes=ok_codes, cwd=cwd)
         except proc.CommandError as exc:
+            # A missing apt-get is a broken host, not a missing network.
+            started = exc.returncode is not None or isinstance(exc, proc.CommandTimeout)
+            if network is not None and started:
+                self.log(f"{network} failed: {exc}")
+                raise ArchiveUnreachable(self.spec, apt_failure(network, exc)) from exc
             raise KernelError(self.spec, str(exc)) from exc
 
     def prepare(self, *, refresh: bool) -> None:
@@ -796,7 +820,13 @@ class PrivateApt:
 
     def update(self, sources: str) -> None:
         self.log(f"updating the Debian package lists ({', '.join(DEBIAN_SUITES)})")
-        done = self._run(["apt-get", "-q", "update"], _UPDATE_TIMEOUT_S)
+        # --error-on=any: without it apt-get update exits 0 when no index could be fetched
+        # (the mirror unreachable), keeping the old lists; that must not count as fresh lists.
+        done = self._run(
+            ["apt-get", "-q", "--error-on=any", "update"],
+            _UPDATE_TIMEOUT_S,
+            network="apt-get update",
+        )
         for line in done.stderr.splitlines():
             if line.startswith(("W:", "E:")):
                 self.log(f"apt-get update: {line}")
@@ -815,7 +845,12 @@ class PrivateApt:
     def download(self, packages: Sequence[AptPackage], into: Path) -> list[Path]:
         """Download the exact versions into a folder (apt-get download writes into its cwd)."""
         pins = [f"{p.name}={p.version}" for p in packages]
-        self._run(["apt-get", "-q", "download", *pins], _DOWNLOAD_TIMEOUT_S, cwd=into)
+        self._run(
+            ["apt-get", "-q", "download", *pins],
+            _DOWNLOAD_TIMEOUT_S,
+            cwd=into,
+            network="apt-get download",
+        )
         debs: list[Path] = []
         for package in packages:
             # apt-get download names the file after the archive's Filename.
@@ -917,19 +952,36 @@ class _Resolution(Record):
     resolved_at: float
 
 
-def _read_resolutions(kernels_dir: Path) -> dict[str, _Resolution]:
-    # Only an optimisation: an unreadable file means "resolve again", never an error.
+# Earlier resolutions are kept so that, when the newest one's kernel is not in the cache (its
+# download failed) and the archive cannot be reached, an older cached kernel can still serve.
+_HISTORY = 8
+
+
+def _read_resolutions(kernels_dir: Path) -> dict[str, list[_Resolution]]:
+    """spec -> its resolutions, newest first. An unreadable file means "resolve again" (or, with
+    the archive out of reach, "nothing cached"), never an error."""
     try:
         raw = json.loads((kernels_dir / _RESOLVED).read_text(encoding="utf-8"))
-        return {spec: _Resolution.model_validate(entry) for spec, entry in raw.items()}
+        return {
+            spec: [
+                _Resolution.model_validate(e)
+                # Caches written before the history was kept hold one entry per spec.
+                for e in (entries if isinstance(entries, list) else [entries])
+            ]
+            for spec, entries in raw.items()
+        }
     except (OSError, ValueError, AttributeError):
         return {}
 
 
 def _remember_resolution(kernels_dir: Path, spec: str, release: str) -> None:
-    entries = _read_resolutions(kernels_dir)
-    entries[spec] = _Resolution(release=release, resolved_at=time.time())
-    text = json.dumps({s: e.model_dump() for s, e in sorted(entries.items())}, indent=2)
+    everything = _read_resolutions(kernels_dir)
+    earlier = [e for e in everything.get(spec, []) if e.release != release]
+    everything[spec] = [_Resolution(release=release, resolved_at=time.time()), *earlier][:_HISTORY]
+    text = json.dumps(
+        {s: [e.model_dump() for e in entries] for s, entries in sorted(everything.items())},
+        indent=2,
+    )
     _write_atomic(kernels_dir / _RESOLVED, text + "\n")
 
 
@@ -937,10 +989,27 @@ def _known_release(spec: KernelSpec, kernels_dir: Path) -> str | None:
     """The release a spec stood for recently, without asking apt."""
     if spec.kind == "debian-abi":
         return spec.value
-    entry = _read_resolutions(kernels_dir).get(spec.raw)
-    if entry is None or time.time() - entry.resolved_at >= MAX_AGE_S:
+    entries = _read_resolutions(kernels_dir).get(spec.raw)
+    if not entries or time.time() - entries[0].resolved_at >= MAX_AGE_S:
         return None
-    return entry.release
+    return entries[0].release
+
+
+def _candidates(spec: KernelSpec, kernels_dir: Path) -> list[tuple[str, float | None]]:
+    """(release, resolved at) a spec has stood for, newest first, whatever their age; an ABI
+    release names its kernel without any resolution (None)."""
+    if spec.kind == "debian-abi":
+        return [(spec.value, None)]
+    return [(e.release, e.resolved_at) for e in _read_resolutions(kernels_dir).get(spec.raw, [])]
+
+
+def _age(resolved_at: float) -> str:
+    seconds = max(0.0, time.time() - resolved_at)
+    for unit, size, at_least in (("day", 86400, 2), ("hour", 3600, 2), ("minute", 60, 1)):
+        if seconds >= size * at_least:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''} ago"
+    return "less than a minute ago"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -962,14 +1031,16 @@ def _fetch_lock(kernels_dir: Path, log: Log) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _cached_kernel(kernels_dir: Path, release: str, spec: str, log: Log) -> Kernel | None:
+def _cached_kernel(
+    kernels_dir: Path, release: str, spec: str, log: Log, *, instead: str = "fetching it again"
+) -> Kernel | None:
     release_dir = kernels_dir / release
     if not release_dir.is_dir():
         return None
     try:
         kernel = _load_manifest(release_dir)
     except KernelError as exc:
-        log(f"cached kernel {release} is unusable, fetching it again: {exc.reason}")
+        log(f"cached kernel {release} is unusable, {instead}: {exc.reason}")
         return None
     # The manifest names the spec it was first fetched for; answer with the one asked for.
     return kernel.model_copy(update={"spec": spec})
@@ -1050,8 +1121,95 @@ def _once(log: Log) -> Log:
     return log_once
 
 
+class _NothingCached(Exception):
+    """Internal: no usable cached kernel for a spec; the message says why, for a KernelError."""
+
+
+def _from_cache(spec: KernelSpec, kernels_dir: Path, log: Log) -> tuple[Kernel, float | None]:
+    """The newest kernel the spec has stood for that is in the cache, and when that resolution
+    was made (None for an ABI release), whatever its age. Entries whose files fail verification
+    are reported through log and skipped, never served. Raises _NothingCached saying why none."""
+    for release, resolved_at in _candidates(spec, kernels_dir):
+        kernel = _cached_kernel(kernels_dir, release, spec.raw, log, instead="skipping it")
+        if kernel is not None:
+            return kernel, resolved_at
+    raise _NothingCached(_why_nothing_cached(spec, kernels_dir))
+
+
+def _why_nothing_cached(spec: KernelSpec, kernels_dir: Path) -> str:
+    details: list[str] = []
+    for release, resolved_at in _candidates(spec, kernels_dir):
+        when = f" (resolved {_age(resolved_at)})" if resolved_at is not None else ""
+        release_dir = kernels_dir / release
+        if not release_dir.is_dir():
+            # An ABI release that is not there is simply not cached; a resolution whose kernel
+            # is not there (its download failed, or it was deleted) is worth naming.
+            if resolved_at is not None:
+                details.append(f"{release}{when}: is not in the cache")
+            continue
+        try:
+            _load_manifest(release_dir)
+        except KernelError as exc:
+            details.append(f"{release}{when}: {exc.reason}")
+    if not details:
+        return "nothing is cached for this spec"
+    return f"nothing usable is cached for this spec ({'; '.join(details)})"
+
+
+def _using(kernel: Kernel, resolved_at: float | None) -> str:
+    when = f", resolved {_age(resolved_at)}" if resolved_at is not None else ""
+    return f"using the cached {kernel.release}{when}"
+
+
+def offline_requested(flag: bool = False) -> bool:
+    """--offline given, or IOMATRIX_OFFLINE set to anything but empty or 0."""
+    return flag or os.environ.get("IOMATRIX_OFFLINE", "").strip() not in ("", "0")
+
+
+def _to_stderr(message: str) -> None:
+    print(f"iomatrix: {message}", file=sys.stderr)
+
+
+def _offline(spec: KernelSpec, kernels_dir: Path, log: Log, notice: Log) -> Kernel:
+    try:
+        kernel, resolved_at = _from_cache(spec, kernels_dir, log)
+    except _NothingCached as why:
+        raise KernelError(
+            spec.raw,
+            f"offline (--offline or IOMATRIX_OFFLINE), and {why}: it must be fetched online "
+            f"first (iomatrix kernels fetch {spec.raw})",
+        ) from None
+    # An ABI release names one kernel: there is no resolution that could be out of date.
+    if resolved_at is not None:
+        notice(f"{spec.raw}: offline; {_using(kernel, resolved_at)}")
+    return kernel
+
+
+def _resolve_and_install(
+    parsed: KernelSpec, root: Path, kernels_dir: Path, refresh: bool, log: Log
+) -> Kernel:
+    """Ask the archive what the spec stands for now, and download it unless it is cached.
+    Raises ArchiveUnreachable when apt-get update or download cannot reach the archive."""
+    spec = parsed.raw
+    apt = PrivateApt(root / "apt", debian_mirror(spec), spec, log)
+    apt.prepare(refresh=refresh)
+    resolved = resolve(parsed, apt.show)
+    log(f"{spec} is {resolved.release} ({resolved.source})")
+    _remember_resolution(kernels_dir, spec, resolved.release)
+    kernel = _cached_kernel(kernels_dir, resolved.release, spec, log)
+    if kernel is not None and _same_packages(kernel, resolved):
+        return kernel
+    return _install(spec, resolved, apt, kernels_dir, log)
+
+
 def fetch(
-    spec: str, *, cache: Path | None = None, refresh: bool = False, log: Log | None = None
+    spec: str,
+    *,
+    cache: Path | None = None,
+    refresh: bool = False,
+    offline: bool | None = None,
+    log: Log | None = None,
+    notice: Log | None = None,
 ) -> Kernel:
     """The kernel a spec names, downloaded and unpacked into the cache unless it is there.
 
@@ -1059,13 +1217,31 @@ def fetch(
     Without refresh, a spec resolved within the last 24 h is answered from the cache without
     running apt at all; refresh updates the package lists and resolves again (an unchanged
     kernel is still not downloaded again). path: specs are never copied into the cache.
+
+    When the archive cannot be reached (apt-get update or download fails or times out), the
+    newest kernel the spec has stood for that is cached and verifies is returned, with a
+    warning through notice naming it and the age of that resolution; with none, the KernelError
+    says both. offline (None: IOMATRIX_OFFLINE decides) never runs apt at all and answers from
+    the cache whatever its age, saying so through notice. notice goes to stderr by default:
+    unlike log, these messages are never silenced, since the kernel may be days old.
     """
     parsed = parse_spec(spec)
     say = _once(log or _quiet)
+    tell = notice or _to_stderr
     if parsed.kind == "path":
         return _from_path(parsed)
     root = (cache or cache_root()).absolute()
     kernels_dir = root / "kernels"
+    if offline is None:
+        offline = offline_requested()
+    if offline:
+        if refresh:
+            raise KernelError(
+                spec,
+                "refresh asks the archive again, which offline use (--offline or "
+                "IOMATRIX_OFFLINE) rules out",
+            )
+        return _offline(parsed, kernels_dir, say, tell)
     if not refresh:
         release = _known_release(parsed, kernels_dir)
         kernel = _cached_kernel(kernels_dir, release, spec, say) if release else None
@@ -1080,12 +1256,19 @@ def fetch(
             kernel = _cached_kernel(kernels_dir, release, spec, say) if release else None
             if kernel is not None:
                 return kernel
-        apt = PrivateApt(root / "apt", debian_mirror(spec), spec, say)
-        apt.prepare(refresh=refresh)
-        resolved = resolve(parsed, apt.show)
-        say(f"{spec} is {resolved.release} ({resolved.source})")
-        _remember_resolution(kernels_dir, spec, resolved.release)
-        kernel = _cached_kernel(kernels_dir, resolved.release, spec, say)
-        if kernel is not None and _same_packages(kernel, resolved):
+        try:
+            return _resolve_and_install(parsed, root, kernels_dir, refresh, say)
+        except ArchiveUnreachable as unreachable:
+            try:
+                kernel, resolved_at = _from_cache(parsed, kernels_dir, say)
+            except _NothingCached as why:
+                raise KernelError(
+                    spec,
+                    f"the Debian archive cannot be reached ({unreachable.reason}), and {why}: "
+                    f"fetch it once the archive can be reached (iomatrix kernels fetch {spec})",
+                ) from unreachable
+            tell(
+                f"warning: {spec}: the Debian archive cannot be reached ({unreachable.reason}); "
+                f"{_using(kernel, resolved_at)}"
+            )
             return kernel
-        return _install(spec, resolved, apt, kernels_dir, say)

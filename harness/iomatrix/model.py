@@ -47,9 +47,13 @@ AXES: tuple[str, ...] = (
 
 
 class Record(BaseModel):
-    """Base of every record: immutable, and unknown fields are an error rather than ignored."""
+    """Base of every record: immutable, and unknown fields are an error rather than ignored.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    defer_build: a record's validator is built when first used, not at import: the guest agent
+    imports many records it never uses, and under an emulated CPU each costs time at every boot.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class LoopStack(Record):

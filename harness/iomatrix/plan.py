@@ -175,3 +175,46 @@ def fresh_boots(steps: Sequence[Step]) -> list[BootGroup]:
     """fresh_boot: every repetition in a VM of its own (page cache, slab and allocator state of
     the guest start from scratch each time, at the price of one boot per step)."""
     return cut_into_boots(steps, key=lambda s: (s.run_dir, s.cell.id, s.repetition))
+
+
+def split_boots(
+    groups: Sequence[BootGroup],
+    parts: int,
+    unit: Callable[[Step], Hashable] = lambda s: (s.run_dir, s.cell.id),
+) -> list[BootGroup]:
+    """Each boot cut into `parts` boots of consecutive units (a cell, or an A/B session's pair),
+    so boots that would hold every cell of one (kernel, device) can run side by side
+    (`--split-boots K` with `--jobs`).
+
+    A unit's steps stay in one boot, in their order: a cell's repetitions (or a pair's ABAB
+    interleaving) are never spread over VMs. The parts differ by at most one unit, the bigger
+    ones first; a boot with fewer units than `parts` is cut into one boot per unit, and with
+    `parts` 1 (or a single unit) it is kept as it is, its boot id unchanged. A part's boot id is
+    the boot's own plus "-<i>of<n>", so a run split differently never reuses a folder.
+    """
+    if parts < 1:
+        raise ValueError(f"parts must be at least 1, not {parts}")
+    out: list[BootGroup] = []
+    for group in groups:
+        units = list(dict.fromkeys(unit(s) for s in group.steps))
+        count = min(parts, len(units))
+        if count <= 1:
+            out.append(group)
+            continue
+        size, extra = divmod(len(units), count)
+        where: dict[Hashable, int] = {}
+        start = 0
+        for index in range(count):
+            end = start + size + (1 if index < extra else 0)
+            for u in units[start:end]:
+                where[u] = index
+            start = end
+        for index in range(count):
+            out.append(
+                BootGroup(
+                    boot_id=f"{group.boot_id}-{index + 1}of{count}",
+                    kernel=group.kernel,
+                    steps=tuple(s for s in group.steps if where[unit(s)] == index),
+                )
+            )
+    return out

@@ -100,17 +100,28 @@ def _stop_group(popen: subprocess.Popen[bytes], *, collect: bool = True) -> tupl
     return out_b or b"", err_b or b""
 
 
-def _copy_to_file(source: IO[bytes], target: IO[bytes]) -> None:
-    """Copy a pipe into a log file as output arrives, so a crash of ours still leaves the log.
+def _copy_to_file(
+    source: IO[bytes], target: IO[bytes], on_line: Callable[[str], None] | None = None
+) -> None:
+    """Copy a pipe into a log file as output arrives, so a crash of ours still leaves the log,
+    and hand each complete line to on_line the moment it arrives (a boot's timeline is made of
+    when the guest said what).
 
     Closes both at the end: run() stops waiting for the copy when a process outside the group
     keeps the pipe open, and then nobody else is left to close them.
     """
+    pending = b""
     try:
         fd = source.fileno()
         while chunk := os.read(fd, 65536):
             target.write(chunk)
             target.flush()
+            if on_line is not None:
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    on_line(line.decode(errors="replace"))
+        if on_line is not None and pending:
+            on_line(pending.decode(errors="replace"))
     finally:
         source.close()
         target.close()
@@ -196,8 +207,12 @@ def run(
     output_file: Path | None = None,
     stop: Callable[[], str | None] | None = None,
     poll_s: float = _POLL_S,
+    on_line: Callable[[str], None] | None = None,
 ) -> Completed:
     """Run argv and wait for it, at most timeout_s seconds.
+
+    on_line: with output_file, called (from another thread) with each line of output as it
+    arrives.
 
     stop: polled every poll_s seconds (default about once a second) while the command runs;
     when it returns a reason, the process group is killed and CommandTimeout carries that
@@ -223,7 +238,7 @@ def run(
         if out_handle is not None:
             assert popen.stdout is not None
             copier = threading.Thread(
-                target=_copy_to_file, args=(popen.stdout, out_handle), daemon=True
+                target=_copy_to_file, args=(popen.stdout, out_handle, on_line), daemon=True
             )
             copier.start()
         if copier is not None and popen.stdin is not None:

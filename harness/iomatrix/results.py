@@ -12,6 +12,13 @@ Format history of run.json (RUN_FORMAT):
      - merged_from: the run ids `iomatrix merge` combined into this run (shards of one matrix).
        Written only when non-empty, so a run that is not a merge stays byte-for-byte the format-1
        file every iomatrix reads; an older iomatrix refuses a merged run.json ("extra field").
+     - timeline (run), events (boot), phases (repetition): where the run's wall time went, on
+       the host's monotonic clock (run spans, boot events) and the guest's (a repetition's
+       phases). Written when known; an older iomatrix refuses a run.json that has them.
+     - jobs, shared_cores (run), host_cpus (boot): boots run side by side (`--jobs N`), whether
+       they were allowed to share host cores, and the host cores each boot was pinned to
+       (taskset's list, e.g. "0-1"). Written only when not the default (jobs > 1, a pinned
+       boot), so a run with --jobs 1 is the same file as before they existed.
 A file of a newer format is refused with a message saying which iomatrix can read it.
 
 Older formats load through migrations: RUN_MIGRATIONS[n] turns the raw dict of a format-n run.json
@@ -127,7 +134,7 @@ class Limits(Record):
 
 
 # Fields added to Repetition after format 1 was first written: left out while None.
-_REPETITION_OPTIONAL = ("limits", "raw")
+_REPETITION_OPTIONAL = ("limits", "raw", "phases")
 
 
 class Repetition(Record):
@@ -142,6 +149,10 @@ class Repetition(Record):
     # The own output of a workload that is not fio (bonnie++'s CSV line and version, a builtin
     # workload's JSON), kept whole like fio's; fio is then {} and fio_version "".
     raw: dict[str, Any] | None = None
+    # Seconds of the guest's monotonic clock spent in each phase of this repetition (setup,
+    # mkfs, mount, readback, flush, results, workload, teardown), in the order they
+    # first ran; "workload" is the tool's own run, "results" the agent's work around it.
+    phases: dict[str, float] | None = None
 
     @model_serializer(mode="wrap")
     def _omit_unset_additions(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -197,6 +208,14 @@ def summarize(reps: tuple[Repetition, ...]) -> dict[str, MetricSummary]:
     return out
 
 
+class BootEvent(Record):
+    """A moment of a boot: when its console said something (the kernel's first line, the agent's
+    start, a step's start, the agent's end), in seconds after QEMU was started (host clock)."""
+
+    name: str
+    at_s: float
+
+
 class BootRecord(Record):
     boot_id: str
     kernel: str
@@ -207,6 +226,37 @@ class BootRecord(Record):
     exit_code: int | None
     outcome: Literal["ok", "exit-error", "timeout", "panic", "not-started", "interrupted"]
     duration_s: float
+    # In order: kernel, init-done, agent, step <cell-id> <repetition>..., agent-done.
+    events: tuple[BootEvent, ...] = ()
+    # The host cores the boot's VM was pinned to (taskset --cpu-list form, "0-1"), when boots ran
+    # side by side (--jobs N); empty when it was not pinned.
+    host_cpus: str = ""
+
+    @model_serializer(mode="wrap")
+    def _omit_no_events(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out while empty, so older format-1 readers (extra="forbid") load the file.
+        data = handler(self)
+        if isinstance(data, dict):
+            if not self.events:
+                data.pop("events", None)
+            if not self.host_cpus:
+                data.pop("host_cpus", None)
+        return data
+
+
+class Span(Record):
+    """A stretch of a run on the host's monotonic clock, in seconds from the run's start."""
+
+    name: str
+    start_s: float
+    duration_s: float
+
+
+class RunTimeline(Record):
+    """Where a run's wall time went: kernels, accelerator, environment, each boot, clean-up."""
+
+    wall_s: float
+    spans: tuple[Span, ...]
 
 
 class KernelInfo(Record):
@@ -228,6 +278,16 @@ class Environment(Record):
     fio: str
     python: str
     iomatrix: str
+    # How the guest saw the host's root (virtiofs or 9p): the agent's start-up and the guest's
+    # tools depend on it, the test disks do not. Left out while unknown (runs before it).
+    shared_fs: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unknown_shared_fs(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and self.shared_fs is None:
+            data.pop("shared_fs", None)
+        return data
 
 
 class CellEntry(Record):
@@ -253,14 +313,26 @@ class RunRecord(Record):
     cells: tuple[CellEntry, ...] = ()
     # Run ids of the shard runs `iomatrix merge` combined into this one; empty for a plain run.
     merged_from: tuple[str, ...] = ()
+    timeline: RunTimeline | None = None
+    # How many boots ran side by side (--jobs), and whether they were allowed to share host
+    # cores (--share-cores); a resumed run records its last session's.
+    jobs: int = 1
+    shared_cores: bool = False
 
     @model_serializer(mode="wrap")
     def _omit_empty_additions(self, handler: SerializerFunctionWrapHandler) -> Any:
         # Compatible additions are left out while they hold their default, so a plain run is the
         # same file as before they existed and older format-1 readers (extra="forbid") load it.
         data = handler(self)
-        if isinstance(data, dict) and not self.merged_from:
-            data.pop("merged_from", None)
+        if isinstance(data, dict):
+            if not self.merged_from:
+                data.pop("merged_from", None)
+            if self.timeline is None:
+                data.pop("timeline", None)
+            if self.jobs == 1:
+                data.pop("jobs", None)
+            if not self.shared_cores:
+                data.pop("shared_cores", None)
         return data
 
     def counts(self) -> dict[str, int]:

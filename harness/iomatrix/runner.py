@@ -7,11 +7,13 @@ crash or Ctrl-C never loses what was already measured.
 
 One core (`_execute`) serves an ordinary run (`run_matrix`: one VM per kernel and device profile,
 or per repetition with fresh_boot) and an A/B session (`run_ab`: two runs whose repetitions
-alternate ABAB in the same VMs, then compared).
+alternate ABAB in the same VMs, then compared). With `jobs` > 1 it runs that many boots side by
+side, each VM pinned to host cores of its own (iomatrix.cores).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import os
@@ -19,13 +21,15 @@ import re
 import secrets
 import shutil
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from iomatrix import environment, kernels, proc, vm
+from iomatrix import cores, environment, kernels, proc, vm
 from iomatrix.agent import finished_repetitions, rep_marker, rep_path
 from iomatrix.errors import IomatrixError, ResultFormatError
 from iomatrix.model import Cell, DeviceProfile, Matrix, Timeouts, VmSettings
@@ -39,14 +43,18 @@ from iomatrix.plan import (
     fresh_boots,
     interleaved_steps,
     sequential_steps,
+    split_boots,
 )
 from iomatrix.progress import Progress
 from iomatrix.results import (
+    BootEvent,
     BootRecord,
     CellEntry,
     CellResult,
     KernelInfo,
     RunRecord,
+    RunTimeline,
+    Span,
     load_cell_result,
     load_run,
     write_record,
@@ -80,6 +88,13 @@ class RunOptions:
     shard: str | None = None
     progress: bool = True
     run_id: str | None = None
+    # Boots run side by side, each VM pinned to cores of its own; 1 runs them one after another
+    # unpinned. share_cores lets jobs x vm.cpus exceed the host's cores (refused otherwise).
+    jobs: int = 1
+    share_cores: bool = False
+    # Each boot cut into this many boots of consecutive cells (or A/B pairs), so that one
+    # (kernel, device) group can use --jobs too.
+    split_boots: int = 1
 
 
 def _file_sha256(path: Path) -> str:
@@ -126,6 +141,16 @@ class BootContext:
     scratch: Path
     vm_settings: VmSettings
     timeouts: Timeouts
+    shared_fs: vm.SharedFs = "9p"
+    # The host cores the VM is pinned to (its vng under taskset); empty: not pinned.
+    host_cpus: tuple[int, ...] = ()
+    # Set when the run is being stopped (Ctrl-C, SIGTERM, another boot's crash) while this boot
+    # runs in a worker thread, which the signal's KeyboardInterrupt never reaches.
+    cancel: threading.Event | None = None
+
+
+class BootCancelled(Exception):
+    """A boot stopped because its run was being stopped (BootContext.cancel), not by its VM."""
 
 
 def disk_profiles(group: BootGroup) -> list[DeviceProfile]:
@@ -184,7 +209,10 @@ def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], list[Path]]:
         rw_dir=str(ctx.rw_dir),
         disk_args=[d.qemu_args for d in disks],
         guest_command=vm.guest_agent_command(str(boot_dir(ctx) / "plan.json")),
+        shared_fs=ctx.shared_fs,
     )
+    if ctx.host_cpus:
+        argv = vm.pinned_argv(argv, cores.cpu_list(ctx.host_cpus))
     return plan, argv, images
 
 
@@ -275,6 +303,80 @@ class Watchdog:
         return None
 
 
+# Console lines that mark a boot's moments: the first occurrence of each records an event.
+_BOOT_MARKS = (
+    ("Linux version", "kernel"),
+    ("virtme-ng-init: starting script", "init-done"),
+    ("iomatrix-agent: kernel", "agent"),
+    ("iomatrix-agent: done", "agent-done"),
+)
+_STEP_LINE = re.compile(r"iomatrix-agent: cell (\S+) .* repetition (\d+)$")
+# Without udev in the guest, /dev/virtio-ports/virtme.* (udev's links) do not exist and virtme-ng's
+# init runs the script on the console instead; vng then cannot relay the script's exit status and
+# exits 255, but the init prints it on the console.
+_SCRIPT_EXIT = re.compile(r"virtme-ng-init: script exited with code (-?\d+)")
+_VNG_NO_STATUS = 255
+
+
+class BootClock:
+    """A boot's events, from its console lines as they arrive (proc.run's on_line): when the
+    kernel printed its first line, init started the agent, the agent started, each step began,
+    and the agent finished, in seconds after QEMU was started (host's monotonic clock)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.started = clock()
+        self.events: list[BootEvent] = []
+        self._seen: set[str] = set()
+        # The guest script's exit status as virtme-ng's init printed it (console mode only).
+        self.script_exit: int | None = None
+
+    def __call__(self, line: str) -> None:
+        at_s = round(self.clock() - self.started, 3)
+        text = line.rstrip("\r\n")
+        if status := _SCRIPT_EXIT.search(text):
+            self.script_exit = int(status[1])
+        if step := _STEP_LINE.search(text):
+            self.events.append(BootEvent(name=f"step {step[1]} {step[2]}", at_s=at_s))
+            return
+        for marker, name in _BOOT_MARKS:
+            if marker in text and name not in self._seen:
+                self._seen.add(name)
+                self.events.append(BootEvent(name=name, at_s=at_s))
+
+
+class RunClock:
+    """A run's spans on the host's monotonic clock: kernels, accelerator, the run record, each
+    boot, clean-up. A resumed run's timeline is that of its last session."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.start = clock()
+        self.spans: list[Span] = []
+        # Boots running side by side end their spans from their own threads.
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def span(self, name: str) -> Iterator[None]:
+        """A stretch of the run; spans of boots that ran side by side overlap, as they did."""
+        began = self.clock()
+        try:
+            yield
+        finally:
+            span = Span(
+                name=name,
+                start_s=round(began - self.start, 3),
+                duration_s=round(self.clock() - began, 3),
+            )
+            with self._lock:
+                self.spans.append(span)
+
+    def timeline(self) -> RunTimeline:
+        with self._lock:
+            spans = tuple(self.spans)
+        return RunTimeline(wall_s=round(self.clock() - self.start, 3), spans=spans)
+
+
 def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     """Boot the group's VM (again after a panic or hang) until every step is done."""
     records: list[BootRecord] = []
@@ -298,6 +400,9 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             started = dt.datetime.now(dt.UTC)
             exit_code: int | None = None
             why: str | None = None
+            boot_clock = BootClock()
+            if ctx.cancel is not None and ctx.cancel.is_set():
+                raise BootCancelled(ctx.group.boot_id)
             try:
                 done = proc.run(
                     argv,
@@ -305,11 +410,18 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                     ok_codes=range(256),
                     output_file=console,
                     env=vm.vng_env(),
-                    stop=watchdog,
+                    stop=watchdog if ctx.cancel is None else _cancellable(watchdog, ctx.cancel),
+                    on_line=boot_clock,
                 )
                 exit_code = done.returncode
+                if exit_code == _VNG_NO_STATUS and boot_clock.script_exit is not None:
+                    exit_code = boot_clock.script_exit
                 outcome = "ok" if exit_code == 0 else "exit-error"
             except proc.CommandTimeout as exc:
+                if ctx.cancel is not None and ctx.cancel.is_set():
+                    # Stopped with its run, as Ctrl-C stops a boot run in the main thread: no
+                    # record of the attempt, its unfinished cells left for --resume.
+                    raise BootCancelled(ctx.group.boot_id) from exc
                 outcome, why = "timeout", exc.reason
             except proc.CommandError as exc:
                 # Killed by a signal (the OOM killer, a user's kill): a negative status.
@@ -328,6 +440,8 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                     exit_code=exit_code,
                     outcome=outcome,
                     duration_s=duration,
+                    events=tuple(boot_clock.events),
+                    host_cpus=cores.cpu_list(ctx.host_cpus),
                 )
             )
             _settle_unfinished(
@@ -344,6 +458,15 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
         for image in images:
             image.unlink(missing_ok=True)
     return records
+
+
+def _cancellable(watchdog: Watchdog, cancel: threading.Event) -> Callable[[], str | None]:
+    """The watchdog, and a stop as soon as the run is being stopped."""
+
+    def stop() -> str | None:
+        return "the run is being stopped" if cancel.is_set() else watchdog()
+
+    return stop
 
 
 def _settle_unfinished(
@@ -427,6 +550,12 @@ def _fetch_kernels(
     return fetched, errors
 
 
+def _shared_fs(out: TextIO) -> vm.SharedFs:
+    shared_fs, why = vm.shared_fs_for_host()
+    print(f"iomatrix: the guest's root is shared over {shared_fs} ({why})", file=out)
+    return shared_fs
+
+
 def _accelerator(fetched: Sequence[kernels.Kernel], out: TextIO) -> vm.Accelerator:
     if not fetched:
         return "tcg"
@@ -456,9 +585,11 @@ _RESUME_CHECKED = ("host_cpu", "accelerator", "qemu", "virtme_ng", "fio")
 def _start_record(
     matrix: Matrix,
     run_id: str,
+    *,
     shard: str | None,
     fetched: dict[str, kernels.Kernel],
     accelerator: vm.Accelerator,
+    shared_fs: vm.SharedFs,
 ) -> RunRecord:
     source = Path(matrix.source)
     return RunRecord(
@@ -469,7 +600,7 @@ def _start_record(
         matrix_source=str(source),
         matrix_sha256=_file_sha256(source) if source.is_file() else "",
         shard=shard,
-        environment=environment.capture(accelerator),
+        environment=environment.capture(accelerator, shared_fs),
         kernels={
             spec: KernelInfo(
                 spec=spec, release=k.release, source=k.source, vmlinuz_sha256=k.vmlinuz_sha256
@@ -511,17 +642,24 @@ class _Side:
     cells: list[Cell]
     drive_args: dict[str, tuple[str, ...]] = field(default_factory=dict)
     boots: list[BootRecord] = field(default_factory=list)
+    # Boots running side by side add to boots and drive_args and write run.json from their own
+    # threads: each of those holds this lock, so no record is built from a half-updated side and
+    # no older record overwrites a newer one.
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
-    def write(self, status: str | None = None) -> None:
-        update: dict[str, object] = {
-            "boots": tuple(self.boots),
-            "cells": tuple(_collect(self.run_dir, self.cells, self.drive_args)),
-        }
-        if status is not None:
-            update["status"] = status
-            update["finished_at"] = now_iso()
-        self.record = self.record.model_copy(update=update)
-        write_record(self.run_dir / "run.json", self.record)
+    def write(self, status: str | None = None, timeline: RunTimeline | None = None) -> None:
+        with self.lock:
+            update: dict[str, object] = {
+                "boots": tuple(self.boots),
+                "cells": tuple(_collect(self.run_dir, self.cells, self.drive_args)),
+            }
+            if status is not None:
+                update["status"] = status
+                update["finished_at"] = now_iso()
+            if timeline is not None:
+                update["timeline"] = timeline
+            self.record = self.record.model_copy(update=update)
+            write_record(self.run_dir / "run.json", self.record)
 
 
 @dataclass
@@ -535,11 +673,18 @@ class _Session:
     timeouts: Timeouts
     out: TextIO
     progress: bool
+    clock: RunClock
+    shared_fs: vm.SharedFs
+    jobs: int = 1
+    share_cores: bool = False
+    # The host cores concurrent boots are pinned to: this process's affinity.
+    host_cpus: tuple[int, ...] = ()
 
 
 def _execute(session: _Session, groups: Sequence[BootGroup], sides: Sequence[_Side]) -> None:
-    """Run the boots in order, rewriting every side's run.json after each; on Ctrl-C or SIGTERM
-    mark them interrupted (KeyboardInterrupt is re-raised) and always remove the scratch disks."""
+    """Run the boots in order (session.jobs at a time), rewriting every side's run.json after
+    each; on Ctrl-C or SIGTERM stop every VM and mark the runs interrupted (KeyboardInterrupt is
+    re-raised), and always remove the scratch disks."""
     by_dir = {str(side.run_dir): side for side in sides}
     all_cells = [c for side in sides for c in side.cells]
     # Kept to re-raise the very exception: the CLI tells SIGTERM (exit 143) from Ctrl-C (130).
@@ -556,19 +701,83 @@ def _execute(session: _Session, groups: Sequence[BootGroup], sides: Sequence[_Si
             if session.progress
             else _Null()
         ):
-            for group in groups:
-                _run_group(session, group, by_dir)
+            if session.jobs == 1:
+                for group in groups:
+                    with session.clock.span(f"boot {group.boot_id}"):
+                        _run_group(session, group, by_dir)
+            else:
+                _run_side_by_side(session, groups, by_dir)
     except KeyboardInterrupt as exc:
         interrupted = exc
     finally:
-        shutil.rmtree(session.scratch, ignore_errors=True)
+        with session.clock.span("cleanup"):
+            shutil.rmtree(session.scratch, ignore_errors=True)
+        timeline = session.clock.timeline()
         for side in sides:
-            side.write("interrupted" if interrupted else "complete")
+            side.write("interrupted" if interrupted else "complete", timeline)
     if interrupted is not None:
         raise interrupted
 
 
-def _run_group(session: _Session, group: BootGroup, by_dir: dict[str, _Side]) -> None:
+def _run_side_by_side(
+    session: _Session, groups: Sequence[BootGroup], by_dir: dict[str, _Side]
+) -> None:
+    """Up to session.jobs boots at once, in order, each in a worker thread that drives its vng
+    and holds host cores of its own while it runs.
+
+    Signals reach only the main thread, which waits here in short slices so that Ctrl-C and
+    SIGTERM are heard at once; it then sets `cancel`, which every running boot's stop callback
+    polls (its VM is killed within about a second plus proc's grace), and waits for the workers
+    before the KeyboardInterrupt goes on. A worker's unexpected exception stops the other boots
+    the same way and is raised here. A boot whose VM fails fails only its own cells, as in a
+    sequential run.
+    """
+    pool = cores.CorePool(session.host_cpus, session.vm_settings.cpus, share=session.share_cores)
+    cancel = threading.Event()
+
+    def drive(group: BootGroup) -> None:
+        if cancel.is_set():
+            return
+        held = pool.acquire()
+        try:
+            print(
+                f"iomatrix: boot {group.boot_id} on host cores {cores.cpu_list(held)}",
+                file=session.out,
+            )
+            with session.clock.span(f"boot {group.boot_id}"):
+                _run_group(session, group, by_dir, host_cpus=held, cancel=cancel)
+        except BootCancelled:
+            pass
+        finally:
+            pool.release(held)
+
+    with futures.ThreadPoolExecutor(
+        max_workers=session.jobs, thread_name_prefix="iomatrix-boot"
+    ) as executor:
+        running = [executor.submit(drive, group) for group in groups]
+        try:
+            pending = set(running)
+            while pending:
+                done, pending = futures.wait(
+                    pending, timeout=0.5, return_when=futures.FIRST_EXCEPTION
+                )
+                for future in done:
+                    future.result()
+        except BaseException:
+            cancel.set()
+            for future in running:
+                future.cancel()
+            raise
+
+
+def _run_group(
+    session: _Session,
+    group: BootGroup,
+    by_dir: dict[str, _Side],
+    *,
+    host_cpus: tuple[int, ...] = (),
+    cancel: threading.Event | None = None,
+) -> None:
     touched = {by_dir[s.run_dir] for s in group.steps if s.run_dir in by_dir}
     if group.kernel in session.fetch_errors:
         for step in group.steps:
@@ -585,6 +794,9 @@ def _run_group(session: _Session, group: BootGroup, by_dir: dict[str, _Side]) ->
             scratch=session.scratch,
             vm_settings=session.vm_settings,
             timeouts=session.timeouts,
+            shared_fs=session.shared_fs,
+            host_cpus=host_cpus,
+            cancel=cancel,
         )
         plan, _argv, _images = build_boot(ctx)
         # Every disk of the cell's profile, in slot order (several for a profile with count > 1).
@@ -592,10 +804,13 @@ def _run_group(session: _Session, group: BootGroup, by_dir: dict[str, _Side]) ->
         for disk in plan.disks:
             by_key[disk.key] = by_key.get(disk.key, ()) + disk.qemu_args
         for step in group.steps:
-            by_dir[step.run_dir].drive_args[step.cell.id] = by_key.get(step.disk_key, ())
+            side = by_dir[step.run_dir]
+            with side.lock:
+                side.drive_args[step.cell.id] = by_key.get(step.disk_key, ())
         boots = run_boot(ctx, session.out)
         for side in touched:
-            side.boots.extend(_relative_boots(boots, session.rw_dir, side.run_dir))
+            with side.lock:
+                side.boots.extend(_relative_boots(boots, session.rw_dir, side.run_dir))
     for side in touched:
         side.write()
 
@@ -624,6 +839,8 @@ def run_matrix(
     resume: an earlier run folder of the same matrix (interrupted, or with cells lost to a crash):
     only its cells without a result run, in the same folder, and run.json grows to hold them.
     """
+    clock = RunClock()
+    host_cpus = _concurrency(options, matrix.vm, out)
     fetch = fetch or kernels.fetch
     selected = list(matrix.cells if cells is None else cells)
     previous: RunRecord | None = None
@@ -640,10 +857,21 @@ def run_matrix(
     else:
         to_run = selected
 
-    fetched, fetch_errors = _fetch_kernels([c.kernel for c in to_run], fetch, out)
-    accelerator = _accelerator(list(fetched.values()), out)
+    with clock.span("kernels"):
+        fetched, fetch_errors = _fetch_kernels([c.kernel for c in to_run], fetch, out)
+    with clock.span("accelerator"):
+        accelerator = _accelerator(list(fetched.values()), out)
+        shared_fs = _shared_fs(out)
     run_id = previous.run_id if previous else (options.run_id or new_run_id(matrix.name))
-    record = _start_record(matrix, run_id, options.shard, fetched, accelerator)
+    with clock.span("environment"):
+        record = _start_record(
+            matrix,
+            run_id,
+            shard=options.shard,
+            fetched=fetched,
+            accelerator=accelerator,
+            shared_fs=shared_fs,
+        )
     if previous is not None:
         record = _resumable(previous, record, run_dir)
         print(
@@ -653,6 +881,12 @@ def run_matrix(
     else:
         run_dir = (options.results_dir / record.run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=False)
+    record = record.model_copy(
+        update={
+            "jobs": options.jobs,
+            "shared_cores": _cores_shared(options, matrix.vm, host_cpus),
+        }
+    )
     side = _Side(
         record=record,
         run_dir=run_dir,
@@ -664,7 +898,7 @@ def run_matrix(
     if matrix.fresh_boot:
         groups = fresh_boots(sequential_steps(str(run_dir), to_run))
     else:
-        groups = boot_groups(to_run, str(run_dir))
+        groups = split_boots(boot_groups(to_run, str(run_dir)), options.split_boots)
     session = _Session(
         rw_dir=run_dir,
         scratch=(options.scratch_dir / record.run_id).resolve(),
@@ -675,9 +909,36 @@ def run_matrix(
         timeouts=matrix.timeouts,
         out=out,
         progress=options.progress,
+        clock=clock,
+        shared_fs=shared_fs,
+        jobs=options.jobs,
+        share_cores=options.share_cores,
+        host_cpus=host_cpus,
     )
     _execute(session, groups, [side])
     return side.record, run_dir
+
+
+def _concurrency(options: RunOptions, vm_settings: VmSettings, out: TextIO) -> tuple[int, ...]:
+    """Check, before anything runs, that options.jobs VMs fit on this host's cores (or may share
+    them) and that taskset is there; returns the cores concurrent boots are pinned to."""
+    if options.split_boots < 1:
+        raise IomatrixError(f"--split-boots must be at least 1, not {options.split_boots}")
+    available = cores.available_cpus()
+    note = cores.check_fit(options.jobs, vm_settings.cpus, available, share=options.share_cores)
+    if options.jobs == 1:
+        return ()
+    if shutil.which("taskset") is None:
+        raise IomatrixError(
+            f"--jobs {options.jobs} pins each VM with taskset, which is not installed (util-linux)"
+        )
+    if note is not None:
+        print(note, file=out)
+    return available
+
+
+def _cores_shared(options: RunOptions, vm_settings: VmSettings, available: Sequence[int]) -> bool:
+    return options.jobs > 1 and options.jobs * vm_settings.cpus > len(available)
 
 
 def pair_cells(
@@ -735,10 +996,15 @@ def run_ab(
         raise IomatrixError(
             "the two sides of an A/B session must use the same vm and timeouts settings"
         )
+    clock = RunClock()
+    host_cpus = _concurrency(options, base.vm, out)
     fetch = fetch or kernels.fetch
     specs = [c.kernel for pair in pairs for c in pair]
-    fetched, fetch_errors = _fetch_kernels(specs, fetch, out)
-    accelerator = _accelerator(list(fetched.values()), out)
+    with clock.span("kernels"):
+        fetched, fetch_errors = _fetch_kernels(specs, fetch, out)
+    with clock.span("accelerator"):
+        accelerator = _accelerator(list(fetched.values()), out)
+        shared_fs = _shared_fs(out)
     session_id = new_run_id(f"ab-{new.name}")
     session_dir = (options.results_dir / session_id).resolve()
     sides = []
@@ -748,7 +1014,20 @@ def run_ab(
     ):
         run_dir = session_dir / name
         run_dir.mkdir(parents=True, exist_ok=False)
-        record = _start_record(matrix, f"{session_id}-{name}", None, fetched, accelerator)
+        with clock.span(f"environment {name}"):
+            record = _start_record(
+                matrix,
+                f"{session_id}-{name}",
+                shard=None,
+                fetched=fetched,
+                accelerator=accelerator,
+                shared_fs=shared_fs,
+            ).model_copy(
+                update={
+                    "jobs": options.jobs,
+                    "shared_cores": _cores_shared(options, base.vm, host_cpus),
+                }
+            )
         side = _Side(record=record, run_dir=run_dir, cells=list(dict.fromkeys(cells)))
         side.write()
         sides.append(side)
@@ -756,7 +1035,17 @@ def run_ab(
     if base.fresh_boot or new.fresh_boot:
         groups = fresh_boots(steps)
     else:
-        groups = cut_into_boots(steps, key=lambda s: s.cell.kernel)
+        # A split keeps each pair in one VM: its ABAB interleaving is what makes it fair.
+        pair_of = {
+            key: index
+            for index, (a, b) in enumerate(pairs)
+            for key in ((str(sides[0].run_dir), a.id), (str(sides[1].run_dir), b.id))
+        }
+        groups = split_boots(
+            cut_into_boots(steps, key=lambda s: s.cell.kernel),
+            options.split_boots,
+            unit=lambda s: pair_of[(s.run_dir, s.cell.id)],
+        )
     session = _Session(
         rw_dir=session_dir,
         scratch=(options.scratch_dir / session_id).resolve(),
@@ -767,6 +1056,11 @@ def run_ab(
         timeouts=base.timeouts,
         out=out,
         progress=options.progress,
+        clock=clock,
+        shared_fs=shared_fs,
+        jobs=options.jobs,
+        share_cores=options.share_cores,
+        host_cpus=host_cpus,
     )
     _execute(session, groups, sides)
     return sides[0].record, sides[1].record, session_dir

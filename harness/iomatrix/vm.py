@@ -8,12 +8,16 @@ and a result records exactly how its disk was attached.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import platform
 import shlex
+import shutil
 import sys
+import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -22,6 +26,8 @@ from iomatrix import proc
 from iomatrix.model import DeviceProfile, VmSettings
 
 Accelerator = Literal["kvm", "tcg"]
+# How the guest sees the host's root filesystem (and every shared folder): virtio-fs or 9p.
+SharedFs = Literal["virtiofs", "9p"]
 
 # virtio-blk serials hold at most 20 bytes (VIRTIO_BLK_ID_BYTES); ours are short and fixed.
 SERIAL_PREFIX = "iomatrix"
@@ -77,6 +83,7 @@ def vng_argv(
     rw_dir: str,
     disk_args: Sequence[Sequence[str]],
     guest_command: Sequence[str],
+    shared_fs: SharedFs = "9p",
 ) -> list[str]:
     """The full vng command for one boot.
 
@@ -100,6 +107,9 @@ def vng_argv(
     ]
     if accelerator == "tcg":
         argv.append("--disable-kvm")
+    if shared_fs == "9p":
+        # Asked for outright rather than left to vng's fallback (see shared_fs_for_host).
+        argv.append("--force-9p")
     if modules_dir is not None:
         argv.append(f"--rodir=/lib/modules/{release}={modules_dir}")
     for args in disk_args:
@@ -111,13 +121,79 @@ def vng_argv(
     return argv
 
 
+def pinned_argv(argv: Sequence[str], host_cpus: str) -> list[str]:
+    """argv run on the given host cores only (taskset's --cpu-list form, "0-1"): vng and the QEMU
+    it starts inherit the affinity, vCPU threads included. util-linux's taskset rather than
+    QEMU options: vng has no option for it, and an affinity set before exec covers every thread
+    QEMU will ever start, from its first instruction."""
+    return ["taskset", "--cpu-list", host_cpus, *argv]
+
+
+# Where virtme-ng looks for virtiofsd, in its order after its own guest tools and PATH
+# (virtme/commands/run.py, VirtioFS._get_virtiofsd_path).
+VIRTIOFSD_PATHS = (
+    "/usr/libexec/virtiofsd",
+    "/usr/lib/virtiofsd/virtiofsd",
+    "/usr/lib/virtiofsd",
+    "/usr/lib/qemu/virtiofsd",
+)
+
+
+def choose_shared_fs(candidates: Sequence[str]) -> tuple[SharedFs, str]:
+    """virtio-fs when the virtiofsd virtme-ng would pick among `candidates` (the first whose
+    --version succeeds) can serve it, else 9p; and why.
+
+    Only the Rust virtiofsd can (virtme-ng starts it with --shared-dir and
+    --no-announce-submounts). As root, QEMU 7's C virtiofsd (Debian 12's /usr/lib/qemu/virtiofsd)
+    passes the --version check too; virtme-ng then fails to start it and waits 3.1 s for each
+    shared folder before falling back to 9p: measured here, 12.5 s of every boot. So iomatrix
+    asks for 9p outright unless the chosen virtiofsd is the Rust one.
+    """
+    for path in dict.fromkeys(c for c in candidates if c):
+        if not os.access(path, os.X_OK):
+            continue
+        try:
+            proc.run([path, "--version"], timeout_s=10)
+        except proc.CommandError:
+            continue
+        try:
+            helped = proc.run([path, "--help"], timeout_s=10, ok_codes=range(256))
+        except proc.CommandError as exc:
+            return "9p", f"{path} --help failed ({exc.reason or exc.returncode})"
+        if "--shared-dir" in helped.stdout + helped.stderr:
+            return "virtiofs", f"{path} serves virtio-fs"
+        return "9p", f"{path} is QEMU's C virtiofsd, which virtme-ng cannot use"
+    return "9p", "no virtiofsd found"
+
+
+@functools.cache
+def shared_fs_for_host() -> tuple[SharedFs, str]:
+    """choose_shared_fs over where virtme-ng looks: its own guest tools, PATH, the usual places."""
+    spec = importlib.util.find_spec("virtme")
+    own = [
+        str(Path(folder) / "guest" / "bin" / "virtiofsd")
+        for folder in (spec.submodule_search_locations or [] if spec else [])
+    ]
+    return choose_shared_fs([*own, shutil.which("virtiofsd") or "", *VIRTIOFSD_PATHS])
+
+
 def guest_agent_command(plan_path: str) -> list[str]:
-    """The guest runs the agent with the host's interpreter and package (the root fs is shared)."""
+    """The guest runs the agent with the host's interpreter and package (the root fs is shared).
+
+    Its start-up is paid at every boot, reading over the shared root under an emulated CPU, so it
+    skips what it does not need: `-S` leaves out the site module, which reads every .pth file of
+    the virtualenv (the package and the virtualenv's libraries come through PYTHONPATH instead),
+    and PYDANTIC_DISABLE_PLUGINS spares pydantic its look through every installed
+    distribution's entry points.
+    """
     package_root = str(Path(__file__).resolve().parent.parent)
+    libraries = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
     return [
         "env",
-        f"PYTHONPATH={package_root}",
+        f"PYTHONPATH={os.pathsep.join([package_root, *libraries])}",
+        "PYDANTIC_DISABLE_PLUGINS=1",
         sys.executable,
+        "-S",
         "-m",
         "iomatrix.agent",
         plan_path,

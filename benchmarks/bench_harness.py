@@ -1,0 +1,143 @@
+"""What does the harness cost over a hand-written script doing the same work?
+
+`make bench` runs this. Alternating (A B A B ...), it runs `iomatrix run matrix/quick.yaml` and
+benchmarks/handwritten-quick.sh, the same six cells (set the scheduler, mkfs, mount, the same
+unmodified randwrite-4k.fio, unmount) written by hand, in one VM booted with the same vng command
+iomatrix builds (vm.vng_argv: the same kernel, memory, CPUs, accelerator, shared root and disk
+options; a preallocated image as iomatrix makes it). It prints the wall times, the ratio of the
+medians, where iomatrix's time went (the run timeline's medians) and the machine.
+
+What the ratio measures: everything iomatrix does that a script does not (its CLI and records,
+the agent's start-up in the guest, read-backs, dropped caches, the timeline itself) against the
+same VM, kernel and workloads. Both pay the boot and the workloads.
+
+  python benchmarks/bench_harness.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from iomatrix import kernels, timeline, vm
+from iomatrix.matrix import load_matrix
+from iomatrix.results import load_run
+from iomatrix.runner import create_disk
+
+ROOT = Path(__file__).resolve().parent.parent
+MATRIX = ROOT / "matrix" / "quick.yaml"
+SCRIPT = ROOT / "benchmarks" / "handwritten-quick.sh"
+IOMATRIX_RUN = [sys.executable, "-m", "iomatrix", "run", str(MATRIX)]
+
+
+def run_iomatrix(results: Path) -> tuple[float, Path]:
+    started = time.monotonic()
+    done = subprocess.run(
+        [*IOMATRIX_RUN, "--results", str(results), "--no-progress"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    took = time.monotonic() - started
+    if done.returncode != 0:
+        sys.exit(f"iomatrix run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    (run_dir,) = (p for p in results.iterdir() if (p / "run.json").exists())
+    return took, run_dir
+
+
+def handwritten_argv(work: Path) -> list[str]:
+    """The vng command iomatrix would build for the quick matrix's one boot, with the script as
+    the guest's command instead of the agent."""
+    matrix = load_matrix(MATRIX)
+    cell = matrix.cells[0]
+    kernel = kernels.fetch(cell.kernel)
+    accelerator, _ = vm.choose_accelerator(
+        cache_dir=kernels.cache_root(),
+        probe_vmlinuz=kernel.vmlinuz,
+        probe_release=kernel.release,
+        probe_modules=kernel.modules_dir,
+    )
+    shared_fs, _ = vm.shared_fs_for_host()
+    image = work / "disk.img"
+    create_disk(image, cell.device.size_bytes, preallocate=cell.device.backing == "file")
+    job = ROOT / "matrix" / "workloads" / "randwrite-4k.fio"
+    return vm.vng_argv(
+        vng=vm.vng_path(),
+        vmlinuz=kernel.vmlinuz,
+        release=kernel.release,
+        modules_dir=kernel.modules_dir,
+        vm=matrix.vm,
+        accelerator=accelerator,
+        rw_dir=str(work),
+        disk_args=[vm.disk_qemu_args(cell.device, str(image), 0)],
+        guest_command=["bash", str(SCRIPT), str(job), str(work / "out")],
+        shared_fs=shared_fs,
+    )
+
+
+def run_handwritten(work: Path) -> float:
+    (work / "out").mkdir(parents=True)
+    argv = handwritten_argv(work)
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=vm.vng_env())
+    took = time.monotonic() - started
+    reports = sorted((work / "out").glob("*.json"))
+    # Without udev in the guest vng cannot relay the script's status (255); the guest's init
+    # prints it on the console, as iomatrix's runner reads it too.
+    console = done.stdout + done.stderr
+    ended_well = done.returncode == 0 or "script exited with code 0" in console
+    if not ended_well or len(reports) != 6:
+        sys.exit(f"the hand-written script failed ({done.returncode}):\n{console[-3000:]}")
+    return took
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each, alternated")
+    args = parser.parse_args()
+    harness: list[float] = []
+    script: list[float] = []
+    phases: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="iomatrix-bench-") as tmp:
+        for round_ in range(args.rounds):
+            took, run_dir = run_iomatrix(Path(tmp) / f"results-{round_}")
+            harness.append(took)
+            record = load_run(run_dir)
+            built = timeline.build(record)
+            if built is not None:
+                for boot in (b for boots in built.boots.values() for b in boots):
+                    for stretch in boot.stretches:
+                        name = "steps" if stretch.name.startswith("step ") else stretch.name
+                        phases.setdefault(name, [0.0] * args.rounds)[round_] += stretch.seconds
+            for name, seconds in timeline.phase_totals(record).items():
+                phases.setdefault(f"  guest {name}", [0.0] * args.rounds)[round_] += seconds
+            shutil.rmtree(run_dir)
+            script.append(run_handwritten(Path(tmp) / f"hand-{round_}"))
+            print(f"round {round_ + 1}: iomatrix {harness[-1]:.1f} s, ", end="")
+            print(f"hand-written {script[-1]:.1f} s", flush=True)
+    h, s = statistics.median(harness), statistics.median(script)
+    print(f"\nmachine: {platform.node()}, {vm.host_cpu_model()}, {os.cpu_count()} cores")
+    for what, median, values in (
+        ("iomatrix run matrix/quick.yaml", h, harness),
+        ("hand-written script", s, script),
+    ):
+        each = ", ".join(f"{x:.1f}" for x in values)
+        print(f"{what + ':':32} median {median:.1f} s ({each})")
+    print(f"harness ratio (median / median): {h / s:.3f}")
+    print("\niomatrix's time, median per run (s):")
+    for name, values in phases.items():
+        print(f"  {name:40} {statistics.median(values):7.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
