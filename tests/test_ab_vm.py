@@ -1,7 +1,7 @@
 """A/B sessions in real VMs: an A/A session finds nothing, an injected slowdown is caught.
 
 Both sides run in the same VM, their repetitions interleaved ABAB. The slowdown is real: QEMU
-block throttling set to about 70% of the IOPS the A/A session measured, on the same device
+block throttling set to half the IOPS the A/A session measured, on the same device
 profile name, so only the throttle differs between the sides.
 """
 
@@ -100,8 +100,11 @@ def test_an_injected_slowdown_is_reported_as_a_regression(
     workspace: Path, aa_session: tuple[int, dict[str, Any], str]
 ) -> None:
     assert aa_session[0] == 0  # the A/A session ran first and found nothing
-    # 70% of the slowest repetition the A/A session saw on either side: the throttle must bind
-    # even if the host happens to be a little slower during the second session.
+    # Half the slowest repetition the A/A session saw on either side: the throttle must bind, and
+    # the slowdown must stay beyond the gate's 15% even when the unthrottled side runs slower in
+    # the second session. It does: on this 2-core TCG host (2026-11-24) the base side's median
+    # fell from 2380 IOPS in the A/A session to 1978 in the next, and with a 70% throttle the
+    # CI's upper end came to 0.77 there and once, in CI, past 0.85 ("noisy", not "regressed").
     session = next(p for p in (workspace / "aa" / "results").iterdir() if p.is_dir())
     measured = min(
         rep["metrics"]["write_iops"]
@@ -110,18 +113,20 @@ def test_an_injected_slowdown_is_reported_as_a_regression(
             "repetitions"
         ]
     )
-    limit = int(measured * 0.7)
+    limit = int(measured * 0.5)
     slow = workspace / "slow.yaml"
     slow.write_text(matrix_text(f", iops_limit: {limit}"))
     # A fixed minimum effect of 15%, as a PR gate would set it: under TCG the unthrottled side is
     # CPU-bound and, on a busy host, its CoV can pass 20%, which would widen the default bound
-    # (2 x CoV) past the 30% slowdown. Measured on a loaded host: ratio 0.53, CI 0.42..0.68,
-    # p 0.002, base CoV 24.5%.
+    # (2 x CoV) toward the injected slowdown. Measured with a 70% throttle on a loaded host:
+    # ratio 0.53, CI 0.42..0.68, p 0.002, base CoV 24.5%.
     code, comparison, output = ab(
         workspace / "slow", workspace / "base.yaml", slow, "--min-effect", "0.15"
     )
     (row,) = comparison["rows"]
-    assert row["verdict"] == "regressed", (row, output[-2000:])
+    # The numbers that decide first: pytest shortens a long row in its report.
+    decisive = {k: row[k] for k in ("verdict", "reason", "ratio", "ci_high", "base_cov", "new_cov")}
+    assert row["verdict"] == "regressed", (decisive, output[-2000:])
     assert row["ratio"] < 0.85
     assert code == 1
     # The throttle really reached QEMU: the new side's drive options carry it.
