@@ -149,6 +149,9 @@ kernel: venv
 lint: venv-dev actionlint shellcheck
 	$(BIN)/ruff check harness tests
 	$(BIN)/ruff format --check harness tests
+	@# The pipeline's shape (pyproject.toml, [tool.importlinter]): stages point down, the host and
+	@# the guest never import each other. tests/test_layout.py shows it failing on a violation.
+	$(BIN)/lint-imports --no-cache
 
 # Workflows: a broken one fails `make test` here, not first on GitHub. actionlint runs shellcheck
 # on their scripts only when it finds one on PATH, and skips that check silently otherwise: the

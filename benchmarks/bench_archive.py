@@ -34,9 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from iomatrix import archive
-from iomatrix.cpustat import CpuUsage
-from iomatrix.model import (
+from iomatrix.model.cell import (
     Cell,
     DeviceProfile,
     FilesystemChoice,
@@ -45,14 +43,9 @@ from iomatrix.model import (
     axis_values,
     cell_id,
 )
-from iomatrix.results import (
-    CellEntry,
-    CellResult,
-    Repetition,
-    RunRecord,
-    load_run,
-    write_record,
-)
+from iomatrix.model.result import CellEntry, CellResult, CpuUsage, Repetition, RunRecord
+from iomatrix.store import archive
+from iomatrix.store.records_io import load_run, write_record
 
 SYNTHETIC_RUNS = 10_000
 REAL_RUNS = 500

@@ -27,10 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from iomatrix import kernels, timeline, vm
-from iomatrix.matrix import load_matrix
-from iomatrix.results import load_run
-from iomatrix.runner import create_disk
+from iomatrix.host import kernels, vm
+from iomatrix.host.runner import create_disk
+from iomatrix.matrix.loader import load_matrix
+from iomatrix.report import timeline
+from iomatrix.store.records_io import load_run
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = ROOT / "matrix" / "quick.yaml"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix import kernels, proc
-from iomatrix.cpustat import CpuUsage
-from iomatrix.model import (
+from iomatrix import proc
+from iomatrix.host import kernels
+from iomatrix.model.cell import (
     Cell,
     DeviceProfile,
     FilesystemChoice,
@@ -23,7 +23,14 @@ from iomatrix.model import (
     axis_values,
     cell_id,
 )
-from iomatrix.results import CellEntry, CellResult, Environment, Repetition, RunRecord
+from iomatrix.model.result import (
+    CellEntry,
+    CellResult,
+    CpuUsage,
+    Environment,
+    Repetition,
+    RunRecord,
+)
 
 IDLE_CPU = CpuUsage(usr_pct=0.0, sys_pct=0.0, iowait_pct=0.0, idle_pct=100.0, busy_cpu_s=0.0)
 

@@ -11,9 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from conftest import ENVIRONMENT
-from iomatrix.cpustat import CpuUsage
-from iomatrix.model import Cell
-from iomatrix.results import CellEntry, CellResult, Repetition, RunRecord
+from iomatrix.model.cell import Cell
+from iomatrix.model.result import CellEntry, CellResult, CpuUsage, Repetition, RunRecord
 
 DATA = Path(__file__).parent / "data" / "compare"
 SPINE_RUN = DATA / "spine-run.json"

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from iomatrix.results import RunRecord, load_run
+from iomatrix.model.result import RunRecord
+from iomatrix.store.records_io import load_run
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from conftest import make_cell
-from iomatrix import agent, proc
-from iomatrix.model import Bus
+from iomatrix import proc
+from iomatrix.guest import agent
+from iomatrix.model.cell import Bus
 
 
 def sysfs(root: Path) -> Path:

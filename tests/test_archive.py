@@ -22,10 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix import archive, cli, runner
-from iomatrix.archive import HistoryPoint, Problem
+from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
-from iomatrix.results import RUN_FORMAT, CellEntry, RunRecord, load_run, write_record
+from iomatrix.host import runner
+from iomatrix.model.result import RUN_FORMAT, CellEntry, RunRecord
+from iomatrix.store import archive
+from iomatrix.store.archive import HistoryPoint, Problem
+from iomatrix.store.records_io import load_run, write_record
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "tests" / "data" / "runs" / "format-1" / "run.json"
@@ -410,7 +413,7 @@ WAIT_THEN_UPDATE = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from iomatrix import archive
+    from iomatrix.store import archive
     print("ready", flush=True)
     print(len(archive.update_index(Path(sys.argv[1]))), flush=True)
     """
@@ -441,7 +444,7 @@ WAIT_THEN_REBUILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from iomatrix import archive
+    from iomatrix.store import archive
     print("ready", flush=True)
     print(len(archive.rebuild_index(Path(sys.argv[1]))), flush=True)
     """
@@ -485,7 +488,7 @@ WORKER = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from iomatrix import archive
+    from iomatrix.store import archive
     results, stop = Path(sys.argv[1]), Path(sys.argv[2])
     problems, rounds = [], 0
     print("ready", flush=True)
@@ -505,7 +508,7 @@ READER = textwrap.dedent(
     """
     import json, sqlite3, sys, time
     from pathlib import Path
-    from iomatrix import archive
+    from iomatrix.store import archive
     results, stop = Path(sys.argv[1]), Path(sys.argv[2])
     print("ready", flush=True)
     seen, torn = 0, []

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix import cli, proc
-from iomatrix.model import HOST_DEVICE_RE
+from iomatrix import proc
+from iomatrix.cli import main as cli
+from iomatrix.model.cell import HOST_DEVICE_RE
 
 JOB = "[w]\nrw=randwrite\nbs=4k\nsize=16m\nruntime=3\n"
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix import bonnie, proc
+from iomatrix import proc
+from iomatrix.adapters import bonnie
 from iomatrix.errors import ResultFormatError
-from iomatrix.model import BonnieParams
+from iomatrix.model.cell import BonnieParams
 
 DATA = Path(__file__).parent / "data" / "bonnie"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix import builtin_workloads as bw
-from iomatrix import cpustat
-from iomatrix.model import BUILTINS
+from iomatrix.adapters import cpustat
+from iomatrix.guest import builtin as bw
+from iomatrix.model.cell import BUILTINS
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import make_cell
 from helpers_runs import failed, make_run, ok
-from iomatrix import changepoint
+from iomatrix.analysis import changepoint
 
 
 def noisy(seed: int, *segments: tuple[int, float]) -> list[float]:

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from conftest import fake_kernel, make_bzimage, make_cell, make_run, write_resolutions
-from iomatrix import cli, proc
-from iomatrix.model import cell_id
-from iomatrix.results import CellResult, load_run, write_record
+from iomatrix import proc
+from iomatrix.cli import main as cli
+from iomatrix.model.cell import cell_id
+from iomatrix.model.result import CellResult
+from iomatrix.store.records_io import load_run, write_record
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = REPO / "matrix" / "quick.yaml"

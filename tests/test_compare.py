@@ -12,10 +12,12 @@ import pytest
 
 from conftest import make_cell
 from helpers_runs import SPINE_RUN, failed, make_run, ok, sample
-from iomatrix import cli, compare, stats
-from iomatrix.compare import Comparison, Row
-from iomatrix.model import LoopStack
-from iomatrix.results import RunRecord, load_run, write_record
+from iomatrix.analysis import compare, stats
+from iomatrix.analysis.compare import Comparison, Row
+from iomatrix.cli import main as cli
+from iomatrix.model.cell import LoopStack
+from iomatrix.model.result import RunRecord
+from iomatrix.store.records_io import load_run, write_record
 
 CELL = make_cell(fs="ext4")
 OTHER = make_cell(fs="xfs")

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix import cpustat
-from iomatrix.cpustat import CpuTimes, CpuUsage, parse_proc_stat, usage
+from iomatrix.adapters import cpustat
+from iomatrix.adapters.cpustat import CpuTimes, parse_proc_stat, usage
+from iomatrix.model.result import CpuUsage
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 

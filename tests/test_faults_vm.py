@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from helpers_vm import ROOT, iomatrix, iomatrix_argv, run_matrix
-from iomatrix.results import CellEntry, RunRecord, load_run
+from iomatrix.model.result import CellEntry, RunRecord
+from iomatrix.store.records_io import load_run
 
 DATA = Path(__file__).parent / "data"
 

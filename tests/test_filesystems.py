@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.filesystems import (
+from iomatrix.adapters.filesystems import (
     ADAPTERS,
     SCHEDULER_MODULES,
     active_scheduler,
@@ -16,7 +16,7 @@ from iomatrix.filesystems import (
     parse_btrfs_df,
     parse_btrfs_show,
 )
-from iomatrix.model import SCHEDULERS
+from iomatrix.model.cell import SCHEDULERS
 
 # --- mkfs -----------------------------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from iomatrix import fio, proc
+from iomatrix import proc
+from iomatrix.adapters import fio
 from iomatrix.errors import ResultFormatError
 
 DATA = Path(__file__).parent / "data" / "fio"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import make_cell
-from iomatrix import agent
 from iomatrix.errors import MatrixErrors
-from iomatrix.matrix import load_matrix
-from iomatrix.model import FioPhase, Workload
+from iomatrix.guest import agent
+from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.cell import FioPhase, Workload
 
 EXAMPLES = Path(__file__).parent / "data" / "fio-examples"
 SHARED = Path("/work/shared/external/fio-examples")

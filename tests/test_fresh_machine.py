@@ -20,7 +20,7 @@ import pytest
 
 from helpers_container import container_engine, sh
 from helpers_vm import iomatrix
-from iomatrix.results import load_run
+from iomatrix.store.records_io import load_run
 
 pytestmark = [pytest.mark.fresh, pytest.mark.vm]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers_vm import ROOT, iomatrix_argv, only_run
-from iomatrix.results import RunRecord
+from iomatrix.model.result import RunRecord
 
 pytestmark = pytest.mark.vm
 

@@ -15,16 +15,17 @@ import pytest
 from pydantic import ValidationError
 
 from conftest import make_cell
-from iomatrix import cli, hostdev
+from iomatrix.cli import main as cli
 from iomatrix.errors import MatrixErrors
-from iomatrix.hostdev import (
+from iomatrix.host import hostdev
+from iomatrix.host.hostdev import (
     check_host_devices,
     check_runner_support,
     device_family,
     device_users,
     host_device_problems,
 )
-from iomatrix.model import Cell, DeviceProfile
+from iomatrix.model.cell import Cell, DeviceProfile
 
 GIB = 1 << 30
 SWAPS_HEADER = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"

@@ -18,18 +18,21 @@ from pathlib import Path
 import pytest
 
 from conftest import fake_kernel, make_bzimage, make_cell, make_run
-from iomatrix import cli, cores, kernels, proc, runner
+from iomatrix import proc
+from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
-from iomatrix.matrix import load_matrix
-from iomatrix.model import Cell, Timeouts, VmSettings
-from iomatrix.plan import (
+from iomatrix.host import cores, kernels, runner
+from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.cell import Cell, Timeouts, VmSettings
+from iomatrix.model.result import BootRecord, CellResult, RunRecord
+from iomatrix.plan.boots import (
     BootPlan,
     boot_groups,
     cut_into_boots,
     interleaved_steps,
     split_boots,
 )
-from iomatrix.results import BootRecord, CellResult, RunRecord, load_run, write_record
+from iomatrix.store.records_io import load_run, write_record
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -289,7 +292,7 @@ def test_records_of_a_jobs_2_run_say_so_and_load_back(tmp_path: Path) -> None:
 
 @pytest.fixture
 def four_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("iomatrix.cores.available_cpus", lambda: (0, 1, 2, 3))
+    monkeypatch.setattr("iomatrix.host.cores.available_cpus", lambda: (0, 1, 2, 3))
 
 
 def path_kernel_matrix(tmp_path: Path, cpus: int = 1, cells: int = 4) -> Path:
@@ -373,7 +376,7 @@ def test_show_command_with_jobs_1_has_no_taskset(
 def test_show_command_with_share_cores_warns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("iomatrix.cores.available_cpus", lambda: (0, 1))
+    monkeypatch.setattr("iomatrix.host.cores.available_cpus", lambda: (0, 1))
     matrix = path_kernel_matrix(tmp_path, cpus=2)
     code = cli.main(
         ["run", str(matrix), "--show-command", "--jobs", "2", "--split-boots", "2", "--share-cores"]
@@ -432,8 +435,8 @@ def write_ok_results(plan: BootPlan) -> None:
 def fake_run_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("IOMATRIX_ACCEL", "tcg")
     monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr("iomatrix.cores.available_cpus", lambda: (0, 1, 2, 3))
-    monkeypatch.setattr("iomatrix.vm.shared_fs_for_host", lambda: ("9p", "test"))
+    monkeypatch.setattr("iomatrix.host.cores.available_cpus", lambda: (0, 1, 2, 3))
+    monkeypatch.setattr("iomatrix.host.vm.shared_fs_for_host", lambda: ("9p", "test"))
 
 
 def run_with(
@@ -444,7 +447,7 @@ def run_with(
     opts = runner.RunOptions(
         results_dir=tmp_path / "results",
         scratch_dir=tmp_path / "scratch",
-        progress=False,
+        progress=None,
         **options,  # type: ignore[arg-type]
     )
     return runner.run_matrix(matrix, opts, fetch=kernels.fetch)

@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 
 from conftest import fake_kernel, make_bzimage, write_resolutions
-from iomatrix import kernels, proc
+from iomatrix import proc
 from iomatrix.errors import KernelError
-from iomatrix.kernels import AptPackage, Kernel
+from iomatrix.host import kernels
+from iomatrix.host.kernels import AptPackage, Kernel
+from iomatrix.model import kernel_spec
 
 DATA = Path(__file__).parent / "data" / "apt"
 MIRROR = "http://mirror.example/debian"
@@ -262,7 +264,7 @@ def test_compare_debian_versions_equal_forms() -> None:
 
 def test_resolve_suite_bookworm() -> None:
     show = CapturedApt(CAPTURED)
-    resolved = kernels.resolve(kernels.parse_spec("debian:bookworm"), show)
+    resolved = kernels.resolve(kernel_spec.parse_spec("debian:bookworm"), show)
     assert resolved.release == BOOKWORM
     assert resolved.source == f"debian bookworm: linux-image-{BOOKWORM} 6.1.176-1"
     (image,) = resolved.packages
@@ -275,7 +277,7 @@ def test_resolve_suite_bookworm() -> None:
 
 
 def test_resolve_suite_sid_takes_the_split_packages() -> None:
-    resolved = kernels.resolve(kernels.parse_spec("debian:sid"), CapturedApt(CAPTURED))
+    resolved = kernels.resolve(kernel_spec.parse_spec("debian:sid"), CapturedApt(CAPTURED))
     assert resolved.release == SID
     assert [(p.name, p.version) for p in resolved.packages] == [
         (f"linux-image-{SID}", "7.2.13-1"),
@@ -289,7 +291,7 @@ def test_resolve_suite_sid_takes_the_split_packages() -> None:
 
 def test_resolve_abi_release() -> None:
     show = CapturedApt(CAPTURED)
-    resolved = kernels.resolve(kernels.parse_spec(f"debian:{SID}"), show)
+    resolved = kernels.resolve(kernel_spec.parse_spec(f"debian:{SID}"), show)
     assert resolved.release == SID
     assert resolved.source == f"debian: linux-image-{SID} 7.2.13-1"
     assert len(resolved.packages) == 4
@@ -297,7 +299,7 @@ def test_resolve_abi_release() -> None:
 
 
 def test_resolve_package_version() -> None:
-    resolved = kernels.resolve(kernels.parse_spec("debian:6.1.176-1"), CapturedApt(CAPTURED))
+    resolved = kernels.resolve(kernel_spec.parse_spec("debian:6.1.176-1"), CapturedApt(CAPTURED))
     assert resolved.release == BOOKWORM
     assert (
         resolved.source == f"debian linux-image-amd64 6.1.176-1: linux-image-{BOOKWORM} 6.1.176-1"
@@ -306,17 +308,17 @@ def test_resolve_package_version() -> None:
 
 def test_resolve_unknown_version_lists_the_known_ones() -> None:
     with pytest.raises(KernelError, match=r"available: 6\.1\.176-1, 6\.12\.107-1"):
-        kernels.resolve(kernels.parse_spec("debian:6.1.1-1"), CapturedApt(CAPTURED))
+        kernels.resolve(kernel_spec.parse_spec("debian:6.1.1-1"), CapturedApt(CAPTURED))
 
 
 def test_resolve_unknown_abi_and_missing_part() -> None:
     with pytest.raises(KernelError, match=r"no package linux-image-6\.1\.0-1-amd64"):
-        kernels.resolve(kernels.parse_spec("debian:6.1.0-1-amd64"), CapturedApt(CAPTURED))
+        kernels.resolve(kernel_spec.parse_spec("debian:6.1.0-1-amd64"), CapturedApt(CAPTURED))
     # The sid image without the parts it pins cannot be unpacked into a bootable kernel.
     captured = kernels.parse_packages((DATA / f"image-and-parts_{SID}.txt").read_text())
     image_only = [p for p in captured if p.name.startswith("linux-image-")]
     with pytest.raises(KernelError, match=f"needs linux-base-{re.escape(SID)} 7.2.13-1"):
-        kernels.resolve(kernels.parse_spec(f"debian:{SID}"), lambda _queries: image_only)
+        kernels.resolve(kernel_spec.parse_spec(f"debian:{SID}"), lambda _queries: image_only)
 
 
 def test_resolve_newest_image_across_suites() -> None:
@@ -356,7 +358,7 @@ def test_sources_list_names_every_suite_signed() -> None:
     lines = kernels.apt_sources_list(MIRROR).splitlines()
     keyring = "signed-by=/usr/share/keyrings/debian-archive-keyring.gpg"
     assert lines == [
-        f"deb [{keyring} target=Packages] {MIRROR} {s} main" for s in kernels.DEBIAN_SUITES
+        f"deb [{keyring} target=Packages] {MIRROR} {s} main" for s in kernel_spec.DEBIAN_SUITES
     ]
 
 
@@ -533,7 +535,7 @@ def test_fetch_serves_a_verified_cache_entry_without_commands(
 def test_resolution_cache_expires_after_a_day(tmp_path: Path) -> None:
     kernels_dir = tmp_path / "kernels"
     kernels_dir.mkdir()
-    spec = kernels.parse_spec("debian:sid")
+    spec = kernel_spec.parse_spec("debian:sid")
     assert kernels._known_release(spec, kernels_dir) is None
     kernels._remember_resolution(kernels_dir, "debian:sid", SID)
     assert kernels._known_release(spec, kernels_dir) == SID
@@ -552,11 +554,11 @@ def test_resolutions_keep_a_history_newest_first(tmp_path: Path) -> None:
     (kernels_dir / "resolved.json").write_text(json.dumps(old))
     for n in (2, 3, 2, *range(4, 4 + kernels._HISTORY)):
         kernels._remember_resolution(kernels_dir, "debian:sid", f"7.0.0-{n}-amd64")
-    candidates = kernels._candidates(kernels.parse_spec("debian:sid"), kernels_dir)
+    candidates = kernels._candidates(kernel_spec.parse_spec("debian:sid"), kernels_dir)
     releases = [release for release, _ in candidates]
     # Newest first, each release once, at most _HISTORY of them: the oldest fall off.
     assert releases == [f"7.0.0-{n}-amd64" for n in range(3 + kernels._HISTORY, 3, -1)]
-    assert kernels._known_release(kernels.parse_spec("debian:sid"), kernels_dir) == releases[0]
+    assert kernels._known_release(kernel_spec.parse_spec("debian:sid"), kernels_dir) == releases[0]
 
 
 def test_apt_failure_is_one_line_of_apts_own_words() -> None:
@@ -758,7 +760,7 @@ def test_failed_download_falls_back_to_an_older_cached_kernel(
     )
     # The new resolution is remembered before the older one, which stays for the next time.
     releases = [
-        r for r, _ in kernels._candidates(kernels.parse_spec("debian:bookworm"), kernels_dir)
+        r for r, _ in kernels._candidates(kernel_spec.parse_spec("debian:bookworm"), kernels_dir)
     ]
     assert releases == [BOOKWORM, OLDER]
     assert not list(kernels_dir.glob(".partial-*"))
@@ -1003,4 +1005,4 @@ def test_an_unreachable_mirror_falls_back_to_the_cached_kernel(
 def test_parse_spec_rejects_a_trailing_newline(raw: str) -> None:
     # `$` in a regex matches before a final newline; specs are matched whole instead.
     with pytest.raises(KernelError):
-        kernels.parse_spec(raw)
+        kernel_spec.parse_spec(raw)

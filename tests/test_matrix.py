@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from iomatrix.errors import MatrixError, MatrixErrors
-from iomatrix.matrix import (
+from iomatrix.matrix.loader import (
     FILESYSTEM_TYPES,
     FIO_IOENGINES,
     FsType,
@@ -24,7 +24,7 @@ from iomatrix.matrix import (
     quick_variant,
     slug,
 )
-from iomatrix.model import (
+from iomatrix.model.cell import (
     DeviceProfile,
     FilesystemChoice,
     Matrix,

@@ -18,24 +18,23 @@ from pathlib import Path
 import pytest
 
 from conftest import ENVIRONMENT, make_rep
-from iomatrix import archive, cli
+from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
-from iomatrix.matrix import load_matrix
-from iomatrix.merge import MISSING_REASON, merge_runs, missing_cells
-from iomatrix.model import Cell, Matrix
-from iomatrix.plan import BootPlan, boot_groups
-from iomatrix.results import (
+from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.cell import Cell, Matrix
+from iomatrix.model.result import (
     BootRecord,
     CellEntry,
     CellResult,
     Environment,
     KernelInfo,
     RunRecord,
-    load_cell_result,
-    load_run,
-    write_record,
 )
-from iomatrix.shard import plan_shards
+from iomatrix.plan.boots import BootPlan, boot_groups
+from iomatrix.plan.shards import plan_shards
+from iomatrix.store import archive
+from iomatrix.store.merge import MISSING_REASON, merge_runs, missing_cells
+from iomatrix.store.records_io import load_cell_result, load_run, write_record
 
 MATRIX_FILE = Path(__file__).resolve().parent / "data" / "matrix" / "quick.yaml"
 CELLS = 29
@@ -356,7 +355,12 @@ def test_without_a_matrix_the_recorded_matrix_file_is_used(tmp_path: Path, matri
     write_shard(tmp_path / "s1", matrix, first, "1/2")
     # Shard 2's VM never got to its boot of the second group: no plan.json, no results.
     write_shard(tmp_path / "s2", matrix, second[:5], "2/2")
-    record = merge_runs([tmp_path / "s1", tmp_path / "s2"], into=tmp_path / "r", matrix=None)
+    record = merge_runs(
+        [tmp_path / "s1", tmp_path / "s2"],
+        into=tmp_path / "r",
+        matrix=None,
+        read_matrix=load_matrix,
+    )
     assert {e.cell.id for e in missing_cells(record)} == {c.id for c in second[5:]}
     assert record.matrix_source == str(MATRIX_FILE)
 
@@ -369,7 +373,12 @@ def test_without_any_matrix_planned_cells_come_from_the_boot_plans(
     write_shard(tmp_path / "s1", matrix, first, "1/2", matrix_source=gone)
     # Shard 2 booted for all its cells (plan.json lists them) but reported only some.
     write_shard(tmp_path / "s2", matrix, second, "2/2", report=second[:10], matrix_source=gone)
-    record = merge_runs([tmp_path / "s1", tmp_path / "s2"], into=tmp_path / "r", matrix=None)
+    record = merge_runs(
+        [tmp_path / "s1", tmp_path / "s2"],
+        into=tmp_path / "r",
+        matrix=None,
+        read_matrix=load_matrix,
+    )
     assert [e.cell.id for e in missing_cells(record)] == [c.id for c in second[10:]]
     assert {e.cell.id for e in record.cells} == {c.id for c in matrix.cells}
 
@@ -380,7 +389,12 @@ def test_without_any_matrix_an_absent_shard_is_refused(tmp_path: Path, matrix: M
     write_shard(tmp_path / "s1", matrix, first, "1/3", matrix_source=gone)
     write_shard(tmp_path / "s3", matrix, third, "3/3", matrix_source=gone)
     with pytest.raises(IomatrixError, match=r"shard 2/3 is not among the runs.*--matrix FILE"):
-        merge_runs([tmp_path / "s1", tmp_path / "s3"], into=tmp_path / "r", matrix=None)
+        merge_runs(
+            [tmp_path / "s1", tmp_path / "s3"],
+            into=tmp_path / "r",
+            matrix=None,
+            read_matrix=load_matrix,
+        )
 
 
 # --- the archive and the command line ------------------------------------------------------------
@@ -482,7 +496,7 @@ def test_boot_plans_of_either_format_name_the_planned_cells(tmp_path: Path, matr
         }
     )
     write_plan(s2, "b2", {"format": 2, "boot_id": "b2", "steps": steps})
-    record = merge_runs([s1, s2], into=tmp_path / "r", matrix=None)
+    record = merge_runs([s1, s2], into=tmp_path / "r", matrix=None, read_matrix=load_matrix)
     assert [e.cell.id for e in missing_cells(record)] == [first[0].id, second[0].id]
     assert stranger.id not in {e.cell.id for e in record.cells}
 

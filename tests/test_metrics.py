@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iomatrix import metrics
+from iomatrix.analysis import metrics
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.results import load_run
+from iomatrix.store.records_io import load_run
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,8 +7,8 @@ import hashlib
 import pytest
 
 from conftest import make_cell
-from iomatrix.model import Timeouts
-from iomatrix.plan import (
+from iomatrix.model.cell import Timeouts
+from iomatrix.plan.boots import (
     BootPlan,
     Disk,
     boot_groups,

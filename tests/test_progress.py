@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_cell
-from iomatrix.model import Cell
-from iomatrix.progress import Progress, format_duration, render
+from iomatrix.model.cell import Cell
+from iomatrix.report.progress import Progress, format_duration, render
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from conftest import make_cell, make_rep, make_run
-from iomatrix import cli, fio
-from iomatrix.cpustat import CpuUsage
-from iomatrix.report import (
+from iomatrix.adapters import fio
+from iomatrix.cli import main as cli
+from iomatrix.model.result import Applied, CellResult, CpuUsage, MetricSummary, RunRecord
+from iomatrix.report.tables import (
     HEADER,
     format_table,
     metric_tables,
@@ -17,7 +18,7 @@ from iomatrix.report import (
     run_table,
     table_rows,
 )
-from iomatrix.results import Applied, CellResult, MetricSummary, RunRecord, write_record
+from iomatrix.store.records_io import write_record
 
 GROUPED_FIO = Path(__file__).parent / "data" / "fio" / "three-groups-grouped-host.json"
 

@@ -11,24 +11,21 @@ from typing import Any
 import pytest
 
 from conftest import ENVIRONMENT, make_cell, make_rep, make_run
-from iomatrix.cpustat import CpuUsage
 from iomatrix.errors import ResultFormatError
-from iomatrix.results import (
+from iomatrix.model.result import (
     CELL_FORMAT,
     RUN_FORMAT,
     Applied,
     BootRecord,
     CellResult,
+    CpuUsage,
     KernelInfo,
     Limits,
     Repetition,
     RunRecord,
-    load_cell_result,
-    load_run,
     summarize,
-    write_json_atomic,
-    write_record,
 )
+from iomatrix.store.records_io import load_cell_result, load_run, write_json_atomic, write_record
 
 CPU = CpuUsage(usr_pct=12.5, sys_pct=30.0, iowait_pct=7.5, idle_pct=50.0, busy_cpu_s=2.5)
 

@@ -3,7 +3,7 @@
 tests/data/runs/format-<n>/run.json are real files written by the iomatrix of that format (format 1:
 the spine integration run in a TCG VM, 2026-11-20, kept whole with fio's raw JSON). They are never
 regenerated: a change to the records that breaks loading them fails here, and a format bump must
-come with a migration (results.RUN_MIGRATIONS) that makes them load again.
+come with a migration (records_io.RUN_MIGRATIONS) that makes them load again.
 
 The migration mechanism itself is tested with synthetic steps registered only for the test, through
 monkeypatch: the product registers no fake format.
@@ -19,16 +19,10 @@ from typing import Any
 
 import pytest
 
-from iomatrix import results
 from iomatrix.errors import ResultFormatError
-from iomatrix.results import (
-    CELL_FORMAT,
-    RUN_FORMAT,
-    RunRecord,
-    load_cell_result,
-    load_run,
-    write_record,
-)
+from iomatrix.model.result import CELL_FORMAT, RUN_FORMAT, RunRecord
+from iomatrix.store import records_io
+from iomatrix.store.records_io import load_cell_result, load_run, write_record
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "runs"
 FORMAT_1 = SAMPLES / "format-1" / "run.json"
@@ -104,8 +98,8 @@ def test_backward_compat_load(path: Path) -> None:
 def test_the_product_registers_exactly_the_real_migrations() -> None:
     # Formats 1 .. RUN_FORMAT - 1 each need a step; a step for anything else (a test's synthetic
     # format 0 left registered, say) does not belong in the product.
-    assert set(results.RUN_MIGRATIONS) == set(range(1, RUN_FORMAT))
-    assert set(results.CELL_MIGRATIONS) == set(range(1, CELL_FORMAT))
+    assert set(records_io.RUN_MIGRATIONS) == set(range(1, RUN_FORMAT))
+    assert set(records_io.CELL_MIGRATIONS) == set(range(1, CELL_FORMAT))
 
 
 # --- the migration mechanism, with synthetic formats registered only here ------------------------
@@ -141,7 +135,7 @@ def test_synthetic_format_0_loads_through_its_migration(
     # Without the step the loader refuses it: the registry is what makes old files load.
     with pytest.raises(ResultFormatError, match="format 0 was never written by iomatrix"):
         load_run(path)
-    monkeypatch.setitem(results.RUN_MIGRATIONS, 0, rename_matrix)
+    monkeypatch.setitem(records_io.RUN_MIGRATIONS, 0, rename_matrix)
     run = load_run(path)
     check_format_1(run)
     assert run == load_run(FORMAT_1)
@@ -165,8 +159,8 @@ def test_migrations_chain_in_order_and_the_loader_sets_the_format(
     older["format"] = -1
     older["matrix_title"] = older.pop("matrix")
     path = write(tmp_path / "run.json", older)
-    monkeypatch.setitem(results.RUN_MIGRATIONS, -1, minus_1_to_0)
-    monkeypatch.setitem(results.RUN_MIGRATIONS, 0, zero_to_1)
+    monkeypatch.setitem(records_io.RUN_MIGRATIONS, -1, minus_1_to_0)
+    monkeypatch.setitem(records_io.RUN_MIGRATIONS, 0, zero_to_1)
     run = load_run(path)
     assert seen == [("-1->0", -1), ("0->1", 0)]
     assert run.matrix_name == "spine"
@@ -177,7 +171,7 @@ def test_a_gap_in_the_chain_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
     older = as_format_0(sample_data())
     older["format"] = -1
     path = write(tmp_path / "run.json", older)
-    monkeypatch.setitem(results.RUN_MIGRATIONS, 0, rename_matrix)  # but no step from -1
+    monkeypatch.setitem(records_io.RUN_MIGRATIONS, 0, rename_matrix)  # but no step from -1
     with pytest.raises(ResultFormatError) as info:
         load_run(path)
     assert info.value.file == str(path)
@@ -190,7 +184,7 @@ def test_a_failing_migration_names_the_file_and_the_step(
     data = as_format_0(sample_data())
     del data["matrix"]  # rename_matrix will not find it
     path = write(tmp_path / "run.json", data)
-    monkeypatch.setitem(results.RUN_MIGRATIONS, 0, rename_matrix)
+    monkeypatch.setitem(records_io.RUN_MIGRATIONS, 0, rename_matrix)
     with pytest.raises(ResultFormatError) as info:
         load_run(path)
     assert info.value.file == str(path)
@@ -213,7 +207,7 @@ def test_cell_results_embedded_in_a_run_migrate_with_their_own_format(
     with pytest.raises(ResultFormatError) as info:
         load_run(path)
     assert info.value.reason == "cells[5].result: format 0 was never written by iomatrix"
-    monkeypatch.setitem(results.CELL_MIGRATIONS, 0, rename_reason)
+    monkeypatch.setitem(records_io.CELL_MIGRATIONS, 0, rename_reason)
     run = load_run(path)
     assert run == load_run(FORMAT_1)
     assert run.cells[5].result.format == CELL_FORMAT
@@ -225,7 +219,7 @@ def test_result_json_migrates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     result["format"] = 0
     result["why"] = result.pop("reason")
     path = write(tmp_path / "result.json", result)
-    monkeypatch.setitem(results.CELL_MIGRATIONS, 0, rename_reason)
+    monkeypatch.setitem(records_io.CELL_MIGRATIONS, 0, rename_reason)
     assert load_cell_result(path) == expected
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import make_cell
-from iomatrix import runner
-from iomatrix.kernels import Kernel
-from iomatrix.model import DeviceProfile, Timeouts, VmSettings
-from iomatrix.plan import boot_groups
+from iomatrix.host import runner
+from iomatrix.host.kernels import Kernel
+from iomatrix.model.cell import DeviceProfile, Timeouts, VmSettings
+from iomatrix.plan.boots import boot_groups
 
 KERNEL = Kernel(
     spec="debian:bookworm",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.matrix import load_matrix, quick_variant
-from iomatrix.model import Matrix
+from iomatrix.matrix.loader import load_matrix, quick_variant
+from iomatrix.model.cell import Matrix
 
 SEEDS = Path(__file__).resolve().parent.parent / "matrix" / "seeds"
 NAMES = (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers_vm import ROOT, run_matrix
-from iomatrix.fio import total_ios
+from iomatrix.adapters.fio import total_ios
 
 SEED = ROOT / "matrix" / "seeds" / "001-randwrite-cpu.yaml"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.matrix import load_matrix
-from iomatrix.model import (
+from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.cell import (
     Cell,
     DeviceProfile,
     FilesystemChoice,
@@ -19,7 +19,7 @@ from iomatrix.model import (
     axis_values,
     cell_id,
 )
-from iomatrix.shard import BOOT_COST_S, parse_shard, plan_shards, shard_cells
+from iomatrix.plan.shards import BOOT_COST_S, parse_shard, plan_shards, shard_cells
 
 DATA = Path(__file__).parent / "data" / "matrix"
 KERNELS = ("debian:bookworm", "debian:trixie", "debian:sid", "debian:bookworm-backports")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers_vm import run_matrix
-from iomatrix.results import CellEntry, RunRecord
+from iomatrix.model.result import CellEntry, RunRecord
 
 STACKS = Path(__file__).parent / "data" / "stacks" / "stacks.yaml"
 

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import pytest
 
-from iomatrix import stats
+from iomatrix.analysis import stats
 
 # --- Mann-Whitney U -----------------------------------------------------------------------------
 

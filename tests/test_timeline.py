@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from conftest import make_cell, make_rep, make_run
-from iomatrix import runner, timeline
-from iomatrix.results import BootEvent, BootRecord, CellResult, RunRecord, RunTimeline, Span
+from iomatrix.host import runner
+from iomatrix.model.result import BootEvent, BootRecord, CellResult, RunRecord, RunTimeline, Span
+from iomatrix.report import timeline
 
 
 def ticking(*times: float) -> Callable[[], float]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers_vm import iomatrix, run_matrix
-from iomatrix import timeline
+from iomatrix.report import timeline
 
 pytestmark = pytest.mark.vm
 

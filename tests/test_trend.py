@@ -9,8 +9,9 @@ import pytest
 
 from conftest import make_cell
 from helpers_runs import make_run, ok, sample
-from iomatrix import cli, trend
-from iomatrix.results import write_record
+from iomatrix.analysis import trend
+from iomatrix.cli import main as cli
+from iomatrix.store.records_io import write_record
 
 STEP_AT = 20
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix import proc, vm
-from iomatrix.model import DeviceProfile, VmSettings
+from iomatrix import proc
+from iomatrix.host import vm
+from iomatrix.model.cell import DeviceProfile, VmSettings
 
 IMAGE = "/scratch/run1/virtio-file-1a2b3c4d-0.img"
 DRIVE = (
@@ -91,7 +92,14 @@ def test_disk_serial_fits_virtio_blk_limit() -> None:
 
 # --- vng argv -------------------------------------------------------------------------------------
 
-GUEST = ["env", "PYTHONPATH=/src/harness", "/venv/bin/python", "-m", "iomatrix.agent", "/r/p.json"]
+GUEST = [
+    "env",
+    "PYTHONPATH=/src/harness",
+    "/venv/bin/python",
+    "-m",
+    "iomatrix.guest.agent",
+    "/r/p.json",
+]
 
 
 def vng(
@@ -135,7 +143,7 @@ VIRTIO_OPTS = [
 ]
 EXEC = [
     "--exec",
-    "env PYTHONPATH=/src/harness /venv/bin/python -m iomatrix.agent /r/p.json",
+    "env PYTHONPATH=/src/harness /venv/bin/python -m iomatrix.guest.agent /r/p.json",
 ]
 
 
@@ -263,7 +271,7 @@ def test_vng_argv_quotes_the_guest_command_for_the_guest_shell() -> None:
 
 def test_guest_agent_command_shape() -> None:
     command = vm.guest_agent_command("/results/run1/boots/b/plan.json")
-    root = Path(vm.__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parent.parent / "harness"
     site = sysconfig.get_paths()["purelib"]
     assert command[0] == "env"
     assert command[2:] == [
@@ -271,14 +279,14 @@ def test_guest_agent_command_shape() -> None:
         sys.executable,
         "-S",
         "-m",
-        "iomatrix.agent",
+        "iomatrix.guest.agent",
         "/results/run1/boots/b/plan.json",
     ]
     # PYTHONPATH starts with the folder that holds the package, so the guest imports this very
     # tree, and holds the virtualenv's libraries, which -S (no site module) leaves out otherwise.
     paths = command[1].removeprefix("PYTHONPATH=").split(":")
     assert paths[0] == str(root)
-    assert (root / "iomatrix" / "agent.py").is_file()
+    assert (root / "iomatrix" / "guest" / "agent.py").is_file()
     assert site in paths
     assert (Path(site) / "pydantic").is_dir()
 
@@ -287,7 +295,7 @@ def test_the_guest_command_imports_the_agent_without_the_site_module() -> None:
     """For real: the command (less the plan) finds the agent and pydantic, and the interpreter
     it starts has no site module."""
     command = vm.guest_agent_command("/nonexistent/plan.json")
-    check = "import sys, iomatrix.agent, pydantic; print('site' in sys.modules)"
+    check = "import sys, iomatrix.guest.agent, pydantic; print('site' in sys.modules)"
     done = subprocess.run(
         [*command[:4], "-S", "-c", check], capture_output=True, text=True, check=False
     )

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from helpers_vm import run_matrix
-from iomatrix.results import RunRecord
+from iomatrix.model.result import RunRecord
 
 DATA = Path(__file__).parent / "data" / "vm"
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from iomatrix import cli
-from iomatrix.matrix import load_matrix
+from iomatrix.cli import main as cli
+from iomatrix.matrix.loader import load_matrix
 
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOWS = REPO / ".github" / "workflows"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers_vm import run_matrix
-from iomatrix.results import CellEntry, Repetition, RunRecord
+from iomatrix.model.result import CellEntry, Repetition, RunRecord
 
 SUITE = Path(__file__).parent / "data" / "workloads" / "suite.yaml"
 MIB = 1 << 20

@@ -7,7 +7,7 @@
 #   tools/bootstrap-base-image.sh debian:bookworm
 #
 # The mirror is the one iomatrix fetches kernels from: $IOMATRIX_DEBIAN_MIRROR, else the first
-# Debian archive in the host's apt sources (iomatrix.kernels.debian_mirror). Nothing here names a
+# Debian archive in the host's apt sources (iomatrix.host.kernels.debian_mirror). Nothing here names a
 # mirror. Needs root (or user namespaces) for mmdebstrap; about 30 s and 170 MB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ fi
 python=${VENV:-.venv}/bin/python
 [ -x "$python" ] || make --no-print-directory venv >&2
 mirror=$(PYTHONPATH=harness "$python" -c \
-  'from iomatrix.kernels import debian_mirror; print(debian_mirror("the base image"))')
+  'from iomatrix.host.kernels import debian_mirror; print(debian_mirror("the base image"))')
 
 sources=("deb $mirror $suite main")
 case "$suite" in

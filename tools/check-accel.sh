@@ -30,7 +30,7 @@ fi
 
 read -r vmlinuz release modules < <("$BIN/python" -c '
 import sys
-from iomatrix import kernels
+from iomatrix.host import kernels
 k = kernels.fetch(sys.argv[1])
 print(k.vmlinuz, k.release, k.modules_dir or "-")
 ' "$kernel")

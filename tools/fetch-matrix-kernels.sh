@@ -16,7 +16,7 @@ prune=${2:-}
 "$BIN/python" - "$matrix" "$prune" <<'EOF'
 import shutil
 import sys
-from iomatrix import kernels
+from iomatrix.host import kernels
 from iomatrix.matrix import load_matrix
 
 releases = sorted({kernels.fetch(spec).release for spec in load_matrix(sys.argv[1]).kernels})

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from iomatrix.cli import main
+from iomatrix.cli.main import main
 
 raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Pure knowledge of external tools and kernel interfaces: fio, bonnie++, /proc/stat, mkfs."""

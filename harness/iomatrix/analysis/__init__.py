@@ -1,0 +1,1 @@
+"""Numbers -> verdicts: metrics, statistics, comparisons, change points, trends. Pure."""

@@ -1,0 +1,942 @@
+"""Compare two runs cell by cell: which metrics improved, regressed, stayed put, or cannot tell.
+
+A change counts only when it is both significant and large (docs/DESIGN.md, "Measurement rules"):
+the Mann-Whitney U test of the repetitions, Benjamini-Hochberg-adjusted across every row of the
+comparison, must be below alpha, AND the bootstrap 95% CI of median(new) / median(base) must lie
+wholly beyond the minimum effect (above 1 + e or below 1 - e, e = max(3%, 2 x baseline CoV) unless
+fixed). Which side is better comes from the metric's name (metrics.py).
+
+Verdicts of a row (one cell x one metric):
+  improved / regressed  a significant, large change of a gated metric, good or bad
+  changed               the same for an informational metric (no direction; never gates)
+  unchanged             no significant large change, with enough repetitions and low noise
+  noisy                 no significant large change, but the test could not have seen one: a
+                        side's CoV is above `noisy_cov`, or there are too few repetitions to ever
+                        reach p < alpha (the reason then starts with "insufficient repetitions")
+  missing               the cell (or the metric) is absent or not ok on one side; the reason
+                        says which side and why
+  incomparable          no ratio can be formed (base median 0), or the environments differ and
+                        the comparison was not forced (then every row is incomparable and
+                        compare_runs raises EnvironmentMismatchError carrying that comparison)
+
+Runs whose environment differs (accelerator, host CPU, QEMU, fio, virtme-ng; per cell the device
+profile, the QEMU drive options with the image path left out, the filesystem's type and mkfs
+options, the mount options and the workload file's hash) are refused unless forced; a forced
+comparison carries "FORCED: environments differ: ..." in every rendering. The kernel is not part
+of the check: comparing two builds of one kernel spec is what an A/B kernel gate does (kernel
+changes are listed as notes).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+from fnmatch import fnmatchcase
+from typing import Literal
+
+from iomatrix.analysis import metrics as metric_rules
+from iomatrix.analysis import stats
+from iomatrix.errors import IomatrixError
+from iomatrix.model.cell import AXES, Cell, Record
+from iomatrix.model.result import CellEntry, Environment, RunRecord
+
+COMPARISON_FORMAT = 1
+
+Verdict = Literal[
+    "improved", "regressed", "changed", "unchanged", "noisy", "missing", "incomparable"
+]
+
+# Environment fields that must match for numbers to be comparable.
+ENVIRONMENT_FIELDS: tuple[str, ...] = ("accelerator", "host_cpu", "qemu", "fio", "virtme_ng")
+
+# How the reason of a "noisy" row that had too few repetitions to ever be significant starts.
+INSUFFICIENT = "insufficient repetitions"
+
+DEFAULT_ALPHA = 0.05
+DEFAULT_NOISY_COV = 0.10
+DEFAULT_CONFIDENCE = 0.95
+
+
+class Difference(Record):
+    """One way two runs' environments differ; `where` is "environment" or a cell."""
+
+    where: str
+    field: str
+    base: str
+    new: str
+
+    def describe(self) -> str:
+        place = "" if self.where == "environment" else f"{self.where}: "
+        return f"{place}{self.field} {self.base!r} (base) vs {self.new!r} (new)"
+
+
+class Settings(Record):
+    """How the verdicts were decided, so a report can be checked and reproduced."""
+
+    alpha: float
+    # A fixed minimum effect, or None: per row max(min_effect_floor, factor x baseline CoV).
+    min_effect: float | None
+    min_effect_floor: float
+    min_effect_cov_factor: float
+    noisy_cov: float
+    confidence: float
+    resamples: int
+    # Fewest repetitions per side (equal sizes) with which p < alpha is possible at all.
+    min_repetitions: int
+
+
+class RunInfo(Record):
+    run_id: str
+    created_at: str
+    status: str
+    matrix_name: str
+    environment: Environment
+
+
+class Row(Record):
+    """One cell x one metric of the comparison."""
+
+    cell_id: str
+    cell: str
+    axes: dict[str, str]
+    metric: str
+    direction: metric_rules.Direction
+    gated: bool
+    base_n: int
+    new_n: int
+    base_median: float | None = None
+    new_median: float | None = None
+    base_cov: float | None = None
+    new_cov: float | None = None
+    # median(new) / median(base) and its bootstrap confidence interval.
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    min_effect: float | None = None
+    verdict: Verdict
+    reason: str
+    # For "missing" rows: the side(s) without numbers.
+    missing_side: Literal["base", "new", "both"] | None = None
+
+
+class AxisSummary(Record):
+    """Geometric mean of median(new) / median(base) over the cells with one axis value."""
+
+    axis: str
+    value: str
+    metric: str
+    direction: metric_rules.Direction
+    cells: int
+    geomean_ratio: float
+    improved: int
+    regressed: int
+
+
+class Comparison(Record):
+    format: int = COMPARISON_FORMAT
+    base: RunInfo
+    new: RunInfo
+    settings: Settings
+    forced: bool
+    differences: tuple[Difference, ...]
+    # "FORCED: environments differ: ..." when forced over differences; shown by every renderer.
+    marker: str | None
+    notes: tuple[str, ...]
+    rows: tuple[Row, ...]
+    axes: tuple[AxisSummary, ...]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in self.rows:
+            out[row.verdict] = out.get(row.verdict, 0) + 1
+        return out
+
+    def gated_regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.gated and r.verdict == "regressed"]
+
+
+class EnvironmentMismatchError(IomatrixError):
+    """The runs were measured in different environments; comparing them needs force=True.
+
+    `comparison` holds every row as "incomparable", so a caller can still publish why no verdict
+    was given (the CLI writes it to --output before failing).
+    """
+
+    def __init__(self, differences: Sequence[Difference], comparison: Comparison) -> None:
+        super().__init__()
+        self.differences = tuple(differences)
+        self.comparison = comparison
+
+    def __str__(self) -> str:
+        lines = "\n".join(f"  - {d.describe()}" for d in self.differences)
+        return (
+            f"runs {self.comparison.base.run_id} and {self.comparison.new.run_id} were measured "
+            f"in different environments; refusing to compare (force it with --force, and the "
+            f"report is marked):\n{lines}"
+        )
+
+
+# --- environment check --------------------------------------------------------------------------
+
+
+def normalized_drive(args: Sequence[str]) -> tuple[str, ...]:
+    """QEMU drive arguments without the image path, which names the run's own scratch folder."""
+    out = []
+    for arg in args:
+        parts = arg.split(",")
+        out.append(",".join("file=<image>" if p.startswith("file=") else p for p in parts))
+    return tuple(out)
+
+
+def _cell_fields(cell: Cell, qemu_drive: Sequence[str]) -> dict[str, str]:
+    """What must be equal in two runs' versions of one cell (its id only covers axis names)."""
+    fields = {f"device.{k}": str(v) for k, v in cell.device.model_dump().items()}
+    fields["qemu_drive"] = " ".join(normalized_drive(qemu_drive))
+    fields["filesystem.fstype"] = cell.filesystem.fstype
+    fields["filesystem.mkfs_options"] = " ".join(cell.filesystem.mkfs_options)
+    if cell.filesystem.loop is not None:
+        fields["filesystem.loop"] = cell.filesystem.loop.model_dump_json()
+    fields["mount_options"] = ",".join(cell.mount_options.options)
+    fields["workload.sha256"] = cell.workload.sha256
+    return fields
+
+
+def environment_differences(
+    base: RunRecord, new: RunRecord, *, paired: bool = False
+) -> list[Difference]:
+    """Every difference that makes the two runs' numbers incomparable, run-wide then per cell.
+
+    paired: an A/B session, whose cell pairs differ on purpose (the treatment); only the
+    run-wide environment must agree.
+    """
+    out = []
+    for name in ENVIRONMENT_FIELDS:
+        a, b = getattr(base.environment, name), getattr(new.environment, name)
+        if a != b:
+            out.append(Difference(where="environment", field=name, base=str(a), new=str(b)))
+    if paired:
+        return out
+    new_cells = {e.cell.id: e for e in new.cells}
+    for entry in base.cells:
+        other = new_cells.get(entry.cell.id)
+        if other is None:
+            continue
+        a_fields = _cell_fields(entry.cell, entry.qemu_drive)
+        b_fields = _cell_fields(other.cell, other.qemu_drive)
+        for name, value in a_fields.items():
+            if value != b_fields[name]:
+                out.append(
+                    Difference(
+                        where=f"cell {entry.cell.label}",
+                        field=name,
+                        base=value,
+                        new=b_fields[name],
+                    )
+                )
+    return out
+
+
+def _notes(base: RunRecord, new: RunRecord) -> list[str]:
+    """Differences that do not block a comparison but a reader should know about."""
+    out = []
+    if base.environment.host_kernel != new.environment.host_kernel:
+        out.append(
+            f"host kernel differs: {base.environment.host_kernel} (base) vs "
+            f"{new.environment.host_kernel} (new)"
+        )
+    for spec, info in base.kernels.items():
+        other = new.kernels.get(spec)
+        if other is not None and other.vmlinuz_sha256 != info.vmlinuz_sha256:
+            out.append(
+                f"kernel {spec}: {info.release} (base) vs {other.release} (new), different builds"
+            )
+    for run, side in ((base, "base"), (new, "new")):
+        if run.status != "complete":
+            out.append(f"{side} run {run.run_id} is {run.status}")
+    unsafe = sorted(
+        {e.cell.device.name for e in (*base.cells, *new.cells) if e.cell.device.cache == "unsafe"}
+    )
+    if unsafe:
+        out.append(
+            "device(s) with cache=unsafe (flushes ignored; fsync-bound numbers are meaningless): "
+            + ", ".join(unsafe)
+        )
+    return out
+
+
+# --- rows ---------------------------------------------------------------------------------------
+
+
+def _values(entry: CellEntry) -> dict[str, list[float]]:
+    columns: dict[str, list[float]] = {}
+    for rep in entry.result.repetitions:
+        for name, value in rep.all_metrics().items():
+            columns.setdefault(name, []).append(value)
+    return columns
+
+
+def _wanted(name: str, patterns: Sequence[str] | None) -> bool:
+    return patterns is None or any(fnmatchcase(name, p) for p in patterns)
+
+
+def _missing_side(base_missing: bool, new_missing: bool) -> str | None:
+    if base_missing and new_missing:
+        return "both"
+    if base_missing:
+        return "base"
+    return "new" if new_missing else None
+
+
+def _status_text(entry: CellEntry | None, side: str) -> str | None:
+    """Why a side has no numbers for a cell, or None when it has them."""
+    if entry is None:
+        return f"absent in {side}"
+    result = entry.result
+    if result.status == "ok":
+        return None
+    text = f"{result.status} in {side}"
+    if result.reason:
+        text += ": " + result.reason.splitlines()[0][:100]
+    return text
+
+
+class _Pending:
+    """A row being built: measured values first, p-values adjusted across all rows later."""
+
+    def __init__(self, row: Row, base: list[float], new: list[float]) -> None:
+        self.row = row
+        self.base = base
+        self.new = new
+
+
+def _row_header(cell: Cell, metric: str, base_n: int, new_n: int) -> dict[str, object]:
+    return {
+        "cell_id": cell.id,
+        "cell": cell.label,
+        "axes": cell.axis_values(),
+        "metric": metric,
+        "direction": metric_rules.direction(metric),
+        "gated": metric_rules.is_gated(metric),
+        "base_n": base_n,
+        "new_n": new_n,
+    }
+
+
+def _cell_rows(
+    base: CellEntry | None,
+    new: CellEntry | None,
+    patterns: Sequence[str] | None,
+) -> list[_Pending]:
+    present = base if base is not None else new
+    assert present is not None, "a cell id comes from at least one of the runs"
+    cell = present.cell
+    base_values = _values(base) if base else {}
+    new_values = _values(new) if new else {}
+    base_why, new_why = _status_text(base, "base"), _status_text(new, "new")
+    why = [t for t in (base_why, new_why) if t]
+    names = sorted(
+        (n for n in {*base_values, *new_values} if _wanted(n, patterns)),
+        key=metric_rules.sort_key,
+    )
+    out = []
+    if why and not names:
+        row = Row.model_validate(
+            {
+                **_row_header(cell, "-", 0, 0),
+                "verdict": "missing",
+                "reason": "; ".join(why),
+                "missing_side": _missing_side(bool(base_why), bool(new_why)),
+            }
+        )
+        return [_Pending(row, [], [])]
+    for name in names:
+        a, b = base_values.get(name, []), new_values.get(name, [])
+        header = _row_header(cell, name, len(a), len(b))
+        medians = {
+            "base_median": statistics.median(a) if a else None,
+            "new_median": statistics.median(b) if b else None,
+            "base_cov": stats.cov(a),
+            "new_cov": stats.cov(b),
+        }
+        reasons = list(why)
+        if not why:
+            reasons += [f"no {name} in {side}" for side, v in (("base", a), ("new", b)) if not v]
+        if reasons:
+            side = _missing_side(bool(base_why) or not a, bool(new_why) or not b)
+            row = Row.model_validate(
+                {
+                    **header,
+                    **medians,
+                    "verdict": "missing",
+                    "reason": "; ".join(reasons),
+                    "missing_side": side,
+                }
+            )
+        else:
+            # Provisional; decided once every row's p-value is known.
+            row = Row.model_validate({**header, **medians, "verdict": "unchanged", "reason": ""})
+        out.append(_Pending(row, a, b))
+    return out
+
+
+def _measure(pending: _Pending, settings: Settings) -> dict[str, float | None]:
+    """Ratio, CI and raw p-value of a row with numbers on both sides."""
+    a, b = pending.base, pending.new
+    base_median = pending.row.base_median
+    new_median = pending.row.new_median
+    assert base_median is not None
+    assert new_median is not None
+    ratio = new_median / base_median if base_median > 0 else None
+    ci = None
+    if ratio is not None:
+        ci = stats.median_ratio_ci(
+            a, b, confidence=settings.confidence, resamples=settings.resamples
+        )
+    return {
+        "ratio": ratio,
+        "ci_low": ci[0] if ci else None,
+        "ci_high": ci[1] if ci else None,
+        "p_value": stats.mann_whitney_u(b, a).p_value,
+    }
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f}%"
+
+
+def _effect(row: Row, settings: Settings) -> float:
+    if settings.min_effect is not None:
+        return settings.min_effect
+    return stats.minimum_effect(
+        row.base_cov, floor=settings.min_effect_floor, cov_factor=settings.min_effect_cov_factor
+    )
+
+
+def _decide(row: Row, settings: Settings) -> tuple[Verdict, str]:
+    """The verdict and its reason for a measured row (min_effect set); see the module docstring."""
+    effect = row.min_effect
+    assert effect is not None
+    if row.ratio is None:
+        if row.base_median == 0 and row.new_median == 0:
+            return _no_change(row, settings, significant=False, why="both medians are 0")
+        return "incomparable", "no ratio: the base median is 0"
+    assert row.p_adjusted is not None
+    significant = row.p_adjusted < settings.alpha
+    up = row.ci_low is not None and row.ci_low > 1 + effect
+    down = row.ci_high is not None and row.ci_high < 1 - effect
+    if significant and (up or down):
+        sign = "+" if up else "-"
+        detail = (
+            f"{sign}{_pct(abs(row.ratio - 1))}, CI beyond {sign}{_pct(effect)}, "
+            f"p_adj {row.p_adjusted:.2g}"
+        )
+        if row.direction == "informational":
+            return "changed", detail
+        better = up == (row.direction == "higher")
+        return ("improved" if better else "regressed"), detail
+    return _no_change(row, settings, significant=significant)
+
+
+def _no_change(
+    row: Row, settings: Settings, *, significant: bool, why: str | None = None
+) -> tuple[Verdict, str]:
+    """Why a row shows no change: too few repetitions, too much noise, or really none."""
+    if not stats.can_reach(row.base_n, row.new_n, settings.alpha):
+        # The reason starts with INSUFFICIENT so reports can count these rows.
+        return (
+            "noisy",
+            f"{INSUFFICIENT}: {row.base_n} vs {row.new_n} cannot reach p < {settings.alpha:g} "
+            f"(need >= {settings.min_repetitions} per side)",
+        )
+    noisy = [
+        f"{side} CoV {_pct(c)}"
+        for side, c in (("base", row.base_cov), ("new", row.new_cov))
+        if c is not None and c > settings.noisy_cov
+    ]
+    if noisy:
+        return (
+            "noisy",
+            f"noisy: {', '.join(noisy)} > {_pct(settings.noisy_cov)}; no significant change",
+        )
+    if why is not None:
+        return "unchanged", why
+    if not significant:
+        return "unchanged", f"not significant (p_adj {_p(row.p_adjusted)})"
+    if row.ci_low is None:
+        return "unchanged", "significant, but no confidence interval"
+    assert row.min_effect is not None
+    return "unchanged", f"significant, but the CI reaches into +-{_pct(row.min_effect)}"
+
+
+def _axis_summaries(rows: Sequence[Row]) -> list[AxisSummary]:
+    """Per axis value and headline metric: geomean of the ratio over the cells that have it."""
+    usable = [
+        r
+        for r in rows
+        if r.ratio is not None
+        and r.ratio > 0
+        and r.verdict not in ("missing", "incomparable")
+        and metric_rules.is_headline(r.metric)
+    ]
+    distinct = {axis: {r.axes[axis] for r in rows if r.axes} for axis in AXES}
+    groups: dict[tuple[str, str, str], list[Row]] = {}
+    for r in usable:
+        groups.setdefault(("all", "all", r.metric), []).append(r)
+        for axis in AXES:
+            # An axis with one value only would repeat the "all" line.
+            if len(distinct[axis]) > 1:
+                groups.setdefault((axis, r.axes[axis], r.metric), []).append(r)
+    axis_order = {a: i for i, a in enumerate(("all", *AXES))}
+    out = []
+    for (axis, value, metric), members in sorted(
+        groups.items(),
+        key=lambda kv: (axis_order[kv[0][0]], kv[0][1], metric_rules.sort_key(kv[0][2])),
+    ):
+        out.append(
+            AxisSummary(
+                axis=axis,
+                value=value,
+                metric=metric,
+                direction=metric_rules.direction(metric),
+                cells=len(members),
+                geomean_ratio=stats.geometric_mean([m.ratio for m in members if m.ratio]),
+                improved=sum(m.verdict == "improved" for m in members),
+                regressed=sum(m.verdict == "regressed" for m in members),
+            )
+        )
+    return out
+
+
+def _run_info(run: RunRecord) -> RunInfo:
+    return RunInfo(
+        run_id=run.run_id,
+        created_at=run.created_at,
+        status=run.status,
+        matrix_name=run.matrix_name,
+        environment=run.environment,
+    )
+
+
+def compare_runs(
+    base: RunRecord,
+    new: RunRecord,
+    *,
+    force: bool = False,
+    min_effect: float | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    noisy_cov: float = DEFAULT_NOISY_COV,
+    metrics: Sequence[str] | None = None,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+    min_effect_floor: float = stats.MIN_EFFECT_FLOOR,
+    min_effect_cov_factor: float = stats.MIN_EFFECT_COV_FACTOR,
+) -> Comparison:
+    """Compare every cell x metric of `new` against `base` (cells matched by cell id).
+
+    `metrics`: names or fnmatch patterns (`*_iops`) to compare; default all. `min_effect`: a
+    fixed relative minimum effect instead of max(min_effect_floor, factor x baseline CoV).
+    Raises EnvironmentMismatchError when the environments differ and `force` is False.
+    `pairs`: (base cell id, new cell id) of an A/B session, whose cells differ on purpose (two
+    kernels, two device profiles): rows match by pair and only the run-wide environment must agree.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if min_effect is not None and min_effect < 0:
+        raise ValueError(f"the minimum effect must not be negative, got {min_effect}")
+    if noisy_cov <= 0:
+        raise ValueError(f"noisy_cov must be positive, got {noisy_cov}")
+    settings = Settings(
+        alpha=alpha,
+        min_effect=min_effect,
+        min_effect_floor=min_effect_floor,
+        min_effect_cov_factor=min_effect_cov_factor,
+        noisy_cov=noisy_cov,
+        confidence=confidence,
+        resamples=resamples,
+        min_repetitions=stats.minimum_n_per_side(alpha),
+    )
+    differences = environment_differences(base, new, paired=pairs is not None)
+    marker = None
+    if differences:
+        shown = "; ".join(d.describe() for d in differences[:5])
+        more = f"; and {len(differences) - 5} more" if len(differences) > 5 else ""
+        marker = f"FORCED: environments differ: {shown}{more}"
+
+    base_cells = {e.cell.id: e for e in base.cells}
+    new_cells = {e.cell.id: e for e in new.cells}
+    pending: list[_Pending] = []
+    matched = (
+        list(dict.fromkeys(pairs))
+        if pairs is not None
+        else [(cid, cid) for cid in dict.fromkeys([*base_cells, *new_cells])]
+    )
+    for base_id, new_id in matched:
+        pending += _cell_rows(base_cells.get(base_id), new_cells.get(new_id), metrics)
+    pending.sort(key=lambda p: (p.row.cell, metric_rules.sort_key(p.row.metric)))
+
+    def build(rows: Iterable[Row], forced: bool) -> Comparison:
+        return Comparison(
+            base=_run_info(base),
+            new=_run_info(new),
+            settings=settings,
+            forced=forced,
+            differences=tuple(differences),
+            marker=marker if forced else None,
+            notes=tuple(_notes(base, new)),
+            rows=tuple(rows),
+            axes=(),
+        )
+
+    if differences and not force:
+        refused = [
+            p.row
+            if p.row.verdict == "missing"
+            else p.row.model_copy(
+                update={"verdict": "incomparable", "reason": "environments differ"}
+            )
+            for p in pending
+        ]
+        raise EnvironmentMismatchError(differences, build(refused, forced=False))
+
+    tested: list[tuple[_Pending, dict[str, float | None]]] = [
+        (p, _measure(p, settings)) for p in pending if p.row.verdict != "missing"
+    ]
+    raw = [m["p_value"] for _, m in tested]
+    adjusted = stats.bh_adjust([p for p in raw if p is not None])
+    adjusted_iter = iter(adjusted)
+    decided: dict[int, Row] = {}
+    for p, measured in tested:
+        row = p.row.model_copy(update={**measured, "p_adjusted": next(adjusted_iter)})
+        row = row.model_copy(update={"min_effect": _effect(row, settings)})
+        verdict, reason = _decide(row, settings)
+        decided[id(p)] = row.model_copy(update={"verdict": verdict, "reason": reason})
+    rows = [decided.get(id(p), p.row) for p in pending]
+    comparison = build(rows, forced=bool(differences))
+    return comparison.model_copy(update={"axes": tuple(_axis_summaries(rows))})
+
+
+def exit_code(comparison: Comparison) -> int:
+    """1 when any gated metric regressed, else 0 (missing or noisy rows do not fail the gate)."""
+    return 1 if comparison.gated_regressions() else 0
+
+
+# --- renderers ----------------------------------------------------------------------------------
+
+_VERDICT_ORDER: tuple[Verdict, ...] = (
+    "regressed",
+    "improved",
+    "changed",
+    "unchanged",
+    "noisy",
+    "missing",
+    "incomparable",
+)
+
+
+def verdict_line(comparison: Comparison) -> str:
+    """One line saying what happened, e.g. "regressed: 2 regressed, 1 improved, 40 unchanged"."""
+    counts = comparison.counts()
+    insufficient = sum(r.reason.startswith(INSUFFICIENT) for r in comparison.rows)
+    tested = sum(r.p_adjusted is not None for r in comparison.rows)
+    if comparison.gated_regressions():
+        head = "regressed"
+    elif counts.get("improved"):
+        head = "improved"
+    elif counts and counts.get("incomparable") == len(comparison.rows):
+        head = "incomparable"
+    elif tested and insufficient == tested:
+        head = INSUFFICIENT
+    else:
+        head = "no significant change"
+    parts = [f"{counts[v]} {v}" for v in _VERDICT_ORDER if counts.get(v)]
+    if insufficient:
+        parts.append(f"{insufficient} with {INSUFFICIENT}")
+    forced = " (FORCED: environments differ)" if comparison.forced else ""
+    return (
+        f"{head}{forced}: {', '.join(parts) or 'nothing to compare'} "
+        f"(base {comparison.base.run_id} -> new {comparison.new.run_id})"
+    )
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "-"
+    magnitude = abs(value)
+    if magnitude >= 1000:
+        return f"{value:,.0f}"
+    if magnitude >= 100:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def _change(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
+
+
+def _ci(row: Row) -> str:
+    if row.ci_low is None or row.ci_high is None:
+        return "-"
+    return f"[{_change(row.ci_low)}, {_change(row.ci_high)}]"
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2g}"
+
+
+def _show_reason(row: Row) -> str:
+    return row.reason if row.verdict in ("noisy", "missing", "incomparable", "changed") else ""
+
+
+def _align(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
+    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if i in right else v.ljust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        ).rstrip()
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
+
+
+def _method_line(comparison: Comparison) -> str:
+    s = comparison.settings
+    effect = (
+        f"{_pct(s.min_effect)}"
+        if s.min_effect is not None
+        else f"max({_pct(s.min_effect_floor)}, {s.min_effect_cov_factor:g} x base CoV)"
+    )
+    tested = sum(r.p_adjusted is not None for r in comparison.rows)
+    return (
+        f"change = median(new) / median(base) - 1; CI = bootstrap {s.confidence:.0%} CI; "
+        f"p_adj = Mann-Whitney U, Benjamini-Hochberg over {tested} tests; a change needs "
+        f"p_adj < {s.alpha:g} and the CI beyond {effect}"
+    )
+
+
+def _header_lines(comparison: Comparison) -> list[str]:
+    b, n = comparison.base, comparison.new
+    lines = [
+        f"compare: base {b.run_id} ({b.matrix_name}, {b.created_at}) -> "
+        f"new {n.run_id} ({n.matrix_name}, {n.created_at})"
+    ]
+    if comparison.marker:
+        lines.append(comparison.marker)
+    lines += [f"note: {note}" for note in comparison.notes]
+    return lines
+
+
+# The terminal table cuts longer reasons (the JSON and Markdown reports keep them whole).
+TABLE_REASON_WIDTH = 90
+
+TABLE_HEADER = ("cell", "metric", "base", "new", "change", "95% CI", "p_adj", "verdict", "reason")
+
+
+def _detail_cells(row: Row) -> list[str]:
+    return [
+        row.metric,
+        _num(row.base_median),
+        _num(row.new_median),
+        _change(row.ratio),
+        _ci(row),
+        _p(row.p_adjusted),
+        row.verdict,
+        _show_reason(row),
+    ]
+
+
+def _axis_line(summary: AxisSummary) -> list[str]:
+    return [
+        "all cells" if summary.axis == "all" else f"{summary.axis}={summary.value}",
+        summary.metric,
+        str(summary.cells),
+        _change(summary.geomean_ratio),
+        str(summary.improved),
+        str(summary.regressed),
+    ]
+
+
+AXIS_HEADER = ("axis=value", "metric", "cells", "geomean change", "improved", "regressed")
+
+
+def render_table(comparison: Comparison) -> str:
+    """The terminal report: rows grouped by cell, then the per-axis geometric means."""
+    lines = _header_lines(comparison)
+    lines += [_method_line(comparison), ""]
+    rows = []
+    previous = None
+    for row in comparison.rows:
+        cells = _detail_cells(row)
+        if len(cells[-1]) > TABLE_REASON_WIDTH:
+            cells[-1] = cells[-1][: TABLE_REASON_WIDTH - 3] + "..."
+        rows.append([row.cell if row.cell != previous else "", *cells])
+        previous = row.cell
+    lines.append(_align(TABLE_HEADER, rows, right={2, 3, 4, 6}))
+    if comparison.axes:
+        lines += [
+            "",
+            "geometric mean of median(new) / median(base) per axis value (headline metrics):",
+            _align(AXIS_HEADER, [_axis_line(a) for a in comparison.axes], right={2, 3, 4, 5}),
+        ]
+    lines += ["", verdict_line(comparison)]
+    return "\n".join(lines)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    out = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
+    out += ["| " + " | ".join(_md(c) for c in r) + " |" for r in rows]
+    return out
+
+
+# GitHub rejects comments over 65536 characters; the details table is cut to stay below.
+MARKDOWN_BUDGET = 60000
+
+
+def render_markdown(comparison: Comparison) -> str:
+    """For a GitHub job summary or PR comment: verdict line, regressions, improvements, details."""
+    lines = [f"**iomatrix compare: {verdict_line(comparison)}**", ""]
+    if comparison.marker:
+        lines += [f"> **{_md(comparison.marker)}**", ""]
+    lines += [f"- {_md(note)}" for note in comparison.notes]
+    if comparison.notes:
+        lines.append("")
+    change_header = ("cell", "metric", "base", "new", "change", "95% CI", "p_adj")
+
+    def change_rows(verdict: Verdict) -> list[list[str]]:
+        return [[r.cell, *_detail_cells(r)[:6]] for r in comparison.rows if r.verdict == verdict]
+
+    sections: tuple[tuple[str, Verdict], ...] = (
+        ("Regressions", "regressed"),
+        ("Improvements", "improved"),
+        ("Changed (informational metrics, not gated)", "changed"),
+    )
+    for title, verdict in sections:
+        found = change_rows(verdict)
+        if found:
+            lines += [f"### {title} ({len(found)})", "", *_md_table(change_header, found), ""]
+    missing = [[r.cell, r.metric, r.reason] for r in comparison.rows if r.verdict == "missing"]
+    if missing:
+        lines += [
+            f"### Missing ({len(missing)})",
+            "",
+            *_md_table(("cell", "metric", "why"), missing),
+            "",
+        ]
+    lines += [_md(_method_line(comparison)), ""]
+    if comparison.axes:
+        lines += [
+            "<details><summary>Geometric mean per axis value</summary>",
+            "",
+            *_md_table(AXIS_HEADER, [_axis_line(a) for a in comparison.axes]),
+            "",
+            "</details>",
+            "",
+        ]
+    details = _md_table(TABLE_HEADER, ([r.cell, *_detail_cells(r)] for r in comparison.rows))
+    used = sum(len(x) + 1 for x in lines)
+    kept = []
+    for line in details:
+        if used + len(line) + 200 > MARKDOWN_BUDGET:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    cut = len(details) - len(kept)
+    lines += [f"<details><summary>All {len(comparison.rows)} comparisons</summary>", "", *kept]
+    if cut:
+        lines += ["", f"({cut} rows cut to fit a GitHub comment; the JSON report has them all)"]
+    lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def render_json(comparison: Comparison) -> str:
+    """The whole Comparison, with its `format` version, as indented JSON."""
+    return json.dumps(comparison.model_dump(mode="json"), indent=1) + "\n"
+
+
+def _case_text(row: Row) -> str:
+    return (
+        f"{row.cell} {row.metric}: base {_num(row.base_median)} (n={row.base_n}), new "
+        f"{_num(row.new_median)} (n={row.new_n}), change {_change(row.ratio)}, "
+        f"CI {_ci(row)}, p {_p(row.p_value)}, p_adj {_p(row.p_adjusted)}: {row.verdict}"
+        + (f" ({row.reason})" if row.reason else "")
+    )
+
+
+def render_junit(comparison: Comparison) -> str:
+    """JUnit XML: one testcase per cell x gated metric; a regression is a failure.
+
+    A cell that failed or is absent in the new run is an error (nothing could be measured), one
+    absent in the base or an incomparable row is skipped, noisy and unchanged rows pass.
+    """
+    gated = [r for r in comparison.rows if r.gated or r.metric == "-"]
+    suites = ET.Element("testsuites", name="iomatrix compare")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=f"iomatrix compare {comparison.base.run_id} -> {comparison.new.run_id}",
+    )
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("base", comparison.base.run_id),
+        ("new", comparison.new.run_id),
+        ("verdict", verdict_line(comparison)),
+        *((("forced", comparison.marker),) if comparison.marker else ()),
+    ):
+        ET.SubElement(properties, "property", name=name, value=value)
+    failures = errors = skipped = 0
+    for row in gated:
+        case = ET.SubElement(suite, "testcase", classname=row.cell, name=row.metric, time="0")
+        text = _case_text(row)
+        if row.verdict == "regressed":
+            failures += 1
+            element = ET.SubElement(
+                case, "failure", type="regression", message=f"{row.metric} {row.reason}"
+            )
+            element.text = text
+        elif row.verdict == "missing" and row.missing_side in ("new", "both"):
+            errors += 1
+            ET.SubElement(case, "error", type="missing", message=row.reason).text = text
+        elif row.verdict in ("missing", "incomparable"):
+            skipped += 1
+            ET.SubElement(case, "skipped", message=row.reason)
+        else:
+            ET.SubElement(case, "system-out").text = text
+    if comparison.marker:
+        ET.SubElement(suite, "system-out").text = comparison.marker
+    for element in (suites, suite):
+        element.set("tests", str(len(gated)))
+        element.set("failures", str(failures))
+        element.set("errors", str(errors))
+        element.set("skipped", str(skipped))
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def render(comparison: Comparison, fmt: str) -> str:
+    """Render in one of: table, markdown, json, junit."""
+    if fmt == "table":
+        return render_table(comparison) + "\n"
+    if fmt == "markdown":
+        return render_markdown(comparison)
+    if fmt == "json":
+        return render_json(comparison)
+    if fmt == "junit":
+        return render_junit(comparison)
+    raise ValueError(f"unknown format {fmt!r}: use table, markdown, json or junit")
+
+
+FORMATS: tuple[str, ...] = ("table", "markdown", "json", "junit")

@@ -1,0 +1,1 @@
+"""The command line: a thin layer that parses options and calls the stages."""

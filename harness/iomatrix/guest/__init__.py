@@ -1,0 +1,1 @@
+"""Inside the VM: the agent that sets up disks and stacks, runs the workloads and writes results."""

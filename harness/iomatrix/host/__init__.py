@@ -1,0 +1,1 @@
+"""The host side of a run: kernels, the VM's argv, the accelerator, boots and sessions."""

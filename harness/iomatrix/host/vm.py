@@ -1,0 +1,300 @@
+"""Building the virtme-ng (QEMU) command as an argv list, and choosing the accelerator.
+
+Everything up to the argv is pure: `disk_qemu_args` and `vng_argv` return lists that golden tests
+pin and `iomatrix run --show-command` prints. Test disks are attached with explicit QEMU options
+(format=raw, the profile's cache and aio modes, a serial number) so the guest finds them by serial
+and a result records exactly how its disk was attached.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import shlex
+import shutil
+import sys
+import sysconfig
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import iomatrix
+from iomatrix import proc
+from iomatrix.model.cell import DeviceProfile, VmSettings
+
+Accelerator = Literal["kvm", "tcg"]
+# How the guest sees the host's root filesystem (and every shared folder): virtio-fs or 9p.
+SharedFs = Literal["virtiofs", "9p"]
+
+# virtio-blk serials hold at most 20 bytes (VIRTIO_BLK_ID_BYTES); ours are short and fixed.
+SERIAL_PREFIX = "iomatrix"
+_SCSI_CONTROLLER = "iomxscsi"
+_KVM_MARKER = "IOMATRIX_KVM_PROBE_OK"
+
+
+def disk_serial(slot: int) -> str:
+    return f"{SERIAL_PREFIX}{slot}"
+
+
+def disk_qemu_args(
+    profile: DeviceProfile, image: str, slot: int, *, scsi_controller: bool | None = None
+) -> list[str]:
+    """QEMU -drive/-device arguments that attach one test disk on the profile's bus.
+
+    scsi_controller: whether this (SCSI) disk brings the virtio-scsi controller the boot's SCSI
+    disks share: the first SCSI disk of a boot does; by default, the one in slot 0.
+    """
+    drive_id = f"iomx{slot}"
+    serial = disk_serial(slot)
+    drive = (
+        f"file={image},format=raw,if=none,id={drive_id},"
+        f"cache={profile.cache},aio={profile.aio},discard=unmap"
+    )
+    if profile.iops_limit is not None:
+        drive += f",throttling.iops-total={profile.iops_limit}"
+    if profile.bw_limit_bytes is not None:
+        drive += f",throttling.bps-total={profile.bw_limit_bytes}"
+    args = ["-drive", drive]
+    if profile.bus == "virtio-blk":
+        args += ["-device", f"virtio-blk-pci,drive={drive_id},serial={serial}"]
+    elif profile.bus == "nvme":
+        args += ["-device", f"nvme,drive={drive_id},serial={serial}"]
+    else:
+        if slot == 0 if scsi_controller is None else scsi_controller:
+            args += ["-device", f"virtio-scsi-pci,id={_SCSI_CONTROLLER}"]
+        args += [
+            "-device",
+            f"scsi-hd,drive={drive_id},bus={_SCSI_CONTROLLER}.0,serial={serial}",
+        ]
+    return args
+
+
+def vng_argv(
+    *,
+    vng: str,
+    vmlinuz: str,
+    release: str,
+    modules_dir: str | None,
+    vm: VmSettings,
+    accelerator: Accelerator,
+    rw_dir: str,
+    disk_args: Sequence[Sequence[str]],
+    guest_command: Sequence[str],
+    shared_fs: SharedFs = "9p",
+) -> list[str]:
+    """The full vng command for one boot.
+
+    --verbose routes the guest's serial console (kernel messages, panics) to our output so the
+    console log shows why a VM died; --disable-microvm gives a q35 machine with PCI, which nvme and
+    virtio-scsi need; the guest command is quoted with shlex because vng hands --exec to a shell.
+    """
+    argv = [
+        vng,
+        "--run",
+        vmlinuz,
+        "--disable-microvm",
+        "--verbose",
+        "--user",
+        "root",
+        "--memory",
+        f"{vm.memory_mib}M",
+        "--cpus",
+        str(vm.cpus),
+        f"--rwdir={rw_dir}={rw_dir}",
+    ]
+    if accelerator == "tcg":
+        argv.append("--disable-kvm")
+    if shared_fs == "9p":
+        # Asked for outright rather than left to vng's fallback (see shared_fs_for_host).
+        argv.append("--force-9p")
+    if modules_dir is not None:
+        argv.append(f"--rodir=/lib/modules/{release}={modules_dir}")
+    for args in disk_args:
+        # One --qemu-opts per option pair; vng splits each value with shlex, and our values hold
+        # no spaces (image paths are ours, checked in runner).
+        for i in range(0, len(args), 2):
+            argv.append(f"--qemu-opts={args[i]} {args[i + 1]}")
+    argv += ["--exec", shlex.join(guest_command)]
+    return argv
+
+
+def pinned_argv(argv: Sequence[str], host_cpus: str) -> list[str]:
+    """argv run on the given host cores only (taskset's --cpu-list form, "0-1"): vng and the QEMU
+    it starts inherit the affinity, vCPU threads included. util-linux's taskset rather than
+    QEMU options: vng has no option for it, and an affinity set before exec covers every thread
+    QEMU will ever start, from its first instruction."""
+    return ["taskset", "--cpu-list", host_cpus, *argv]
+
+
+# Where virtme-ng looks for virtiofsd, in its order after its own guest tools and PATH
+# (virtme/commands/run.py, VirtioFS._get_virtiofsd_path).
+VIRTIOFSD_PATHS = (
+    "/usr/libexec/virtiofsd",
+    "/usr/lib/virtiofsd/virtiofsd",
+    "/usr/lib/virtiofsd",
+    "/usr/lib/qemu/virtiofsd",
+)
+
+
+def choose_shared_fs(candidates: Sequence[str]) -> tuple[SharedFs, str]:
+    """virtio-fs when the virtiofsd virtme-ng would pick among `candidates` (the first whose
+    --version succeeds) can serve it, else 9p; and why.
+
+    Only the Rust virtiofsd can (virtme-ng starts it with --shared-dir and
+    --no-announce-submounts). As root, QEMU 7's C virtiofsd (Debian 12's /usr/lib/qemu/virtiofsd)
+    passes the --version check too; virtme-ng then fails to start it and waits 3.1 s for each
+    shared folder before falling back to 9p: measured here, 12.5 s of every boot. So iomatrix
+    asks for 9p outright unless the chosen virtiofsd is the Rust one.
+    """
+    for path in dict.fromkeys(c for c in candidates if c):
+        if not os.access(path, os.X_OK):
+            continue
+        try:
+            proc.run([path, "--version"], timeout_s=10)
+        except proc.CommandError:
+            continue
+        try:
+            helped = proc.run([path, "--help"], timeout_s=10, ok_codes=range(256))
+        except proc.CommandError as exc:
+            return "9p", f"{path} --help failed ({exc.reason or exc.returncode})"
+        if "--shared-dir" in helped.stdout + helped.stderr:
+            return "virtiofs", f"{path} serves virtio-fs"
+        return "9p", f"{path} is QEMU's C virtiofsd, which virtme-ng cannot use"
+    return "9p", "no virtiofsd found"
+
+
+@functools.cache
+def shared_fs_for_host() -> tuple[SharedFs, str]:
+    """choose_shared_fs over where virtme-ng looks: its own guest tools, PATH, the usual places."""
+    spec = importlib.util.find_spec("virtme")
+    own = [
+        str(Path(folder) / "guest" / "bin" / "virtiofsd")
+        for folder in (spec.submodule_search_locations or [] if spec else [])
+    ]
+    return choose_shared_fs([*own, shutil.which("virtiofsd") or "", *VIRTIOFSD_PATHS])
+
+
+def guest_agent_command(plan_path: str) -> list[str]:
+    """The guest runs the agent with the host's interpreter and package (the root fs is shared).
+
+    Its start-up is paid at every boot, reading over the shared root under an emulated CPU, so it
+    skips what it does not need: `-S` leaves out the site module, which reads every .pth file of
+    the virtualenv (the package and the virtualenv's libraries come through PYTHONPATH instead),
+    and PYDANTIC_DISABLE_PLUGINS spares pydantic its look through every installed
+    distribution's entry points.
+    """
+    # The folder that holds the iomatrix package (this file is iomatrix/host/vm.py).
+    package_root = str(Path(iomatrix.__file__).resolve().parent.parent)
+    libraries = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
+    return [
+        "env",
+        f"PYTHONPATH={os.pathsep.join([package_root, *libraries])}",
+        "PYDANTIC_DISABLE_PLUGINS=1",
+        sys.executable,
+        "-S",
+        "-m",
+        "iomatrix.guest.agent",
+        plan_path,
+    ]
+
+
+def vng_path() -> str:
+    """vng from the same environment as this interpreter (the project's virtualenv)."""
+    beside = Path(sys.executable).parent / "vng"
+    return str(beside) if beside.exists() else "vng"
+
+
+def vng_env() -> dict[str, str]:
+    """vng runs virtme-run by name: our environment's bin folder must come first on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
+    return env
+
+
+# --- accelerator -----------------------------------------------------------------------------
+
+
+def _host_fingerprint() -> str:
+    cpu = host_cpu_model()
+    text = f"{platform.node()}|{cpu}|{platform.release()}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def host_cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def kvm_usable() -> bool:
+    return os.access("/dev/kvm", os.R_OK | os.W_OK)
+
+
+def choose_accelerator(
+    *,
+    cache_dir: Path,
+    probe_vmlinuz: str,
+    probe_release: str,
+    probe_modules: str | None,
+    probe_timeout_s: float = 60.0,
+) -> tuple[Accelerator, str]:
+    """KVM only when a short probe boot proves it works on this host; otherwise TCG.
+
+    On some hosts /dev/kvm exists but a guest hangs at boot, so the device's presence proves
+    nothing. The verdict is cached per host (name, CPU model, host kernel) because the probe costs
+    up to a minute when KVM hangs. IOMATRIX_ACCEL=kvm|tcg skips the probe.
+    Returns the accelerator and a sentence saying why.
+    """
+    forced = os.environ.get("IOMATRIX_ACCEL")
+    if forced in ("kvm", "tcg"):
+        return forced, f"IOMATRIX_ACCEL={forced}"  # type: ignore[return-value]
+    if not kvm_usable():
+        return "tcg", "/dev/kvm is missing or not accessible"
+    verdict_file = cache_dir / "accelerator.json"
+    fingerprint = _host_fingerprint()
+    try:
+        cached = json.loads(verdict_file.read_text())
+    except (OSError, ValueError):
+        cached = None
+    # Anything but a well-formed verdict for this very host means: probe again.
+    if (
+        isinstance(cached, dict)
+        and cached.get("host") == fingerprint
+        and cached.get("accelerator") in ("kvm", "tcg")
+    ):
+        return cached["accelerator"], f"cached probe verdict: {cached.get('reason', '?')}"
+    argv = [
+        vng_path(),
+        "--run",
+        probe_vmlinuz,
+        "--disable-microvm",
+        "--memory",
+        "512M",
+        "--exec",
+        f"echo {_KVM_MARKER}",
+    ]
+    if probe_modules is not None:
+        argv.insert(4, f"--rodir=/lib/modules/{probe_release}={probe_modules}")
+    accel: Accelerator
+    try:
+        done = proc.run(argv, timeout_s=probe_timeout_s, ok_codes=range(256), env=vng_env())
+        ok = _KVM_MARKER in done.stdout
+        accel = "kvm" if ok else "tcg"
+        reason = "KVM probe boot succeeded" if ok else "KVM probe boot did not print its marker"
+    except proc.CommandTimeout:
+        accel, reason = "tcg", f"KVM probe boot hung for {probe_timeout_s:g} s"
+    except proc.CommandError as exc:
+        accel, reason = "tcg", f"KVM probe boot failed: {exc.reason or exc.returncode}"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    verdict_file.write_text(
+        json.dumps({"host": fingerprint, "accelerator": accel, "reason": reason}) + "\n"
+    )
+    return accel, reason

@@ -1,0 +1,335 @@
+"""Result records: a repetition, a cell's result, a boot, the run; versioned.
+
+Format history of run.json (RUN_FORMAT):
+  1  first format (2026-11).
+     Compatible additions since (optional fields with a default: no format bump, older files load
+     unchanged):
+     - merged_from: the run ids `iomatrix merge` combined into this run (shards of one matrix).
+       Written only when non-empty, so a run that is not a merge stays byte-for-byte the format-1
+       file every iomatrix reads; an older iomatrix refuses a merged run.json ("extra field").
+     - timeline (run), events (boot), phases (repetition): where the run's wall time went, on
+       the host's monotonic clock (run spans, boot events) and the guest's (a repetition's
+       phases). Written when known; an older iomatrix refuses a run.json that has them.
+     - jobs, shared_cores (run), host_cpus (boot): boots run side by side (`--jobs N`), whether
+       they were allowed to share host cores, and the host cores each boot was pinned to
+       (taskset's list, e.g. "0-1"). Written only when not the default (jobs > 1, a pinned
+       boot), so a run with --jobs 1 is the same file as before they existed.
+Reading, writing and migrating these files: iomatrix.store.records_io.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Literal
+
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+
+from iomatrix.model.cell import Cell, Record
+
+RUN_FORMAT = 1
+CELL_FORMAT = 1
+
+
+Status = Literal["ok", "failed", "skipped", "error"]
+
+
+class CpuUsage(Record):
+    """Shares of all guest CPUs' time over the workload, in percent, plus busy CPU-seconds."""
+
+    usr_pct: float
+    sys_pct: float
+    iowait_pct: float
+    idle_pct: float
+    busy_cpu_s: float
+
+
+class LoopApplied(Record):
+    """Both layers of a loop stack as the guest reported them after setting it up."""
+
+    device: str  # the loop device, e.g. loop0
+    backing_file: str  # as losetup reports it
+    direct_io: bool  # losetup's DIO column
+    scheduler: str | None  # the loop device's own active scheduler
+    file_size_bytes: int
+    # Blocks the (sparse) backing file had once the inner filesystem was made and mounted.
+    file_allocated_bytes: int
+    file_attributes: str  # lsattr's flags of the backing file, e.g. ---------------C------
+    dir_attributes: str  # ... and of its folder
+    nocow: bool  # 'C' (no copy-on-write) in the file's attributes
+    outer_device: str
+    outer_fstype: str
+    outer_mount_options: tuple[str, ...]
+    outer_missing_mount_options: tuple[str, ...] = ()
+
+
+class Applied(Record):
+    """What the guest kernel actually applied, read back after setting it up; never the request."""
+
+    kernel_release: str
+    device: str
+    scheduler: str | None
+    schedulers_available: tuple[str, ...]
+    mount_fstype: str
+    mount_options: tuple[str, ...]
+    # Requested mount options that /proc/mounts does not show (ignored or renamed by the kernel).
+    missing_mount_options: tuple[str, ...] = ()
+    # Compatible additions (left out while empty, see _omit_empty): every disk the filesystem was
+    # made on and each one's active scheduler, when a device profile has several disks.
+    member_devices: tuple[str, ...] = ()
+    member_schedulers: tuple[str | None, ...] = ()
+    # btrfs only: block-group type -> RAID profile from `btrfs filesystem df` ("Data": "RAID10"),
+    # and the member devices `btrfs filesystem show` lists.
+    btrfs_profiles: dict[str, str] = Field(default_factory=dict)
+    btrfs_devices: tuple[str, ...] = ()
+    # A loop stack: the loop device and the outer filesystem (the mount_* fields above are the
+    # inner filesystem's, where the workload ran; btrfs_* are the outer one's).
+    loop: LoopApplied | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out while empty, so results of single-disk non-btrfs cells stay what older
+        # format-1 readers (extra="forbid") load.
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in _APPLIED_ADDITIONS:
+                if key in data and not data[key]:
+                    del data[key]
+        return data
+
+
+_APPLIED_ADDITIONS = (
+    "member_devices",
+    "member_schedulers",
+    "btrfs_profiles",
+    "btrfs_devices",
+    "loop",
+)
+
+
+class Limits(Record):
+    """The bounds a workload was run under, as given to it: what the numbers are valid for."""
+
+    # The time bound (fio --runtime for jobs without their own, and the moment fio is stopped).
+    runtime_s: float
+    # fio --filesize when the job's files were capped to fit the device; None when not capped.
+    file_size_bytes: int | None = None
+    # True when the workload was still running at the time bound and was stopped there (fio
+    # reports what it measured until then).
+    stopped: bool = False
+
+
+# Fields added to Repetition after format 1 was first written: left out while None.
+_REPETITION_OPTIONAL = ("limits", "raw", "phases")
+
+
+class Repetition(Record):
+    index: int
+    metrics: dict[str, float]
+    cpu: CpuUsage
+    duration_s: float
+    fio_version: str
+    # fio's own JSON, kept whole so nothing it measured is lost to our metric selection.
+    fio: dict[str, Any]
+    limits: Limits | None = None
+    # The own output of a workload that is not fio (bonnie++'s CSV line and version, a builtin
+    # workload's JSON), kept whole like fio's; fio is then {} and fio_version "".
+    raw: dict[str, Any] | None = None
+    # Seconds of the guest's monotonic clock spent in each phase of this repetition (setup,
+    # mkfs, mount, readback, flush, results, workload, teardown), in the order they
+    # first ran; "workload" is the tool's own run, "results" the agent's work around it.
+    phases: dict[str, float] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_additions(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in _REPETITION_OPTIONAL:
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
+
+    def all_metrics(self) -> dict[str, float]:
+        """fio's metrics plus the guest CPU shares, as cpu_usr_pct, cpu_sys_pct, ..."""
+        cpu = {f"cpu_{k}": float(v) for k, v in self.cpu.model_dump().items()}
+        return {**self.metrics, **cpu}
+
+
+class CellResult(Record):
+    """One cell's outcome, as the guest agent (or the host, when the VM died) recorded it."""
+
+    format: int = CELL_FORMAT
+    cell_id: str
+    status: Status
+    reason: str | None = None
+    applied: Applied | None = None
+    repetitions: tuple[Repetition, ...] = ()
+    started_at: str | None = None
+    finished_at: str | None = None
+    # Paths relative to the run folder.
+    log: str | None = None
+
+    def summary(self) -> dict[str, MetricSummary]:
+        return summarize(self.repetitions)
+
+
+class MetricSummary(Record):
+    values: tuple[float, ...]
+    median: float
+    # Coefficient of variation (stdev / mean); None with fewer than two values or a zero mean.
+    cov: float | None
+
+
+def summarize(reps: tuple[Repetition, ...]) -> dict[str, MetricSummary]:
+    """Median and CoV of every metric over the repetitions that reported it."""
+    columns: dict[str, list[float]] = {}
+    for rep in reps:
+        for name, value in rep.all_metrics().items():
+            columns.setdefault(name, []).append(value)
+    out: dict[str, MetricSummary] = {}
+    for name, values in columns.items():
+        mean = statistics.fmean(values)
+        cov = statistics.stdev(values) / mean if len(values) > 1 and mean else None
+        out[name] = MetricSummary(values=tuple(values), median=statistics.median(values), cov=cov)
+    return out
+
+
+class BootEvent(Record):
+    """A moment of a boot: when its console said something (the kernel's first line, the agent's
+    start, a step's start, the agent's end), in seconds after QEMU was started (host clock)."""
+
+    name: str
+    at_s: float
+
+
+class BootRecord(Record):
+    boot_id: str
+    kernel: str
+    device: str
+    cells: tuple[str, ...]
+    console_log: str
+    argv: tuple[str, ...]
+    exit_code: int | None
+    outcome: Literal["ok", "exit-error", "timeout", "panic", "not-started", "interrupted"]
+    duration_s: float
+    # In order: kernel, init-done, agent, step <cell-id> <repetition>..., agent-done.
+    events: tuple[BootEvent, ...] = ()
+    # The host cores the boot's VM was pinned to (taskset --cpu-list form, "0-1"), when boots ran
+    # side by side (--jobs N); empty when it was not pinned.
+    host_cpus: str = ""
+
+    @model_serializer(mode="wrap")
+    def _omit_no_events(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out while empty, so older format-1 readers (extra="forbid") load the file.
+        data = handler(self)
+        if isinstance(data, dict):
+            if not self.events:
+                data.pop("events", None)
+            if not self.host_cpus:
+                data.pop("host_cpus", None)
+        return data
+
+
+class Span(Record):
+    """A stretch of a run on the host's monotonic clock, in seconds from the run's start."""
+
+    name: str
+    start_s: float
+    duration_s: float
+
+
+class RunTimeline(Record):
+    """Where a run's wall time went: kernels, accelerator, environment, each boot, clean-up."""
+
+    wall_s: float
+    spans: tuple[Span, ...]
+
+
+class KernelInfo(Record):
+    spec: str
+    release: str
+    source: str
+    vmlinuz_sha256: str
+
+
+class Environment(Record):
+    """What a result depends on besides the cell; comparisons refuse runs where this differs."""
+
+    host: str
+    host_cpu: str
+    host_kernel: str
+    accelerator: Literal["kvm", "tcg"]
+    qemu: str
+    virtme_ng: str
+    fio: str
+    python: str
+    iomatrix: str
+    # How the guest saw the host's root (virtiofs or 9p): the agent's start-up and the guest's
+    # tools depend on it, the test disks do not. Left out while unknown (runs before it).
+    shared_fs: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unknown_shared_fs(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and self.shared_fs is None:
+            data.pop("shared_fs", None)
+        return data
+
+
+class CellEntry(Record):
+    cell: Cell
+    # Exact QEMU -drive/-device options the test disk had.
+    qemu_drive: tuple[str, ...]
+    result: CellResult
+
+
+class RunRecord(Record):
+    format: int = RUN_FORMAT
+    run_id: str
+    created_at: str
+    finished_at: str | None = None
+    status: Literal["running", "complete", "interrupted"]
+    matrix_name: str
+    matrix_source: str
+    matrix_sha256: str
+    shard: str | None = None
+    environment: Environment
+    kernels: dict[str, KernelInfo] = Field(default_factory=dict)
+    boots: tuple[BootRecord, ...] = ()
+    cells: tuple[CellEntry, ...] = ()
+    # Run ids of the shard runs `iomatrix merge` combined into this one; empty for a plain run.
+    merged_from: tuple[str, ...] = ()
+    timeline: RunTimeline | None = None
+    # How many boots ran side by side (--jobs), and whether they were allowed to share host
+    # cores (--share-cores); a resumed run records its last session's.
+    jobs: int = 1
+    shared_cores: bool = False
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_additions(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Compatible additions are left out while they hold their default, so a plain run is the
+        # same file as before they existed and older format-1 readers (extra="forbid") load it.
+        data = handler(self)
+        if isinstance(data, dict):
+            if not self.merged_from:
+                data.pop("merged_from", None)
+            if self.timeline is None:
+                data.pop("timeline", None)
+            if self.jobs == 1:
+                data.pop("jobs", None)
+            if not self.shared_cores:
+                data.pop("shared_cores", None)
+        return data
+
+    def counts(self) -> dict[str, int]:
+        out = {"ok": 0, "failed": 0, "skipped": 0, "error": 0}
+        for entry in self.cells:
+            out[entry.result.status] += 1
+        return out
+
+
+class RepetitionRecord(Record):
+    """One finished repetition, kept on its own until the cell's last one finishes: an A/B
+    session interleaves cells, and a restarted VM must not redo what an earlier boot did."""
+
+    applied: Applied
+    repetition: Repetition

@@ -1,0 +1,106 @@
+"""Split a matrix's cells into shards (for example one per CI runner), balanced and deterministic.
+
+Cells sharing a kernel and a device profile run in one VM boot, so they form a group, and a shard
+pays one boot (BOOT_COST_S) per group it holds. The plan:
+
+1. Group the cells by (kernel, device name), in order of first appearance.
+2. While there are fewer groups than shards, split the costliest group of more than one cell into
+   two halves by cell order (the first half gets the odd cell), so no runner idles needlessly.
+3. Longest processing time first: take the groups by cost, highest first (ties: kernel, device,
+   first cell id), and give each to the shard with the least load so far (ties: lowest index).
+
+A group's cost is the sum of its cells' estimated_s plus one boot. Within a shard cells keep their
+original order. Every cell lands in exactly one shard; when there are fewer cells than shards, the
+shards left over are empty, and a runner given an empty shard has nothing to do.
+
+The result depends only on the cells and the count, so every runner computes the same plan.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iomatrix.model.cell import Cell
+
+BOOT_COST_S = 30.0  # one VM boot under TCG, measured (see DESIGN.md)
+MAX_SHARDS = 1000
+
+_SHARD_RE = re.compile(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """'2/4' -> (2, 4): the second of four shards; the index is 1-based."""
+    m = _SHARD_RE.fullmatch(text)
+    if m is None:
+        raise ValueError(f"invalid shard {text!r}: expected INDEX/COUNT such as 2/4 (1-based)")
+    index, count = int(m[1]), int(m[2])
+    if not 1 <= count <= MAX_SHARDS:
+        raise ValueError(f"invalid shard {text!r}: the count must be between 1 and {MAX_SHARDS}")
+    if not 1 <= index <= count:
+        raise ValueError(f"invalid shard {text!r}: the index must be between 1 and {count}")
+    return index, count
+
+
+@dataclass
+class _Group:
+    kernel: str
+    device: str
+    members: list[int]  # positions in the input, ascending
+    cost_cells: float
+    first_id: str
+
+    @property
+    def cost(self) -> float:
+        return self.cost_cells + BOOT_COST_S
+
+    def order_key(self) -> tuple[float, str, str, str, int]:
+        return (-self.cost, self.kernel, self.device, self.first_id, self.members[0])
+
+
+def _make_group(cells: Sequence[Cell], kernel: str, device: str, members: list[int]) -> _Group:
+    return _Group(
+        kernel=kernel,
+        device=device,
+        members=members,
+        cost_cells=sum(cells[i].estimated_s for i in members),
+        first_id=cells[members[0]].id,
+    )
+
+
+def plan_shards(cells: Sequence[Cell], count: int) -> list[list[Cell]]:
+    """All `count` shards of `cells`, balanced by estimated cost; some may be empty."""
+    if count < 1:
+        raise ValueError(f"the shard count must be at least 1, not {count}")
+    by_key: dict[tuple[str, str], list[int]] = {}
+    for i, cell in enumerate(cells):
+        by_key.setdefault((cell.kernel, cell.device.name), []).append(i)
+    groups = [_make_group(cells, k, d, members) for (k, d), members in by_key.items()]
+
+    while len(groups) < count:
+        splittable = [g for g in groups if len(g.members) > 1]
+        if not splittable:
+            break
+        biggest = min(splittable, key=_Group.order_key)
+        half = (len(biggest.members) + 1) // 2
+        groups.remove(biggest)
+        groups.append(_make_group(cells, biggest.kernel, biggest.device, biggest.members[:half]))
+        groups.append(_make_group(cells, biggest.kernel, biggest.device, biggest.members[half:]))
+
+    loads = [0.0] * count
+    members: list[list[int]] = [[] for _ in range(count)]
+    for group in sorted(groups, key=_Group.order_key):
+        target = min(range(count), key=lambda s: (loads[s], s))
+        loads[target] += group.cost
+        members[target].extend(group.members)
+    return [[cells[i] for i in sorted(shard)] for shard in members]
+
+
+def shard_cells(cells: Sequence[Cell], index: int, count: int) -> list[Cell]:
+    """The cells of shard `index` (1-based) of `count`, as planned by plan_shards."""
+    if count < 1:
+        raise ValueError(f"the shard count must be at least 1, not {count}")
+    if not 1 <= index <= count:
+        raise ValueError(f"the shard index must be between 1 and {count}, not {index}")
+    return plan_shards(cells, count)[index - 1]

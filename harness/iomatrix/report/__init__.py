@@ -1,0 +1,1 @@
+"""What people read: text tables, comparison renderers, the progress line, the timeline."""

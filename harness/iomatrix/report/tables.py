@@ -1,0 +1,236 @@
+"""The terminal table of a run: one row per cell with its status and headline metrics."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
+
+from iomatrix.analysis import metrics
+from iomatrix.model.result import CellEntry, MetricSummary, RunRecord
+
+
+def _headline(summary: Mapping[str, MetricSummary]) -> dict[str, float | None]:
+    """IOPS and bandwidth over all directions, worst p99 latency, guest CPU shares (medians)."""
+
+    def total(suffix: str) -> float | None:
+        # Plain names only: a job file with several stonewall groups reports each group under a
+        # prefix (`seqwrite.write_iops`), and adding up phases that ran one after another would
+        # be meaningless (see fio.py).
+        values = [
+            s.median for name, s in summary.items() if name.endswith(suffix) and "." not in name
+        ]
+        return sum(values) if values else None
+
+    p99 = [s.median for name, s in summary.items() if name.endswith("_lat_p99_us")]
+    usr = summary.get("cpu_usr_pct")
+    sys_ = summary.get("cpu_sys_pct")
+    return {
+        "iops": total("_iops"),
+        "mib_s": total("_bw_mib_s"),
+        "p99_us": max(p99) if p99 else None,
+        "usr": usr.median if usr else None,
+        "sys": sys_.median if sys_ else None,
+    }
+
+
+# Above this coefficient of variation a median is too unsteady to judge a change of a few percent
+# (the comparison's own default for "noisy" is the same).
+NOISY_COV = 0.10
+
+
+def noisy_metrics(summary: Mapping[str, MetricSummary]) -> list[tuple[str, float]]:
+    """Throughput and latency metrics whose repetitions vary more than NOISY_COV, worst first."""
+    out = [
+        (name, s.cov)
+        for name, s in summary.items()
+        if s.cov is not None
+        and s.cov > NOISY_COV
+        and name.endswith(("_iops", "_bw_mib_s", "_lat_p99_us", "_lat_mean_us"))
+    ]
+    return sorted(out, key=lambda item: -item[1])
+
+
+def _fmt(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
+    rows = []
+    for entry in entries:
+        cell, result = entry.cell, entry.result
+        head = _headline(result.summary())
+        note = ""
+        if result.status != "ok" and result.reason:
+            note = result.reason.splitlines()[0][:70]
+        elif result.applied is not None and result.applied.missing_mount_options:
+            note = "mount options not applied: " + ",".join(result.applied.missing_mount_options)
+        elif noisy := noisy_metrics(result.summary()):
+            note = "noisy: " + ", ".join(f"{n} CoV {100 * c:.0f}%" for n, c in noisy[:2])
+        rows.append(
+            [
+                cell.kernel,
+                cell.filesystem.name,
+                cell.mount_options.name,
+                cell.scheduler,
+                cell.device.name,
+                cell.workload.name,
+                result.status,
+                _fmt(head["iops"]),
+                _fmt(head["mib_s"], 1),
+                _fmt(head["p99_us"]),
+                _fmt(head["usr"], 1),
+                _fmt(head["sys"], 1),
+                note,
+            ]
+        )
+    return rows
+
+
+HEADER = [
+    "kernel",
+    "fs",
+    "mount",
+    "sched",
+    "device",
+    "workload",
+    "status",
+    "IOPS",
+    "MiB/s",
+    "p99 us",
+    "usr%",
+    "sys%",
+    "note",
+]
+
+
+def format_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Iterable[int] | None = None
+) -> str:
+    """Columns padded to their widest value; `numeric` columns (by index; default: the run
+    table's number columns by name) are right-aligned."""
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
+    if numeric is None:
+        numeric = {
+            i for i, h in enumerate(header) if h in {"IOPS", "MiB/s", "p99 us", "usr%", "sys%"}
+        }
+    numeric = set(numeric)
+
+    def line(values: Sequence[str]) -> str:
+        cells = [
+            str(v).rjust(w) if i in numeric else str(v).ljust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=False))
+        ]
+        return "  ".join(cells).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(header), rule, *(line(r) for r in rows)])
+
+
+def run_table(record: RunRecord) -> str:
+    counts = record.counts()
+    summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+    env = record.environment
+    title = (
+        f"run {record.run_id} ({record.status}): {summary}\n"
+        f"matrix {record.matrix_name} on {env.host_cpu}, accelerator {env.accelerator}, "
+        f"QEMU {env.qemu}, {env.fio}"
+    )
+    return title + "\n\n" + format_table(HEADER, table_rows(record.cells))
+
+
+# --- per-workload metric tables ---------------------------------------------------------------
+
+
+def _value(value: float) -> str:
+    """Three significant digits or so, thousands separated: 12,345 / 123 / 12.3 / 0.0123."""
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def _column_labels(entries: Sequence[CellEntry]) -> list[str]:
+    """Each cell named by the axis values that differ among these cells."""
+    values = [e.cell.axis_values() for e in entries]
+    varying = [axis for axis in values[0] if len({v[axis] for v in values}) > 1]
+    if not varying:
+        return [entries[0].cell.filesystem.name for _ in entries]
+    return ["/".join(v[axis] for axis in varying) for v in values]
+
+
+# Besides the headline families, what a metric table shows by default: the CPU split of
+# builtin workloads and of fio phases.
+_TABLE_FAMILIES = metrics.HEADLINE_FAMILIES | {"user_s", "sys_s", "cpu_usr_pct", "cpu_sys_pct"}
+
+
+def _phase(name: str) -> str:
+    return name.rsplit(".", 1)[0] if "." in name else ""
+
+
+def _selected(name: str, patterns: Sequence[str] | None, file_phases: set[str]) -> bool:
+    if patterns:
+        return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    if _phase(name) in file_phases and metrics.family(name) in {"iops", "bw_mib_s"}:
+        # fio's file engines count each file as a read I/O of bs: for them `read_iops` is
+        # files/s again under a misleading name, and MiB/s means nothing.
+        return False
+    return metrics.family(name) in _TABLE_FAMILIES
+
+
+def needs_metric_table(entries: Sequence[CellEntry]) -> bool:
+    """Whether the run table's columns miss these cells' measurements: no plain IOPS (builtin
+    and bonnie workloads, fio workloads of several groups or phases)."""
+    for entry in entries:
+        for rep in entry.result.repetitions:
+            if any(n.endswith("_iops") and "." not in n for n in rep.metrics):
+                return False
+    return any(entry.result.repetitions for entry in entries)
+
+
+def metric_tables(
+    entries: Sequence[CellEntry],
+    patterns: Sequence[str] | None = None,
+    *,
+    only_needed: bool = False,
+) -> str:
+    """One table per workload: a row per metric (median over repetitions), a column per cell.
+
+    patterns: fnmatch globs of metric names (`*bw_mib_s`, `seqwrite.*`); without them, the
+    headline metrics (throughput, p99 latency, CPU cost, elapsed time; see metrics.py).
+    only_needed: only workloads whose measurements the run table cannot show.
+    """
+    by_workload: dict[str, list[CellEntry]] = {}
+    for entry in entries:
+        if entry.result.repetitions:
+            by_workload.setdefault(entry.cell.workload.name, []).append(entry)
+    out = []
+    for workload, group in by_workload.items():
+        if only_needed and not needs_metric_table(group):
+            continue
+        summaries = [e.result.summary() for e in group]
+        # Phases and stonewall groups in the order they ran (their prefixes' first appearance),
+        # within each the metrics in display order.
+        prefixes: dict[str, int] = {}
+        for summary in summaries:
+            for n in summary:
+                prefixes.setdefault(_phase(n), len(prefixes))
+        file_phases = {_phase(n) for s in summaries for n in s if n.endswith("_files_per_s")}
+        names = sorted(
+            {n for s in summaries for n in s if _selected(n, patterns, file_phases)},
+            key=lambda n: (prefixes[_phase(n)], metrics.sort_key(n)),
+        )
+        if not names:
+            continue
+        rows = [
+            [name, *(_value(s[name].median) if name in s else "-" for s in summaries)]
+            for name in names
+        ]
+        header = [f"{workload} (median)", *_column_labels(group)]
+        out.append(format_table(header, rows, numeric=range(1, len(header))))
+    return "\n\n".join(out)
