@@ -354,3 +354,42 @@ def test_the_cli_checks_before_show_command_and_refuses_until_attached(
         "iomatrix cannot attach /dev/sdq to the VM yet (it would measure a scratch image "
         "instead); nothing ran\n"
     )
+
+
+@pytest.mark.parametrize("command", ["run", "ab"])
+def test_run_and_ab_make_the_same_refusals_before_anything_runs(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    # `ab` once skipped the runner-support check `run` makes, and would have measured a scratch
+    # image in the host device's place. Both go through host.preflight now.
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "w.fio").write_text("[w]\nrw=write\n")
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "format: 1\n"
+        "devices: {h: {size: 1GiB, backing: host, path: /dev/sdq}}\n"
+        "workloads: {w: {fio: workloads/w.fio}}\n"
+        "matrix: {kernel: [debian:bookworm], filesystem: [ext4], scheduler: [none], "
+        "device: [h], workload: [w]}\n"
+    )
+    results = tmp_path / "results"
+    args = [str(path), str(path)] if command == "ab" else [str(path)]
+    common = ["--results", str(results), "--no-progress"]
+
+    # Not confirmed on the command line: refused by the real check, nothing probed.
+    assert cli.main([command, *args, *common]) == 2
+    assert "confirms it: add --allow-host-device /dev/sdq" in capsys.readouterr().err
+
+    # Confirmed and (with the probe replaced: no idle disk to use here) passing every check:
+    # still refused, since the runner cannot attach it.
+    monkeypatch.setattr(hostdev, "check_host_devices", lambda *_a, **_k: None)
+    assert cli.main([command, *args, *common, "--allow-host-device", "/dev/sdq"]) == 2
+    assert capsys.readouterr().err == (
+        f"iomatrix: error: {path}: devices.h.backing: backing: host passed every check, but this "
+        "iomatrix cannot attach /dev/sdq to the VM yet (it would measure a scratch image "
+        "instead); nothing ran\n"
+    )
+    assert not results.exists()  # nothing fetched, booted or written

@@ -20,7 +20,7 @@ from pathlib import Path
 from iomatrix import __version__
 from iomatrix.analysis import compare, trend
 from iomatrix.errors import IomatrixError
-from iomatrix.host import cores, hostdev, kernels, runner, vm
+from iomatrix.host import cores, kernels, preflight, runner, vm
 from iomatrix.matrix.loader import load_matrix, quick_variant
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.plan.boots import boot_groups, split_boots
@@ -161,35 +161,32 @@ def _run_folder(run: str, results: str) -> Path:
     raise IomatrixError(f"{run}: no run folder with a run.json there or under {results}/")
 
 
-def _check_concurrency(args: argparse.Namespace, matrix: Matrix) -> str | None:
-    """--jobs, --split-boots and --share-cores checked before anything runs (exit 2 when wrong):
-    the sentence to print when VMs will share host cores, else None."""
-    if args.jobs < 1:
-        raise IomatrixError(f"--jobs must be at least 1, not {args.jobs}")
-    if args.split_boots < 1:
-        raise IomatrixError(f"--split-boots must be at least 1, not {args.split_boots}")
-    if args.share_cores and args.jobs == 1:
-        raise IomatrixError("--share-cores only applies with --jobs N (N > 1)")
-    return cores.check_fit(
-        args.jobs, matrix.vm.cpus, cores.available_cpus(), share=args.share_cores
+def _concurrency(args: argparse.Namespace) -> preflight.Concurrency:
+    return preflight.Concurrency(
+        jobs=args.jobs, split_boots=args.split_boots, share_cores=args.share_cores
     )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     _use_quick_variant(args)
     matrix = load_matrix(args.file)
-    sharing = _check_concurrency(args, matrix)
+    preflight.check_concurrency(_concurrency(args), matrix.vm.cpus)
     cells = _select(matrix, args.shard)
     if not cells:
         print(f"{args.file}: no cells to run (shard {args.shard} is empty)")
         return 0
-    # Host block devices: only when confirmed on the command line and not in use; before anything
-    # runs, --show-command included (it would show a scratch image in the device's place).
-    hostdev.check_host_devices(cells, args.allow_host_device, source=str(args.file))
-    hostdev.check_runner_support(cells, source=str(args.file))
+    # Before anything runs, --show-command included (it would show a scratch image in a host
+    # device's place).
+    sharing = preflight.preflight(
+        cells,
+        source=str(args.file),
+        allowed_host_devices=args.allow_host_device or (),
+        concurrency=_concurrency(args),
+        vm_cpus=matrix.vm.cpus,
+    )
+    if sharing is not None:
+        print(sharing, file=sys.stderr)
     if args.show_command:
-        if sharing is not None:
-            print(sharing, file=sys.stderr)
         return _show_commands(
             matrix,
             cells,
@@ -361,10 +358,15 @@ def cmd_ab(args: argparse.Namespace) -> int:
         base_cells = [c.model_copy(update={"repeat": args.repeat}) for c in base_cells]
         new_cells = [c.model_copy(update={"repeat": args.repeat}) for c in new_cells]
     pairs = runner.pair_cells(base_cells, new_cells, split_axis=split)
-    hostdev.check_host_devices(
-        [c for pair in pairs for c in pair], args.allow_host_device or (), source=str(args.base)
+    sharing = preflight.preflight(
+        [c for pair in pairs for c in pair],
+        source=str(args.base),
+        allowed_host_devices=args.allow_host_device or (),
+        concurrency=_concurrency(args),
+        vm_cpus=base.vm.cpus,
     )
-    _check_concurrency(args, base)
+    if sharing is not None:
+        print(sharing, file=sys.stderr)
     options = runner.RunOptions(
         results_dir=Path(args.results),
         scratch_dir=runner.default_scratch_dir(),
