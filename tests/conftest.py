@@ -31,6 +31,7 @@ from iomatrix.model.result import (
     Repetition,
     RunRecord,
 )
+from iomatrix.store import files
 
 IDLE_CPU = CpuUsage(usr_pct=0.0, sys_pct=0.0, iowait_pct=0.0, idle_pct=100.0, busy_cpu_s=0.0)
 
@@ -148,7 +149,7 @@ def fake_kernel(directory: Path, *, release: str = "6.1.0-99-amd64") -> kernels.
         packages=(
             kernels.DebPackage(name=f"linux-image-{release}", version="1.0-1", sha256="0" * 64),
         ),
-        vmlinuz_sha256=kernels.sha256_file(image),
+        vmlinuz_sha256=files.sha256_file(image),
     )
     (tree / "manifest.json").write_text(kernel.model_dump_json())
     return kernel

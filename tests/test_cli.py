@@ -489,7 +489,9 @@ def test_show_prints_the_run_table(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_show_unknown_run_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["show", "nope", "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"iomatrix: error: {tmp_path / 'nope'}: cannot read: No such file or directory\n"
+    assert (
+        err == f"iomatrix: error: nope: no run folder with a run.json there or under {tmp_path}/\n"
+    )
 
 
 def test_show_truncated_run_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

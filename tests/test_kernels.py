@@ -23,6 +23,7 @@ from iomatrix.errors import KernelError
 from iomatrix.host import kernels
 from iomatrix.host.kernels import AptPackage, Kernel
 from iomatrix.model import kernel_spec
+from iomatrix.store import files
 
 DATA = Path(__file__).parent / "data" / "apt"
 MIRROR = "http://mirror.example/debian"
@@ -456,7 +457,7 @@ def test_path_kernel_reads_release_and_stays_out_of_the_cache(
     assert kernel.release == "6.18.0-iomatrix"
     assert kernel.vmlinuz == str(image)
     assert kernel.modules_dir is None
-    assert kernel.vmlinuz_sha256 == kernels.sha256_file(image)
+    assert kernel.vmlinuz_sha256 == files.sha256_file(image)
     assert not (tmp_path / "cache").exists()
 
 

@@ -28,7 +28,7 @@ from iomatrix.plan.shards import BOOT_COST_S, parse_shard, plan_shards, shard_ce
 from iomatrix.report.progress import Progress
 from iomatrix.report.tables import format_table, metric_tables, run_table
 from iomatrix.report.timeline import format_timeline
-from iomatrix.store import archive, merge
+from iomatrix.store import archive, merge, rundir
 from iomatrix.store.records_io import load_run
 
 DEFAULT_RESULTS = Path("results")
@@ -151,16 +151,6 @@ def _raise_terminated(signum: int, _frame: object) -> None:
     raise _Terminated(signum)
 
 
-def _run_folder(run: str, results: str) -> Path:
-    path = Path(run)
-    if (path / "run.json").exists() or path.name == "run.json":
-        return path.parent if path.name == "run.json" else path
-    candidate = Path(results) / run
-    if (candidate / "run.json").exists():
-        return candidate
-    raise IomatrixError(f"{run}: no run folder with a run.json there or under {results}/")
-
-
 def _concurrency(args: argparse.Namespace) -> preflight.Concurrency:
     return preflight.Concurrency(
         jobs=args.jobs, split_boots=args.split_boots, share_cores=args.share_cores
@@ -195,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             split=args.split_boots,
             share=args.share_cores,
         )
-    resume = _run_folder(args.resume, args.results) if args.resume else None
+    resume = rundir.find_run(args.resume, Path(args.results)) if args.resume else None
     options = runner.RunOptions(
         results_dir=Path(args.results),
         scratch_dir=runner.default_scratch_dir(),
@@ -289,10 +279,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    path = Path(args.run)
-    if not path.exists():
-        path = Path(args.results) / args.run
-    record = load_run(path)
+    record = load_run(rundir.find_run(args.run, Path(args.results)))
     if args.timeline:
         print(format_timeline(record))
         return 0
@@ -307,15 +294,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_path(run: str, results: str) -> Path:
-    """A run given as a folder or run.json path, else as a run id under the results folder."""
-    path = Path(run)
-    return path if path.exists() else Path(results) / run
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
-    base = load_run(_run_path(args.base, args.results))
-    new = load_run(_run_path(args.new, args.results))
+    base = load_run(rundir.find_run(args.base, Path(args.results)))
+    new = load_run(rundir.find_run(args.new, Path(args.results)))
     try:
         result = compare.compare_runs(
             base,
@@ -510,7 +491,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     results = Path(args.results)
-    runs = [_run_folder(run, args.results) for run in args.runs]
+    runs = [rundir.find_run(run, Path(args.results)) for run in args.runs]
     matrix = load_matrix(args.matrix) if args.matrix else None
     record = merge.merge_runs(runs, into=results, matrix=matrix, read_matrix=load_matrix)
     _update_index_or_warn(results)

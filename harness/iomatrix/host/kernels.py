@@ -17,8 +17,6 @@ path: kernels are not copied anywhere; their release is read from the bzImage he
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import re
@@ -37,6 +35,7 @@ from iomatrix import proc
 from iomatrix.errors import ArchiveUnreachable, KernelError
 from iomatrix.model.cell import Record
 from iomatrix.model.kernel_spec import DEBIAN_SUITES, KernelSpec, parse_spec
+from iomatrix.store.files import locked, sha256_file, write_text_atomic
 
 # ---------------------------------------------------------------------------------------------
 # Records
@@ -114,32 +113,6 @@ def cache_root() -> Path:
 
 def _quiet(_message: str) -> None:
     pass
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and os.replace, so readers see the old or the new file, whole."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp creates 0600; these files are as readable as the rest of the cache.
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(tmp_name).replace(path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            Path(tmp_name).unlink()
-        raise
 
 
 # ---------------------------------------------------------------------------------------------
@@ -738,7 +711,7 @@ class PrivateApt:
             (self.dir / "etc" / "apt.conf", apt_config_text(self.dir)),
         ):
             if not path.is_file() or path.read_text(encoding="utf-8") != text:
-                _write_atomic(path, text)
+                write_text_atomic(path, text)
         if refresh or not self._lists_fresh(sources):
             self.update(sources)
 
@@ -764,7 +737,7 @@ class PrivateApt:
             if line.startswith(("W:", "E:")):
                 self.log(f"apt-get update: {line}")
         self.log(f"package lists updated in {done.duration_s:.1f} s")
-        _write_atomic(self.stamp, sources)
+        write_text_atomic(self.stamp, sources)
 
     def show(self, queries: Sequence[str]) -> list[AptPackage]:
         done = self._run(["apt-cache", "show", *queries], _SHOW_TIMEOUT_S, ok_codes=(0, 100))
@@ -915,7 +888,7 @@ def _remember_resolution(kernels_dir: Path, spec: str, release: str) -> None:
         {s: [e.model_dump() for e in entries] for s, entries in sorted(everything.items())},
         indent=2,
     )
-    _write_atomic(kernels_dir / _RESOLVED, text + "\n")
+    write_text_atomic(kernels_dir / _RESOLVED, text + "\n")
 
 
 def _known_release(spec: KernelSpec, kernels_dir: Path) -> str | None:
@@ -949,19 +922,13 @@ def _age(resolved_at: float) -> str:
 # fetch
 
 
-@contextlib.contextmanager
-def _fetch_lock(kernels_dir: Path, log: Log) -> Iterator[None]:
+def _fetch_lock(kernels_dir: Path, log: Log) -> contextlib.AbstractContextManager[None]:
     """One fetching process per cache: apt's private lists and the temp folders are shared."""
-    with (kernels_dir / ".lock").open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(f"waiting for another iomatrix fetching into {kernels_dir}")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return locked(
+        kernels_dir / ".lock",
+        held="the kernel cache",
+        on_wait=lambda: log(f"waiting for another iomatrix fetching into {kernels_dir}"),
+    )
 
 
 def _cached_kernel(
@@ -1033,7 +1000,7 @@ def _install(
             ),
             vmlinuz_sha256=image_sha256,
         )
-        _write_atomic(final / _MANIFEST, kernel.model_dump_json(indent=2) + "\n")
+        write_text_atomic(final / _MANIFEST, kernel.model_dump_json(indent=2) + "\n")
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
         return kernel

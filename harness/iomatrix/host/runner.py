@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import os
 import re
 import shutil
@@ -54,6 +53,7 @@ from iomatrix.plan.boots import (
     sequential_steps,
     split_boots,
 )
+from iomatrix.store.files import sha256_file
 from iomatrix.store.records_io import load_cell_result, load_run, write_record
 from iomatrix.store.rundir import finished_repetitions, new_run_id, rep_marker, rep_path
 
@@ -103,10 +103,6 @@ class RunOptions:
     # Each boot cut into this many boots of consecutive cells (or A/B pairs), so that one
     # (kernel, device) group can use --jobs too.
     split_boots: int = 1
-
-
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def console_excerpt(console: Path, max_lines: int = 25) -> str:
@@ -606,7 +602,7 @@ def _start_record(
         status="running",
         matrix_name=matrix.name,
         matrix_source=str(source),
-        matrix_sha256=_file_sha256(source) if source.is_file() else "",
+        matrix_sha256=sha256_file(source) if source.is_file() else "",
         shard=shard,
         environment=environment.capture(accelerator, shared_fs),
         kernels={

@@ -53,13 +53,11 @@ a shared disk):
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
 import os
 import sqlite3
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +65,7 @@ from typing import NamedTuple
 
 from iomatrix.errors import IomatrixError, ResultFormatError
 from iomatrix.model.result import RunRecord
+from iomatrix.store.files import locked
 from iomatrix.store.records_io import load_cell_result, load_run
 
 INDEX_NAME = "index.sqlite"
@@ -183,42 +182,21 @@ def _archive_dir(results_dir: Path) -> Path:
 # --- the lock and the connections ----------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _flock(path: Path, operation: int, timeout_s: float, held: str) -> Iterator[None]:
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise IomatrixError(f"{path}: cannot open the lock file: {exc.strerror}") from exc
-    try:
-        deadline = time.monotonic() + timeout_s
-        delay = 0.001
-        while True:
-            try:
-                fcntl.flock(fd, operation | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise IomatrixError(
-                        f"{path}: another process has held {held} for over {timeout_s:g} s"
-                    ) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
 def writer_lock(
     results_dir: Path, timeout_s: float = LOCK_TIMEOUT_S
 ) -> contextlib.AbstractContextManager[None]:
     """Exclusive among index writers, for a whole update or rebuild."""
-    return _flock(results_dir / LOCK_NAME, fcntl.LOCK_EX, timeout_s, "the index lock")
+    return locked(results_dir / LOCK_NAME, held="the index lock", timeout_s=timeout_s)
 
 
 def _readers_lock(results_dir: Path, *, exclusive: bool) -> contextlib.AbstractContextManager[None]:
     """Shared by every open read connection; exclusive only for the instant a rebuild renames."""
-    operation = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-    return _flock(results_dir / READERS_LOCK_NAME, operation, LOCK_TIMEOUT_S, "the index")
+    return locked(
+        results_dir / READERS_LOCK_NAME,
+        held="the index",
+        exclusive=exclusive,
+        timeout_s=LOCK_TIMEOUT_S,
+    )
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -25,7 +25,6 @@ complete, so neither a reader nor the index ever sees half a merge.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import tempfile
@@ -46,6 +45,7 @@ from iomatrix.model.result import (
     RunRecord,
 )
 from iomatrix.plan.shards import parse_shard
+from iomatrix.store.files import sha256_file
 from iomatrix.store.records_io import load_run, write_record
 from iomatrix.store.rundir import new_run_id
 
@@ -69,10 +69,6 @@ def is_missing(entry: CellEntry) -> bool:
 def missing_cells(record: RunRecord) -> list[CellEntry]:
     """The cells of a merged run that no shard reported."""
     return [e for e in record.cells if is_missing(e)]
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _load_sources(run_dirs: Sequence[Path]) -> list[_Source]:
@@ -140,7 +136,7 @@ MatrixReader = Callable[[Path], Matrix]
 def _recorded_matrix(record: RunRecord, read_matrix: MatrixReader | None) -> Matrix | None:
     """The matrix file the runs recorded, if it is still there unchanged."""
     path = Path(record.matrix_source)
-    if not record.matrix_sha256 or not path.is_file() or _sha256(path) != record.matrix_sha256:
+    if not record.matrix_sha256 or not path.is_file() or sha256_file(path) != record.matrix_sha256:
         return None
     if read_matrix is None:
         return None
@@ -210,10 +206,10 @@ def _planned_cells(
     first = sources[0].record
     if matrix is not None:
         path = Path(matrix.source)
-        if first.matrix_sha256 and path.is_file() and _sha256(path) != first.matrix_sha256:
+        if first.matrix_sha256 and path.is_file() and sha256_file(path) != first.matrix_sha256:
             raise IomatrixError(
                 f"{path} is not the matrix file the runs ran: its sha256 is "
-                f"{_sha256(path)[:12]}, the runs' is {first.matrix_sha256[:12]}"
+                f"{sha256_file(path)[:12]}, the runs' is {first.matrix_sha256[:12]}"
             )
         if not first.matrix_sha256 and matrix.name != first.matrix_name:
             raise IomatrixError(

@@ -14,8 +14,6 @@ A file of a newer format is refused with a message saying which iomatrix can rea
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from pydantic import ValidationError
 from iomatrix.errors import ResultFormatError
 from iomatrix.model.cell import Record
 from iomatrix.model.result import CELL_FORMAT, RUN_FORMAT, CellResult, RunRecord
+from iomatrix.store.files import write_text_atomic
 
 # A migration takes the raw dict of a file in format n and returns it in format n + 1 (the loader
 # then sets "format" to n + 1). Registered under n; none exist yet, format 1 is the first.
@@ -34,22 +33,8 @@ CELL_MIGRATIONS: dict[int, Migration] = {}
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over the target.
-
-    A crash or Ctrl-C at any point leaves either the old file or the new one, never half of one.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=1, sort_keys=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """A JSON file written whole or not at all (store.files.write_text_atomic)."""
+    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=False) + "\n")
 
 
 def write_record(path: Path, record: Record) -> None:

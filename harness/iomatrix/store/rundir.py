@@ -17,7 +17,11 @@ import datetime as dt
 import secrets
 from pathlib import Path
 
+from iomatrix.errors import IomatrixError
 from iomatrix.model.result import RepetitionRecord
+
+# The run's record, in every run folder.
+RUN_FILE = "run.json"
 
 
 def new_run_id(matrix_name: str) -> str:
@@ -46,3 +50,18 @@ def finished_repetitions(cell_dir: Path, repeat: int) -> list[RepetitionRecord]:
         if path.exists():
             out.append(RepetitionRecord.model_validate_json(path.read_text()))
     return out
+
+
+def find_run(run: str, results: Path) -> Path:
+    """The run folder a RUN argument names: a run folder, its run.json, or a run id under the
+    results folder. Every command that takes a RUN resolves it here, so they all accept the same
+    three spellings and refuse the same way."""
+    path = Path(run)
+    if path.name == RUN_FILE and path.is_file():
+        return path.parent
+    if (path / RUN_FILE).is_file():
+        return path
+    candidate = results / run
+    if (candidate / RUN_FILE).is_file():
+        return candidate
+    raise IomatrixError(f"{run}: no run folder with a {RUN_FILE} there or under {results}/")
