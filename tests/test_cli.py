@@ -478,7 +478,7 @@ def test_show_prints_the_run_table(tmp_path: Path, capsys: pytest.CaptureFixture
         "debian:bookworm",
         "xfs",
         "default",
-        "none",
+        "none?",  # asked for: the cell failed before the read-back
         "virtio-file",
         "randwrite-4k",
         "failed",

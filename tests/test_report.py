@@ -268,3 +268,21 @@ def test_cli_show_prints_metric_tables(tmp_path: Path, capsys: pytest.CaptureFix
     assert cli.main(["show", str(tmp_path), "--metrics", "mb_s"]) == 0
     only = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in only[2:]] == ["mb_s"]
+
+
+def test_the_sched_column_shows_what_the_guest_applied() -> None:
+    # The cell asks for none; a table must show what the kernel read back, which is what the
+    # numbers were measured under, and mark the request when there is no read-back.
+    cell = make_cell(fs="ext4")
+    asked = applied().model_copy(update={"scheduler": "mq-deadline"})
+    members = asked.model_copy(
+        update={"member_devices": ("vdb", "vdc"), "member_schedulers": ("mq-deadline", "none")}
+    )
+    column = HEADER.index("sched")
+    rows = table_rows(
+        [
+            make_run([(cell, CellResult(cell_id=cell.id, status="ok", applied=a))]).cells[0]
+            for a in (asked, members, None)
+        ]
+    )
+    assert [row[column] for row in rows] == ["mq-deadline", "mq-deadline/none", "none?"]

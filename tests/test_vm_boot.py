@@ -64,6 +64,8 @@ def test_ext4_and_xfs_under_two_schedulers_measure_and_read_back(
             assert applied.missing_mount_options == ()
             assert applied.kernel_release.startswith("6.1.")
             (rep,) = result.repetitions
+            # The repetition keeps its own read-back; the cell's is the last repetition's.
+            assert rep.applied == applied
             assert rep.metrics["write_iops"] > 0
             assert rep.metrics["write_bw_mib_s"] > 0
             assert 0 < rep.metrics["write_lat_p50_us"] <= rep.metrics["write_lat_p99_us"]

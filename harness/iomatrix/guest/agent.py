@@ -380,10 +380,17 @@ def release_mountpoint(ctx: CellContext) -> None:
         raise CellError(f"an earlier cell left the disk in use: {exc}") from exc
 
 
-def set_scheduler(ctx: CellContext, device: str) -> tuple[str | None, tuple[str, ...]]:
-    # A scheduler that fails to load is caught by the read-back below.
+def scheduler_file(device: str) -> Path:
+    """The sysfs file that shows a block device's schedulers, the active one in brackets."""
+    return Path("/sys/block") / device / "queue" / "scheduler"
+
+
+def set_scheduler(ctx: CellContext, device: str) -> str:
+    """Set the cell's scheduler on `device` and read it back once: the read-back (the sysfs
+    text) is what the repetition records as applied; a scheduler that did not take fails the
+    cell. A scheduler module that fails to load is caught by the read-back too."""
     load_modules(ctx, SCHEDULER_MODULES[ctx.cell.scheduler])
-    sysfs = Path("/sys/block") / device / "queue" / "scheduler"
+    sysfs = scheduler_file(device)
     try:
         sysfs.write_text(ctx.cell.scheduler)
     except OSError as exc:
@@ -395,7 +402,7 @@ def set_scheduler(ctx: CellContext, device: str) -> tuple[str | None, tuple[str,
             f"scheduler {ctx.cell.scheduler!r} is not available on this kernel "
             f"(active: {active}; available: {', '.join(available)})"
         )
-    return active, available
+    return text
 
 
 # BLKFLSBUF (linux/fs.h): write back and drop a block device's buffer cache.
@@ -470,7 +477,7 @@ def btrfs_readback(ctx: CellContext, fstype: str, mountpoint: Path) -> dict[str,
 
 
 def run_repetition(
-    ctx: CellContext, devices: Sequence[str], index: int
+    ctx: CellContext, devices: Sequence[str], index: int, scheduler_texts: Sequence[str]
 ) -> tuple[Applied, Repetition]:
     cell = ctx.cell
     fs = adapter(cell.filesystem.fstype)
@@ -488,7 +495,7 @@ def run_repetition(
             mount_options=cell.mount_options.options,
             mountpoint=MOUNTPOINT,
         )
-        applied = read_back(ctx, devices, target)
+        applied = read_back(ctx, devices, target, scheduler_texts)
         ctx.log(f"applied: {applied.model_dump_json()}")
         with ctx.phase("flush"):
             flush_device_caches(ctx, [*dev_paths, *target])
@@ -507,18 +514,21 @@ def run_repetition(
     return applied, rep
 
 
-def read_back(ctx: CellContext, devices: Sequence[str], target: Sequence[str]) -> Applied:
-    """What the kernel applied: the mount as /proc/mounts shows it, each disk's scheduler, the
-    loop stack's layers and btrfs's own view, whatever the cell asked for."""
+def read_back(
+    ctx: CellContext,
+    devices: Sequence[str],
+    target: Sequence[str],
+    scheduler_texts: Sequence[str],
+) -> Applied:
+    """What the kernel applied: the mount as /proc/mounts shows it, each disk's scheduler (as
+    set_scheduler read it back), the loop stack's layers and btrfs's own view, whatever the cell
+    asked for."""
     cell = ctx.cell
     with ctx.phase("readback"):
         loop_applied: LoopApplied | None = None
         if cell.filesystem.loop is not None:
             loop_applied = loop_readback(ctx, cell.filesystem.loop, target[0], devices[0])
         _source, fstype, options = mounted_options(MOUNTPOINT)
-        scheduler_texts = [
-            (Path("/sys/block") / d / "queue" / "scheduler").read_text() for d in devices
-        ]
         return Applied(
             kernel_release=platform.release(),
             device=devices[0],
@@ -605,7 +615,7 @@ def loop_readback(ctx: CellContext, loop: LoopStack, device: str, disk: str) -> 
         device=name,
         backing_file=str(info["back-file"]),
         direct_io=info["dio"] in (True, 1, "1"),
-        scheduler=active_scheduler((Path("/sys/block") / name / "queue" / "scheduler").read_text()),
+        scheduler=active_scheduler(scheduler_file(name).read_text()),
         file_size_bytes=st.st_size,
         file_allocated_bytes=st.st_blocks * 512,
         file_attributes=file_attrs,
@@ -948,10 +958,12 @@ def run_step(plan: BootPlan, step: Step) -> None:
                 modules += [*adapter(cell.filesystem.loop.outer_fstype).modules, "loop"]
             # A filesystem module that fails to load shows as mkfs's or mount's own refusal.
             load_modules(ctx, modules)
-            for device in devices:
-                set_scheduler(ctx, device)
-        applied, rep = run_repetition(ctx, devices, step.repetition)
-        rep = rep.model_copy(update={"phases": {k: round(v, 4) for k, v in ctx.phases.items()}})
+            scheduler_texts = [set_scheduler(ctx, device) for device in devices]
+        applied, rep = run_repetition(ctx, devices, step.repetition, scheduler_texts)
+        # Every repetition keeps its own read-back: a kernel that applied something else in one
+        # of them shows there, not only in the last.
+        phases = {k: round(v, 4) for k, v in ctx.phases.items()}
+        rep = rep.model_copy(update={"phases": phases, "applied": applied})
         record = RepetitionRecord(applied=applied, repetition=rep)
         write_record(rep_path(cell_dir, step.repetition), record)
     except CellFailed as exc:

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -32,7 +32,8 @@ CacheMode = Literal["none", "writeback", "writethrough", "directsync", "unsafe"]
 AioMode = Literal["threads", "native", "io_uring"]
 Scheduler = Literal["none", "mq-deadline", "bfq", "kyber"]
 
-SCHEDULERS: tuple[str, ...] = ("none", "mq-deadline", "bfq", "kyber")
+# The scheduler axis's allowed values, from the one list above.
+SCHEDULERS: tuple[str, ...] = get_args(Scheduler)
 # A host block device as a matrix may name it: /dev/<kernel name>, nothing else (no
 # /dev/mapper/..., no .., no characters QEMU or a shell would read specially).
 HOST_DEVICE_RE = re.compile(r"/dev/[A-Za-z0-9][A-Za-z0-9_-]{0,31}")

@@ -10,6 +10,8 @@ Format history of run.json (RUN_FORMAT):
      - timeline (run), events (boot), phases (repetition): where the run's wall time went, on
        the host's monotonic clock (run spans, boot events) and the guest's (a repetition's
        phases). Written when known; an older iomatrix refuses a run.json that has them.
+     - applied (repetition): each repetition's own read-back of what the kernel applied (the
+       cell's `applied` is the last one's). Written when known, like phases.
      - jobs, shared_cores (run), host_cpus (boot): boots run side by side (`--jobs N`), whether
        they were allowed to share host cores, and the host cores each boot was pinned to
        (taskset's list, e.g. "0-1"). Written only when not the default (jobs > 1, a pinned
@@ -119,7 +121,7 @@ class Limits(Record):
 
 
 # Fields added to Repetition after format 1 was first written: left out while None.
-_REPETITION_OPTIONAL = ("limits", "raw", "phases")
+_REPETITION_OPTIONAL = ("limits", "raw", "phases", "applied")
 
 
 class Repetition(Record):
@@ -138,6 +140,9 @@ class Repetition(Record):
     # mkfs, mount, readback, flush, results, workload, teardown), in the order they
     # first ran; "workload" is the tool's own run, "results" the agent's work around it.
     phases: dict[str, float] | None = None
+    # What the kernel applied for this repetition (scheduler, mount, stack), read back after
+    # setting it up. The cell's `applied` is the last repetition's.
+    applied: Applied | None = None
 
     @model_serializer(mode="wrap")
     def _omit_unset_additions(self, handler: SerializerFunctionWrapHandler) -> Any:

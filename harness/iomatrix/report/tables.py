@@ -56,6 +56,18 @@ def _fmt(value: float | None, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
+def _scheduler(entry: CellEntry) -> str:
+    """The scheduler the guest read back as active (every member's, when they differ), else the
+    one asked for, marked with "?" (the cell failed before the read-back)."""
+    applied = entry.result.applied
+    if applied is None:
+        return f"{entry.cell.scheduler}?"
+    members = {s for s in applied.member_schedulers if s is not None}
+    if len(members) > 1:
+        return "/".join(str(s) for s in applied.member_schedulers)
+    return applied.scheduler or "-"
+
+
 def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
     rows = []
     for entry in entries:
@@ -73,7 +85,7 @@ def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
                 cell.kernel,
                 cell.filesystem.name,
                 cell.mount_options.name,
-                cell.scheduler,
+                _scheduler(entry),
                 cell.device.name,
                 cell.workload.name,
                 result.status,
