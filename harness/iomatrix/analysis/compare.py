@@ -40,16 +40,13 @@ from iomatrix.analysis import metrics as metric_rules
 from iomatrix.analysis import stats
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import AXES, Cell, Record
-from iomatrix.model.result import CellEntry, Environment, RunRecord
+from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, CellEntry, Environment, RunRecord
 
 COMPARISON_FORMAT = 1
 
 Verdict = Literal[
     "improved", "regressed", "changed", "unchanged", "noisy", "missing", "incomparable"
 ]
-
-# Environment fields that must match for numbers to be comparable.
-ENVIRONMENT_FIELDS: tuple[str, ...] = ("accelerator", "host_cpu", "qemu", "fio", "virtme_ng")
 
 # How the reason of a "noisy" row that had too few repetitions to ever be significant starts.
 INSUFFICIENT = "insufficient repetitions"
@@ -214,7 +211,7 @@ def environment_differences(
     run-wide environment must agree.
     """
     out = []
-    for name in ENVIRONMENT_FIELDS:
+    for name in MEASUREMENT_ENVIRONMENT:
         a, b = getattr(base.environment, name), getattr(new.environment, name)
         if a != b:
             out.append(Difference(where="environment", field=name, base=str(a), new=str(b)))

@@ -32,6 +32,7 @@ from iomatrix.errors import IomatrixError, ResultFormatError
 from iomatrix.host import cores, environment, kernels, vm
 from iomatrix.model.cell import Cell, DeviceProfile, Matrix, Timeouts, VmSettings
 from iomatrix.model.result import (
+    MEASUREMENT_ENVIRONMENT,
     BootEvent,
     BootRecord,
     CellEntry,
@@ -581,11 +582,6 @@ def _accelerator(fetched: Sequence[kernels.Kernel], out: TextIO) -> vm.Accelerat
     return accelerator
 
 
-# Environment fields that must not change between a run and its resumption: the resumed cells
-# would otherwise be measured under different conditions than the ones already in the run.
-_RESUME_CHECKED = ("host_cpu", "accelerator", "qemu", "virtme_ng", "fio")
-
-
 def _start_record(
     matrix: Matrix,
     run_id: str,
@@ -621,7 +617,7 @@ def _resumable(previous: RunRecord, fresh: RunRecord, run_dir: Path) -> RunRecor
         problems.append("the matrix file changed since the run started")
     if previous.shard != fresh.shard:
         problems.append(f"the run was shard {previous.shard}, not {fresh.shard}")
-    for name in _RESUME_CHECKED:
+    for name in MEASUREMENT_ENVIRONMENT:
         old, new = getattr(previous.environment, name), getattr(fresh.environment, name)
         if old != new:
             problems.append(f"{name} was {old!r}, is now {new!r}")

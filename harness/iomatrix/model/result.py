@@ -280,6 +280,13 @@ class Environment(Record):
         return data
 
 
+# The environment fields a measured number depends on, in the one order every check lists them:
+# a comparison flags runs where they differ, a merge refuses shards that disagree on them, and a
+# resumed run refuses a host where they changed. (host, python and iomatrix do not change what a
+# disk measures; host_kernel is the host's, not the guest's.)
+MEASUREMENT_ENVIRONMENT: tuple[str, ...] = ("accelerator", "host_cpu", "qemu", "fio", "virtme_ng")
+
+
 class CellEntry(Record):
     cell: Cell
     # Exact QEMU -drive/-device options the test disk had.

@@ -7,9 +7,9 @@ naming the shard runs (so the archive's history shows each measurement once, fro
 What must agree, or the merge is refused with the reason:
 - the matrix: every run has the same matrix_sha256 (and name); a matrix file given must hash the
   same, since it decides which cells there are;
-- the environment fields that decide what a number means (MEASUREMENT_ENV, the same ones a resumed
-  run must keep); the others (host name, host kernel, Python, iomatrix) may differ between runners
-  and are recorded as the list of their values;
+- the environment fields that decide what a number means (MEASUREMENT_ENVIRONMENT, the same
+  ones a resumed run must keep and a comparison flags); the others (host name, host kernel,
+  Python, iomatrix) may differ between runners and are recorded as the list of their values;
 - the kernels: one kernel spec resolved to one release everywhere;
 - each cell: reported by one run, or by several with identical entries (the same folder copied).
 
@@ -37,6 +37,7 @@ from pydantic import ValidationError
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.result import (
+    MEASUREMENT_ENVIRONMENT,
     BootRecord,
     CellEntry,
     CellResult,
@@ -52,7 +53,6 @@ from iomatrix.store.rundir import new_run_id
 MISSING_REASON = "missing: no shard reported this cell"
 # A number measured under a different CPU, accelerator, QEMU, virtme-ng or fio is not the same
 # measurement; the resume check in runner.py refuses the same differences.
-MEASUREMENT_ENV: tuple[str, ...] = ("host_cpu", "accelerator", "qemu", "virtme_ng", "fio")
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def _merged_environment(sources: Sequence[_Source]) -> Environment:
     differences = []
     for name in Environment.model_fields:
         values = list(dict.fromkeys(str(getattr(s.record.environment, name)) for s in sources))
-        if len(values) > 1 and name in MEASUREMENT_ENV:
+        if len(values) > 1 and name in MEASUREMENT_ENVIRONMENT:
             per_run = ", ".join(
                 f"{s.record.run_id}: {getattr(s.record.environment, name)!r}" for s in sources
             )
