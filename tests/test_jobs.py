@@ -323,8 +323,9 @@ matrix:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--jobs", "0"], "--jobs must be at least 1, not 0"),
-        (["--split-boots", "0"], "--split-boots must be at least 1, not 0"),
+        # Usage errors (argparse exits 2 naming the option) before the matrix is even read.
+        (["--jobs", "0"], "argument --jobs: must be at least 1, not 0"),
+        (["--split-boots", "0"], "argument --split-boots: must be at least 1, not 0"),
         (["--share-cores"], "--share-cores only applies with --jobs N"),
         (["--jobs", "3"], "--jobs 3 x 2 vCPU(s) per VM (matrix vm.cpus) needs 6 host cores"),
     ],
@@ -342,7 +343,10 @@ def test_bad_concurrency_options_start_nothing(
 ) -> None:
     matrix = path_kernel_matrix(tmp_path, cpus=2)
     extra = ["--split", "scheduler"] if command == "ab" else []
-    code = cli.main([command, str(matrix), *extra, "--results", str(tmp_path / "r"), *args])
+    try:
+        code = cli.main([command, str(matrix), *extra, "--results", str(tmp_path / "r"), *args])
+    except SystemExit as usage_error:
+        code = usage_error.code
     assert code == 2
     assert message in capsys.readouterr().err
     assert no_commands == []

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from iomatrix import __version__
 from iomatrix.analysis import compare, trend
+from iomatrix.cli import options
 from iomatrix.errors import IomatrixError
 from iomatrix.host import cores, kernels, preflight, runner, vm
 from iomatrix.matrix.loader import load_matrix, quick_variant
@@ -30,12 +31,6 @@ from iomatrix.report.tables import format_table, metric_tables, run_table
 from iomatrix.report.timeline import format_timeline
 from iomatrix.store import archive, merge, rundir
 from iomatrix.store.records_io import load_run
-
-DEFAULT_RESULTS = Path("results")
-OFFLINE_HELP = (
-    "never ask the Debian archive: use cached kernels whatever the age of their resolution "
-    "(a spec not in the cache is an error); also IOMATRIX_OFFLINE=1"
-)
 
 
 def _fetcher(args: argparse.Namespace) -> Callable[[str], kernels.Kernel]:
@@ -238,7 +233,7 @@ def _show_commands(
     the first N boots get; a later boot takes the cores of whichever boot ends before it.
     """
     scratch = runner.default_scratch_dir() / "RUN-ID"
-    run_dir = Path(DEFAULT_RESULTS).resolve() / "RUN-ID"
+    run_dir = Path(options.DEFAULT_RESULTS).resolve() / "RUN-ID"
     slots: list[tuple[int, ...]] = [()]
     if jobs > 1:
         pool = cores.CorePool(cores.available_cpus(), matrix.vm.cpus, share=share)
@@ -525,7 +520,6 @@ def cmd_archive(args: argparse.Namespace) -> int:
 
 
 def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    results_help = "the archive folder (default: results)"
     p = sub.add_parser(
         "trend",
         help="change points in the archived history of every cell and metric",
@@ -536,7 +530,7 @@ def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
             "runs, never against the single previous run."
         ),
     )
-    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
+    options.results(p)
     p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
     p.add_argument("--cell", action="append", metavar="ID", help="only this cell (repeatable)")
     p.add_argument(
@@ -570,7 +564,7 @@ def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
     p.add_argument("--metric", required=True, metavar="NAME", help="e.g. write_iops")
     p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
     p.add_argument("--limit", type=int, metavar="N", help="only the N most recent runs")
-    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR", help=results_help)
+    options.results(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_history)
 
@@ -590,7 +584,7 @@ def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
         metavar="FILE",
         help="the matrix file, to list missing cells (default: the file the runs recorded)",
     )
-    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR", help=results_help)
+    options.results(p)
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser(
@@ -602,39 +596,13 @@ def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
             "from the run folders."
         ),
     )
-    p.add_argument("action", choices=["check", "reindex"])
-    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR", help=results_help)
+    p.add_argument(
+        "action",
+        choices=["check", "reindex"],
+        help="check: list every file that does not load; reindex: rebuild the index",
+    )
+    options.results(p)
     p.set_defaults(func=cmd_archive)
-
-
-def add_concurrency_options(p: argparse.ArgumentParser) -> None:
-    """--jobs, --share-cores and --split-boots, the same on run and ab."""
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        metavar="N",
-        help=(
-            "run N boots side by side, each VM pinned (taskset) to host cores of its own, as "
-            "many as its vCPUs; refused when N x vm.cpus exceeds the cores this process may use "
-            "(default 1: one boot after another, unpinned)"
-        ),
-    )
-    p.add_argument(
-        "--share-cores",
-        action="store_true",
-        help="with --jobs: let VMs share host cores when they do not fit (noisier; recorded)",
-    )
-    p.add_argument(
-        "--split-boots",
-        type=int,
-        default=1,
-        metavar="K",
-        help=(
-            "cut each boot into K boots of consecutive cells (A/B: of pairs), so that one "
-            "(kernel, device) group can run on --jobs VMs (default 1)"
-        ),
-    )
 
 
 def _add_comparison_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -652,38 +620,13 @@ def _add_comparison_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPar
     )
     p.add_argument("base", metavar="BASE", help="the baseline: a run id, a run folder or run.json")
     p.add_argument("new", metavar="NEW", help="the run to judge, in the same forms as BASE")
-    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
+    options.results(p)
     p.add_argument(
         "--force",
         action="store_true",
         help="compare even when the environments differ; every report is marked FORCED",
     )
-    p.add_argument(
-        "--min-effect",
-        type=float,
-        metavar="F",
-        help="fixed minimum relative change, e.g. 0.05 (default: max(0.03, 2 x baseline CoV))",
-    )
-    p.add_argument(
-        "--alpha",
-        type=float,
-        default=compare.DEFAULT_ALPHA,
-        metavar="A",
-        help="significance level after Benjamini-Hochberg (default: 0.05)",
-    )
-    p.add_argument(
-        "--metric",
-        action="append",
-        metavar="PATTERN",
-        help="only metrics matching this name or glob (e.g. '*_iops'); repeatable",
-    )
-    p.add_argument("--format", choices=compare.FORMATS, default="table")
-    p.add_argument(
-        "--output",
-        type=Path,
-        metavar="FILE",
-        help="write the report to FILE and print only the verdict line",
-    )
+    options.comparison(p)
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser(
@@ -697,22 +640,27 @@ def _add_comparison_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPar
             "Exit 1 when a gated metric regressed significantly beyond the minimum effect."
         ),
     )
-    p.add_argument("base", type=Path, metavar="BASE_MATRIX")
-    p.add_argument("new", type=Path, nargs="?", metavar="NEW_MATRIX")
+    p.add_argument("base", type=Path, metavar="BASE_MATRIX", help="the baseline's matrix file")
+    p.add_argument(
+        "new",
+        type=Path,
+        nargs="?",
+        metavar="NEW_MATRIX",
+        help="the new side's matrix file (or give --split instead)",
+    )
     p.add_argument("--split", metavar="AXIS", help="one matrix: the axis whose two values are A, B")
     p.add_argument(
-        "--repeat", type=int, metavar="N", help="repetitions per side (at least 5 to gate)"
+        "--repeat",
+        type=options.positive_int,
+        metavar="N",
+        help="repetitions per side (at least 5 to gate)",
     )
-    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
-    p.add_argument("--min-effect", type=float, metavar="F")
-    p.add_argument("--alpha", type=float, default=compare.DEFAULT_ALPHA, metavar="A")
-    p.add_argument("--metric", action="append", metavar="PATTERN")
-    p.add_argument("--format", choices=compare.FORMATS, default="table")
-    p.add_argument("--output", type=Path, metavar="FILE")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--allow-host-device", action="append", metavar="PATH")
-    p.add_argument("--offline", action="store_true", help=OFFLINE_HELP)
-    add_concurrency_options(p)
+    options.results(p)
+    options.comparison(p)
+    options.no_progress(p)
+    options.allow_host_device(p)
+    options.offline(p)
+    options.concurrency(p)
     p.set_defaults(func=cmd_ab)
 
 
@@ -735,7 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Load and validate matrix files. Errors name the file, the field path and the reason."
         ),
     )
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="matrix files (YAML)")
     p.set_defaults(func=cmd_validate)
 
     shard_help = "only the I-th of N balanced, deterministic slices (1-based), e.g. 2/4"
@@ -747,7 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Expand a matrix into its cells, each with a deterministic id from its axis values."
         ),
     )
-    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
     p.add_argument("--quick", action="store_true", help=quick_help)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     which = p.add_mutually_exclusive_group()
@@ -773,38 +721,24 @@ def build_parser() -> argparse.ArgumentParser:
             "results/<run-id>/run.json. Exit 0 when every cell is ok, 1 otherwise."
         ),
     )
-    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
     p.add_argument("--quick", action="store_true", help=quick_help)
     p.add_argument("--shard", metavar="I/N", help=shard_help)
-    p.add_argument(
-        "--results",
-        default=str(DEFAULT_RESULTS),
-        metavar="DIR",
-        help="the archive folder (default: results)",
-    )
+    options.results(p)
     p.add_argument(
         "--show-command",
         action="store_true",
         help="print each boot's vng/QEMU command instead of running it",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress line")
-    p.add_argument("--offline", action="store_true", help=OFFLINE_HELP)
+    options.no_progress(p)
+    options.offline(p)
     p.add_argument(
         "--resume",
         metavar="RUN",
         help="continue an interrupted run (id or folder): only cells without a result run",
     )
-    p.add_argument(
-        "--allow-host-device",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help=(
-            "let cells format the host block device PATH (as the matrix writes it, e.g. "
-            "/dev/sdb; repeat for several); refused anyway while it is mounted or in use"
-        ),
-    )
-    add_concurrency_options(p)
+    options.allow_host_device(p)
+    options.concurrency(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(
@@ -833,7 +767,7 @@ def build_parser() -> argparse.ArgumentParser:
     network.add_argument(
         "--refresh", action="store_true", help="re-resolve suites against the archive"
     )
-    network.add_argument("--offline", action="store_true", help=OFFLINE_HELP)
+    options.offline(network)
     p.set_defaults(func=cmd_kernels)
 
     p = sub.add_parser(
@@ -844,7 +778,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
-    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
+    options.results(p)
     p.add_argument(
         "--metrics",
         nargs="*",
@@ -869,8 +803,13 @@ def build_parser() -> argparse.ArgumentParser:
             "works; the verdict is cached per host. IOMATRIX_ACCEL=kvm|tcg overrides it."
         ),
     )
-    p.add_argument("--kernel", default="debian:bookworm", metavar="SPEC")
-    p.add_argument("--offline", action="store_true", help=OFFLINE_HELP)
+    p.add_argument(
+        "--kernel",
+        default="debian:bookworm",
+        metavar="SPEC",
+        help="the kernel the probe boots (default: debian:bookworm)",
+    )
+    options.offline(p)
     p.set_defaults(func=cmd_accel)
 
     _add_comparison_parsers(sub)

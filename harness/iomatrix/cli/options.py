@@ -1,0 +1,143 @@
+"""Options that several commands share, each declared once (as pip's cmdoptions and asv's
+common_args do): a command composes the ones it takes, so `--results` or `--min-effect` cannot
+mean different things, or lose their help, from one command to the next.
+
+Values are checked by argparse types here (a bad `--jobs 0` is a usage error naming the option),
+so the commands never turn a ValueError into "bad input": one that escapes is a bug and shows as
+one.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from iomatrix.analysis import compare
+
+DEFAULT_RESULTS = Path("results")
+
+OFFLINE_HELP = (
+    "use only cached kernels, without contacting the Debian archive (also IOMATRIX_OFFLINE=1)"
+)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a number strictly between 0 and 1 (a significance level, an effect)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value:g}")
+    return value
+
+
+def results(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--results",
+        default=str(DEFAULT_RESULTS),
+        metavar="DIR",
+        help=f"the archive folder, where run folders are written and found (default: "
+        f"{DEFAULT_RESULTS})",
+    )
+
+
+def offline(p: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
+    p.add_argument("--offline", action="store_true", help=OFFLINE_HELP)
+
+
+def no_progress(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress line (a line per change is printed anyway when not on a terminal)",
+    )
+
+
+def allow_host_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-host-device",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help=(
+            "let cells format the host block device PATH (as the matrix writes it, e.g. "
+            "/dev/sdb; repeat for several); refused anyway while it is mounted or in use"
+        ),
+    )
+
+
+def concurrency(p: argparse.ArgumentParser) -> None:
+    """--jobs, --share-cores and --split-boots, the same on run and ab."""
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help=(
+            "run N boots side by side, each VM pinned (taskset) to host cores of its own, as "
+            "many as its vCPUs; refused when N x vm.cpus exceeds the cores this process may use "
+            "(default 1: one boot after another, unpinned)"
+        ),
+    )
+    p.add_argument(
+        "--share-cores",
+        action="store_true",
+        help="with --jobs: let VMs share host cores when they do not fit (noisier; recorded)",
+    )
+    p.add_argument(
+        "--split-boots",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help=(
+            "cut each boot into K boots of consecutive cells (A/B: of pairs), so that one "
+            "(kernel, device) group can run on --jobs VMs (default 1)"
+        ),
+    )
+
+
+def comparison(p: argparse.ArgumentParser) -> None:
+    """How two sets of repetitions are judged and reported: compare and ab alike."""
+    p.add_argument(
+        "--min-effect",
+        type=fraction,
+        metavar="F",
+        help="fixed minimum relative change, e.g. 0.05 (default: max(0.03, 2 x baseline CoV))",
+    )
+    p.add_argument(
+        "--alpha",
+        type=fraction,
+        default=compare.DEFAULT_ALPHA,
+        metavar="A",
+        help=f"significance level after Benjamini-Hochberg (default: {compare.DEFAULT_ALPHA:g})",
+    )
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="PATTERN",
+        help="only metrics matching this name or glob (e.g. '*_iops'); repeatable",
+    )
+    p.add_argument(
+        "--format",
+        choices=compare.FORMATS,
+        default="table",
+        help="how the report is printed (default: table)",
+    )
+    p.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="write the report to FILE and print only the verdict line",
+    )
