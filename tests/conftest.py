@@ -9,6 +9,7 @@ import struct
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,10 +171,16 @@ def write_resolutions(kernels_dir: Path, spec: str, *resolved: tuple[str, float]
 
 @pytest.fixture
 def no_commands(monkeypatch: pytest.MonkeyPatch) -> list[Sequence[str]]:
-    """Replace the subprocess seam: any command the CLI tries to run is recorded, never run."""
-    calls: list[Sequence[str]] = []
+    """Replace the subprocess seam: any command the CLI tries to run is recorded, never run.
 
-    def fake_run(argv: Sequence[str], **_kwargs: object) -> proc.Completed:
+    The one exception is the preflight's `fio --parse-only` (it reads a job file and starts
+    nothing): it runs for real, so the job files' check stays a real one here too."""
+    calls: list[Sequence[str]] = []
+    real_run = proc.run
+
+    def fake_run(argv: Sequence[str], **kwargs: Any) -> proc.Completed:
+        if list(argv[:2]) == ["fio", "--parse-only"]:
+            return real_run(argv, **kwargs)
         calls.append(argv)
         raise AssertionError(f"unexpected command: {argv}")
 

@@ -71,10 +71,26 @@ def test_validate_ok(matrix_dir: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert cli.main(["validate", str(QUICK), str(matrix_dir / "good.yaml")]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines() == [
-        f"{QUICK}: ok, 6 cells, 1 kernel(s)",
-        f"{matrix_dir / 'good.yaml'}: ok, 4 cells, 2 kernel(s)",
+        f"{QUICK}: ok, 6 cells, 1 kernel(s), 1 fio job file(s) parsed",
+        f"{matrix_dir / 'good.yaml'}: ok, 4 cells, 2 kernel(s), 1 fio job file(s) parsed",
     ]
     assert captured.err == ""
+
+
+def test_validate_lets_fio_parse_the_job_files(
+    matrix_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A misspelt option is no YAML or safety problem: only fio itself knows its option names.
+    # Found here, it costs nothing; found by the guest, it cost a VM boot.
+    job = matrix_dir / "workloads" / "randwrite-4k.fio"
+    job.write_text(job.read_text().replace("runtime=", "runtim="))
+    assert cli.main(["validate", str(matrix_dir / "good.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"iomatrix: error: {matrix_dir / 'good.yaml'}: workloads.randwrite-4k: fio rejects {job}: "
+        "Bad option <runtim="
+    ), err
+    assert "Did you mean runtime?" in err
 
 
 def test_validate_bad_file_names_file_and_field(

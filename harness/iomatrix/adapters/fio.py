@@ -206,3 +206,17 @@ def version(data: Mapping[str, Any]) -> str:
 
 def parse_file(path: Path) -> dict[str, Any]:
     return load_json(path.read_text(errors="replace"), str(path))
+
+
+def parse_only_argv(job_file: str) -> list[str]:
+    """fio checks a job file's syntax and option names without running it (and names the
+    option it meant: "Bad option <runtim=5> / Did you mean runtime?")."""
+    return ["fio", "--parse-only", job_file]
+
+
+def parse_only_problem(returncode: int, output: str) -> str | None:
+    """What `fio --parse-only` found wrong, as one line, or None when the job file parsed."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if returncode == 0 and not any(line.startswith("Bad option") for line in lines):
+        return None
+    return "; ".join(lines) or f"fio --parse-only exited with {returncode}"

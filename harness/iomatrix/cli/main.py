@@ -49,7 +49,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for path in args.files:
         matrix = load_matrix(path)
         kernels_n = len(matrix.kernels)
-        print(f"{path}: ok, {len(matrix.cells)} cells, {kernels_n} kernel(s)")
+        parsed = preflight.check_job_files(matrix.cells, source=str(path), require_fio=False)
+        jobs = (
+            "fio not installed: job files not parsed"
+            if parsed is None
+            else f"{parsed} fio job file(s) parsed"
+        )
+        print(f"{path}: ok, {len(matrix.cells)} cells, {kernels_n} kernel(s), {jobs}")
     return 0
 
 

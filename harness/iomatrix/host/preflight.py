@@ -3,16 +3,20 @@ next): so that no command can skip a refusal another one makes.
 
 It refuses, naming the matrix file and field: a host block device the command line did not
 confirm, or one that is in use; a host-backed device while the runner cannot attach it (it would
-measure a scratch image instead); --jobs, --split-boots or --share-cores that do not fit. Nothing
-has been fetched, booted or written when it raises.
+measure a scratch image instead); --jobs, --split-boots or --share-cores that do not fit; a fio
+job file the host's fio cannot parse. Nothing has been fetched, booted or written when it raises.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from iomatrix.errors import IomatrixError
+from iomatrix import proc
+from iomatrix.adapters import fio
+from iomatrix.errors import IomatrixError, MatrixError, MatrixErrors
 from iomatrix.host import cores, hostdev
 from iomatrix.model.cell import Cell
 
@@ -54,4 +58,49 @@ def preflight(
     sharing = check_concurrency(concurrency, vm_cpus)
     hostdev.check_host_devices(cells, allowed_host_devices, source=source)
     hostdev.check_runner_support(cells, source=source)
+    check_job_files(cells, source=source)
     return sharing
+
+
+def job_files(cells: Sequence[Cell]) -> dict[str, list[str]]:
+    """Every fio job file the cells run, by workload name (a phased workload has several)."""
+    files: dict[str, list[str]] = {}
+    for cell in cells:
+        workload = cell.workload
+        if workload.kind != "fio" or workload.name in files:
+            continue
+        phases = [p.job_file for p in workload.phases] or [workload.job_file]
+        files[workload.name] = phases
+    return files
+
+
+def check_job_files(cells: Sequence[Cell], *, source: str, require_fio: bool = True) -> int | None:
+    """Let the host's fio parse every job file (`fio --parse-only`), so that a misspelt option
+    fails here, naming the workload and fio's own words, and not after a VM has booted. The
+    guest runs the host's fio (its root is the host's), so the host's verdict is the guest's.
+
+    Returns how many job files were checked (None: fio is not installed and not required, as for
+    `iomatrix validate` on a machine set up only to edit matrices); raises MatrixErrors naming
+    each one that fails.
+    """
+    if not require_fio and shutil.which("fio") is None:
+        return None
+    errors: list[MatrixError] = []
+    checked = 0
+    for name, paths in job_files(cells).items():
+        for path in paths:
+            done = proc.run(
+                fio.parse_only_argv(path),
+                timeout_s=60,
+                ok_codes=range(256),
+                cwd=Path(path).parent,
+            )
+            checked += 1
+            problem = fio.parse_only_problem(done.returncode, done.stdout + done.stderr)
+            if problem is not None:
+                errors.append(
+                    MatrixError(source, f"workloads.{name}", f"fio rejects {path}: {problem}")
+                )
+    if errors:
+        raise MatrixErrors(tuple(errors))
+    return checked
