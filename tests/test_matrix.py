@@ -2295,3 +2295,33 @@ def test_phases_need_distinct_valid_names_and_safe_job_files(ws: Path) -> None:
     assert "filename='/dev/sda'" in error.reason
     doc["workloads"]["tio"] = {"fio": []}
     assert only_error(ws, doc).field == "workloads.tio.fio"
+
+
+@pytest.mark.parametrize(
+    ("doc_change", "field", "hint"),
+    [
+        ({"scheduler": ["mq-dedline"]}, "matrix.scheduler[0]", "; did you mean 'mq-deadline'?"),
+        ({"filesystem": ["btrf"]}, "matrix.filesystem[0]", "; did you mean 'btrfs'?"),
+        ({"workload": ["randwrit"]}, "matrix.workload[0]", "; did you mean 'randwrite'?"),
+        # Nothing close: no guess, only the list.
+        ({"scheduler": ["cfq"]}, "matrix.scheduler[0]", None),
+    ],
+)
+def test_a_misspelt_name_gets_a_hint_after_the_allowed_ones(
+    ws: Path, doc_change: dict[str, Any], field: str, hint: str | None
+) -> None:
+    error = only_error(ws, with_matrix(**doc_change))
+    assert error.field == field
+    assert "allowed: " in error.reason or "defined: " in error.reason
+    if hint is None:
+        assert "did you mean" not in error.reason
+    else:
+        assert error.reason.endswith(hint), error.reason
+
+
+def test_a_misspelt_field_gets_a_hint(ws: Path) -> None:
+    doc = base_doc()
+    doc["repaet"] = 3
+    error = only_error(ws, doc)
+    assert error.reason.startswith("unknown field 'repaet'; allowed: ")
+    assert error.reason.endswith("; did you mean 'repeat'?")

@@ -34,6 +34,7 @@ Loading happens in two stages:
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -142,6 +143,15 @@ def _show(value: object) -> str:
 
 def _listing(values: Sequence[str]) -> str:
     return ", ".join(values) if values else "(none)"
+
+
+def _did_you_mean(value: object, candidates: Sequence[str]) -> str:
+    """ "; did you mean 'mq-deadline'?" when a name is one slip away from an allowed one, else "".
+    Appended after the list of allowed names, which stays whole: the hint is a guess."""
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, candidates, n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _format_size(n: int) -> str:
@@ -602,7 +612,7 @@ def _check_fstype(value: str) -> str:
     if value not in FILESYSTEM_TYPES:
         raise ValueError(
             f"{_show(value)} is not a known filesystem type; allowed: {_listing(FILESYSTEM_TYPES)}"
-            " (or a mapping {name, type, mkfs})"
+            f" (or a mapping {{name, type, mkfs}}){_did_you_mean(value, FILESYSTEM_TYPES)}"
         )
     return value
 
@@ -1106,13 +1116,16 @@ def _reason(err: Mapping[str, Any], root: type[BaseModel]) -> str:  # noqa: PLR0
     if kind == "extra_forbidden":
         model = _model_at(root, loc[:-1])
         allowed = _listing(list(model.model_fields)) if model is not None else "(see the docs)"
-        return f"unknown field {loc[-1]!r}; allowed: {allowed}"
+        fields = list(model.model_fields) if model is not None else []
+        return f"unknown field {loc[-1]!r}; allowed: {allowed}{_did_you_mean(loc[-1], fields)}"
     if kind == "missing":
         return "missing; this field is required"
     if kind in ("value_error", "assertion_error") and "error" in ctx:
         return str(ctx["error"])
     if kind == "literal_error":
-        return f"{_show(value)} is not allowed; allowed: {ctx.get('expected', '?')}"
+        expected = str(ctx.get("expected", "?"))
+        hint = _did_you_mean(value, re.findall(r"'([^']*)'", expected))
+        return f"{_show(value)} is not allowed; allowed: {expected}{hint}"
     if kind == "too_short":
         return "empty list; give at least one value"
     if kind in _BOUND_WORDS:
@@ -1736,7 +1749,8 @@ class _Expander:
             self.error(
                 loc,
                 f"{_show(name)} is not a device defined under devices:; defined: "
-                f"{_listing(list(self.spec.devices or {}))}",
+                f"{_listing(list(self.spec.devices or {}))}"
+                f"{_did_you_mean(name, list(self.spec.devices or {}))}",
             )
         return None
 
@@ -1778,7 +1792,9 @@ class _Expander:
         self.error(
             loc,
             f"{_show(ref)} is not a workload: not defined under workloads: (defined: "
-            f"{_listing(list(defined))}) and no file " + " or ".join(str(c) for c in candidates),
+            f"{_listing(list(defined))}) and no file "
+            + " or ".join(str(c) for c in candidates)
+            + _did_you_mean(ref, list(defined)),
         )
         return None
 
@@ -2042,13 +2058,15 @@ class _Expander:
                 self.error(
                     (*loc, "mount_options"),
                     f"{_show(values['mount_options'])} is not a mount option set of filesystem "
-                    f"{fs.name!r}; defined: {_listing(list(sets))}",
+                    f"{fs.name!r}; defined: {_listing(list(sets))}"
+                    f"{_did_you_mean(values['mount_options'], list(sets))}",
                 )
         scheduler = values["scheduler"]
         if scheduler not in SCHEDULERS:
             self.error(
                 (*loc, "scheduler"),
-                f"{_show(scheduler)} is not allowed; allowed: {_listing(SCHEDULERS)}",
+                f"{_show(scheduler)} is not allowed; allowed: {_listing(SCHEDULERS)}"
+                f"{_did_you_mean(scheduler, SCHEDULERS)}",
             )
         device = self._device(values["device"], (*loc, "device"))
         workload: Workload | None = None
