@@ -9,7 +9,7 @@ import pytest
 
 from conftest import make_cell
 from iomatrix.model.cell import Cell
-from iomatrix.report.progress import Progress, format_duration, render
+from iomatrix.report.progress import Progress, fit, format_duration, render
 
 
 @pytest.mark.parametrize(
@@ -139,3 +139,17 @@ def test_progress_on_a_terminal_redraws_one_line(tmp_path: Path) -> None:
     assert text.endswith("\n")
     assert text.count("\n") == 1
     assert text.count("\r") == 1
+
+
+@pytest.mark.parametrize("width", [40, 80, 100, 120, 200])
+def test_a_status_line_is_cut_to_the_terminal_width(width: int) -> None:
+    label = "debian:bookworm/btrfs/nodatacow/mq-deadline/virtio-file/randwrite-4k"
+    line = render(done=2, total=6, elapsed_s=61, remaining_s=100, current=label)
+    shown = fit(line, width)
+    assert len(shown) < width
+    assert shown == line or len(line) >= width
+    if width >= 80:  # room enough for the count, the ETA and both ends of the label
+        assert "2/6 cells" in shown
+        assert "ETA 1m40s" in shown
+        assert "now: debian:bookworm/" in shown
+        assert shown.endswith("randwrite-4k")

@@ -74,6 +74,17 @@ def default_scratch_dir() -> Path:
     return Path(env) if env else kernels.cache_root() / "scratch"
 
 
+class ProgressDisplay(Protocol):
+    """A display that follows a run while its boots run; the run's own messages go through
+    `messages` meanwhile, so that they never land inside a status line being redrawn."""
+
+    messages: TextIO
+
+    def __enter__(self) -> object: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
 class ProgressFactory(Protocol):
     """Makes the display that follows a run from its run folders while its boots run (the
     command line hands in iomatrix.report.progress.Progress; the runner does not draw)."""
@@ -86,7 +97,7 @@ class ProgressFactory(Protocol):
         stream: TextIO,
         boots: int,
         run_dirs: Sequence[Path],
-    ) -> contextlib.AbstractContextManager[object]: ...
+    ) -> ProgressDisplay: ...
 
 
 @dataclass(frozen=True)
@@ -689,18 +700,22 @@ def _execute(session: _Session, groups: Sequence[BootGroup], sides: Sequence[_Si
     all_cells = [c for side in sides for c in side.cells]
     # Kept to re-raise the very exception: the CLI tells SIGTERM (exit 143) from Ctrl-C (130).
     interrupted: KeyboardInterrupt | None = None
+    display = (
+        session.progress(
+            run_dir=sides[0].run_dir,
+            cells=all_cells,
+            stream=session.out,
+            boots=len(groups),
+            run_dirs=[side.run_dir for side in sides for _ in side.cells],
+        )
+        if session.progress is not None
+        else None
+    )
+    out = session.out
     try:
-        with (
-            session.progress(
-                run_dir=sides[0].run_dir,
-                cells=all_cells,
-                stream=session.out,
-                boots=len(groups),
-                run_dirs=[side.run_dir for side in sides for _ in side.cells],
-            )
-            if session.progress is not None
-            else contextlib.nullcontext()
-        ):
+        with display if display is not None else contextlib.nullcontext():
+            if display is not None:
+                session.out = display.messages
             if session.jobs == 1:
                 for group in groups:
                     with session.clock.span(f"boot {group.boot_id}"):
@@ -710,6 +725,7 @@ def _execute(session: _Session, groups: Sequence[BootGroup], sides: Sequence[_Si
     except KeyboardInterrupt as exc:
         interrupted = exc
     finally:
+        session.out = out
         with session.clock.span("cleanup"):
             shutil.rmtree(session.scratch, ignore_errors=True)
         timeline = session.clock.timeline()

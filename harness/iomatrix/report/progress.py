@@ -3,16 +3,23 @@
 The cells run inside VMs, so the host learns of progress from the marker files the guest agent
 writes into the shared run folder (cells/<id>/started, cells/<id>/result.json). A background
 thread polls them; nothing in the guest needs to know a progress display exists.
+
+On a terminal the line is redrawn in place, so it must never be wider than the terminal: a line
+that wraps leaves its first half behind at every redraw (cell labels alone are 130 to 160
+characters). It is cut to the width, the running cell's label losing its middle first, and the
+run's own messages (`messages`) are written above it, never into it.
 """
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from iomatrix.model.cell import Cell
 
@@ -34,6 +41,71 @@ def render(
     eta = format_duration(remaining_s)
     now = f"  now: {current}" if current else ""
     return f"[{bar}] {done}/{total} cells  elapsed {format_duration(elapsed_s)}  ETA {eta}{now}"
+
+
+# The terminal width assumed when the stream cannot tell (a pty of size 0, a closed descriptor).
+DEFAULT_WIDTH = 80
+_ELLIPSIS = "..."
+
+
+def fit(line: str, width: int) -> str:
+    """The status line cut to `width` - 1 characters (a line that fills the last column wraps on
+    some terminals): first the bar goes (the count says the same), then the running cell's label
+    loses its middle (its kernel and its workload stay), then the line its end."""
+    limit = max(width - 1, 1)
+    if len(line) <= limit:
+        return line
+    if line.startswith("[") and "] " in line:
+        line = line.split("] ", 1)[1]
+        if len(line) <= limit:
+            return line
+    head, marker, label = line.partition("  now: ")
+    if marker:
+        room = limit - len(head) - len(marker)
+        if room >= 2 * len(_ELLIPSIS):
+            keep = room - len(_ELLIPSIS)
+            front = (keep + 1) // 2
+            return head + marker + label[:front] + _ELLIPSIS + label[len(label) - keep // 2 :]
+    return line[:limit]
+
+
+def terminal_width(stream: TextIO) -> int:
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return DEFAULT_WIDTH
+    return columns or DEFAULT_WIDTH
+
+
+class _Above(io.TextIOBase):
+    """A text stream whose every complete line is written above the status line."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__()
+        self._progress = progress
+        # print() writes a message and its newline apart, and boots run side by side print from
+        # their own threads: one partial line per thread, so two never mix.
+        self._pending: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        me = threading.get_ident()
+        with self._lock:
+            *lines, rest = (self._pending.pop(me, "") + text).split("\n")
+            if rest:
+                self._pending[me] = rest
+        for line in lines:
+            self._progress.write_above(line)
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            rest = self._pending.pop(threading.get_ident(), "")
+        if rest:
+            self._progress.write_above(rest)
 
 
 class Progress:
@@ -64,6 +136,10 @@ class Progress:
         self._last: tuple[int, str | None] | None = None
         self._first_cell_at: float | None = None
         self._tty = bool(getattr(stream, "isatty", lambda: False)())
+        # The poller and the run's threads both write: one line at a time.
+        self._lock = threading.Lock()
+        # Where the run's own messages go while the display is up: above the status line.
+        self.messages = cast(TextIO, _Above(self))
 
     def snapshot(self) -> tuple[str, tuple[int, str | None]]:
         """The status line, and what changed in it that is worth a new line off a terminal."""
@@ -101,13 +177,27 @@ class Progress:
 
     def _draw(self) -> None:
         line, key = self.snapshot()
-        if self._tty:
-            self.stream.write("\r\033[K" + line)
+        with self._lock:
+            if self._tty:
+                self.stream.write("\r\033[K" + fit(line, terminal_width(self.stream)))
+                self.stream.flush()
+            elif key != self._last:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+            self._last = key
+
+    def write_above(self, message: str) -> None:
+        """A line of the run's own output: on a terminal, the status line is cleared, the
+        message written in its place and the status line drawn again below it."""
+        with self._lock:
+            if self._tty:
+                line, _ = self.snapshot()
+                self.stream.write(
+                    "\r\033[K" + message + "\n" + fit(line, terminal_width(self.stream))
+                )
+            else:
+                self.stream.write(message + "\n")
             self.stream.flush()
-        elif key != self._last:
-            self.stream.write(line + "\n")
-            self.stream.flush()
-        self._last = key
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
