@@ -4,12 +4,19 @@ declared once, and bad option values are usage errors that name the option."""
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from conftest import make_cell, make_run
 from iomatrix.cli import main as cli
+from iomatrix.model.result import CellResult
+from iomatrix.store.records_io import write_record
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CLI_DIR = Path(cli.__file__).parent
 
@@ -58,3 +65,49 @@ def test_a_bad_option_value_is_a_usage_error_naming_the_option(
         cli.main(argv)
     assert exit_info.value.code == 2
     assert complaint in capsys.readouterr().err
+
+
+LISTING_OR_SHOWING = [
+    "iomatrix validate",
+    "iomatrix expand",
+    "iomatrix show",
+    "iomatrix history",
+    "iomatrix trend",
+    "iomatrix kernels list",
+    "iomatrix archive",
+]
+
+
+def test_every_command_that_lists_or_shows_takes_json() -> None:
+    with_json = {
+        name
+        for name, parser in parsers(cli.build_parser())
+        if any("--json" in a.option_strings for a in parser._actions)
+    }
+    assert set(LISTING_OR_SHOWING) <= with_json
+
+
+def test_json_outputs_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
+    results = tmp_path / "results"
+    cell = make_cell()
+    ok = CellResult(cell_id=cell.id, status="ok")
+    write_record(results / "r1" / "run.json", make_run([(cell, ok)]))
+
+    def json_of(*argv: str) -> Any:
+        code = cli.main(list(argv))
+        out = capsys.readouterr().out
+        assert code == 0, out
+        return json.loads(out)
+
+    assert json_of("kernels", "list", "--json") == []
+    shown = json_of("show", "r1", "--results", str(results), "--json")
+    assert shown["run_id"] == "r1"
+    assert shown["cells"][0]["cell"]["id"] == cell.id
+    checked = json_of("archive", "check", "--results", str(results), "--json")
+    assert checked == {"run_folders": 1, "problems": []}
+    (validated,) = json_of("validate", "--json", str(ROOT / "matrix" / "quick.yaml"))
+    assert validated["cells"] == 6
+    assert validated["fio_jobs"] == 1

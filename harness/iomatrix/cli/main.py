@@ -46,16 +46,28 @@ def _select(matrix: Matrix, shard: str | None) -> list[Cell]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    checked = []
     for path in args.files:
         matrix = load_matrix(path)
         kernels_n = len(matrix.kernels)
         parsed = preflight.check_job_files(matrix.cells, source=str(path), require_fio=False)
+        checked.append(
+            {
+                "file": str(path),
+                "cells": len(matrix.cells),
+                "kernels": kernels_n,
+                "fio_jobs": parsed,
+            }
+        )
         jobs = (
             "fio not installed: job files not parsed"
             if parsed is None
             else f"{parsed} fio job file(s) parsed"
         )
-        print(f"{path}: ok, {len(matrix.cells)} cells, {kernels_n} kernel(s), {jobs}")
+        if not args.json:
+            print(f"{path}: ok, {len(matrix.cells)} cells, {kernels_n} kernel(s), {jobs}")
+    if args.json:
+        print(json.dumps(checked, indent=1))
     return 0
 
 
@@ -273,7 +285,11 @@ def cmd_kernels(args: argparse.Namespace) -> int:
             )
             print(f"{spec}: {kernel.release} ({kernel.source})\n  {kernel.vmlinuz}")
         return 0
-    rows = [[k.release, k.spec, k.source] for k in kernels.cached()]
+    cached = kernels.cached()
+    if args.json:
+        print(json.dumps([k.model_dump(mode="json") for k in cached], indent=1))
+        return 0
+    rows = [[k.release, k.spec, k.source] for k in cached]
     print(format_table(["release", "spec", "source"], rows) if rows else "no kernels cached")
     print(f"\ncache: {kernels.cache_root() / 'kernels'}")
     return 0
@@ -281,6 +297,11 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     record = load_run(rundir.find_run(args.run, Path(args.results)))
+    if args.json:
+        # The record as run.json holds it (migrated to the current format), or its timeline.
+        shown = record.timeline if args.timeline else record
+        print(json.dumps(shown.model_dump(mode="json") if shown is not None else None, indent=1))
+        return 0
     if args.timeline:
         print(format_timeline(record))
         return 0
@@ -516,6 +537,10 @@ def cmd_archive(args: argparse.Namespace) -> int:
         return 0
     problems = archive.check_archive(results)
     folders = len(archive.run_folders(results))
+    if args.json:
+        listed = [{"path": str(p.path), "reason": p.reason} for p in problems]
+        print(json.dumps({"run_folders": folders, "problems": listed}, indent=1))
+        return 1 if problems else 0
     for problem in problems:
         print(problem)
     if problems:
@@ -553,7 +578,7 @@ def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
         metavar="N",
         help="fewest runs on each side of a change (default 5)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    options.json_output(p)
     p.set_defaults(func=cmd_trend)
 
     p = sub.add_parser(
@@ -571,7 +596,7 @@ def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
     p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
     p.add_argument("--limit", type=int, metavar="N", help="only the N most recent runs")
     options.results(p)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    options.json_output(p)
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser(
@@ -608,6 +633,7 @@ def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
         help="check: list every file that does not load; reindex: rebuild the index",
     )
     options.results(p)
+    options.json_output(p)
     p.set_defaults(func=cmd_archive)
 
 
@@ -670,6 +696,63 @@ def _add_comparison_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPar
     p.set_defaults(func=cmd_ab)
 
 
+def _add_kernel_and_show_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """kernels (list, fetch) and show (an archived run)."""
+    p = sub.add_parser(
+        "kernels",
+        help="list or fetch cached kernels",
+        description=(
+            "Kernels live in ~/.cache/iomatrix/kernels/<release>/ (or $IOMATRIX_CACHE). Debian "
+            "kernels are downloaded with a private apt configuration; the host's is never changed. "
+            "A suite is resolved again once its resolution is a day old; when the archive cannot "
+            "be reached, the newest cached kernel the spec resolved to is used, with a warning."
+        ),
+    )
+    # list and fetch are sub-commands, not one positional choice beside SPEC...: argparse fills a
+    # "*" positional as soon as it meets its neighbour, so `kernels fetch --offline SPEC` would
+    # leave SPEC unrecognized.
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    options.json_output(actions.add_parser("list", help="the cached kernels"))
+    fetch = actions.add_parser("fetch", help="fetch kernels into the cache (verified if there)")
+    fetch.add_argument(
+        "specs",
+        nargs="*",
+        metavar="SPEC",
+        help="debian:<suite|abi-release|version> or path:<vmlinuz>[,modules=<dir>]",
+    )
+    network = fetch.add_mutually_exclusive_group()
+    network.add_argument(
+        "--refresh", action="store_true", help="re-resolve suites against the archive"
+    )
+    options.offline(network)
+    p.set_defaults(func=cmd_kernels)
+
+    p = sub.add_parser(
+        "show",
+        help="print the table of an archived run",
+        description=(
+            "Print the table of an archived run: status and headline metrics of every cell."
+        ),
+    )
+    p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
+    options.results(p)
+    p.add_argument(
+        "--metrics",
+        nargs="*",
+        metavar="GLOB",
+        help="instead: one table per workload, a row per metric and a column per cell; only "
+        "metrics matching a GLOB (e.g. '*bw_mib_s' 'seqwrite.*'), or the headline ones",
+    )
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="instead: where the run's wall time went (kernels, each boot's start, every "
+        "repetition's phases in the guest, power-off)",
+    )
+    options.json_output(p)
+    p.set_defaults(func=cmd_show)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="iomatrix",
@@ -690,6 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="matrix files (YAML)")
+    options.json_output(p)
     p.set_defaults(func=cmd_validate)
 
     shard_help = "only the I-th of N balanced, deterministic slices (1-based), e.g. 2/4"
@@ -703,7 +787,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
     p.add_argument("--quick", action="store_true", help=quick_help)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    options.json_output(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--shard", metavar="I/N", help=shard_help)
     which.add_argument(
@@ -747,58 +831,7 @@ def build_parser() -> argparse.ArgumentParser:
     options.concurrency(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser(
-        "kernels",
-        help="list or fetch cached kernels",
-        description=(
-            "Kernels live in ~/.cache/iomatrix/kernels/<release>/ (or $IOMATRIX_CACHE). Debian "
-            "kernels are downloaded with a private apt configuration; the host's is never changed. "
-            "A suite is resolved again once its resolution is a day old; when the archive cannot "
-            "be reached, the newest cached kernel the spec resolved to is used, with a warning."
-        ),
-    )
-    # list and fetch are sub-commands, not one positional choice beside SPEC...: argparse fills a
-    # "*" positional as soon as it meets its neighbour, so `kernels fetch --offline SPEC` would
-    # leave SPEC unrecognized.
-    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("list", help="the cached kernels")
-    fetch = actions.add_parser("fetch", help="fetch kernels into the cache (verified if there)")
-    fetch.add_argument(
-        "specs",
-        nargs="*",
-        metavar="SPEC",
-        help="debian:<suite|abi-release|version> or path:<vmlinuz>[,modules=<dir>]",
-    )
-    network = fetch.add_mutually_exclusive_group()
-    network.add_argument(
-        "--refresh", action="store_true", help="re-resolve suites against the archive"
-    )
-    options.offline(network)
-    p.set_defaults(func=cmd_kernels)
-
-    p = sub.add_parser(
-        "show",
-        help="print the table of an archived run",
-        description=(
-            "Print the table of an archived run: status and headline metrics of every cell."
-        ),
-    )
-    p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
-    options.results(p)
-    p.add_argument(
-        "--metrics",
-        nargs="*",
-        metavar="GLOB",
-        help="instead: one table per workload, a row per metric and a column per cell; only "
-        "metrics matching a GLOB (e.g. '*bw_mib_s' 'seqwrite.*'), or the headline ones",
-    )
-    p.add_argument(
-        "--timeline",
-        action="store_true",
-        help="instead: where the run's wall time went (kernels, each boot's start, every "
-        "repetition's phases in the guest, power-off)",
-    )
-    p.set_defaults(func=cmd_show)
+    _add_kernel_and_show_parsers(sub)
     _add_archive_parsers(sub)
 
     p = sub.add_parser(

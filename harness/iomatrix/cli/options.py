@@ -141,3 +141,8 @@ def comparison(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write the report to FILE and print only the verdict line",
     )
+
+
+def json_output(p: argparse.ArgumentParser) -> None:
+    """--json on every command that lists or shows something: one JSON document on stdout."""
+    p.add_argument("--json", action="store_true", help="machine-readable output (JSON on stdout)")
