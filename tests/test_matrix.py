@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import textwrap
 from pathlib import Path
 from typing import Any, get_args
@@ -19,6 +20,7 @@ from iomatrix.matrix.loader import (
     check_fio_job,
     estimate_fio_runtime,
     format_field,
+    json_schema,
     load_matrix,
     parse_size,
     quick_variant,
@@ -2325,3 +2327,14 @@ def test_a_misspelt_field_gets_a_hint(ws: Path) -> None:
     error = only_error(ws, doc)
     assert error.reason.startswith("unknown field 'repaet'; allowed: ")
     assert error.reason.endswith("; did you mean 'repeat'?")
+
+
+def test_the_published_json_schema_is_the_readers() -> None:
+    # docs/matrix.schema.json is what editors load: regenerate it with
+    # `iomatrix schema > docs/matrix.schema.json` when the matrix format changes.
+    published = json.loads((REPO / "docs" / "matrix.schema.json").read_text())
+    assert published == json_schema()
+    assert published["title"] == "iomatrix matrix file"
+    assert set(published["properties"]) >= {"format", "devices", "workloads", "matrix"}
+    axes = published["$defs"]["_MatrixSpec"]["properties"]
+    assert set(axes) >= {"kernel", "filesystem", "scheduler", "device", "workload"}

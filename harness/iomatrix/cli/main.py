@@ -22,6 +22,7 @@ from iomatrix.analysis import compare, trend
 from iomatrix.cli import options
 from iomatrix.errors import IomatrixError
 from iomatrix.host import cores, kernels, preflight, runner, vm
+from iomatrix.matrix.loader import json_schema as matrix_json_schema
 from iomatrix.matrix.loader import load_matrix, quick_variant
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.plan.boots import boot_groups, split_boots
@@ -404,6 +405,11 @@ def cmd_ab(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     print(f"\nsession: {session} (base/, new/, comparison.json, comparison.md)")
     return compare.exit_code(result)
+
+
+def cmd_schema(_args: argparse.Namespace) -> int:
+    print(json.dumps(matrix_json_schema(), indent=1))
+    return 0
 
 
 def cmd_accel(args: argparse.Namespace) -> int:
@@ -850,6 +856,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     options.offline(p)
     p.set_defaults(func=cmd_accel)
+
+    p = sub.add_parser(
+        "schema",
+        help="print the JSON Schema of matrix files (for editors)",
+        description=(
+            "Print the JSON Schema of a matrix file, as docs/matrix.schema.json holds it: point "
+            "an editor at it (a `# yaml-language-server: $schema=...` comment) to complete and "
+            "check matrix files as they are written. `iomatrix validate` checks more."
+        ),
+    )
+    p.set_defaults(func=cmd_schema)
 
     _add_comparison_parsers(sub)
     return parser

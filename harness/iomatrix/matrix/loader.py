@@ -2160,3 +2160,13 @@ def load_matrix(path: Path | str, *, max_cells: int | None = None) -> Matrix:
     if expander.errors or matrix is None:
         raise MatrixErrors(tuple(expander.errors))
     return matrix
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a matrix file (docs/matrix.schema.json is this, checked in), for
+    editors that complete and check YAML against a schema (yaml-language-server's `$schema`
+    comment). It says what the reader accepts field by field; the reader checks more (names that
+    must be defined, presets, fio job files) and says which file and field is wrong."""
+    schema = _FileSpec.model_json_schema()
+    schema["title"] = "iomatrix matrix file"
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
