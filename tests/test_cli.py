@@ -100,7 +100,8 @@ def test_validate_bad_file_names_file_and_field(
     assert cli.main(["validate", str(bad)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith(f"iomatrix: error: {bad}: matrix.scheduler[0]: 'cfq' ")
+    # scheduler: [cfq] is on line 9 of GOOD's text, the value at column 15.
+    assert captured.err.startswith(f"iomatrix: error: {bad}:9:15: matrix.scheduler[0]: 'cfq' ")
     assert "'mq-deadline'" in captured.err
     assert "Traceback" not in captured.err
 
@@ -114,8 +115,8 @@ def test_validate_reports_every_error_of_a_file(
     )
     assert cli.main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}: matrix.scheduler[0]" in err
-    assert f"{bad}: matrix.filesystem[0]" in err
+    assert f"{bad}:9:15: matrix.scheduler[0]" in err
+    assert f"{bad}:8:16: matrix.filesystem[0]" in err
 
 
 def test_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -284,10 +284,16 @@ def test_errors_render_as_file_field_reason(ws: Path) -> None:
     with pytest.raises(MatrixErrors) as info:
         load_doc(ws, doc)
     lines = str(info.value).splitlines()
+    # file:line:column, counted here from the file as written (1-based, as editors count).
+    text = (ws / "m.yaml").read_text().splitlines()
+    bus = next(i for i, line in enumerate(text) if line.strip() == "bus: ide")
+    cfq = next(i for i, line in enumerate(text) if line.strip() == "- cfq")
+    bus_col = text[bus].index("bus") + 1
+    cfq_col = text[cfq].index("cfq") + 1
     assert lines == [
-        f"{ws / 'm.yaml'}: devices.small.bus: 'ide' is not allowed; "
+        f"{ws / 'm.yaml'}:{bus + 1}:{bus_col}: devices.small.bus: 'ide' is not allowed; "
         "allowed: 'virtio-blk', 'nvme' or 'scsi'",
-        f"{ws / 'm.yaml'}: matrix.scheduler[0]: 'cfq' is not allowed; "
+        f"{ws / 'm.yaml'}:{cfq + 1}:{cfq_col}: matrix.scheduler[0]: 'cfq' is not allowed; "
         "allowed: 'none', 'mq-deadline', 'bfq' or 'kyber'",
     ]
 
@@ -311,7 +317,9 @@ def test_errors_render_as_file_field_reason(ws: Path) -> None:
 def test_format_must_be_1(ws: Path, value: object, reason: str) -> None:
     doc = base_doc()
     doc["format"] = value
-    assert only_error(ws, doc) == MatrixError(str(ws / "m.yaml"), "format", reason)
+    error = only_error(ws, doc)
+    assert (error.file, error.field, error.reason) == (str(ws / "m.yaml"), "format", reason)
+    assert (error.line, error.column) == (1, 1)  # format: is the file's first line
 
 
 def test_format_is_required(ws: Path) -> None:
@@ -418,11 +426,13 @@ def test_unknown_fields_in_list_entries(
 def test_device_choices(ws: Path, key: str, value: str, choices: str) -> None:
     doc = base_doc()
     doc["devices"]["small"][key] = value
-    assert only_error(ws, doc) == MatrixError(
+    error = only_error(ws, doc)
+    assert (error.file, error.field, error.reason) == (
         str(ws / "m.yaml"),
         f"devices.small.{key}",
         f"{value!r} is not allowed; allowed: {choices}",
     )
+    assert error.line is not None
 
 
 def test_scheduler_choices(ws: Path) -> None:
@@ -1950,7 +1960,9 @@ def test_job_file_problems_name_file_field_job_file_and_line(ws: Path) -> None:
     job = (ws / "workloads" / "bad.fio").resolve()
     doc = base_doc()
     doc["workloads"]["randwrite"]["fio"] = "workloads/bad.fio"
-    assert only_error(ws, doc) == MatrixError(
+    error = only_error(ws, doc)
+    assert error.line is not None
+    assert (error.file, error.field, error.reason) == (
         str(ws / "m.yaml"),
         "workloads.randwrite.fio",
         f"job file {job}: line 3: filename='/etc/passwd': '/etc/passwd' is an absolute path; "

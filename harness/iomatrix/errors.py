@@ -11,14 +11,21 @@ class IomatrixError(Exception):
 
 @dataclass
 class MatrixError(IomatrixError):
-    """A matrix file is invalid: names the file, the path of the field, and the reason."""
+    """A matrix file is invalid: names the file, the path of the field, and the reason; and
+    where the field is in the file, when the YAML says (file:line:column, as compilers print
+    it, so editors and terminals can jump there)."""
 
     file: str
     field: str
     reason: str
+    line: int | None = None
+    column: int | None = None
 
     def __str__(self) -> str:
-        where = f"{self.file}: {self.field}" if self.field else self.file
+        place = self.file
+        if self.line is not None:
+            place += f":{self.line}" + (f":{self.column}" if self.column is not None else "")
+        where = f"{place}: {self.field}" if self.field else place
         return f"{where}: {self.reason}"
 
 

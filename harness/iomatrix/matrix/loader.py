@@ -1198,12 +1198,44 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _parse_yaml(data: bytes) -> object:
+# Where a YAML path is in its file: 1-based line and column of the key (or sequence item).
+Position = tuple[int, int]
+
+
+def _positions(node: yaml.Node, loc: Loc, out: dict[Loc, Position]) -> None:
+    """Every YAML path below `node`, with where it starts: error messages point at the line."""
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            sub = (*loc, str(key_node.value))
+            out[sub] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            _positions(value_node, sub, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            out[(*loc, index)] = (item.start_mark.line + 1, item.start_mark.column + 1)
+            _positions(item, (*loc, index), out)
+
+
+def _parse_yaml(data: bytes, positions: dict[Loc, Position] | None = None) -> object:
     loader = _StrictLoader(data)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if positions is not None:
+            _positions(node, (), positions)
+        return loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def _position(positions: Mapping[Loc, Position], loc: Loc) -> Position | None:
+    """Where the value at (or else above) a YAML path is written; None when nowhere (a field
+    that is missing from a file that has nothing above it)."""
+    for n in range(len(loc), 0, -1):
+        found = positions.get(loc[:n])
+        if found is not None:
+            return found
+    return None
 
 
 # --- stage 1: files and their presets ---------------------------------------------------------
@@ -1281,8 +1313,9 @@ class _FileProblem(Exception):
         self.reason = reason
 
 
-def _read_mapping(path: Path) -> dict[str, Any]:
-    """The top-level mapping of a matrix file, or _FileProblem saying why there is none."""
+def _read_mapping(path: Path, positions: dict[Loc, Position] | None = None) -> dict[str, Any]:
+    """The top-level mapping of a matrix file, or _FileProblem saying why there is none; fills
+    `positions` with where each YAML path is written."""
     try:
         data = _read_limited(path)
     except OSError as exc:
@@ -1290,7 +1323,7 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise _FileProblem("", f"cannot use the file: {exc}") from None
     try:
-        raw = _parse_yaml(data)
+        raw = _parse_yaml(data, positions)
     except RecursionError:
         raise _FileProblem("", "invalid YAML: nested too deeply") from None
     except (yaml.YAMLError, ValueError, TypeError) as exc:
@@ -1321,10 +1354,13 @@ class _Loader:
     def __init__(self) -> None:
         self.errors: list[MatrixError] = []
         self._done: dict[Path, _Layer | None] = {}
+        # Per file read: where each YAML path is written.
+        self.positions: dict[Path, dict[Loc, Position]] = {}
 
     def error(self, source: _Source, loc: Loc | str, reason: str) -> None:
         where = loc if isinstance(loc, str) else format_field(loc)
-        self.errors.append(MatrixError(source.display, where, reason))
+        path: Loc = ((loc,) if loc else ()) if isinstance(loc, str) else loc
+        self.errors.append(_located(source, where, reason, self.positions, path))
 
     def load(self, source: _Source, chain: tuple[_Source, ...] = ()) -> _Layer | None:
         if source.path in self._done:  # a preset reached twice (a diamond): read once
@@ -1377,7 +1413,7 @@ class _Loader:
 
     def _read(self, source: _Source) -> dict[str, Any] | None:
         try:
-            return _read_mapping(source.path)
+            return _read_mapping(source.path, self.positions.setdefault(source.path, {}))
         except _FileProblem as problem:
             self.error(source, problem.field, problem.reason)
             return None
@@ -1429,6 +1465,19 @@ class _Combo:
 _DEFAULT_SET = MountOptionSet(name=DEFAULT_OPTIONS)
 
 
+def _located(
+    source: _Source,
+    field: str,
+    reason: str,
+    positions: Mapping[Path, Mapping[Loc, Position]],
+    loc: Loc,
+) -> MatrixError:
+    """A MatrixError with the line and column of `loc` in the file that supplied it."""
+    where = _position(positions.get(source.path, {}), loc)
+    line, column = where if where is not None else (None, None)
+    return MatrixError(source.display, field, reason, line=line, column=column)
+
+
 def _source_of(origins: Mapping[Loc, _Source], root: _Source, loc: Loc) -> _Source:
     """The file that supplied the value at (or else above) a YAML path."""
     for n in range(len(loc), -1, -1):
@@ -1440,9 +1489,15 @@ def _source_of(origins: Mapping[Loc, _Source], root: _Source, loc: Loc) -> _Sour
 
 class _Expander:
     def __init__(
-        self, spec: _FileSpec, layer: _Layer, root: _Source, max_cells: int | None
+        self,
+        spec: _FileSpec,
+        layer: _Layer,
+        root: _Source,
+        max_cells: int | None,
+        positions: Mapping[Path, Mapping[Loc, Position]] | None = None,
     ) -> None:
         self.spec = spec
+        self.positions = positions or {}
         self.origins = layer.origins
         self.root = root
         self.max_cells_arg = max_cells
@@ -1458,7 +1513,9 @@ class _Expander:
         return _source_of(self.origins, self.root, loc)
 
     def error(self, loc: Loc, reason: str) -> None:
-        self.errors.append(MatrixError(self.source_of(loc).display, format_field(loc), reason))
+        self.errors.append(
+            _located(self.source_of(loc), format_field(loc), reason, self.positions, loc)
+        )
 
     def run(self) -> Matrix | None:
         spec = self.spec
@@ -2155,7 +2212,7 @@ def load_matrix(path: Path | str, *, max_cells: int | None = None) -> Matrix:
                 for err in exc.errors()
             )
         ) from None
-    expander = _Expander(spec, layer, root, max_cells)
+    expander = _Expander(spec, layer, root, max_cells, loader.positions)
     matrix = expander.run()
     if expander.errors or matrix is None:
         raise MatrixErrors(tuple(expander.errors))
