@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from iomatrix.cli import main as cli
 from iomatrix.errors import ResultFormatError
 from iomatrix.model.result import CELL_FORMAT, RUN_FORMAT, RunRecord
 from iomatrix.store import records_io
@@ -26,6 +27,7 @@ from iomatrix.store.records_io import load_cell_result, load_run, write_record
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "runs"
 FORMAT_1 = SAMPLES / "format-1" / "run.json"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def check_format_1(run: RunRecord) -> None:
@@ -251,3 +253,19 @@ def test_merged_from_round_trips(tmp_path: Path) -> None:
     write_record(tmp_path / "run.json", run)
     assert json.loads((tmp_path / "run.json").read_text())["merged_from"] == ["a", "b"]
     assert load_run(tmp_path / "run.json") == run
+
+
+def test_the_published_run_schema_is_what_iomatrix_writes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # docs/run.schema.json, for tools that read results: regenerate it with
+    # `iomatrix schema run > docs/run.schema.json` when the records change. Fields left out
+    # while they hold their default (exclude_if) are in it as optional properties.
+    assert cli.main(["schema", "run"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    published = json.loads((REPO / "docs" / "run.schema.json").read_text())
+    assert published == schema
+    assert {"merged_from", "timeline", "jobs", "shared_cores"} <= set(schema["properties"])
+    # A real format-1 run.json has every field the schema requires.
+    real = json.loads(FORMAT_1.read_text())
+    assert set(schema["required"]) <= set(real)

@@ -25,6 +25,7 @@ from iomatrix.host import cores, kernels, preflight, runner, vm
 from iomatrix.matrix.loader import json_schema as matrix_json_schema
 from iomatrix.matrix.loader import load_matrix, quick_variant
 from iomatrix.model.cell import Cell, Matrix
+from iomatrix.model.result import RunRecord
 from iomatrix.plan.boots import boot_groups, split_boots
 from iomatrix.plan.shards import BOOT_COST_S, parse_shard, plan_shards, shard_cells
 from iomatrix.report.progress import Progress
@@ -407,7 +408,16 @@ def cmd_ab(args: argparse.Namespace) -> int:
     return compare.exit_code(result)
 
 
-def cmd_schema(_args: argparse.Namespace) -> int:
+def cmd_schema(args: argparse.Namespace) -> int:
+    if args.what == "run":
+        schema = RunRecord.model_json_schema(mode="serialization")
+        schema["title"] = "iomatrix run.json"
+        print(
+            json.dumps(
+                {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}, indent=1
+            )
+        )
+        return 0
     print(json.dumps(matrix_json_schema(), indent=1))
     return 0
 
@@ -859,12 +869,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "schema",
-        help="print the JSON Schema of matrix files (for editors)",
+        help="print the JSON Schema of matrix files (for editors) or of run.json",
         description=(
             "Print the JSON Schema of a matrix file, as docs/matrix.schema.json holds it: point "
             "an editor at it (a `# yaml-language-server: $schema=...` comment) to complete and "
-            "check matrix files as they are written. `iomatrix validate` checks more."
+            "check matrix files as they are written. `iomatrix validate` checks more. "
+            "`iomatrix schema run`: the schema of run.json as iomatrix writes it "
+            "(docs/run.schema.json), for tools that read results."
         ),
+    )
+    p.add_argument(
+        "what",
+        nargs="?",
+        choices=["matrix", "run"],
+        default="matrix",
+        help="matrix (the default): a matrix file; run: a run.json",
     )
     p.set_defaults(func=cmd_schema)
 

@@ -11,14 +11,12 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
     model_validator,
 )
 
@@ -45,6 +43,26 @@ AXES: tuple[str, ...] = (
     "device",
     "workload",
 )
+
+
+# Compatible additions to a format-1 file (a field added after the format was first written) are
+# left out of the file while they hold their default (pydantic's exclude_if), so a file that does
+# not use them stays byte for byte what older readers (extra="forbid") load.
+def is_none(value: object) -> bool:
+    return value is None
+
+
+def is_empty(value: object) -> bool:
+    """(), "", {}, False and None: the defaults of additions that are lists, flags or text."""
+    return not value
+
+
+def is_one(value: object) -> bool:
+    return value == 1
+
+
+def is_auto(value: object) -> bool:
+    return value == "auto"
 
 
 class Record(BaseModel):
@@ -81,21 +99,12 @@ class FilesystemChoice(Record):
     fstype: str
     mkfs_options: tuple[str, ...] = ()
     # A device stack under the filesystem; None: directly on the test disk(s).
-    loop: LoopStack | None = None
+    loop: LoopStack | None = Field(default=None, exclude_if=is_none)
 
     @property
     def disk_fstype(self) -> str:
         """The type of the filesystem made on the test disks (the outer one of a loop stack)."""
         return self.loop.outer_fstype if self.loop is not None else self.fstype
-
-    @model_serializer(mode="wrap")
-    def _omit_direct(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # A compatible addition: left out for filesystems directly on the disk, so their cells
-        # stay what older format-1 readers load.
-        data = handler(self)
-        if isinstance(data, dict) and data.get("loop") is None:
-            data.pop("loop", None)
-        return data
 
 
 class MountOptionSet(Record):
@@ -109,14 +118,6 @@ class MountOptionSet(Record):
         return ",".join(self.options)
 
 
-# Fields added to DeviceProfile after format 1 was first written: left out while they hold these
-# defaults (None, or one disk).
-_DEVICE_DEFAULTS: dict[str, Any] = {
-    "path": None,
-    "iops_limit": None,
-    "bw_limit_bytes": None,
-    "count": 1,
-}
 # The most identical disks one device profile may attach (btrfs RAID over many disks).
 MAX_DEVICE_COUNT = 16
 
@@ -131,16 +132,16 @@ class DeviceProfile(Record):
     cache: CacheMode = "none"
     aio: AioMode = "native"
     # The host block device of a `backing: host` profile; None for every other backing.
-    path: str | None = None
+    path: str | None = Field(default=None, exclude_if=is_none)
     # QEMU block throttling (throttling.iops-total / throttling.bps-total): emulates a slower
     # device (a rotating disk, a SATA SSD) so that scheduler effects can show at all, or injects
     # a known slowdown into an A/B session. None: unthrottled.
-    iops_limit: int | None = Field(default=None, gt=0)
-    bw_limit_bytes: int | None = Field(default=None, gt=0)
+    iops_limit: int | None = Field(default=None, gt=0, exclude_if=is_none)
+    bw_limit_bytes: int | None = Field(default=None, gt=0, exclude_if=is_none)
     # Identical disks attached for this profile (serials iomatrix<slot>, one after another); a
     # filesystem that spans devices (btrfs -d raid10) is made on all of them, the scheduler set
     # on each. Size, backing and throttling are per disk.
-    count: int = Field(default=1, ge=1, le=MAX_DEVICE_COUNT)
+    count: int = Field(default=1, ge=1, le=MAX_DEVICE_COUNT, exclude_if=is_one)
 
     @model_validator(mode="after")
     def _path_only_for_host(self) -> DeviceProfile:
@@ -153,28 +154,7 @@ class DeviceProfile(Record):
             raise ValueError("a backing host device is one disk; count must be 1")
         return self
 
-    @model_serializer(mode="wrap")
-    def _omit_no_path(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # A compatible addition: left out while None, so plans and run.json files of file and ram
-        # devices stay what older format-1 readers (extra="forbid") load.
-        data = handler(self)
-        if isinstance(data, dict):
-            for key, default in _DEVICE_DEFAULTS.items():
-                if key in data and data[key] == default:
-                    del data[key]
-        return data
 
-
-# Fields added to Workload after format 1 was first written: left out while they hold these
-# defaults, so the cells of plain fio workloads stay what older format-1 readers load.
-_WORKLOAD_DEFAULTS: dict[str, Any] = {
-    "max_runtime_s": None,
-    "file_size_cap": "auto",
-    "declared_size_bytes": None,
-    "builtin": None,
-    "bonnie": None,
-    "phases": (),
-}
 WorkloadKind = Literal["fio", "builtin", "bonnie"]
 BuiltinName = Literal["sync-write", "write-then-sync", "log-append"]
 BUILTINS: tuple[str, ...] = ("sync-write", "write-then-sync", "log-append")
@@ -247,19 +227,19 @@ class Workload(Record):
     estimated_s: float = Field(gt=0)
     # The bounds fio is held to without editing the job file (see fio.fio_argv). max_runtime_s:
     # the longest fio may run, None for the repetition's whole budget (timeouts.cell).
-    max_runtime_s: float | None = Field(default=None, gt=0)
+    max_runtime_s: float | None = Field(default=None, gt=0, exclude_if=is_none)
     # Files larger than this are capped (fio --filesize): "auto" is a quarter of the free space
     # of the filesystem under test, "off" leaves the job's sizes alone (ENOSPC is then the
     # job's own business), a number is bytes.
-    file_size_cap: int | Literal["auto", "off"] = "auto"
+    file_size_cap: int | Literal["auto", "off"] = Field(default="auto", exclude_if=is_auto)
     # The largest size= or filesize= the job file states, in bytes (None: it states none that
     # can be read); the cap applies only to a job that asks for more than it.
-    declared_size_bytes: int | None = Field(default=None, ge=0)
-    builtin: BuiltinParams | None = None  # kind builtin only
-    bonnie: BonnieParams | None = None  # kind bonnie only
+    declared_size_bytes: int | None = Field(default=None, ge=0, exclude_if=is_none)
+    builtin: BuiltinParams | None = Field(default=None, exclude_if=is_none)  # kind builtin only
+    bonnie: BonnieParams | None = Field(default=None, exclude_if=is_none)  # kind bonnie only
     # fio with several job files run one after another; job_file is then the first's, sha256
     # covers them all and declared_size_bytes is the largest.
-    phases: tuple[FioPhase, ...] = ()
+    phases: tuple[FioPhase, ...] = Field(default=(), exclude_if=is_empty)
 
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
@@ -279,16 +259,6 @@ class Workload(Record):
     def params_sha256(params: Record) -> str:
         """The hash that pins a non-fio workload's parameters, as a job file's hash pins it."""
         return hashlib.sha256(params.model_dump_json().encode()).hexdigest()
-
-    @model_serializer(mode="wrap")
-    def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            for key, default in _WORKLOAD_DEFAULTS.items():
-                # () comes back as [] in JSON mode: an empty sequence is the default too.
-                if key in data and (data[key] == default or (default == () and not data[key])):
-                    del data[key]
-        return data
 
 
 class VmSettings(Record):

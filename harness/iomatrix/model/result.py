@@ -24,9 +24,9 @@ from __future__ import annotations
 import statistics
 from typing import Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field
 
-from iomatrix.model.cell import Cell, Record
+from iomatrix.model.cell import Cell, Record, is_empty, is_none, is_one
 
 RUN_FORMAT = 1
 CELL_FORMAT = 1
@@ -75,37 +75,17 @@ class Applied(Record):
     mount_options: tuple[str, ...]
     # Requested mount options that /proc/mounts does not show (ignored or renamed by the kernel).
     missing_mount_options: tuple[str, ...] = ()
-    # Compatible additions (left out while empty, see _omit_empty): every disk the filesystem was
+    # Compatible additions (left out while empty: exclude_if): every disk the filesystem was
     # made on and each one's active scheduler, when a device profile has several disks.
-    member_devices: tuple[str, ...] = ()
-    member_schedulers: tuple[str | None, ...] = ()
+    member_devices: tuple[str, ...] = Field(default=(), exclude_if=is_empty)
+    member_schedulers: tuple[str | None, ...] = Field(default=(), exclude_if=is_empty)
     # btrfs only: block-group type -> RAID profile from `btrfs filesystem df` ("Data": "RAID10"),
     # and the member devices `btrfs filesystem show` lists.
-    btrfs_profiles: dict[str, str] = Field(default_factory=dict)
-    btrfs_devices: tuple[str, ...] = ()
+    btrfs_profiles: dict[str, str] = Field(default_factory=dict, exclude_if=is_empty)
+    btrfs_devices: tuple[str, ...] = Field(default=(), exclude_if=is_empty)
     # A loop stack: the loop device and the outer filesystem (the mount_* fields above are the
     # inner filesystem's, where the workload ran; btrfs_* are the outer one's).
-    loop: LoopApplied | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_empty(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Left out while empty, so results of single-disk non-btrfs cells stay what older
-        # format-1 readers (extra="forbid") load.
-        data = handler(self)
-        if isinstance(data, dict):
-            for key in _APPLIED_ADDITIONS:
-                if key in data and not data[key]:
-                    del data[key]
-        return data
-
-
-_APPLIED_ADDITIONS = (
-    "member_devices",
-    "member_schedulers",
-    "btrfs_profiles",
-    "btrfs_devices",
-    "loop",
-)
+    loop: LoopApplied | None = Field(default=None, exclude_if=is_none)
 
 
 class Limits(Record):
@@ -120,10 +100,6 @@ class Limits(Record):
     stopped: bool = False
 
 
-# Fields added to Repetition after format 1 was first written: left out while None.
-_REPETITION_OPTIONAL = ("limits", "raw", "phases", "applied")
-
-
 class Repetition(Record):
     index: int
     metrics: dict[str, float]
@@ -132,26 +108,17 @@ class Repetition(Record):
     fio_version: str
     # fio's own JSON, kept whole so nothing it measured is lost to our metric selection.
     fio: dict[str, Any]
-    limits: Limits | None = None
+    limits: Limits | None = Field(default=None, exclude_if=is_none)
     # The own output of a workload that is not fio (bonnie++'s CSV line and version, a builtin
     # workload's JSON), kept whole like fio's; fio is then {} and fio_version "".
-    raw: dict[str, Any] | None = None
+    raw: dict[str, Any] | None = Field(default=None, exclude_if=is_none)
     # Seconds of the guest's monotonic clock spent in each phase of this repetition (setup,
     # mkfs, mount, readback, flush, results, workload, teardown), in the order they
     # first ran; "workload" is the tool's own run, "results" the agent's work around it.
-    phases: dict[str, float] | None = None
+    phases: dict[str, float] | None = Field(default=None, exclude_if=is_none)
     # What the kernel applied for this repetition (scheduler, mount, stack), read back after
     # setting it up. The cell's `applied` is the last repetition's.
-    applied: Applied | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_unset_additions(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            for key in _REPETITION_OPTIONAL:
-                if data.get(key) is None:
-                    data.pop(key, None)
-        return data
+    applied: Applied | None = Field(default=None, exclude_if=is_none)
 
     def all_metrics(self) -> dict[str, float]:
         """fio's metrics plus the guest CPU shares, as cpu_usr_pct, cpu_sys_pct, ..."""
@@ -217,21 +184,10 @@ class BootRecord(Record):
     outcome: Literal["ok", "exit-error", "timeout", "panic", "not-started", "interrupted"]
     duration_s: float
     # In order: kernel, init-done, agent, step <cell-id> <repetition>..., agent-done.
-    events: tuple[BootEvent, ...] = ()
+    events: tuple[BootEvent, ...] = Field(default=(), exclude_if=is_empty)
     # The host cores the boot's VM was pinned to (taskset --cpu-list form, "0-1"), when boots ran
     # side by side (--jobs N); empty when it was not pinned.
-    host_cpus: str = ""
-
-    @model_serializer(mode="wrap")
-    def _omit_no_events(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Left out while empty, so older format-1 readers (extra="forbid") load the file.
-        data = handler(self)
-        if isinstance(data, dict):
-            if not self.events:
-                data.pop("events", None)
-            if not self.host_cpus:
-                data.pop("host_cpus", None)
-        return data
+    host_cpus: str = Field(default="", exclude_if=is_empty)
 
 
 class Span(Record):
@@ -270,14 +226,7 @@ class Environment(Record):
     iomatrix: str
     # How the guest saw the host's root (virtiofs or 9p): the agent's start-up and the guest's
     # tools depend on it, the test disks do not. Left out while unknown (runs before it).
-    shared_fs: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _omit_unknown_shared_fs(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict) and self.shared_fs is None:
-            data.pop("shared_fs", None)
-        return data
+    shared_fs: str | None = Field(default=None, exclude_if=is_none)
 
 
 # The environment fields a measured number depends on, in the one order every check lists them:
@@ -309,28 +258,12 @@ class RunRecord(Record):
     boots: tuple[BootRecord, ...] = ()
     cells: tuple[CellEntry, ...] = ()
     # Run ids of the shard runs `iomatrix merge` combined into this one; empty for a plain run.
-    merged_from: tuple[str, ...] = ()
-    timeline: RunTimeline | None = None
+    merged_from: tuple[str, ...] = Field(default=(), exclude_if=is_empty)
+    timeline: RunTimeline | None = Field(default=None, exclude_if=is_none)
     # How many boots ran side by side (--jobs), and whether they were allowed to share host
     # cores (--share-cores); a resumed run records its last session's.
-    jobs: int = 1
-    shared_cores: bool = False
-
-    @model_serializer(mode="wrap")
-    def _omit_empty_additions(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Compatible additions are left out while they hold their default, so a plain run is the
-        # same file as before they existed and older format-1 readers (extra="forbid") load it.
-        data = handler(self)
-        if isinstance(data, dict):
-            if not self.merged_from:
-                data.pop("merged_from", None)
-            if self.timeline is None:
-                data.pop("timeline", None)
-            if self.jobs == 1:
-                data.pop("jobs", None)
-            if not self.shared_cores:
-                data.pop("shared_cores", None)
-        return data
+    jobs: int = Field(default=1, exclude_if=is_one)
+    shared_cores: bool = Field(default=False, exclude_if=is_empty)
 
     def counts(self) -> dict[str, int]:
         out = {"ok": 0, "failed": 0, "skipped": 0, "error": 0}
