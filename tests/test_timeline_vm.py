@@ -67,9 +67,11 @@ def test_the_timeline_of_a_real_run_adds_up(tmp_path: Path) -> None:
         "agent-done",
     ]
     assert abs(sum(s.seconds for s in boot.stretches) - boot.boot.duration_s) < 0.01
-    # With 9p asked for outright, QEMU reaches the kernel without waiting for a virtiofsd.
+    # With 9p asked for outright, QEMU reaches the kernel without waiting for a virtiofsd (about
+    # 12 s less per boot here; how much is make bench's to say, not a timed assertion's: a busy
+    # host once made this stretch 6.9 s). What the run must show is that it asked.
     if record.environment.shared_fs == "9p":
-        assert boot.stretches[0].seconds < 6, boot.stretches[0]
+        assert "--force-9p" in boot.boot.argv
 
     steps = [s for s in boot.stretches if s.name.startswith("step ")]
     assert len(steps) == 2
