@@ -200,8 +200,8 @@ def test_expand_shards_cover_every_cell_once(
 
 def test_expand_bad_shard_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["expand", "--shard", "3/2", str(QUICK)]) == 2
-    assert capsys.readouterr().err == (
-        "iomatrix: error: invalid shard '3/2': the index must be between 1 and 2\n"
+    assert capsys.readouterr().err.endswith(
+        "error: argument --shard: invalid shard '3/2': the index must be between 1 and 2\n"
     )
 
 
@@ -314,18 +314,14 @@ def test_run_vm_killed_by_a_signal_fails_its_cells_not_the_run(
     ],
 )
 def test_subcommand_help(command: str, purpose: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        cli.main([command, "--help"])
-    assert info.value.code == 0
+    assert cli.main([command, "--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"usage: iomatrix {command} ")
     assert purpose in out
 
 
 def test_top_level_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        cli.main(["--help"])
-    assert info.value.code == 0
+    assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out
     for command, summary in [
         ("validate", "check matrix files; nothing runs"),
@@ -341,16 +337,12 @@ def test_top_level_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        cli.main(["--version"])
-    assert info.value.code == 0
+    assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("iomatrix 0.")
 
 
 def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        cli.main([])
-    assert info.value.code == 2
+    assert cli.main([]) == 2
     assert "usage: iomatrix" in capsys.readouterr().err
 
 
@@ -370,9 +362,7 @@ def test_kernels_list_empty_cache(
 
 
 def test_kernels_fetch_needs_a_spec(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as info:
-        cli.main(["kernels", "fetch"])
-    assert info.value.code == 2
+    assert cli.main(["kernels", "fetch"]) == 2
     assert "kernels fetch needs at least one SPEC" in capsys.readouterr().err
 
 

@@ -343,11 +343,7 @@ def test_bad_concurrency_options_start_nothing(
 ) -> None:
     matrix = path_kernel_matrix(tmp_path, cpus=2)
     extra = ["--split", "scheduler"] if command == "ab" else []
-    code: int | str | None
-    try:
-        code = cli.main([command, str(matrix), *extra, "--results", str(tmp_path / "r"), *args])
-    except SystemExit as usage_error:
-        code = usage_error.code
+    code = cli.main([command, str(matrix), *extra, "--results", str(tmp_path / "r"), *args])
     assert code == 2
     assert message in capsys.readouterr().err
     assert no_commands == []

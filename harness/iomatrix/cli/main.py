@@ -85,7 +85,7 @@ def cell_json(cell: Cell) -> dict[str, object]:
 
 
 # GitHub Actions runs at most 256 jobs from one strategy.matrix.
-GITHUB_MAX_MATRIX_JOBS = 256
+GITHUB_MAX_MATRIX_JOBS = options.GITHUB_MAX_MATRIX_JOBS
 
 
 def shard_plan(cells: Sequence[Cell], count: int) -> list[dict[str, object]]:
@@ -586,10 +586,16 @@ def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
         metavar="PATTERN",
         help="only metrics matching this pattern, e.g. '*_iops' (repeatable)",
     )
-    p.add_argument("--alpha", type=float, default=0.01, help="significance level (default 0.01)")
+    p.add_argument(
+        "--alpha",
+        type=options.fraction,
+        default=0.01,
+        metavar="A",
+        help="significance level (default 0.01)",
+    )
     p.add_argument(
         "--min-size",
-        type=int,
+        type=options.at_least(2),
         default=5,
         metavar="N",
         help="fewest runs on each side of a change (default 5)",
@@ -610,7 +616,9 @@ def _add_archive_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser
     p.add_argument("--cell", required=True, metavar="ID", help="a cell id (iomatrix expand)")
     p.add_argument("--metric", required=True, metavar="NAME", help="e.g. write_iops")
     p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
-    p.add_argument("--limit", type=int, metavar="N", help="only the N most recent runs")
+    p.add_argument(
+        "--limit", type=options.positive_int, metavar="N", help="only the N most recent runs"
+    )
     options.results(p)
     options.json_output(p)
     p.set_defaults(func=cmd_history)
@@ -805,10 +813,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help=quick_help)
     options.json_output(p)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--shard", metavar="I/N", help=shard_help)
+    which.add_argument("--shard", type=options.shard, metavar="I/N", help=shard_help)
     which.add_argument(
         "--shards",
-        type=int,
+        type=options.shard_count,
         metavar="N",
         help=(
             "plan N shards instead of listing cells; with --json, one line of GitHub "
@@ -829,7 +837,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
     p.add_argument("--quick", action="store_true", help=quick_help)
-    p.add_argument("--shard", metavar="I/N", help=shard_help)
+    p.add_argument("--shard", type=options.shard, metavar="I/N", help=shard_help)
     options.results(p)
     p.add_argument(
         "--show-command",
@@ -893,16 +901,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "kernels" and args.action == "fetch" and not args.specs:
-        parser.error("kernels fetch needs at least one SPEC")
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "kernels" and args.action == "fetch" and not args.specs:
+            parser.error("kernels fetch needs at least one SPEC")
+    except SystemExit as exc:
+        # A usage error (2, argparse printed why) or --help and --version (0): an exit code
+        # like any other command's, so main() always returns one.
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         code: int = args.func(args)
     except IomatrixError as exc:
-        print(f"iomatrix: error: {exc}", file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        # parse_shard and friends raise ValueError with a user-facing message.
         print(f"iomatrix: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -10,9 +10,11 @@ one.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from iomatrix.analysis import compare
+from iomatrix.plan.shards import parse_shard
 
 DEFAULT_RESULTS = Path("results")
 
@@ -23,13 +25,45 @@ OFFLINE_HELP = (
 
 def positive_int(text: str) -> int:
     """An argparse type: an integer of at least 1."""
+    return at_least(1)(text)
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `low`."""
+
+    def check(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
+        return value
+
+    return check
+
+
+# GitHub runs at most this many jobs from one strategy.matrix.
+GITHUB_MAX_MATRIX_JOBS = 256
+
+
+def shard_count(text: str) -> int:
+    """An argparse type: how many shards a GitHub matrix can run, 1 to 256."""
+    count = at_least(1)(text)
+    if count > GITHUB_MAX_MATRIX_JOBS:
+        raise argparse.ArgumentTypeError(
+            f"invalid shard count {count}: a GitHub matrix runs 1 to {GITHUB_MAX_MATRIX_JOBS} jobs"
+        )
+    return count
+
+
+def shard(text: str) -> str:
+    """An argparse type: I/N, one of N shards (1-based), as `I/N`."""
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+        index, count = parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return f"{index}/{count}"
 
 
 def fraction(text: str) -> float:
