@@ -13,7 +13,8 @@ import pytest
 
 from conftest import make_cell
 from iomatrix import proc
-from iomatrix.guest import agent
+from iomatrix.guest import disks
+from iomatrix.guest.context import CellContext, CellError
 from iomatrix.model.cell import Bus
 
 
@@ -49,13 +50,13 @@ class ModprobeSeam:
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> agent.CellContext:
-    agent._LOADED_MODULES.clear()
-    return agent.CellContext(make_cell(), tmp_path, time.monotonic() + 60)
+def ctx(tmp_path: Path) -> CellContext:
+    disks._LOADED_MODULES.clear()
+    return CellContext(make_cell(), tmp_path, time.monotonic() + 60)
 
 
 def test_serials_are_read_the_way_each_bus_shows_them(tmp_path: Path) -> None:
-    assert agent.disks_by_serial(sysfs(tmp_path)) == {
+    assert disks.disks_by_serial(sysfs(tmp_path)) == {
         "iomatrix0": "vda",
         "iomatrix1": "nvme0n1",
         "iomatrix2": "sda",
@@ -71,7 +72,7 @@ def test_serials_are_read_the_way_each_bus_shows_them(tmp_path: Path) -> None:
     ],
 )
 def test_the_bus_drivers_are_loaded_before_the_disk_is_looked_for(
-    ctx: agent.CellContext,
+    ctx: CellContext,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     case: tuple[Bus, str, str, list[str]],
@@ -80,15 +81,15 @@ def test_the_bus_drivers_are_loaded_before_the_disk_is_looked_for(
     seam = ModprobeSeam()
     monkeypatch.setattr(proc, "run", seam)
     block = sysfs(tmp_path)
-    assert agent.find_disks(ctx, [serial], bus, sys_block=block) == [name]
+    assert disks.find_disks(ctx, [serial], bus, sys_block=block) == [name]
     assert seam.calls == [("modprobe", m) for m in modules]
     # Once per boot: the next cell does not load them again.
-    agent.find_disks(ctx, [serial], bus, sys_block=block)
+    disks.find_disks(ctx, [serial], bus, sys_block=block)
     assert len(seam.calls) == len(modules)
 
 
 def test_a_disk_that_appears_late_is_waited_for(
-    ctx: agent.CellContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ctx: CellContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     block = tmp_path / "block"
     block.mkdir()
@@ -100,17 +101,17 @@ def test_a_disk_that_appears_late_is_waited_for(
         return proc.Completed(argv=tuple(argv), returncode=0, stdout="", stderr="", duration_s=0)
 
     monkeypatch.setattr(proc, "run", modprobe_then_probe)
-    assert agent.find_disks(ctx, ["iomatrix0"], "nvme", sys_block=block) == ["nvme0n1"]
+    assert disks.find_disks(ctx, ["iomatrix0"], "nvme", sys_block=block) == ["nvme0n1"]
 
 
 def test_a_missing_disk_names_its_serials_the_bus_and_the_modules_after_a_bounded_wait(
-    ctx: agent.CellContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ctx: CellContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(proc, "run", ModprobeSeam(refuse=["sd_mod"]))
     block = sysfs(tmp_path)
     started = time.monotonic()
-    with pytest.raises(agent.CellError) as caught:
-        agent.find_disks(ctx, ["iomatrix2", "iomatrix7"], "scsi", wait_s=0.3, sys_block=block)
+    with pytest.raises(CellError) as caught:
+        disks.find_disks(ctx, ["iomatrix2", "iomatrix7"], "scsi", wait_s=0.3, sys_block=block)
     assert time.monotonic() - started < 5
     message = str(caught.value)
     assert "no block device with serial iomatrix7 on bus scsi" in message

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import make_cell
 from iomatrix.errors import MatrixErrors
-from iomatrix.guest import agent
+from iomatrix.guest import workloads
+from iomatrix.guest.context import CellContext
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import FioPhase, Workload
 
@@ -94,11 +95,11 @@ def test_the_other_examples_load_with_the_size_they_ask_for(
 # --- the bounds, with real fio on the host --------------------------------------------------------
 
 
-def bounded_context(tmp_path: Path, workload: Workload, budget_s: float) -> agent.CellContext:
+def bounded_context(tmp_path: Path, workload: Workload, budget_s: float) -> CellContext:
     cell = make_cell().model_copy(update={"workload": workload})
     cell_dir = tmp_path / "cell"
     cell_dir.mkdir()
-    return agent.CellContext(cell, cell_dir, time.monotonic() + budget_s)
+    return CellContext(cell, cell_dir, time.monotonic() + budget_s)
 
 
 def seq_write_example(**bounds: object) -> Workload:
@@ -121,10 +122,10 @@ def test_an_unmodified_10_gib_15_minute_job_is_held_to_its_bounds(
     8 MiB file and is stopped after about 3 s with its report intact."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    monkeypatch.setattr(agent, "MOUNTPOINT", mnt)
+    monkeypatch.setattr(workloads, "MOUNTPOINT", mnt)
     workload = seq_write_example(max_runtime_s=3.0, file_size_cap=8 * MIB)
     ctx = bounded_context(tmp_path, workload, budget_s=60)
-    rep = agent.run_fio(ctx, 0)
+    rep = workloads.run_fio(ctx, 0)
     assert rep.limits is not None
     assert rep.limits.runtime_s == 3.0
     assert rep.limits.file_size_bytes == 8 * MIB
@@ -143,7 +144,7 @@ def test_a_job_that_fits_keeps_its_own_size(
 ) -> None:
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    monkeypatch.setattr(agent, "MOUNTPOINT", mnt)
+    monkeypatch.setattr(workloads, "MOUNTPOINT", mnt)
     job = tmp_path / "small.fio"
     job.write_text("[small]\nrw=write\nbs=64k\nsize=2m\n")
     workload = Workload(
@@ -154,7 +155,7 @@ def test_a_job_that_fits_keeps_its_own_size(
         declared_size_bytes=2 * MIB,
         file_size_cap=8 * MIB,
     )
-    rep = agent.run_fio(bounded_context(tmp_path, workload, budget_s=60), 0)
+    rep = workloads.run_fio(bounded_context(tmp_path, workload, budget_s=60), 0)
     assert rep.limits is not None
     assert rep.limits.file_size_bytes is None
     assert not rep.limits.stopped
@@ -168,7 +169,7 @@ def test_phases_run_one_after_another_each_with_its_own_metrics_and_cpu(
 ) -> None:
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    monkeypatch.setattr(agent, "MOUNTPOINT", mnt)
+    monkeypatch.setattr(workloads, "MOUNTPOINT", mnt)
     jobs = tmp_path / "jobs"
     jobs.mkdir()
     (jobs / "seqwrite.fio").write_text("[seqwrite]\nfilename=t.dat\nrw=write\nbs=4k\nsize=1m\n")
@@ -186,7 +187,7 @@ def test_phases_run_one_after_another_each_with_its_own_metrics_and_cpu(
         phases=phases,
     )
     ctx = bounded_context(tmp_path, workload, budget_s=60)
-    rep = agent.run_fio(ctx, 0)
+    rep = workloads.run_fio(ctx, 0)
     m = rep.metrics
     # The read phase read what the write phase left: 256 I/Os each.
     assert [rep.fio["phases"][p]["jobs"][0]["jobname"] for p in ("seqwrite", "seqread")] == [
