@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.matrix.loader import check_fio_job, declared_fio_size
+from iomatrix.matrix.fio_jobs import check_fio_job, declared_fio_size
 
 WORKLOADS = Path(__file__).resolve().parent.parent / "matrix" / "workloads"
 

@@ -13,19 +13,10 @@ import pytest
 import yaml
 
 from iomatrix.errors import MatrixError, MatrixErrors
-from iomatrix.matrix.loader import (
-    FILESYSTEM_TYPES,
-    FIO_IOENGINES,
-    FsType,
-    check_fio_job,
-    estimate_fio_runtime,
-    format_field,
-    json_schema,
-    load_matrix,
-    parse_size,
-    quick_variant,
-    slug,
-)
+from iomatrix.matrix.fio_jobs import FIO_IOENGINES, check_fio_job, estimate_fio_runtime
+from iomatrix.matrix.loader import json_schema, load_matrix, quick_variant
+from iomatrix.matrix.problems import format_field
+from iomatrix.matrix.rules import FILESYSTEM_TYPES, FsType, parse_size, slug
 from iomatrix.model.cell import (
     DeviceProfile,
     FilesystemChoice,
@@ -2348,5 +2339,5 @@ def test_the_published_json_schema_is_the_readers() -> None:
     assert published == json_schema()
     assert published["title"] == "iomatrix matrix file"
     assert set(published["properties"]) >= {"format", "devices", "workloads", "matrix"}
-    axes = published["$defs"]["_MatrixSpec"]["properties"]
+    axes = published["$defs"]["MatrixSpec"]["properties"]
     assert set(axes) >= {"kernel", "filesystem", "scheduler", "device", "workload"}

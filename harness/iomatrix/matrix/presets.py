@@ -1,0 +1,237 @@
+"""Stage 1: a file and the presets it extends, each read and checked on its own, deep-merged
+with the origin of every value remembered.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+from pydantic import (
+    ValidationError,
+)
+
+from iomatrix.errors import MatrixError
+from iomatrix.matrix.problems import Loc, error_loc, format_field, reason
+from iomatrix.matrix.rules import FORMAT_VERSION, os_reason, read_limited
+from iomatrix.matrix.schema import FileSpec
+from iomatrix.matrix.yaml_reader import Position, parse_yaml, position
+
+# --- stage 1: files and their presets ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    display: str  # the path as given (presets: joined to the extending file's path as given)
+    path: Path  # resolved
+
+    @property
+    def dir(self) -> Path:
+        return self.path.parent
+
+
+@dataclass
+class Layer:
+    """A file merged with its presets, and which file supplied each value (by YAML path)."""
+
+    data: dict[str, Any]
+    origins: dict[Loc, Source]
+
+
+def _annotate(value: object, source: Source, loc: Loc, origins: dict[Loc, Source]) -> None:
+    # Lists are leaves: they are replaced whole, so the list's origin covers its items.
+    origins[loc] = source
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            _annotate(sub, source, (*loc, key), origins)
+
+
+def _forget(value: object, loc: Loc, origins: dict[Loc, Source]) -> None:
+    origins.pop(loc, None)
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            _forget(sub, (*loc, key), origins)
+
+
+def _copy_origins(value: object, loc: Loc, src: dict[Loc, Source], dst: dict[Loc, Source]) -> None:
+    if loc in src:
+        dst[loc] = src[loc]
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            _copy_origins(sub, (*loc, key), src, dst)
+
+
+def _merge(base: Layer, over: Layer) -> Layer:
+    """Deep-merge `over` onto `base`: mappings merge key by key, anything else is replaced."""
+    origins = dict(base.origins)
+
+    def merge(a: dict[str, Any], b: dict[str, Any], loc: Loc) -> dict[str, Any]:
+        out = dict(a)
+        if loc in over.origins:
+            origins[loc] = over.origins[loc]
+        for key, value in b.items():
+            sub = (*loc, key)
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = merge(out[key], value, sub)
+            else:
+                if key in out:
+                    _forget(out[key], sub, origins)
+                out[key] = value
+                _copy_origins(value, sub, over.origins, origins)
+        return out
+
+    return Layer(merge(base.data, over.data, ()), origins)
+
+
+class FileProblem(Exception):
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(reason)
+        self.field = field
+        self.reason = reason
+
+
+def read_mapping(path: Path, positions: dict[Loc, Position] | None = None) -> dict[str, Any]:
+    """The top-level mapping of a matrix file, or FileProblem saying why there is none; fills
+    `positions` with where each YAML path is written."""
+    try:
+        data = read_limited(path)
+    except OSError as exc:
+        raise FileProblem("", f"cannot read the file: {os_reason(exc)}") from None
+    except ValueError as exc:
+        raise FileProblem("", f"cannot use the file: {exc}") from None
+    try:
+        raw = parse_yaml(data, positions)
+    except RecursionError:
+        raise FileProblem("", "invalid YAML: nested too deeply") from None
+    except (yaml.YAMLError, ValueError, TypeError) as exc:
+        raise FileProblem("", f"invalid YAML: {exc}") from None
+    if raw is None:
+        raise FileProblem(
+            "", f"the file is empty; expected a mapping with format: {FORMAT_VERSION}"
+        )
+    if not isinstance(raw, dict):
+        raise FileProblem("", f"expected a mapping at the top level, not {type(raw).__name__}")
+    version = raw.get("format")
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        # A newer file: its other fields would only produce confusing errors.
+        raise FileProblem(
+            "format",
+            f"format {version} is newer than this iomatrix understands (it reads format "
+            f"{FORMAT_VERSION}); upgrade iomatrix",
+        )
+    return cast(dict[str, Any], raw)
+
+
+_NOT_INHERITED = ("name", "description", "quick")
+
+
+class Loader:
+    """Reads a file and its presets, collecting errors instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.errors: list[MatrixError] = []
+        self._done: dict[Path, Layer | None] = {}
+        # Per file read: where each YAML path is written.
+        self.positions: dict[Path, dict[Loc, Position]] = {}
+
+    def error(self, source: Source, loc: Loc | str, reason: str) -> None:
+        where = loc if isinstance(loc, str) else format_field(loc)
+        path: Loc = ((loc,) if loc else ()) if isinstance(loc, str) else loc
+        self.errors.append(located(source, where, reason, self.positions, path))
+
+    def load(self, source: Source, chain: tuple[Source, ...] = ()) -> Layer | None:
+        if source.path in self._done:  # a preset reached twice (a diamond): read once
+            return self._done[source.path]
+        layer = self._load(source, (*chain, source))
+        self._done[source.path] = layer
+        return layer
+
+    def _load(self, source: Source, chain: tuple[Source, ...]) -> Layer | None:
+        raw = self._read(source)
+        if raw is None:
+            return None
+        try:
+            spec = FileSpec.model_validate(raw, context={"base_dir": source.dir})
+        except ValidationError as exc:
+            extends_is_text = isinstance(raw.get("extends"), str)
+            for err in exc.errors():
+                loc = error_loc(err["loc"])
+                if extends_is_text and loc[:1] == ("extends",):
+                    loc = ("extends",)
+                self.error(source, loc, reason(err, FileSpec))
+            return None
+        base: Layer | None = None
+        failed = False
+        for i, rel in enumerate(spec.extends or []):
+            where: Loc = ("extends",) if isinstance(raw.get("extends"), str) else ("extends", i)
+            preset = self._preset(source, chain, rel, where)
+            if preset is None:
+                failed = True
+                continue
+            # name, description and quick describe the preset itself; they are not inherited.
+            data = {k: v for k, v in preset.data.items() if k not in _NOT_INHERITED}
+            preset = Layer(data, preset.origins)
+            base = preset if base is None else _merge(base, preset)
+        if failed:
+            return None
+        data = spec.model_dump(exclude_unset=True, exclude_none=True)
+        data.pop("extends", None)
+        quick = data.pop("quick", None)
+        if quick is not None and not (source.dir / quick).is_file():
+            self.error(
+                source,
+                "quick",
+                f"{quick!r}: no such matrix file (looked for {(source.dir / quick).resolve()})",
+            )
+        origins: dict[Loc, Source] = {}
+        _annotate(data, source, (), origins)
+        own = Layer(data, origins)
+        return own if base is None else _merge(base, own)
+
+    def _read(self, source: Source) -> dict[str, Any] | None:
+        try:
+            return read_mapping(source.path, self.positions.setdefault(source.path, {}))
+        except FileProblem as problem:
+            self.error(source, problem.field, problem.reason)
+            return None
+
+    def _preset(
+        self, source: Source, chain: tuple[Source, ...], rel: str, where: Loc
+    ) -> Layer | None:
+        target = (source.dir / rel).resolve()
+        display = os.path.normpath(Path(source.display).parent / rel)
+        for i, link in enumerate(chain):
+            if link.path == target:
+                cycle = " -> ".join(s.display for s in (*chain[i:], link))
+                self.error(source, where, f"{rel!r} makes an extends cycle: {cycle}")
+                return None
+        if not target.is_file():
+            self.error(source, where, f"{rel!r}: no such preset file (looked for {target})")
+            return None
+        return self.load(Source(display, target), chain)
+
+
+def located(
+    source: Source,
+    field: str,
+    reason: str,
+    positions: Mapping[Path, Mapping[Loc, Position]],
+    loc: Loc,
+) -> MatrixError:
+    """A MatrixError with the line and column of `loc` in the file that supplied it."""
+    where = position(positions.get(source.path, {}), loc)
+    line, column = where if where is not None else (None, None)
+    return MatrixError(source.display, field, reason, line=line, column=column)
+
+
+def source_of(origins: Mapping[Loc, Source], root: Source, loc: Loc) -> Source:
+    """The file that supplied the value at (or else above) a YAML path."""
+    for n in range(len(loc), -1, -1):
+        found = origins.get(loc[:n])
+        if found is not None:
+            return found
+    return root
