@@ -150,7 +150,7 @@ lint: venv-dev actionlint shellcheck
 	$(BIN)/ruff check harness tests
 	$(BIN)/ruff format --check harness tests
 	@# The pipeline's shape (pyproject.toml, [tool.importlinter]): stages point down, the host and
-	@# the guest never import each other. tests/test_layout.py shows it failing on a violation.
+	@# the guest never import each other. tests/project/test_layout.py shows it failing on a violation.
 	$(BIN)/lint-imports --no-cache
 
 # Workflows: a broken one fails `make test` here, not first on GitHub. actionlint runs shellcheck
@@ -212,7 +212,7 @@ container-tools:
 
 # The README's commands as a new user runs them on a machine with nothing installed: a bare Debian
 # container, only make, git, python3 and python3-venv, a clean clone of HEAD (tools/fresh-machine.sh;
-# tests/test_fresh_machine.py runs FRESH_TARGET=run in `make test`). FRESH_OUT keeps the log and results.
+# tests/container/test_fresh_machine.py runs FRESH_TARGET=run in `make test`). FRESH_OUT keeps the log and results.
 FRESH_TARGET ?= run
 FRESH_OUT ?= .fresh-machine/$(FRESH_TARGET)
 fresh-machine: container-tools

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The nightly's last step: merge the shard runs, archive the merged run on the results branch (the
 # long-term history; workflow artifacts expire), find change points over that history and write
-# a Markdown report. The nightly workflow's merge job runs exactly this; so does tests/test_nightly.py
+# a Markdown report. The nightly workflow's merge job runs exactly this; so does tests/container/test_nightly.py
 # against a throw-away repository.
 #
 #   tools/nightly-archive.sh --shards DIR --matrix FILE --report FILE

@@ -1,0 +1,212 @@
+"""The nightly pipeline end to end on this machine, with the commands the workflow's jobs run.
+
+Two shards run with `make nightly SHARD=i/2` (the shard job's command, real VMs; a 2-cell matrix
+with a 2 s workload), their run folders are put side by side as the merge job downloads them, and
+tools/nightly-archive.sh (the merge job's command) merges them with missing-cell accounting,
+archives the merged run on the results branch of a throw-away repository, computes change points
+over the archive and writes the Markdown report.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iomatrix.store.records_io import load_run
+from support.paths import REPO_ROOT
+
+REPO = REPO_ROOT
+
+# The short random write the spine VM tests use (3 s): proof that fio ran in the guest.
+TINY_FIO = REPO / "tests" / "data" / "vm" / "randwrite-short.fio"
+
+TWO_CELLS = """\
+format: 1
+name: nightly-sim
+description: two quick cells, one per shard
+vm: {memory: 1GiB, cpus: 2}
+timeouts: {boot: 300, cell: 300}
+devices:
+  disk: {size: 512MiB, bus: virtio-blk, backing: file, cache: none, aio: native}
+matrix:
+  kernel: [debian:bookworm]
+  filesystem: [ext4, xfs]
+  scheduler: [none]
+  device: [disk]
+  workload: [tiny]
+"""
+
+
+def sh(*argv: str, cwd: Path = REPO, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+
+
+def git(*args: str, cwd: Path) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    }
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True, env=env
+    )
+    return done.stdout
+
+
+def archive(
+    shards: Path, matrix: Path, repo: Path, report: Path, *, push: bool
+) -> subprocess.CompletedProcess[str]:
+    argv = ["bash", str(REPO / "tools" / "nightly-archive.sh"), "--shards", str(shards)]
+    argv += ["--matrix", str(matrix), "--repo", str(repo), "--report", str(report)]
+    return sh(*argv, *(["--push"] if push else []), cwd=repo, timeout_s=300)
+
+
+def artifacts(tmp_path: Path, runs: list[Path]) -> Path:
+    """The shard run folders side by side, as download-artifact (merge-multiple) leaves them."""
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for run in runs:
+        shutil.copytree(run, folder / run.name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def nightly(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    """The matrix and its two shard runs, each made by `make nightly SHARD=i/2`."""
+    base = tmp_path_factory.mktemp("nightly")
+    (base / "workloads").mkdir()
+    (base / "workloads" / "tiny.fio").write_bytes(TINY_FIO.read_bytes())
+    matrix = base / "nightly-sim.yaml"
+    matrix.write_text(TWO_CELLS)
+    runs: list[Path] = []
+    for index in (1, 2):
+        results = base / f"shard-{index}"
+        done = sh(
+            "make",
+            "--no-print-directory",
+            "nightly",
+            f"SHARD={index}/2",
+            f"NIGHTLY_MATRIX={matrix}",
+            f"RESULTS={results}",
+            timeout_s=1200,
+        )
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        assert "iomatrix: accelerator:" in done.stdout
+        folders = [p for p in results.iterdir() if (p / "run.json").exists()]
+        assert len(folders) == 1, folders
+        record = load_run(folders[0])
+        assert record.shard == f"{index}/2"
+        assert [e.result.status for e in record.cells] == ["ok"]
+        runs.append(folders[0])
+    return matrix, runs
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> tuple[Path, Path]:
+    """A bare 'GitHub' repository and a checkout of its main branch, as in the merge job."""
+    bare = tmp_path / "origin.git"
+    git("init", "--quiet", "--bare", str(bare), cwd=tmp_path)
+    checkout = tmp_path / "checkout"
+    git("clone", "--quiet", str(bare), str(checkout), cwd=tmp_path)
+    (checkout / "README.md").write_text("the project\n")
+    git("add", "README.md", cwd=checkout)
+    git("commit", "--quiet", "-m", "init", cwd=checkout)
+    git("push", "--quiet", "origin", "HEAD:refs/heads/main", cwd=checkout)
+    return bare, checkout
+
+
+@pytest.mark.vm
+def test_two_nights_are_merged_archived_on_the_results_branch_trended_and_reported(
+    nightly: tuple[Path, list[Path]], origin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    matrix, runs = nightly
+    bare, checkout = origin
+    shards = artifacts(tmp_path, runs)
+
+    first = archive(shards, matrix, checkout, tmp_path / "night-1.md", push=True)
+    assert first.returncode == 0, first.stdout + first.stderr
+    report = (tmp_path / "night-1.md").read_text()
+    assert "merged from 2 shard run(s): **2 ok**" in report
+    assert "Archived on branch `results` as `runs/" in report
+    assert "## Change points over the archived history" in report
+    assert "series with at least 10 ok runs examined" in report
+    assert "No earlier night of `nightly-sim` in the archive." in report
+
+    # The results branch on the origin holds the merged run, and not the (rebuildable) index.
+    files = git("ls-tree", "-r", "--name-only", "results", cwd=bare).split()
+    run_jsons = [f for f in files if f.endswith("/run.json") and f.count("/") == 2]
+    assert len(run_jsons) == 1, files
+    assert not [f for f in files if "index.sqlite" in f]
+    first_id = run_jsons[0].split("/")[1]
+    view = tmp_path / "view"
+    git("worktree", "add", "--quiet", "--detach", str(view), "results", cwd=bare)
+    merged = load_run(view / "runs" / first_id)
+    assert [e.result.status for e in merged.cells] == ["ok", "ok"]
+    assert sorted(merged.merged_from or ()) == sorted(r.name for r in runs)
+    assert merged.shard is None
+    assert {(view / "runs" / first_id / "cells" / e.cell.id).is_dir() for e in merged.cells} == {
+        True
+    }
+
+    # The next night: compared with the previous one, appended to the branch's history.
+    second = archive(shards, matrix, checkout, tmp_path / "night-2.md", push=True)
+    assert second.returncode == 0, second.stdout + second.stderr
+    report = (tmp_path / "night-2.md").read_text()
+    assert f"Against `{first_id}`" in report
+    assert "| cell | metric | base | new |" in report
+    log = git("log", "--format=%s", "results", cwd=bare).splitlines()
+    assert len(log) == 2
+    assert all(line.startswith("nightly nightly-sim ") and line.endswith(": 2 ok") for line in log)
+    # The main branch is untouched.
+    assert git("ls-tree", "--name-only", "main", cwd=bare).split() == ["README.md"]
+
+
+@pytest.mark.vm
+def test_a_shard_that_reported_nothing_is_accounted_for_as_missing_cells(
+    nightly: tuple[Path, list[Path]], origin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    matrix, runs = nightly
+    _bare, checkout = origin
+    shards = artifacts(tmp_path, runs[:1])  # shard 2's job died before uploading anything
+    missing = load_run(runs[1]).cells[0].cell
+
+    done = archive(shards, matrix, checkout, tmp_path / "night.md", push=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = (tmp_path / "night.md").read_text()
+    assert "**1 error, 1 ok**" in report
+    assert "## Missing cells" in report
+    assert missing.id in report
+    assert missing.label in report
+    # Archived all the same (on the local branch here: no --push), with the gap recorded.
+    assert "Archived on local branch `results`" in report
+    assert git("log", "--format=%s", "results", cwd=checkout).strip().endswith(": 1 error, 1 ok")
+
+
+def test_make_nightly_needs_a_shard() -> None:
+    done = sh("make", "--no-print-directory", "-s", "nightly", "SHARD=", "IN_CONTAINER=")
+    assert done.returncode != 0
+    assert "make nightly needs SHARD=I/N" in done.stderr
+
+
+def test_an_empty_artifact_folder_is_reported_not_merged(
+    origin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _bare, checkout = origin
+    (tmp_path / "shards").mkdir()
+    done = archive(
+        tmp_path / "shards",
+        REPO / "matrix" / "nightly.yaml",
+        checkout,
+        tmp_path / "r.md",
+        push=False,
+    )
+    assert done.returncode == 2
+    assert "every shard failed before it could run a cell" in (tmp_path / "r.md").read_text()

@@ -1,0 +1,124 @@
+"""The package's layout rules, checked by the tools `make lint` runs, fail on a real violation.
+
+pyproject.toml holds the rules: import-linter contracts (stages point down the pipeline, the host
+and the guest never import each other, records import nothing but errors) and ruff's banned-api
+(only proc.py imports subprocess). Each test copies the package, breaks one rule in the copy and
+runs the same tool with the same configuration on it: the tool must name the broken rule. The
+clean tree passing is shown by `make lint` itself and by the first test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    """The package and pyproject.toml, copied so a test may break them."""
+    shutil.copytree(
+        ROOT / "harness" / "iomatrix",
+        tmp_path / "harness" / "iomatrix",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
+    # The copy comes first on the path, before the venv's editable install of the real tree.
+    env = {**os.environ, "PYTHONPATH": str(tree / "harness")}
+    return subprocess.run(
+        [str(BIN / "lint-imports"), "--no-cache"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def add_line(path: Path, line: str) -> None:
+    """Append a statement at module level (after the imports, which is where ruff lets it be)."""
+    path.write_text(path.read_text() + f"\n{line}  # noqa: F401, E402\n")
+
+
+def test_the_tree_as_it_is_keeps_every_contract(copy: Path) -> None:
+    done = lint_imports(copy)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "statement", "complaint"),
+    [
+        # The host would run guest code in-process: the two meet only in store and model.
+        (
+            "host/vm.py",
+            "from iomatrix.guest import agent",
+            "iomatrix.host is not allowed to import iomatrix.guest",
+        ),
+        (
+            "guest/agent.py",
+            "from iomatrix.host import kernels",
+            "iomatrix.guest is not allowed to import iomatrix.host",
+        ),
+        # A lower stage reaching up: the run folder's code importing the matrix reader.
+        (
+            "store/merge.py",
+            "from iomatrix.matrix import loader",
+            "iomatrix.store is not allowed to import iomatrix.matrix",
+        ),
+        (
+            "analysis/stats.py",
+            "from iomatrix.report import tables",
+            "iomatrix.analysis is not allowed to import iomatrix.report",
+        ),
+        # Records that could run commands.
+        (
+            "model/cell.py",
+            "from iomatrix import proc",
+            "iomatrix.model is not allowed to import iomatrix.proc",
+        ),
+    ],
+)
+def test_a_broken_contract_fails_lint_imports(
+    copy: Path, module: str, statement: str, complaint: str
+) -> None:
+    add_line(copy / "harness" / "iomatrix" / module, statement)
+    done = lint_imports(copy)
+    assert done.returncode != 0, done.stdout
+    assert "1 broken" in done.stdout
+    assert complaint in done.stdout
+
+
+def ruff_check(tree: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "ruff"), "check", "--no-cache", "--select", "TID251", "harness"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_only_the_seam_may_import_subprocess(copy: Path) -> None:
+    assert ruff_check(copy).returncode == 0  # proc.py itself is allowed
+    add_line(copy / "harness" / "iomatrix" / "host" / "vm.py", "import subprocess")
+    done = ruff_check(copy)
+    assert done.returncode != 0
+    assert "harness/iomatrix/host/vm.py" in done.stdout
+    assert "TID251" in done.stdout
+    assert "iomatrix.proc, the one subprocess seam" in done.stdout

@@ -1,0 +1,381 @@
+"""The GitHub workflows: the nightly plan as GitHub reads it, the rules every workflow keeps,
+actionlint (which `make lint` runs over .github/workflows) catching what it should, with the
+venv's pinned shellcheck checking the workflows' scripts, and `make shellcheck` the repository's.
+
+No network and no VM: the plan is computed by `iomatrix expand --shards N --json` exactly as the
+nightly workflow's plan job runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from iomatrix.cli import main as cli
+from iomatrix.matrix.loader import load_matrix
+from support.paths import REPO_ROOT
+
+REPO = REPO_ROOT
+WORKFLOWS = REPO / ".github" / "workflows"
+NIGHTLY = REPO / "matrix" / "nightly.yaml"
+# The venv these tests run in: the development venv, whose shellcheck comes from dev.lock.
+VENV_BIN = Path(sys.prefix) / "bin"
+GITHUB_MAX_JOBS = 256  # jobs one strategy.matrix may generate
+GITHUB_MAX_OUTPUT_BYTES = 1 << 20  # all outputs of one job together
+
+
+def workflow(name: str) -> dict[str, Any]:
+    raw: dict[Any, Any] = yaml.safe_load((WORKFLOWS / name).read_text())
+    # YAML 1.1 reads the key `on` as True.
+    return {("on" if key is True else key): value for key, value in raw.items()}
+
+
+def workflow_names() -> list[str]:
+    return sorted(p.name for p in WORKFLOWS.glob("*.yml"))
+
+
+def nightly_default_shards() -> int:
+    nightly = workflow("nightly.yml")
+    match = re.fullmatch(r"\$\{\{ inputs\.shards \|\| (\d+) \}\}", nightly["env"]["SHARDS"])
+    assert match, nightly["env"]["SHARDS"]
+    default = int(match[1])
+    assert nightly["on"]["workflow_dispatch"]["inputs"]["shards"]["default"] == default
+    return default
+
+
+def plan(capsys: pytest.CaptureFixture[str], matrix: Path, shards: int) -> str:
+    assert cli.main(["expand", str(matrix), "--shards", str(shards), "--json"]) == 0
+    return capsys.readouterr().out
+
+
+def shard_ids(capsys: pytest.CaptureFixture[str], matrix: Path, shard: str) -> list[str]:
+    assert cli.main(["expand", str(matrix), "--shard", shard, "--json"]) == 0
+    return [str(c["id"]) for c in json.loads(capsys.readouterr().out)]
+
+
+# --- the nightly plan ----------------------------------------------------------------------------
+
+
+def test_the_plan_step_runs_expand_shards_into_the_shard_matrix() -> None:
+    nightly = workflow("nightly.yml")
+    plan_job = nightly["jobs"]["plan"]
+    step = next(s for s in plan_job["steps"] if s.get("id") == "plan")
+    assert 'iomatrix expand "$MATRIX" --shards "$SHARDS" --json' in step["run"]
+    assert 'echo "include=$include" >> "$GITHUB_OUTPUT"' in step["run"]
+    assert nightly["env"]["MATRIX"] == "matrix/nightly.yaml"
+    assert plan_job["outputs"]["include"] == "${{ steps.plan.outputs.include }}"
+    shard = nightly["jobs"]["shard"]
+    assert shard["strategy"]["matrix"] == {"include": "${{ fromJSON(needs.plan.outputs.include) }}"}
+    assert shard["strategy"]["fail-fast"] is False
+    assert shard["env"]["SHARD"] == "${{ matrix.shard }}"
+    # The shard job runs exactly the command a developer runs to reproduce it.
+    runs = [s["run"] for s in shard["steps"] if "run" in s]
+    assert 'make nightly SHARD="$SHARD" IN_CONTAINER=1 RESULTS=results/nightly' in runs
+
+
+@pytest.mark.parametrize("shards", ["default", 1, 5, 72, GITHUB_MAX_JOBS])
+def test_the_nightly_plan_is_a_github_include_list_within_limits_with_every_cell_once(
+    capsys: pytest.CaptureFixture[str], shards: int | str
+) -> None:
+    count = nightly_default_shards() if shards == "default" else int(shards)
+    out = plan(capsys, NIGHTLY, count)
+    # One line: the step appends `include=<json>` to $GITHUB_OUTPUT, which reads line by line.
+    assert out.endswith("\n")
+    assert "\n" not in out[:-1]
+    assert len(f"include={out}".encode()) < GITHUB_MAX_OUTPUT_BYTES
+    include = json.loads(out)
+    # What GitHub does with `include: ${{ fromJSON(...) }}`: one job per entry, each entry a flat
+    # object of scalars that the job reads as matrix.shard, matrix.cells, matrix.estimated_s.
+    assert isinstance(include, list)
+    assert 1 <= len(include) <= GITHUB_MAX_JOBS
+    assert len(include) <= count
+    for entry in include:
+        assert set(entry) == {"shard", "cells", "estimated_s"}
+        assert re.fullmatch(rf"[1-9]\d*/{count}", entry["shard"])
+        assert isinstance(entry["cells"], int)
+        assert entry["cells"] >= 1
+        assert isinstance(entry["estimated_s"], int | float)
+        assert entry["estimated_s"] > 0
+    assert len({e["shard"] for e in include}) == len(include)
+
+    every = [c.id for c in load_matrix(NIGHTLY).cells]
+    seen: list[str] = []
+    for entry in include:
+        ids = shard_ids(capsys, NIGHTLY, entry["shard"])
+        assert len(ids) == entry["cells"]
+        seen += ids
+    # Every cell in exactly one shard; the shards left out of the plan were empty.
+    assert sorted(seen) == sorted(every)
+    assert len(set(seen)) == len(seen)
+    planned = {e["shard"] for e in include}
+    for index in range(1, count + 1):
+        if f"{index}/{count}" not in planned:
+            assert shard_ids(capsys, NIGHTLY, f"{index}/{count}") == []
+
+
+def test_more_shards_than_github_runs_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["expand", str(NIGHTLY), "--shards", str(GITHUB_MAX_JOBS + 1), "--json"]) == 2
+    assert "a GitHub matrix runs 1 to 256 jobs" in capsys.readouterr().err
+
+
+def test_the_default_nightly_shards_are_balanced(capsys: pytest.CaptureFixture[str]) -> None:
+    include = json.loads(plan(capsys, NIGHTLY, nightly_default_shards()))
+    estimates = [e["estimated_s"] for e in include]
+    assert max(estimates) <= 1.5 * min(estimates), include
+
+
+def test_expand_shards_without_json_is_a_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["expand", str(NIGHTLY), "--shards", "12"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["shard", "cells", "estimated"]
+    assert "72 cells in 12 non-empty shard(s) of 12" in out
+
+
+# --- rules every workflow keeps ------------------------------------------------------------------
+
+USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(\S+)(.*)$", re.MULTILINE)
+
+
+@pytest.mark.parametrize("name", workflow_names())
+def test_workflow_rules(name: str) -> None:
+    wf = workflow(name)
+    assert "concurrency" in wf, f"{name}: no concurrency group"
+    assert "permissions" in wf, f"{name}: no top-level permissions"
+    # Least privilege: nothing above read at the top; writes only on the job that needs them.
+    top = wf["permissions"]
+    assert top == {} or set(top.values()) <= {"read", "none"}, f"{name}: {top}"
+    assert "pull_request_target" not in wf["on"], f"{name}: pull_request_target runs PR code"
+    for job_name, job in wf["jobs"].items():
+        assert "timeout-minutes" in job, f"{name}: job {job_name} has no timeout"
+        if "strategy" in job and "matrix" in job["strategy"]:
+            assert job["strategy"].get("fail-fast") is False, f"{name}: {job_name} fail-fast"
+    for ref, rest in USES.findall((WORKFLOWS / name).read_text()):
+        _, _, version = ref.partition("@")
+        assert re.fullmatch(r"[0-9a-f]{40}", version), f"{name}: {ref} is not pinned to a SHA"
+        assert re.fullmatch(r"\s*#\s*v\d+\.\d+\.\d+\s*", rest), f"{name}: {ref} without # vX.Y.Z"
+
+
+def test_only_the_jobs_that_write_have_write_permissions() -> None:
+    writers = {
+        (name, job_name): job["permissions"]
+        for name in workflow_names()
+        for job_name, job in workflow(name)["jobs"].items()
+        if "write" in job.get("permissions", {}).values()
+    }
+    assert writers == {
+        ("nightly.yml", "merge"): {"contents": "write"},
+        ("pr-comment.yml", "comment"): {"actions": "read", "pull-requests": "write"},
+    }
+
+
+def test_the_pr_comment_comes_from_a_workflow_run_of_pr() -> None:
+    pr = workflow("pr.yml")
+    comment = workflow("pr-comment.yml")
+    assert pr["name"] == "pr"
+    assert list(pr["on"]) == ["pull_request"]
+    assert comment["on"] == {"workflow_run": {"workflows": ["pr"], "types": ["completed"]}}
+    # The artifact the comment reads is the one the A/B job uploads.
+    uploads = [s["with"]["name"] for s in pr["jobs"]["ab"]["steps"] if "upload-artifact" in str(s)]
+    downloads = [s["with"]["name"] for s in comment["jobs"]["comment"]["steps"] if "with" in s]
+    assert "ab-report" in uploads
+    assert downloads == ["ab-report"]
+    ab_run = next(s["run"] for s in pr["jobs"]["ab"]["steps"] if "iomatrix ab" in s.get("run", ""))
+    assert "iomatrix ab .ab-base/matrix/pr.yaml matrix/pr.yaml --results results/ab" in ab_run
+    assert "--format markdown --output results/ab/report.md" in ab_run
+
+
+def test_make_lint_runs_actionlint_with_the_venv_first_on_path() -> None:
+    done = subprocess.run(
+        ["make", "-n", "lint"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    line = next(x for x in done.stdout.splitlines() if re.search(r"actionlint\S* -no-color", x))
+    # actionlint skips the scripts' checks silently when no shellcheck is on PATH.
+    assert re.match(r'PATH="/\S+/bin:\$PATH" \S+/actionlint -no-color$', line), line
+
+
+# --- actionlint ----------------------------------------------------------------------------------
+
+
+def actionlint() -> Path:
+    version = re.search(
+        r"^ACTIONLINT_VERSION := (\S+)$", (REPO / "Makefile").read_text(), re.MULTILINE
+    )
+    assert version
+    path = REPO / ".tools" / f"actionlint-{version[1]}" / "actionlint"
+    if not path.exists():
+        pytest.skip(f"{path} is not built: make actionlint (make test builds it first)")
+    return path
+
+
+def shellcheck() -> Path:
+    path = VENV_BIN / "shellcheck"
+    assert path.exists(), f"{path}: the development venv has shellcheck (dev.lock, make venv-dev)"
+    return path
+
+
+def lint(
+    tmp_path: Path, files: dict[str, str], path: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    folder = tmp_path / ".github" / "workflows"
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    # As `make lint` runs it: the venv's bin first on PATH.
+    env = {**os.environ, "PATH": path if path is not None else f"{VENV_BIN}:{os.environ['PATH']}"}
+    return subprocess.run(
+        [str(actionlint()), "-no-color", *(f".github/workflows/{name}" for name in files)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_actionlint_checks_the_inputs_of_the_pinned_actions(tmp_path: Path) -> None:
+    # actionlint knows the inputs of popular actions by tag, not by commit: lint a copy whose
+    # SHA pins are replaced by the major version their comment names.
+    pinned = re.compile(r"@[0-9a-f]{40}(\s*#\s*)(v\d+)\.\d+\.\d+")
+    files = {
+        p.name: pinned.sub(lambda m: f"@{m[2]}{m[1]}{m[2]}", p.read_text())
+        for p in WORKFLOWS.glob("*.yml")
+    }
+    assert all("@v" in text for text in files.values())
+    done = lint(tmp_path, files)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_actionlint_fails_a_broken_workflow(tmp_path: Path) -> None:
+    broken = """\
+on: pull_request
+jobs:
+  x:
+    runs-on: ubuntu-24.04
+    strategy:
+      matrix:
+        include: ${{ fromJSON(needs.plan.outputs.include) }}
+    steps:
+      - run: echo "${{ github.event.pull_request.title }}"
+      - uses: actions/checkout@v4
+        with:
+          fetch-depht: 1
+"""
+    done = lint(tmp_path, {"broken.yml": broken})
+    assert done.returncode == 1
+    assert "potentially untrusted" in done.stdout
+    assert 'input "fetch-depht" is not defined' in done.stdout
+    assert "needs" in done.stdout  # the plan job it reads from is not declared
+
+
+UNQUOTED = """\
+on: pull_request
+permissions: {}
+jobs:
+  x:
+    runs-on: ubuntu-24.04
+    steps:
+      - run: rm -rf $RUNNER_TEMP/$1
+"""
+
+
+def test_actionlint_checks_workflow_scripts_with_the_venvs_shellcheck(tmp_path: Path) -> None:
+    shellcheck()
+    done = lint(tmp_path, {"unquoted.yml": UNQUOTED})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "shellcheck reported issue in this script: SC2086" in done.stdout
+
+
+def test_without_shellcheck_on_path_actionlint_skips_the_scripts_silently(tmp_path: Path) -> None:
+    # Why `make lint` puts the venv first: this same workflow passes without shellcheck.
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    done = lint(tmp_path, {"unquoted.yml": UNQUOTED}, path=str(bare))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_repository_workflows_pass_actionlint() -> None:
+    tool = actionlint()
+    shellcheck()
+    done = subprocess.run(
+        [str(tool), "-no-color"],
+        cwd=REPO,
+        env={**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# --- shellcheck ----------------------------------------------------------------------------------
+
+
+def shell_scripts() -> list[str]:
+    """Every shell script in the repository: a *.sh file or one whose first line runs a shell."""
+    found = []
+    for folder in ("tools", ".ci", ".github", "images", "harness", "tests", "matrix", "benchmarks"):
+        for path in (REPO / folder).rglob("*"):
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            with path.open("rb") as f:
+                first = f.readline()
+            if path.suffix == ".sh" or re.match(rb"#!.*\b(ba|da|k)?sh\b", first):
+                found.append(str(path.relative_to(REPO)))
+    return sorted(found)
+
+
+def make_shellcheck(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`make shellcheck` with this venv, not reinstalling it (-o: its stamp counts as made)."""
+    stamp = tmp_path / "stamps" / "venv-dev"
+    return subprocess.run(
+        [
+            "make",
+            f"VENV={sys.prefix}",
+            f"STAMPS={stamp.parent}",
+            "-o",
+            str(stamp),
+            "shellcheck",
+            *args,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_make_lint_shellchecks_every_shell_script_in_the_repository() -> None:
+    scripts = shell_scripts()
+    assert "tools/container.sh" in scripts
+    assert ".ci/run" in scripts
+    done = subprocess.run(
+        ["make", "-n", "lint"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    line = next(x for x in done.stdout.splitlines() if re.match(r"\S+/shellcheck ", x))
+    assert sorted(line.split()[1:]) == scripts
+
+
+def test_the_repository_scripts_pass_shellcheck(tmp_path: Path) -> None:
+    shellcheck()
+    done = make_shellcheck(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_make_shellcheck_fails_a_broken_script(tmp_path: Path) -> None:
+    shellcheck()
+    broken = tmp_path / "broken.sh"
+    broken.write_text('#!/usr/bin/env bash\nfor f in $(ls $1); do rm "$f"; done\n')
+    done = make_shellcheck(tmp_path, f"SHELL_SCRIPTS={broken}")
+    assert done.returncode != 0
+    assert "SC2045" in done.stdout  # iterating over ls output
+    assert "SC2086" in done.stdout  # unquoted $1

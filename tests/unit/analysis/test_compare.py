@@ -1,0 +1,627 @@
+"""Comparing two runs: known answers for verdicts, the environment check, and every renderer."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from iomatrix.analysis import compare, stats
+from iomatrix.analysis.compare import Comparison, Row
+from iomatrix.cli import main as cli
+from iomatrix.model.cell import LoopStack
+from iomatrix.model.result import RunRecord
+from iomatrix.store.records_io import load_run, write_record
+from support.builders import make_cell
+from support.runs import SPINE_RUN, failed, make_run, ok, sample
+
+CELL = make_cell(fs="ext4")
+OTHER = make_cell(fs="xfs")
+
+
+def parse_xml(text: str) -> ET.Element:
+    # Our own report, not untrusted input: the standard parser is fine (and proves validity).
+    return ET.fromstring(text)  # noqa: S314
+
+
+def row(comparison: Comparison, metric: str, cell_id: str = CELL.id) -> Row:
+    found = [r for r in comparison.rows if r.metric == metric and r.cell_id == cell_id]
+    assert len(found) == 1, f"{len(found)} rows for {metric} of {cell_id}"
+    return found[0]
+
+
+def pair(
+    base: Mapping[str, Sequence[float]], new: Mapping[str, Sequence[float]], **kwargs: object
+) -> Comparison:
+    """Compare one cell measured with `base` values against the same cell with `new` values."""
+    return compare.compare_runs(
+        make_run([ok(CELL, base)], run_id="base"),
+        make_run([ok(CELL, new)], run_id="new"),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+# --- verdicts -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_two_samples_of_one_distribution_are_unchanged(seed: int) -> None:
+    base = {
+        "write_iops": sample(seed, 1000, 0.02, 10),
+        "write_lat_p99_us": sample(seed + 50, 800, 0.02, 10),
+    }
+    new = {
+        "write_iops": sample(seed + 100, 1000, 0.02, 10),
+        "write_lat_p99_us": sample(seed + 150, 800, 0.02, 10),
+    }
+    result = pair(base, new)
+    assert row(result, "write_iops").verdict == "unchanged"
+    assert row(result, "write_lat_p99_us").verdict == "unchanged"
+    assert compare.exit_code(result) == 0
+
+
+def test_ten_percent_less_iops_is_a_regression() -> None:
+    result = pair(
+        {"write_iops": sample(1, 1000, 0.02, 10)}, {"write_iops": sample(2, 900, 0.02, 10)}
+    )
+    iops = row(result, "write_iops")
+    assert iops.verdict == "regressed"
+    assert iops.ratio == pytest.approx(0.9, abs=0.02)
+    assert iops.ci_high is not None
+    assert iops.min_effect is not None
+    assert iops.ci_high < 1 - iops.min_effect
+    assert iops.p_adjusted is not None
+    assert iops.p_adjusted < 0.05
+    assert compare.exit_code(result) == 1
+
+
+def test_ten_percent_more_iops_is_an_improvement() -> None:
+    result = pair(
+        {"write_iops": sample(1, 1000, 0.02, 10)}, {"write_iops": sample(2, 1100, 0.02, 10)}
+    )
+    assert row(result, "write_iops").verdict == "improved"
+    assert compare.exit_code(result) == 0
+
+
+def test_lower_latency_is_an_improvement_and_higher_a_regression() -> None:
+    # The same 10% drop means opposite things for IOPS and latency.
+    down = pair(
+        {"write_lat_p99_us": sample(1, 800, 0.02, 10)},
+        {"write_lat_p99_us": sample(2, 720, 0.02, 10)},
+    )
+    assert row(down, "write_lat_p99_us").verdict == "improved"
+    up = pair(
+        {"write_lat_p99_us": sample(1, 800, 0.02, 10)},
+        {"write_lat_p99_us": sample(2, 880, 0.02, 10)},
+    )
+    assert row(up, "write_lat_p99_us").verdict == "regressed"
+
+
+def test_more_cpu_time_is_a_regression() -> None:
+    result = pair(
+        {"write_iops": [1000.0] * 10, "cpu_sys_pct": sample(1, 20, 0.02, 10)},
+        {"write_iops": [1000.0] * 10, "cpu_sys_pct": sample(2, 24, 0.02, 10)},
+    )
+    assert row(result, "cpu_sys_pct").verdict == "regressed"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_heavy_noise_never_gives_a_verdict_of_change(seed: int) -> None:
+    # CoV 30% and a 10% shift: the data cannot support a claim either way.
+    result = pair(
+        {"write_iops": sample(seed, 1000, 0.30, 10)},
+        {"write_iops": sample(seed + 100, 900, 0.30, 10)},
+    )
+    assert row(result, "write_iops").verdict in ("noisy", "unchanged")
+
+
+def test_noise_above_the_threshold_is_called_noisy() -> None:
+    result = pair(
+        {"write_iops": sample(4, 1000, 0.30, 10)}, {"write_iops": sample(5, 1000, 0.30, 10)}
+    )
+    iops = row(result, "write_iops")
+    assert iops.verdict == "noisy"
+    assert "CoV" in iops.reason
+
+
+def test_three_repetitions_per_side_are_insufficient_whatever_the_data() -> None:
+    # Halved IOPS with no overlap at all still cannot reach p < 0.05 with 3 vs 3 (p >= 0.1).
+    result = pair({"write_iops": [1000.0, 1010.0, 990.0]}, {"write_iops": [500.0, 505.0, 495.0]})
+    iops = row(result, "write_iops")
+    assert iops.verdict == "noisy"
+    assert iops.reason.startswith(compare.INSUFFICIENT)
+    assert iops.p_value is not None
+    assert iops.p_value >= 0.1
+    assert compare.exit_code(result) == 0
+    assert compare.verdict_line(result).startswith(compare.INSUFFICIENT)
+
+
+def test_four_repetitions_with_complete_separation_can_be_significant() -> None:
+    # 4 per side is the smallest n with which p < 0.05 is possible (2/70 = 0.029).
+    result = pair(
+        {"write_iops": [1000.0, 1010.0, 990.0, 1005.0]},
+        {"write_iops": [800.0, 805.0, 795.0, 802.0]},
+        metrics=["write_iops"],
+    )
+    assert row(result, "write_iops").verdict == "regressed"
+
+
+def test_significant_but_small_is_unchanged_unless_the_minimum_effect_is_lowered() -> None:
+    # 2% fewer IOPS with 0.2% noise: p is tiny, but 2% is inside the default 3% minimum effect.
+    base = {"write_iops": sample(1, 1000, 0.002, 10)}
+    new = {"write_iops": sample(2, 980, 0.002, 10)}
+    default = row(pair(base, new), "write_iops")
+    assert default.verdict == "unchanged"
+    assert default.p_adjusted is not None
+    assert default.p_adjusted < 0.05
+    assert "CI reaches into" in default.reason
+    assert row(pair(base, new, min_effect=0.01), "write_iops").verdict == "regressed"
+
+
+def test_minimum_effect_grows_with_baseline_noise() -> None:
+    # Baseline CoV about 8%: the minimum effect is about 16%, so a 12% drop is not enough.
+    result = pair(
+        {"write_iops": sample(1, 1000, 0.08, 20)}, {"write_iops": sample(2, 880, 0.01, 20)}
+    )
+    iops = row(result, "write_iops")
+    assert iops.min_effect is not None
+    assert iops.base_cov is not None
+    assert iops.min_effect == pytest.approx(2 * iops.base_cov)
+    assert iops.min_effect > 0.12
+    # Without the noise-scaled minimum effect this drop would count (p is small):
+    assert iops.p_adjusted is not None
+    assert iops.p_adjusted < 0.05
+    assert iops.verdict not in ("regressed", "improved")
+
+
+def test_informational_metrics_change_but_never_gate() -> None:
+    result = pair(
+        {"write_iops": [1000.0] * 10, "cpu_iowait_pct": sample(1, 10, 0.02, 10)},
+        {"write_iops": [1000.0] * 10, "cpu_iowait_pct": sample(2, 20, 0.02, 10)},
+    )
+    iowait = row(result, "cpu_iowait_pct")
+    assert iowait.verdict == "changed"
+    assert not iowait.gated
+    assert compare.exit_code(result) == 0
+
+
+def test_p_values_are_adjusted_across_every_row_of_the_comparison() -> None:
+    cells = [make_cell(fs=f"fs{i}") for i in range(4)]
+    base = make_run([ok(c, {"write_iops": sample(i, 1000, 0.02, 8)}) for i, c in enumerate(cells)])
+    new = make_run(
+        [ok(c, {"write_iops": sample(i + 10, 950 + 20 * i, 0.02, 8)}) for i, c in enumerate(cells)],
+        run_id="new",
+    )
+    result = compare.compare_runs(base, new)
+    tested = [r for r in result.rows if r.p_value is not None]
+    # Every metric of every cell is one test: 4 cells x (write_iops + 5 CPU metrics).
+    assert len(tested) == 4 * 6
+    expected = stats.bh_adjust([r.p_value for r in tested if r.p_value is not None])
+    assert [r.p_adjusted for r in tested] == pytest.approx(expected)
+
+
+def test_metric_patterns_select_rows() -> None:
+    result = pair(
+        {"write_iops": [1.0] * 5, "write_lat_p99_us": [2.0] * 5},
+        {"write_iops": [1.0] * 5, "write_lat_p99_us": [2.0] * 5},
+        metrics=["*_iops"],
+    )
+    assert [r.metric for r in result.rows] == ["write_iops"]
+
+
+def test_a_zero_base_median_has_no_ratio() -> None:
+    result = pair(
+        {"write_iops": [0.0] * 5, "read_iops": [0.0] * 5},
+        {"write_iops": [5.0] * 5, "read_iops": [0.0] * 5},
+    )
+    assert row(result, "write_iops").verdict == "incomparable"
+    assert row(result, "write_iops").ratio is None
+    # Nothing on either side is no change (e.g. a write-only job's reads).
+    assert row(result, "read_iops").verdict == "unchanged"
+
+
+# --- missing cells ------------------------------------------------------------------------------
+
+
+def test_cells_absent_or_failed_on_one_side_are_missing_and_say_which() -> None:
+    gone = make_cell(fs="btrfs")
+    broke = make_cell(fs="f2fs")
+    added = make_cell(fs="bcachefs")
+    values = {"write_iops": [1.0, 2.0, 3.0, 4.0, 5.0]}
+    base = make_run([ok(CELL, values), ok(gone, values), ok(broke, values)])
+    new = make_run(
+        [
+            ok(CELL, values),
+            failed(broke, "mkfs failed (exit 1): bad option\nsee cell.log"),
+            ok(added, values),
+        ],
+        run_id="new",
+    )
+    result = compare.compare_runs(base, new, metrics=["write_iops"])
+    absent = row(result, "write_iops", gone.id)
+    assert (absent.verdict, absent.missing_side, absent.reason) == (
+        "missing",
+        "new",
+        "absent in new",
+    )
+    broken = row(result, "write_iops", broke.id)
+    assert broken.verdict == "missing"
+    assert broken.missing_side == "new"
+    assert broken.reason == "failed in new: mkfs failed (exit 1): bad option"
+    assert broken.base_median == 3.0
+    fresh = row(result, "write_iops", added.id)
+    assert (fresh.missing_side, fresh.reason) == ("base", "absent in base")
+    assert "3 missing" in compare.verdict_line(result)
+
+
+def test_a_metric_reported_on_one_side_only_is_missing() -> None:
+    result = pair({"write_iops": [1.0] * 5, "read_iops": [2.0] * 5}, {"write_iops": [1.0] * 5})
+    read = row(result, "read_iops")
+    assert (read.verdict, read.missing_side, read.reason) == (
+        "missing",
+        "new",
+        "no read_iops in new",
+    )
+
+
+def test_a_cell_failed_on_both_sides_is_one_missing_row() -> None:
+    base = make_run([failed(CELL, "panic")])
+    new = make_run([failed(CELL, "panic again")], run_id="new")
+    result = compare.compare_runs(base, new)
+    assert [(r.metric, r.verdict, r.missing_side) for r in result.rows] == [
+        ("-", "missing", "both")
+    ]
+    assert result.rows[0].reason == "failed in base: panic; failed in new: panic again"
+
+
+# --- environment --------------------------------------------------------------------------------
+
+
+def mismatched() -> tuple[RunRecord, RunRecord]:
+    values = {"write_iops": sample(1, 1000, 0.02, 10)}
+    worse = {"write_iops": sample(2, 900, 0.02, 10)}
+    return make_run([ok(CELL, values)]), make_run(
+        [ok(CELL, worse)], run_id="new", accelerator="kvm"
+    )
+
+
+def test_different_environments_are_refused_with_the_differences_listed() -> None:
+    base, new = mismatched()
+    new = new.model_copy(
+        update={"environment": new.environment.model_copy(update={"qemu": "9.0.0"})}
+    )
+    with pytest.raises(compare.EnvironmentMismatchError) as caught:
+        compare.compare_runs(base, new)
+    message = str(caught.value)
+    assert "accelerator 'tcg' (base) vs 'kvm' (new)" in message
+    assert "qemu '8.2.2' (base) vs '9.0.0' (new)" in message
+    assert {d.field for d in caught.value.differences} == {"accelerator", "qemu"}
+    # The refused comparison still says, row by row, why there is no verdict.
+    assert {r.verdict for r in caught.value.comparison.rows} == {"incomparable"}
+    assert compare.verdict_line(caught.value.comparison).startswith("incomparable")
+
+
+def test_other_environment_fields_do_not_block() -> None:
+    # The host name and host kernel do not change what QEMU measures (the latter is noted).
+    base = make_run([ok(CELL, {"write_iops": [1.0] * 5})])
+    new = make_run(
+        [ok(CELL, {"write_iops": [1.0] * 5})], run_id="new", host="elsewhere", host_kernel="6.12"
+    )
+    result = compare.compare_runs(base, new)
+    assert not result.forced
+    assert result.marker is None
+    assert any("host kernel differs" in n for n in result.notes)
+
+
+def test_a_different_device_profile_of_one_cell_is_refused() -> None:
+    base = make_run([ok(CELL, {"write_iops": [1.0] * 5})])
+    unsafe = make_cell(fs="ext4", cache="unsafe")
+    assert unsafe.id == CELL.id  # same axis values, same id: only the profile differs
+    new = make_run([ok(unsafe, {"write_iops": [1.0] * 5})], run_id="new")
+    with pytest.raises(compare.EnvironmentMismatchError) as caught:
+        compare.compare_runs(base, new)
+    fields = {(d.where, d.field) for d in caught.value.differences}
+    assert (f"cell {CELL.label}", "device.cache") in fields
+    assert (f"cell {CELL.label}", "qemu_drive") in fields
+
+
+def test_a_changed_workload_file_is_refused() -> None:
+    base = make_run([ok(CELL, {"write_iops": [1.0] * 5})])
+    edited = make_cell(fs="ext4", workload_sha256="f" * 64)
+    new = make_run([ok(edited, {"write_iops": [1.0] * 5})], run_id="new")
+    with pytest.raises(compare.EnvironmentMismatchError, match=r"workload\.sha256"):
+        compare.compare_runs(base, new)
+
+
+def test_a_changed_loop_stack_is_refused() -> None:
+    """The same filesystem name over a file with and without chattr +C measures different things."""
+    nocow = LoopStack(outer_fstype="btrfs", nocow=True)
+    base_cell = CELL.model_copy(
+        update={"filesystem": CELL.filesystem.model_copy(update={"loop": nocow})}
+    )
+    cow = nocow.model_copy(update={"nocow": False})
+    new_cell = CELL.model_copy(
+        update={"filesystem": CELL.filesystem.model_copy(update={"loop": cow})}
+    )
+    base = make_run([ok(base_cell, {"write_iops": [1.0] * 5})])
+    new = make_run([ok(new_cell, {"write_iops": [1.0] * 5})], run_id="new")
+    with pytest.raises(compare.EnvironmentMismatchError, match=r"filesystem\.loop"):
+        compare.compare_runs(base, new)
+
+
+def test_forced_comparisons_are_marked_in_every_renderer() -> None:
+    base, new = mismatched()
+    result = compare.compare_runs(base, new, force=True)
+    assert result.forced
+    assert result.marker is not None
+    assert result.marker.startswith("FORCED: environments differ: accelerator")
+    # The numbers are still compared.
+    assert row(result, "write_iops").verdict == "regressed"
+    for fmt in compare.FORMATS:
+        assert "FORCED: environments differ" in compare.render(result, fmt), fmt
+    assert "FORCED" in compare.verdict_line(result)
+
+
+def test_image_paths_in_the_drive_options_do_not_count_as_a_difference() -> None:
+    # A real run.json: its drive options name the run's own scratch folder.
+    base = load_run(SPINE_RUN)
+    new_cells = tuple(
+        e.model_copy(
+            update={"qemu_drive": tuple(a.replace(base.run_id, "other-run") for a in e.qemu_drive)}
+        )
+        for e in base.cells
+    )
+    new = base.model_copy(update={"run_id": "other-run", "cells": new_cells})
+    assert new.cells[0].qemu_drive != base.cells[0].qemu_drive
+    assert compare.environment_differences(base, new) == []
+
+
+def test_real_run_with_one_repetition_is_insufficient_and_keeps_its_failed_cell() -> None:
+    run = load_run(SPINE_RUN)
+    result = compare.compare_runs(run, run.model_copy(update={"run_id": "again"}))
+    counts = result.counts()
+    assert counts.get("improved", 0) == counts.get("regressed", 0) == 0
+    assert counts["missing"] == 1
+    assert "1 missing" in compare.verdict_line(result)
+    assert compare.verdict_line(result).startswith(compare.INSUFFICIENT)
+    failed_row = next(r for r in result.rows if r.verdict == "missing")
+    assert failed_row.reason.startswith("failed in base: mount failed")
+
+
+# --- per-axis geometric means -------------------------------------------------------------------
+
+
+def test_axis_summaries_are_geometric_means_of_ratios_per_axis_value() -> None:
+    ext4_a, ext4_b = make_cell(fs="ext4", scheduler="none"), make_cell(fs="ext4", scheduler="bfq")
+    xfs_a, xfs_b = make_cell(fs="xfs", scheduler="none"), make_cell(fs="xfs", scheduler="bfq")
+    base = make_run([ok(c, {"write_iops": [1000.0] * 5}) for c in (ext4_a, ext4_b, xfs_a, xfs_b)])
+    new = make_run(
+        [
+            ok(ext4_a, {"write_iops": [1000.0] * 5}),
+            ok(ext4_b, {"write_iops": [1000.0] * 5}),
+            ok(xfs_a, {"write_iops": [800.0] * 5}),
+            ok(xfs_b, {"write_iops": [900.0] * 5}),
+        ],
+        run_id="new",
+    )
+    result = compare.compare_runs(base, new)
+    summary = {(a.axis, a.value): a for a in result.axes if a.metric == "write_iops"}
+    assert summary[("filesystem", "xfs")].geomean_ratio == pytest.approx((0.8 * 0.9) ** 0.5)
+    assert summary[("filesystem", "ext4")].geomean_ratio == pytest.approx(1.0)
+    assert summary[("filesystem", "xfs")].cells == 2
+    assert summary[("all", "all")].geomean_ratio == pytest.approx((0.8 * 0.9) ** 0.25)
+    assert summary[("scheduler", "bfq")].geomean_ratio == pytest.approx(0.9**0.5)
+    # Axes with a single value would repeat the "all" line and are left out.
+    assert not any(a.axis == "kernel" for a in result.axes)
+    table = compare.render_table(result)
+    assert "filesystem=xfs" in table
+    assert "-15.1%" in table  # (0.8 * 0.9) ** 0.5 - 1
+
+
+# --- renderers ----------------------------------------------------------------------------------
+
+
+def mixed() -> Comparison:
+    """One regression (IOPS of CELL), one improvement (latency of CELL), OTHER unchanged."""
+    base = make_run(
+        [
+            ok(
+                CELL,
+                {
+                    "write_iops": sample(1, 1000, 0.02, 10),
+                    "write_lat_p99_us": sample(2, 800, 0.02, 10),
+                },
+            ),
+            ok(
+                OTHER,
+                {
+                    "write_iops": sample(3, 1000, 0.02, 10),
+                    "write_lat_p99_us": sample(4, 800, 0.02, 10),
+                },
+            ),
+        ]
+    )
+    new = make_run(
+        [
+            ok(
+                CELL,
+                {
+                    "write_iops": sample(5, 880, 0.02, 10),
+                    "write_lat_p99_us": sample(6, 700, 0.02, 10),
+                },
+            ),
+            ok(
+                OTHER,
+                {
+                    "write_iops": sample(7, 1000, 0.02, 10),
+                    "write_lat_p99_us": sample(8, 800, 0.02, 10),
+                },
+            ),
+        ],
+        run_id="new",
+    )
+    return compare.compare_runs(base, new)
+
+
+def test_mixed_comparison_has_the_expected_verdicts() -> None:
+    result = mixed()
+    assert row(result, "write_iops").verdict == "regressed"
+    assert row(result, "write_lat_p99_us").verdict == "improved"
+    assert row(result, "write_iops", OTHER.id).verdict == "unchanged"
+
+
+def test_junit_has_one_case_per_gated_metric_and_a_failure_for_the_regression() -> None:
+    result = mixed()
+    root = parse_xml(compare.render_junit(result))
+    cases = root.findall("./testsuite/testcase")
+    gated = [r for r in result.rows if r.gated]
+    assert len(cases) == len(gated) == int(root.attrib["tests"])
+    failed_cases = [
+        (c.attrib["classname"], c.attrib["name"]) for c in cases if c.find("failure") is not None
+    ]
+    assert failed_cases == [(CELL.label, "write_iops")]
+    assert root.attrib["failures"] == "1"
+    # Informational metrics are not test cases: they never gate.
+    assert not any(c.attrib["name"] == "cpu_idle_pct" for c in cases)
+
+
+def test_junit_reports_a_cell_failed_in_the_new_run_as_an_error() -> None:
+    base = make_run([ok(CELL, {"write_iops": [1.0] * 5})])
+    new = make_run([failed(CELL, "kernel panic")], run_id="new")
+    root = parse_xml(compare.render_junit(compare.compare_runs(base, new)))
+    errors = root.findall("./testsuite/testcase/error")
+    assert errors
+    assert all(e.attrib["message"] == "failed in new: kernel panic" for e in errors)
+
+
+def test_markdown_starts_with_the_verdict_then_regressions_then_improvements() -> None:
+    result = mixed()
+    text = compare.render_markdown(result)
+    first = text.splitlines()[0]
+    assert first == f"**iomatrix compare: {compare.verdict_line(result)}**"
+    assert first.startswith("**iomatrix compare: regressed: 1 regressed, 1 improved")
+    regressions = text.index("### Regressions (1)")
+    improvements = text.index("### Improvements (1)")
+    details = text.index("<details><summary>All")
+    assert regressions < improvements < details
+    assert text.rstrip().endswith("</details>")
+
+
+def test_markdown_stays_below_githubs_comment_limit() -> None:
+    cells = [make_cell(fs=f"fs{i}", workload=f"w{j}") for i in range(30) for j in range(10)]
+    base = make_run([ok(c, {"write_iops": [1.0, 2.0]}) for c in cells])
+    new = make_run([ok(c, {"write_iops": [1.0, 2.0]}) for c in cells], run_id="new")
+    # 300 cells x 2 metrics: a details table of about 80,000 characters before cutting.
+    text = compare.render_markdown(
+        compare.compare_runs(base, new, metrics=["write_iops", "cpu_sys_pct"])
+    )
+    assert len(text) < 65536
+    assert "rows cut to fit a GitHub comment" in text
+
+
+def test_json_is_the_versioned_comparison() -> None:
+    result = mixed()
+    data = json.loads(compare.render_json(result))
+    assert data["format"] == compare.COMPARISON_FORMAT == 1
+    assert Comparison.model_validate(data) == result
+
+
+def test_table_groups_rows_by_cell() -> None:
+    result = mixed()
+    lines = compare.render_table(result).splitlines()
+    # Each cell's label is printed once, on its first row.
+    assert sum(line.startswith(CELL.label) for line in lines) == 1
+    assert sum(line.startswith(OTHER.label) for line in lines) == 1
+    assert lines[-1] == compare.verdict_line(result)
+
+
+# --- CLI ----------------------------------------------------------------------------------------
+
+
+def write_runs(tmp_path: Path, base: RunRecord, new: RunRecord) -> Path:
+    results = tmp_path / "results"
+    for run in (base, new):
+        write_record(results / run.run_id / "run.json", run)
+    return results
+
+
+def test_cli_exit_code_is_one_on_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = make_run([ok(CELL, {"write_iops": sample(1, 1000, 0.02, 10)})])
+    new = make_run([ok(CELL, {"write_iops": sample(2, 900, 0.02, 10)})], run_id="new")
+    results = write_runs(tmp_path, base, new)
+    report = tmp_path / "junit.xml"
+    code = cli.main(
+        [
+            "compare",
+            "base",
+            "new",
+            "--results",
+            str(results),
+            "--format",
+            "junit",
+            "--output",
+            str(report),
+        ]
+    )
+    assert code == 1
+    assert parse_xml(report.read_text()).attrib["failures"] == "1"
+    assert capsys.readouterr().out.startswith("regressed:")
+
+
+def test_cli_takes_run_folders_and_run_json_paths(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_run([ok(CELL, {"write_iops": [1.0, 2.0, 3.0, 4.0, 5.0]})])
+    results = write_runs(tmp_path, run, run.model_copy(update={"run_id": "new"}))
+    code = cli.main(
+        ["compare", str(results / "base"), str(results / "new" / "run.json"), "--format", "json"]
+    )
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["new"]["run_id"] == "new"
+
+
+def test_cli_refuses_different_environments_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, new = mismatched()
+    results = write_runs(tmp_path, base, new)
+    report = tmp_path / "summary.md"
+    code = cli.main(
+        [
+            "compare",
+            "base",
+            "new",
+            "--results",
+            str(results),
+            "--format",
+            "markdown",
+            "--output",
+            str(report),
+        ]
+    )
+    assert code == 2
+    assert "accelerator 'tcg' (base) vs 'kvm' (new)" in capsys.readouterr().err
+    # The report still explains why there is no verdict.
+    assert report.read_text().startswith("**iomatrix compare: incomparable")
+    forced = cli.main(
+        ["compare", "base", "new", "--results", str(results), "--force", "--min-effect", "0.05"]
+    )
+    assert forced == 1
+    assert "FORCED: environments differ" in capsys.readouterr().out
+
+
+def test_cli_reports_a_missing_run_as_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copy(SPINE_RUN, tmp_path / "run.json")
+    code = cli.main(
+        ["compare", str(tmp_path / "run.json"), "no-such-run", "--results", str(tmp_path)]
+    )
+    assert code == 2
+    assert "no-such-run" in capsys.readouterr().err

@@ -1,0 +1,92 @@
+"""Trends over a real archive folder: run.json files on disk, the SQLite index, change points."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from iomatrix.analysis import trend
+from iomatrix.cli import main as cli
+from iomatrix.store.records_io import write_record
+from support.builders import make_cell
+from support.runs import make_run, ok, sample
+
+STEP_AT = 20
+
+
+def write_history(results: Path, iops: list[float], latency: list[float]) -> list[str]:
+    """One run folder per night, each with one cell of 5 repetitions around the given medians."""
+    cell = make_cell()
+    run_ids = []
+    for night, (center_iops, center_lat) in enumerate(zip(iops, latency, strict=True)):
+        run_id = f"2026{11 + night // 28:02d}{1 + night % 28:02d}T000000Z-night-{night:04d}"
+        run = make_run(
+            [
+                ok(
+                    cell,
+                    {
+                        "write_iops": sample(night, center_iops, 0.01, 5),
+                        "write_lat_p99_us": sample(1000 + night, center_lat, 0.01, 5),
+                    },
+                )
+            ],
+            run_id=run_id,
+            created_at=f"2026-{11 + night // 28:02d}-{1 + night % 28:02d}T00:00:00+00:00",
+        )
+        write_record(results / run_id / "run.json", run)
+        run_ids.append(run_id)
+    return run_ids
+
+
+def test_one_step_in_iops_is_found_with_the_runs_on_each_side(tmp_path: Path) -> None:
+    # 20 nights at 1000 IOPS, then 20 at 900: a 10% regression from night 20 on.
+    nights = 40
+    iops = [1000.0 if n < STEP_AT else 900.0 for n in range(nights)]
+    flat_latency = [500.0] * nights
+    run_ids = write_history(tmp_path, iops, flat_latency)
+    changes, examined = trend.find_trends(tmp_path)
+    iops_changes = [c for c in changes if c.metric == "write_iops"]
+    assert len(iops_changes) == 1
+    (change,) = iops_changes
+    assert abs(run_ids.index(change.first_run_after) - STEP_AT) <= 1
+    assert change.verdict == "regressed"
+    assert change.relative_change == pytest.approx(-0.10, abs=0.02)
+    assert change.runs_before + change.runs_after == nights
+    # The flat latency series was examined and has no change point.
+    assert examined >= 2
+    assert not [c for c in changes if c.metric == "write_lat_p99_us"]
+
+
+def test_a_flat_history_has_no_change_points(tmp_path: Path) -> None:
+    write_history(tmp_path, [1000.0] * 30, [500.0] * 30)
+    changes, examined = trend.find_trends(tmp_path, metric_patterns=["write_*"])
+    assert examined == 2
+    assert changes == []
+
+
+def test_latency_going_down_is_an_improvement(tmp_path: Path) -> None:
+    latency = [500.0 if n < STEP_AT else 400.0 for n in range(40)]
+    write_history(tmp_path, [1000.0] * 40, latency)
+    changes, _ = trend.find_trends(tmp_path, metric_patterns=["*_lat_*"])
+    assert [c.verdict for c in changes] == ["improved"]
+
+
+def test_too_short_a_history_is_not_judged(tmp_path: Path) -> None:
+    write_history(tmp_path, [1000.0] * 5 + [900.0] * 4, [500.0] * 9)
+    changes, examined = trend.find_trends(tmp_path)
+    assert (changes, examined) == ([], 0)
+
+
+def test_trend_command_prints_the_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_history(tmp_path, [1000.0 if n < STEP_AT else 900.0 for n in range(40)], [500.0] * 40)
+    assert cli.main(["trend", "--results", str(tmp_path), "--metric", "*_iops"]) == 0
+    out = capsys.readouterr().out
+    assert "1 change point(s)" in out
+    assert "regressed" in out
+    assert cli.main(["trend", "--results", str(tmp_path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d["metric"] for d in data] == ["write_iops"]

@@ -1,0 +1,66 @@
+"""Attaching the disks of a boot: a profile with count N gives N identical disks in consecutive
+slots with their own serials, all keyed to the profile, and the cell records every one of them.
+Pure: build_boot has no side effects (tests/vm/test_stacks_vm.py boots such disks for real)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from iomatrix.host import runner
+from iomatrix.host.kernels import Kernel
+from iomatrix.model.cell import DeviceProfile, Timeouts, VmSettings
+from iomatrix.plan.boots import boot_groups
+from support.builders import make_cell
+
+KERNEL = Kernel(
+    spec="debian:bookworm",
+    release="6.1.0-50-amd64",
+    vmlinuz="/k/vmlinuz",
+    modules_dir="/k/modules",
+    source="test",
+    vmlinuz_sha256="0" * 64,
+)
+
+
+def context(tmp_path: Path, *devices: DeviceProfile) -> runner.BootContext:
+    cells = [make_cell(device=d.name).model_copy(update={"device": d}) for d in devices]
+    (group,) = boot_groups(cells, str(tmp_path / "run"))
+    return runner.BootContext(
+        group=group,
+        kernel=KERNEL,
+        accelerator="tcg",
+        rw_dir=tmp_path / "run",
+        scratch=tmp_path / "scratch",
+        vm_settings=VmSettings(),
+        timeouts=Timeouts(),
+    )
+
+
+def test_a_profile_with_count_4_attaches_four_disks_with_their_own_serials(tmp_path: Path) -> None:
+    x4 = DeviceProfile(name="x4", size_bytes=1 << 30, count=4)
+    plan, argv, images = runner.build_boot(context(tmp_path, x4))
+    assert [d.serial for d in plan.disks] == [f"iomatrix{i}" for i in range(4)]
+    assert len({d.key for d in plan.disks}) == 1  # all four belong to the one profile
+    assert len(set(images)) == 4
+    drives = [a for a in argv if a.startswith("--qemu-opts=-drive ")]
+    assert [d.split("id=")[1].split(",")[0] for d in drives] == ["iomx0", "iomx1", "iomx2", "iomx3"]
+
+
+def test_two_profiles_get_consecutive_slots_and_the_first_scsi_disk_brings_the_controller(
+    tmp_path: Path,
+) -> None:
+    virtio = DeviceProfile(name="a", size_bytes=1 << 30)
+    scsi = DeviceProfile(name="a", size_bytes=1 << 30, bus="scsi", count=2)
+    plan, argv, _ = runner.build_boot(context(tmp_path, virtio, scsi))
+    assert [d.serial for d in plan.disks] == ["iomatrix0", "iomatrix1", "iomatrix2"]
+    controllers = [a for a in argv if "virtio-scsi-pci" in a]
+    # Exactly one controller, attached with the first SCSI disk (slot 1), not with slot 0.
+    assert len(controllers) == 1
+    assert argv.index(controllers[0]) > argv.index(next(a for a in argv if "serial=iomatrix0" in a))
+    assert runner.disk_profiles(context(tmp_path, virtio, scsi).group) == [virtio, scsi, scsi]
+
+
+def test_count_is_left_out_of_a_one_disk_profile_so_its_key_is_unchanged() -> None:
+    one = DeviceProfile(name="d", size_bytes=1 << 30)
+    assert "count" not in one.model_dump()
+    assert DeviceProfile(name="d", size_bytes=1 << 30, count=4).model_dump()["count"] == 4

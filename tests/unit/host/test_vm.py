@@ -1,0 +1,553 @@
+"""vng/QEMU argv golden tests and the accelerator choice (probe faked at the proc.run seam only).
+
+A real boot is tested in test_vm_boot.py; here only the argv and the probe's decision logic.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from iomatrix import proc
+from iomatrix.host import vm
+from iomatrix.model.cell import DeviceProfile, VmSettings
+from support.paths import REPO_ROOT
+
+IMAGE = "/scratch/run1/virtio-file-1a2b3c4d-0.img"
+DRIVE = (
+    "file=/scratch/run1/virtio-file-1a2b3c4d-0.img,format=raw,if=none,id=iomx0,"
+    "cache=none,aio=native,discard=unmap"
+)
+
+
+def profile(bus: str, *, cache: str = "none", aio: str = "native") -> DeviceProfile:
+    return DeviceProfile.model_validate(
+        {"name": f"{bus}-file", "size_bytes": 1 << 30, "bus": bus, "cache": cache, "aio": aio}
+    )
+
+
+# --- disk arguments -------------------------------------------------------------------------------
+
+
+def test_disk_virtio_blk() -> None:
+    assert vm.disk_qemu_args(profile("virtio-blk"), IMAGE, 0) == [
+        "-drive",
+        DRIVE,
+        "-device",
+        "virtio-blk-pci,drive=iomx0,serial=iomatrix0",
+    ]
+
+
+def test_disk_nvme() -> None:
+    assert vm.disk_qemu_args(profile("nvme"), IMAGE, 0) == [
+        "-drive",
+        DRIVE,
+        "-device",
+        "nvme,drive=iomx0,serial=iomatrix0",
+    ]
+
+
+def test_disk_scsi_slot_0_brings_the_controller() -> None:
+    assert vm.disk_qemu_args(profile("scsi"), IMAGE, 0) == [
+        "-drive",
+        DRIVE,
+        "-device",
+        "virtio-scsi-pci,id=iomxscsi",
+        "-device",
+        "scsi-hd,drive=iomx0,bus=iomxscsi.0,serial=iomatrix0",
+    ]
+
+
+def test_disk_scsi_later_slots_reuse_the_controller() -> None:
+    assert vm.disk_qemu_args(profile("scsi"), "/scratch/b-1.img", 1) == [
+        "-drive",
+        "file=/scratch/b-1.img,format=raw,if=none,id=iomx1,cache=none,aio=native,discard=unmap",
+        "-device",
+        "scsi-hd,drive=iomx1,bus=iomxscsi.0,serial=iomatrix1",
+    ]
+
+
+def test_disk_ram_profile_modes() -> None:
+    args = vm.disk_qemu_args(
+        profile("virtio-blk", cache="writeback", aio="threads"), "/dev/shm/x", 2
+    )
+    assert args == [
+        "-drive",
+        "file=/dev/shm/x,format=raw,if=none,id=iomx2,cache=writeback,aio=threads,discard=unmap",
+        "-device",
+        "virtio-blk-pci,drive=iomx2,serial=iomatrix2",
+    ]
+
+
+def test_disk_serial_fits_virtio_blk_limit() -> None:
+    assert vm.disk_serial(0) == "iomatrix0"
+    assert len(vm.disk_serial(999)) <= 20
+
+
+# --- vng argv -------------------------------------------------------------------------------------
+
+GUEST = [
+    "env",
+    "PYTHONPATH=/src/harness",
+    "/venv/bin/python",
+    "-m",
+    "iomatrix.guest.agent",
+    "/r/p.json",
+]
+
+
+def vng(
+    accelerator: vm.Accelerator,
+    modules_dir: str | None,
+    disks: Sequence[Sequence[str]],
+    shared_fs: vm.SharedFs = "virtiofs",
+) -> list[str]:
+    return vm.vng_argv(
+        vng="/venv/bin/vng",
+        vmlinuz="/cache/kernels/6.1.0-28-amd64/vmlinuz",
+        release="6.1.0-28-amd64",
+        modules_dir=modules_dir,
+        vm=VmSettings(memory_mib=2048, cpus=2),
+        accelerator=accelerator,
+        rw_dir="/results/run1",
+        disk_args=disks,
+        guest_command=GUEST,
+        shared_fs=shared_fs,
+    )
+
+
+VIRTIO_DISK = vm.disk_qemu_args(profile("virtio-blk"), IMAGE, 0)
+HEAD = [
+    "/venv/bin/vng",
+    "--run",
+    "/cache/kernels/6.1.0-28-amd64/vmlinuz",
+    "--disable-microvm",
+    "--verbose",
+    "--user",
+    "root",
+    "--memory",
+    "2048M",
+    "--cpus",
+    "2",
+    "--rwdir=/results/run1=/results/run1",
+]
+VIRTIO_OPTS = [
+    f"--qemu-opts=-drive {DRIVE}",
+    "--qemu-opts=-device virtio-blk-pci,drive=iomx0,serial=iomatrix0",
+]
+EXEC = [
+    "--exec",
+    "env PYTHONPATH=/src/harness /venv/bin/python -m iomatrix.guest.agent /r/p.json",
+]
+
+
+def test_vng_argv_tcg_with_modules() -> None:
+    assert vng("tcg", "/cache/kernels/6.1.0-28-amd64/modules", [VIRTIO_DISK]) == [
+        *HEAD,
+        "--disable-kvm",
+        "--rodir=/lib/modules/6.1.0-28-amd64=/cache/kernels/6.1.0-28-amd64/modules",
+        *VIRTIO_OPTS,
+        *EXEC,
+    ]
+
+
+def test_vng_argv_kvm_with_modules() -> None:
+    assert vng("kvm", "/cache/kernels/6.1.0-28-amd64/modules", [VIRTIO_DISK]) == [
+        *HEAD,
+        "--rodir=/lib/modules/6.1.0-28-amd64=/cache/kernels/6.1.0-28-amd64/modules",
+        *VIRTIO_OPTS,
+        *EXEC,
+    ]
+
+
+def test_vng_argv_tcg_without_modules() -> None:
+    assert vng("tcg", None, [VIRTIO_DISK]) == [*HEAD, "--disable-kvm", *VIRTIO_OPTS, *EXEC]
+
+
+def test_vng_argv_kvm_without_modules() -> None:
+    assert vng("kvm", None, [VIRTIO_DISK]) == [*HEAD, *VIRTIO_OPTS, *EXEC]
+
+
+def test_vng_argv_asks_for_9p_outright_when_the_host_cannot_serve_virtiofs() -> None:
+    assert vng("tcg", None, [VIRTIO_DISK], shared_fs="9p") == [
+        *HEAD,
+        "--disable-kvm",
+        "--force-9p",
+        *VIRTIO_OPTS,
+        *EXEC,
+    ]
+
+
+class VirtiofsdSeam:
+    """Stands in for proc.run: each fake virtiofsd answers --version and --help as its kind."""
+
+    def __init__(self, helps: dict[str, str | None]) -> None:
+        self.helps = helps  # path -> --help text, or None when --version fails (non-root C one)
+
+    def __call__(self, argv: Sequence[str], **_: object) -> proc.Completed:
+        path, flag = argv[0], argv[1]
+        text = self.helps[path]
+        if text is None and flag == "--version":
+            raise proc.CommandError(tuple(argv), 1)
+        return proc.Completed(tuple(argv), 0, text or "virtiofsd 1.0", "", 0.0)
+
+
+def executables(tmp_path: Path, *names: str) -> list[str]:
+    paths = []
+    for name in names:
+        path = tmp_path / name
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+        paths.append(str(path))
+    return paths
+
+
+RUST_HELP = "Usage: virtiofsd [OPTIONS] --socket-path <path>\n  --shared-dir <shared-dir>\n"
+C_HELP = "usage: virtiofsd [options]\n    -o source=PATH             shared directory tree\n"
+
+
+def test_qemus_c_virtiofsd_means_9p(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (c_one,) = executables(tmp_path, "qemu-virtiofsd")
+    monkeypatch.setattr(proc, "run", VirtiofsdSeam({c_one: C_HELP}))
+    shared, why = vm.choose_shared_fs(["", str(tmp_path / "missing"), c_one])
+    assert shared == "9p"
+    assert "C virtiofsd" in why
+
+
+def test_the_rust_virtiofsd_serves_virtiofs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first candidate whose --version fails (the C one, not as root) is passed over.
+    c_one, rust = executables(tmp_path, "c-virtiofsd", "virtiofsd")
+    monkeypatch.setattr(proc, "run", VirtiofsdSeam({c_one: None, rust: RUST_HELP}))
+    assert vm.choose_shared_fs([c_one, rust]) == ("virtiofs", f"{rust} serves virtio-fs")
+
+
+def test_no_virtiofsd_means_9p(tmp_path: Path) -> None:
+    assert vm.choose_shared_fs([str(tmp_path / "none")]) == ("9p", "no virtiofsd found")
+
+
+def test_vng_argv_scsi_and_a_second_disk_one_qemu_opt_per_pair() -> None:
+    disks = [
+        vm.disk_qemu_args(profile("scsi"), "/s/a.img", 0),
+        vm.disk_qemu_args(profile("scsi"), "/s/b.img", 1),
+    ]
+    assert vng("kvm", None, disks) == [
+        *HEAD,
+        "--qemu-opts=-drive file=/s/a.img,format=raw,if=none,id=iomx0,cache=none,aio=native,"
+        "discard=unmap",
+        "--qemu-opts=-device virtio-scsi-pci,id=iomxscsi",
+        "--qemu-opts=-device scsi-hd,drive=iomx0,bus=iomxscsi.0,serial=iomatrix0",
+        "--qemu-opts=-drive file=/s/b.img,format=raw,if=none,id=iomx1,cache=none,aio=native,"
+        "discard=unmap",
+        "--qemu-opts=-device scsi-hd,drive=iomx1,bus=iomxscsi.0,serial=iomatrix1",
+        *EXEC,
+    ]
+
+
+def test_vng_argv_quotes_the_guest_command_for_the_guest_shell() -> None:
+    argv = vm.vng_argv(
+        vng="vng",
+        vmlinuz="/k/vmlinuz",
+        release="r",
+        modules_dir=None,
+        vm=VmSettings(memory_mib=512, cpus=1),
+        accelerator="kvm",
+        rw_dir="/r",
+        disk_args=[],
+        guest_command=["echo", "two words", "$HOME;reboot"],
+    )
+    assert argv[-2:] == ["--exec", "echo 'two words' '$HOME;reboot'"]
+    assert "--memory" in argv
+    assert argv[argv.index("--memory") + 1] == "512M"
+    assert argv[argv.index("--cpus") + 1] == "1"
+
+
+def test_guest_agent_command_shape() -> None:
+    command = vm.guest_agent_command("/results/run1/boots/b/plan.json")
+    root = REPO_ROOT / "harness"
+    site = sysconfig.get_paths()["purelib"]
+    assert command[0] == "env"
+    assert command[2:] == [
+        "PYDANTIC_DISABLE_PLUGINS=1",
+        sys.executable,
+        "-S",
+        "-m",
+        "iomatrix.guest.agent",
+        "/results/run1/boots/b/plan.json",
+    ]
+    # PYTHONPATH starts with the folder that holds the package, so the guest imports this very
+    # tree, and holds the virtualenv's libraries, which -S (no site module) leaves out otherwise.
+    paths = command[1].removeprefix("PYTHONPATH=").split(":")
+    assert paths[0] == str(root)
+    assert (root / "iomatrix" / "guest" / "agent.py").is_file()
+    assert site in paths
+    assert (Path(site) / "pydantic").is_dir()
+
+
+def test_the_guest_command_imports_the_agent_without_the_site_module() -> None:
+    """For real: the command (less the plan) finds the agent and pydantic, and the interpreter
+    it starts has no site module."""
+    command = vm.guest_agent_command("/nonexistent/plan.json")
+    check = "import sys, iomatrix.guest.agent, pydantic; print('site' in sys.modules)"
+    done = subprocess.run(
+        [*command[:4], "-S", "-c", check], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_vng_env_puts_our_bin_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    env = vm.vng_env()
+    assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/bin:/bin"
+
+
+# --- accelerator choice ---------------------------------------------------------------------------
+
+
+@dataclass
+class FakeRun:
+    """Stands in for proc.run: records each call, then returns or raises what it was given."""
+
+    outcome: Callable[[tuple[str, ...]], proc.Completed]
+    calls: list[tuple[tuple[str, ...], dict[str, object]]] = field(default_factory=list)
+
+    def __call__(self, argv: Sequence[str], **kwargs: object) -> proc.Completed:
+        self.calls.append((tuple(argv), kwargs))
+        return self.outcome(tuple(argv))
+
+
+def printing(stdout: str, returncode: int = 0) -> Callable[[tuple[str, ...]], proc.Completed]:
+    def outcome(argv: tuple[str, ...]) -> proc.Completed:
+        return proc.Completed(argv, returncode, stdout, "", 1.0)
+
+    return outcome
+
+
+def raising(exc: proc.CommandError) -> Callable[[tuple[str, ...]], proc.Completed]:
+    def outcome(_argv: tuple[str, ...]) -> proc.Completed:
+        raise exc
+
+    return outcome
+
+
+@pytest.fixture
+def kvm_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host whose /dev/kvm is accessible and with no IOMATRIX_ACCEL override."""
+    monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
+    monkeypatch.setattr(vm, "kvm_usable", lambda: True)
+
+
+def install(monkeypatch: pytest.MonkeyPatch, fake: FakeRun) -> FakeRun:
+    monkeypatch.setattr("iomatrix.proc.run", fake)
+    return fake
+
+
+def choose(cache: Path, modules: str | None = "/k/modules") -> tuple[str, str]:
+    return vm.choose_accelerator(
+        cache_dir=cache,
+        probe_vmlinuz="/k/vmlinuz",
+        probe_release="6.1.0-28-amd64",
+        probe_modules=modules,
+        probe_timeout_s=45.0,
+    )
+
+
+@pytest.mark.parametrize("forced", ["kvm", "tcg"])
+def test_iomatrix_accel_skips_the_probe(
+    forced: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("IOMATRIX_ACCEL", forced)
+    monkeypatch.setattr(vm, "kvm_usable", lambda: False)
+    fake = install(monkeypatch, FakeRun(printing("")))
+    assert choose(tmp_path) == (forced, f"IOMATRIX_ACCEL={forced}")
+    assert fake.calls == []
+    assert not (tmp_path / "accelerator.json").exists()
+
+
+def test_unusable_dev_kvm_means_tcg_without_a_probe(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
+    monkeypatch.setattr(vm, "kvm_usable", lambda: False)
+    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
+    assert choose(tmp_path) == ("tcg", "/dev/kvm is missing or not accessible")
+    assert fake.calls == []
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_marker_printed_means_kvm_and_the_probe_argv(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake = install(monkeypatch, FakeRun(printing("[    0.1] booting\nIOMATRIX_KVM_PROBE_OK\n")))
+    assert choose(tmp_path / "cache") == ("kvm", "KVM probe boot succeeded")
+    assert len(fake.calls) == 1
+    argv, kwargs = fake.calls[0]
+    assert argv == (
+        vm.vng_path(),
+        "--run",
+        "/k/vmlinuz",
+        "--disable-microvm",
+        "--rodir=/lib/modules/6.1.0-28-amd64=/k/modules",
+        "--memory",
+        "512M",
+        "--exec",
+        "echo IOMATRIX_KVM_PROBE_OK",
+    )
+    assert "--disable-kvm" not in argv
+    assert kwargs["timeout_s"] == 45.0
+    assert kwargs["env"] == vm.vng_env()
+    saved = json.loads((tmp_path / "cache" / "accelerator.json").read_text())
+    assert saved["accelerator"] == "kvm"
+    assert saved["reason"] == "KVM probe boot succeeded"
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_argv_without_modules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
+    choose(tmp_path, modules=None)
+    argv = fake.calls[0][0]
+    assert not any(a.startswith("--rodir") for a in argv)
+    assert argv[3:] == (
+        "--disable-microvm",
+        "--memory",
+        "512M",
+        "--exec",
+        "echo IOMATRIX_KVM_PROBE_OK",
+    )
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_without_marker_means_tcg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # vng exits non-zero when QEMU refuses KVM; ok_codes lets the marker check decide.
+    install(monkeypatch, FakeRun(printing("qemu: failed to initialize kvm\n", returncode=1)))
+    assert choose(tmp_path) == ("tcg", "KVM probe boot did not print its marker")
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_timeout_means_tcg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    hung = proc.CommandTimeout(("vng",), None, reason="timed out", timeout_s=45.0)
+    install(monkeypatch, FakeRun(raising(hung)))
+    assert choose(tmp_path) == ("tcg", "KVM probe boot hung for 45 s")
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_error_means_tcg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    missing = proc.CommandError(("vng",), None, reason="cannot start: No such file or directory")
+    install(monkeypatch, FakeRun(raising(missing)))
+    assert choose(tmp_path) == (
+        "tcg",
+        "KVM probe boot failed: cannot start: No such file or directory",
+    )
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_probe_killed_by_a_signal_means_tcg(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    killed = proc.CommandError(("vng",), -9)
+    install(monkeypatch, FakeRun(raising(killed)))
+    assert choose(tmp_path) == ("tcg", "KVM probe boot failed: -9")
+
+
+@pytest.mark.usefixtures("kvm_host")
+@pytest.mark.parametrize(
+    ("first", "verdict", "why"),
+    [
+        (printing("IOMATRIX_KVM_PROBE_OK\n"), "kvm", "KVM probe boot succeeded"),
+        (
+            raising(proc.CommandTimeout(("vng",), None, timeout_s=45.0)),
+            "tcg",
+            "KVM probe boot hung for 45 s",
+        ),
+    ],
+)
+def test_verdict_is_cached_for_this_host(
+    first: Callable[[tuple[str, ...]], proc.Completed],
+    verdict: str,
+    why: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    fake = install(monkeypatch, FakeRun(first))
+    assert choose(tmp_path) == (verdict, why)
+    # A second choice on the same host reads the verdict back instead of booting again.
+    fake.outcome = printing("a different answer that must not be asked for")
+    assert choose(tmp_path) == (verdict, f"cached probe verdict: {why}")
+    assert len(fake.calls) == 1
+
+
+@pytest.mark.usefixtures("kvm_host")
+def test_cached_verdict_of_another_host_is_ignored(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "accelerator.json").write_text(
+        json.dumps({"host": "0000000000000000", "accelerator": "tcg", "reason": "elsewhere"})
+    )
+    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
+    assert choose(tmp_path) == ("kvm", "KVM probe boot succeeded")
+    assert len(fake.calls) == 1
+    saved = json.loads((tmp_path / "accelerator.json").read_text())
+    assert saved["host"] != "0000000000000000"
+    assert saved["accelerator"] == "kvm"
+
+
+@pytest.mark.usefixtures("kvm_host")
+@pytest.mark.parametrize("content", ['{"host": "x", "accel', "", '{"accelerator": "qemu"}'])
+def test_unreadable_cached_verdict_probes_again(
+    content: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "accelerator.json").write_text(content)
+    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
+    assert choose(tmp_path) == ("kvm", "KVM probe boot succeeded")
+    assert len(fake.calls) == 1
+
+
+def test_host_cpu_model_is_the_first_model_name_of_cpuinfo() -> None:
+    lines = [
+        ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")
+    ]
+    if not lines:
+        pytest.skip("this architecture's /proc/cpuinfo has no 'model name'")
+    assert vm.host_cpu_model() == lines[0].split(":", 1)[1].strip()
+
+
+@pytest.mark.parametrize("content", ["[]", '"kvm"', '{"accelerator": "kvm"}', "{"])
+def test_a_malformed_cached_verdict_means_probing_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str
+) -> None:
+    monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
+    monkeypatch.setattr(vm, "kvm_usable", lambda: True)
+    (tmp_path / "accelerator.json").write_text(content)
+    probes: list[Sequence[str]] = []
+
+    def fake_run(argv: Sequence[str], **_kwargs: object) -> proc.Completed:
+        probes.append(argv)
+        return proc.Completed(tuple(argv), 0, "IOMATRIX_KVM_PROBE_OK\n", "", 1.0)
+
+    monkeypatch.setattr("iomatrix.proc.run", fake_run)
+    accel, _why = vm.choose_accelerator(
+        cache_dir=tmp_path, probe_vmlinuz="/k/vmlinuz", probe_release="6.1.0", probe_modules=None
+    )
+    assert accel == "kvm"
+    assert len(probes) == 1
+
+
+def test_disk_throttling_becomes_qemu_block_throttling_options() -> None:
+    throttled = profile("virtio-blk").model_copy(
+        update={"iops_limit": 250, "bw_limit_bytes": 50 * 1024 * 1024}
+    )
+    assert vm.disk_qemu_args(throttled, IMAGE, 0) == [
+        "-drive",
+        DRIVE + ",throttling.iops-total=250,throttling.bps-total=52428800",
+        "-device",
+        "virtio-blk-pci,drive=iomx0,serial=iomatrix0",
+    ]
