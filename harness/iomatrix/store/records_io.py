@@ -7,7 +7,8 @@ run.json (cells[].result) carry their own cell format and go through CELL_MIGRAT
 Bumping a format therefore means: increase RUN_FORMAT (or CELL_FORMAT) in iomatrix.model.result,
 change the records, add one function to the registry here, add a line to the format history in
 iomatrix.model.result, and check in a real file of the old format under
-tests/data/runs/format-<n>/ (tests/unit/model/test_results_compat.py loads every one with the current code).
+tests/data/runs/format-<n>/ (tests/unit/model/test_results_compat.py loads every one with the
+current code).
 A file of a newer format is refused with a message saying which iomatrix can read it.
 """
 
