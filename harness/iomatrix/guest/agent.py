@@ -40,6 +40,7 @@ from iomatrix.model.result import (
     Status,
 )
 from iomatrix.plan.boots import BootPlan, Step
+from iomatrix.store import rundir
 from iomatrix.store.records_io import write_record
 from iomatrix.store.rundir import finished_repetitions, rep_marker, rep_path
 
@@ -90,7 +91,7 @@ def write_result(
     done: Sequence[RepetitionRecord],
 ) -> CellResult:
     started_at = None
-    marker = ctx.dir / "started"
+    marker = rundir.cell_started(ctx.dir)
     if marker.exists():
         started_at = marker.read_text().strip() or None
     result = CellResult(
@@ -103,7 +104,7 @@ def write_result(
         finished_at=now_utc(),
         log=str(ctx.log_path.relative_to(step.run_dir)),
     )
-    write_record(ctx.dir / "result.json", result)
+    write_record(rundir.cell_result(ctx.dir), result)
     print(
         f"iomatrix-agent: cell {step.cell.id} {status}{': ' + reason if reason else ''}", flush=True
     )
@@ -114,13 +115,13 @@ def run_step(plan: BootPlan, step: Step) -> None:
     """One repetition of one cell; the cell's result is written after its last repetition, or
     at once when a repetition fails (its later repetitions are then skipped)."""
     cell = step.cell
-    cell_dir = Path(step.run_dir) / "cells" / cell.id
-    if (cell_dir / "result.json").exists() or rep_path(cell_dir, step.repetition).exists():
+    cell_dir = rundir.cell_dir(step.run_dir, cell.id)
+    if rundir.cell_result(cell_dir).exists() or rep_path(cell_dir, step.repetition).exists():
         return  # done in an earlier boot (a restart after a panic, or a resumed run)
     cell_dir.mkdir(parents=True, exist_ok=True)
-    if not (cell_dir / "started").exists():
+    if not rundir.cell_started(cell_dir).exists():
         # The host's progress display watches for this marker.
-        (cell_dir / "started").write_text(now_utc() + "\n")
+        rundir.cell_started(cell_dir).write_text(now_utc() + "\n")
     rep_marker(cell_dir, step.repetition).write_text(now_utc() + "\n")
     ctx = CellContext(cell, cell_dir, time.monotonic() + plan.timeouts.cell_s)
     print(f"iomatrix-agent: cell {cell.id} {cell.label} repetition {step.repetition}", flush=True)

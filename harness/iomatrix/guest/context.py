@@ -12,6 +12,7 @@ from pathlib import Path
 
 from iomatrix import proc
 from iomatrix.model.cell import Cell
+from iomatrix.store import rundir
 
 MOUNTPOINT = Path("/tmp/iomatrix/mnt")
 # Where the outer filesystem of a loop stack is mounted, and the loop device's backing file on it.
@@ -49,7 +50,7 @@ class CellContext:
         self.cell = cell
         self.dir = cell_dir
         self.deadline = deadline
-        self.log_path = cell_dir / "cell.log"
+        self.log_path = rundir.cell_log(cell_dir)
         # Seconds spent in each phase of the repetition (the timeline's guest side).
         self.phases: dict[str, float] = {}
         self._open_phases: list[tuple[str, float]] = []

@@ -54,6 +54,7 @@ from iomatrix.plan.boots import (
     sequential_steps,
     split_boots,
 )
+from iomatrix.store import rundir
 from iomatrix.store.files import sha256_file
 from iomatrix.store.records_io import load_cell_result, load_run, write_record
 from iomatrix.store.rundir import finished_repetitions, new_run_id, rep_marker, rep_path
@@ -184,7 +185,7 @@ def disk_image_path(ctx: BootContext, slot: int) -> Path:
 
 
 def boot_dir(ctx: BootContext) -> Path:
-    return ctx.rw_dir / "boots" / ctx.group.boot_id
+    return rundir.boot_dir(ctx.rw_dir, ctx.group.boot_id)
 
 
 def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], list[Path]]:
@@ -224,7 +225,7 @@ def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], list[Path]]:
         accelerator=ctx.accelerator,
         rw_dir=str(ctx.rw_dir),
         disk_args=[d.qemu_args for d in disks],
-        guest_command=vm.guest_agent_command(str(boot_dir(ctx) / "plan.json")),
+        guest_command=vm.guest_agent_command(str(rundir.plan_file(boot_dir(ctx)))),
         shared_fs=ctx.shared_fs,
     )
     if ctx.host_cpus:
@@ -233,22 +234,22 @@ def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], list[Path]]:
 
 
 def _cell_dir(step: Step) -> Path:
-    return Path(step.run_dir) / "cells" / step.cell.id
+    return rundir.cell_dir(step.run_dir, step.cell.id)
 
 
 def _cell_result_path(run_dir: Path, cell: Cell) -> Path:
-    return run_dir / "cells" / cell.id / "result.json"
+    return rundir.cell_result(rundir.cell_dir(run_dir, cell.id))
 
 
 def _step_done(step: Step) -> bool:
     folder = _cell_dir(step)
-    return (folder / "result.json").exists() or rep_path(folder, step.repetition).exists()
+    return rundir.cell_result(folder).exists() or rep_path(folder, step.repetition).exists()
 
 
 def _host_side_result(run_dir: Path, cell: Cell, status: str, reason: str) -> CellResult:
     """A result the host writes for a cell the guest could not finish; repetitions the guest
     did finish before it died are kept."""
-    folder = run_dir / "cells" / cell.id
+    folder = rundir.cell_dir(run_dir, cell.id)
     done = finished_repetitions(folder, cell.repeat)
     result = CellResult.model_validate(
         {
@@ -260,7 +261,7 @@ def _host_side_result(run_dir: Path, cell: Cell, status: str, reason: str) -> Ce
             "finished_at": now_iso(),
         }
     )
-    write_record(folder / "result.json", result)
+    write_record(rundir.cell_result(folder), result)
     return result
 
 
@@ -398,7 +399,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     records: list[BootRecord] = []
     plan, argv, images = build_boot(ctx)
     folder = boot_dir(ctx)
-    write_record(folder / "plan.json", plan)
+    write_record(rundir.plan_file(folder), plan)
     timeouts = ctx.timeouts
     for image, profile in zip(images, disk_profiles(ctx.group), strict=True):
         create_disk(image, profile.size_bytes, preallocate=profile.backing == "file")
@@ -407,7 +408,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             pending = [s for s in ctx.group.steps if not _step_done(s)]
             if not pending:
                 break
-            console = folder / f"console-{attempt}.log"
+            console = rundir.console_log(folder, attempt)
             watchdog = Watchdog(
                 pending, cell_s=timeouts.cell_s, boot_s=timeouts.boot_s, grace_s=timeouts.grace_s
             )
@@ -515,7 +516,7 @@ def _settle_unfinished(
     blamed = started[:1] or unfinished
     where = os.path.relpath(console, ctx.rw_dir)
     for step in blamed:
-        if (_cell_dir(step) / "result.json").exists():
+        if rundir.cell_result(_cell_dir(step)).exists():
             continue
         reason = f"{what} (console: {where})\n{excerpt}"
         if not started:
@@ -524,7 +525,7 @@ def _settle_unfinished(
         print(f"iomatrix: cell {step.cell.label}: {what}", file=out)
     if attempt == _MAX_RESTARTS:
         for step in unfinished:
-            if not (_cell_dir(step) / "result.json").exists():
+            if not rundir.cell_result(_cell_dir(step)).exists():
                 _host_side_result(
                     Path(step.run_dir),
                     step.cell,
@@ -670,7 +671,7 @@ class _Side:
             if timeline is not None:
                 update["timeline"] = timeline
             self.record = self.record.model_copy(update=update)
-            write_record(self.run_dir / "run.json", self.record)
+            write_record(rundir.run_file(self.run_dir), self.record)
 
 
 @dataclass
@@ -797,7 +798,7 @@ def _run_group(
     touched = {by_dir[s.run_dir] for s in group.steps if s.run_dir in by_dir}
     if group.kernel in session.fetch_errors:
         for step in group.steps:
-            if not (_cell_dir(step) / "result.json").exists():
+            if not rundir.cell_result(_cell_dir(step)).exists():
                 _host_side_result(
                     Path(step.run_dir), step.cell, "error", session.fetch_errors[group.kernel]
                 )
@@ -866,9 +867,9 @@ def run_matrix(
         to_run = [c for c in selected if not _cell_result_path(run_dir, c).exists()]
         for cell in to_run:
             # Markers left by the interrupted attempt would show the cell as running.
-            folder = run_dir / "cells" / cell.id
-            (folder / "started").unlink(missing_ok=True)
-            for marker in folder.glob("rep-*.started"):
+            folder = rundir.cell_dir(run_dir, cell.id)
+            rundir.cell_started(folder).unlink(missing_ok=True)
+            for marker in rundir.started_markers(folder):
                 marker.unlink()
     else:
         to_run = selected

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from iomatrix.model.cell import Cell
+from iomatrix.store import rundir
 
 
 def format_duration(seconds: float) -> str:
@@ -147,11 +148,11 @@ class Progress:
         done = 0
         current: str | None = None
         for cell, run_dir in zip(self.cells, self.run_dirs, strict=True):
-            folder = run_dir / "cells" / cell.id
-            if (folder / "result.json").exists():
+            folder = rundir.cell_dir(run_dir, cell.id)
+            if rundir.cell_result(folder).exists():
                 done += 1
                 done_est += cell.estimated_s
-            elif (folder / "started").exists():
+            elif rundir.cell_started(folder).exists():
                 current = cell.label
         now = time.monotonic()
         if self._first_cell_at is None and (done or current):

@@ -46,6 +46,7 @@ from iomatrix.model.result import (
     RunRecord,
 )
 from iomatrix.plan.shards import parse_shard
+from iomatrix.store import rundir
 from iomatrix.store.files import sha256_file
 from iomatrix.store.records_io import load_run, write_record
 from iomatrix.store.rundir import new_run_id
@@ -76,7 +77,7 @@ def _load_sources(run_dirs: Sequence[Path]) -> list[_Source]:
         raise IomatrixError("nothing to merge: no run folders given")
     sources: list[_Source] = []
     for given in run_dirs:
-        folder = given.parent if given.name == "run.json" else given
+        folder = given.parent if given.name == rundir.RUN_FILE else given
         record = load_run(folder)
         for other in sources:
             if other.folder.resolve() == folder.resolve() or other.record.run_id == record.run_id:
@@ -266,7 +267,7 @@ def _boot_folders(sources: Sequence[_Source]) -> dict[tuple[int, str], str]:
     group have boot folders of the same name; each copy then gets the source's position."""
     owners: dict[str, list[int]] = {}
     for k, s in enumerate(sources):
-        boots = s.folder / "boots"
+        boots = rundir.boots_dir(s.folder)
         names = sorted(p.name for p in boots.iterdir() if p.is_dir()) if boots.is_dir() else []
         for name in names:
             owners.setdefault(name, []).append(k)
@@ -398,12 +399,12 @@ def _write(
     try:
         staging.chmod(0o755)  # a run folder, like the runner's (mkdtemp made it 0700)
         for cell_id, k in origin.items():
-            cell_dir = sources[k].folder / "cells" / cell_id
+            cell_dir = rundir.cell_dir(sources[k].folder, cell_id)
             if cell_dir.is_dir():
-                shutil.copytree(cell_dir, staging / "cells" / cell_id)
+                shutil.copytree(cell_dir, rundir.cell_dir(staging, cell_id))
         for (k, name), new in renamed.items():
-            shutil.copytree(sources[k].folder / "boots" / name, staging / "boots" / new)
-        write_record(staging / "run.json", record)
+            shutil.copytree(rundir.boot_dir(sources[k].folder, name), rundir.boot_dir(staging, new))
+        write_record(rundir.run_file(staging), record)
         staging.rename(target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from iomatrix.errors import ResultFormatError
 from iomatrix.model.cell import Record
 from iomatrix.model.result import CELL_FORMAT, RUN_FORMAT, CellResult, RunRecord
+from iomatrix.store import rundir
 from iomatrix.store.files import write_text_atomic
 
 # A migration takes the raw dict of a file in format n and returns it in format n + 1 (the loader
@@ -114,7 +115,7 @@ def migrate_run(path: Path, data: dict[str, Any]) -> dict[str, Any]:
 def load_run(path: Path) -> RunRecord:
     """Load run.json (or a run folder), refusing unknown newer formats and malformed content."""
     if path.is_dir():
-        path = path / "run.json"
+        path = rundir.run_file(path)
     data = migrate_run(path, _read_json(path))
     try:
         return RunRecord.model_validate(data)

@@ -24,6 +24,50 @@ from iomatrix.model.result import RepetitionRecord
 RUN_FILE = "run.json"
 
 
+def run_file(run_dir: Path) -> Path:
+    return run_dir / RUN_FILE
+
+
+def cell_dir(run_dir: Path | str, cell_id: str) -> Path:
+    """The folder of one cell's files, written by the guest agent (and by the host for a cell
+    its VM could not finish)."""
+    return Path(run_dir) / "cells" / cell_id
+
+
+def cell_result(cell_folder: Path) -> Path:
+    """The cell's result.json: written once, when its last repetition is done or it failed."""
+    return cell_folder / "result.json"
+
+
+def cell_started(cell_folder: Path) -> Path:
+    """Written when the cell's first repetition starts (the progress display watches it)."""
+    return cell_folder / "started"
+
+
+def cell_log(cell_folder: Path) -> Path:
+    """Every command the cell ran, with its output."""
+    return cell_folder / "cell.log"
+
+
+def boots_dir(run_dir: Path) -> Path:
+    """The folder of every boot's plan and console logs."""
+    return run_dir / "boots"
+
+
+def boot_dir(run_dir: Path, boot_id: str) -> Path:
+    return boots_dir(run_dir) / boot_id
+
+
+def plan_file(boot_folder: Path) -> Path:
+    """What the VM was asked to do: the host writes it, the guest agent reads it."""
+    return boot_folder / "plan.json"
+
+
+def console_log(boot_folder: Path, attempt: int) -> Path:
+    """The serial console of one attempt of a boot (a boot restarted after a panic has several)."""
+    return boot_folder / f"console-{attempt}.log"
+
+
 def new_run_id(matrix_name: str) -> str:
     """A run id: UTC time to the second, the matrix name and 4 random hex digits (sortable, and
     two runs started in the same second by two shards do not collide)."""
@@ -40,6 +84,12 @@ def rep_marker(cell_dir: Path, index: int) -> Path:
     """Written when a repetition starts: the host's watchdog and its blame after a dead VM
     look for a started repetition without its rep-<n>.json."""
     return cell_dir / f"rep-{index}.started"
+
+
+def started_markers(cell_folder: Path) -> list[Path]:
+    """The rep-<n>.started markers of a cell (an interrupted attempt's tell a resumed run's
+    display that the cell is running)."""
+    return sorted(cell_folder.glob("rep-*.started"))
 
 
 def finished_repetitions(cell_dir: Path, repeat: int) -> list[RepetitionRecord]:
