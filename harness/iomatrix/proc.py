@@ -9,6 +9,7 @@ Modules call it as `proc.run(...)` so a test's monkeypatch reaches every caller.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shlex
 import signal
@@ -23,6 +24,9 @@ from typing import IO
 from iomatrix.errors import IomatrixError
 
 # How often a stop callback is polled while a command runs.
+# `iomatrix -v` shows every command as it starts and how it ended (DEBUG).
+_log = logging.getLogger("iomatrix.proc")
+
 _POLL_S = 1.0
 # How long a process group gets between SIGTERM and SIGKILL when we stop it.
 _TERMINATE_GRACE_S = 5.0
@@ -228,6 +232,7 @@ def run(
     args = tuple(str(a) for a in argv)
     if not args:
         raise ValueError("empty argv")
+    _log.debug("$ %s", shlex.join(args))
     started = time.monotonic()
     out_handle = output_file.open("ab") if output_file is not None else None
     copier: threading.Thread | None = None
@@ -285,6 +290,7 @@ def run(
         stderr=(err_b or b"").decode(errors="replace"),
         duration_s=time.monotonic() - started,
     )
+    _log.debug("exit %d after %.1f s: %s", completed.returncode, completed.duration_s, args[0])
     if completed.returncode not in ok_codes:
         raise CommandError(args, completed.returncode, completed.stdout, completed.stderr)
     return completed

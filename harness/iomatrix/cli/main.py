@@ -9,13 +9,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import io
 import json
+import logging
 import os
 import shlex
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from iomatrix import __version__
 from iomatrix.analysis import compare, trend
@@ -205,7 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         results_dir=Path(args.results),
         scratch_dir=runner.default_scratch_dir(),
         shard=args.shard,
-        progress=None if args.no_progress else Progress,
+        progress=_progress(args),
         jobs=args.jobs,
         share_cores=args.share_cores,
         split_boots=args.split_boots,
@@ -213,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         record, run_dir = runner.run_matrix(
-            matrix, options, cells=cells, resume=resume, fetch=_fetcher(args)
+            matrix, options, cells=cells, resume=resume, fetch=_fetcher(args), out=_messages(args)
         )
     except KeyboardInterrupt as exc:
         what = "terminated" if isinstance(exc, _Terminated) else "interrupted"
@@ -375,14 +378,16 @@ def cmd_ab(args: argparse.Namespace) -> int:
     options = runner.RunOptions(
         results_dir=Path(args.results),
         scratch_dir=runner.default_scratch_dir(),
-        progress=None if args.no_progress else Progress,
+        progress=_progress(args),
         jobs=args.jobs,
         share_cores=args.share_cores,
         split_boots=args.split_boots,
     )
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        base_run, new_run, session = runner.run_ab(base, new, pairs, options, fetch=_fetcher(args))
+        base_run, new_run, session = runner.run_ab(
+            base, new, pairs, options, fetch=_fetcher(args), out=_messages(args)
+        )
     except KeyboardInterrupt as exc:
         print("\niomatrix: A/B session interrupted", file=sys.stderr)
         return 143 if isinstance(exc, _Terminated) else 130
@@ -717,6 +722,7 @@ def _add_comparison_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPar
     options.allow_host_device(p)
     options.offline(p)
     options.concurrency(p)
+    options.verbosity(p)
     p.set_defaults(func=cmd_ab)
 
 
@@ -787,6 +793,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"iomatrix {__version__}")
+    options.verbosity(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser(
@@ -853,6 +860,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     options.allow_host_device(p)
     options.concurrency(p)
+    options.verbosity(p)
     p.set_defaults(func=cmd_run)
 
     _add_kernel_and_show_parsers(sub)
@@ -899,6 +907,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _configure_logging(args: argparse.Namespace) -> None:
+    """iomatrix's own log on stderr: commands at -v (DEBUG), nothing below warnings at -q."""
+    level = (
+        logging.DEBUG
+        if getattr(args, "verbose", False)
+        else logging.WARNING
+        if getattr(args, "quiet", False)
+        else logging.INFO
+    )
+    log = logging.getLogger("iomatrix")
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("iomatrix: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(level)
+    log.propagate = False
+
+
+def _quiet(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "quiet", False))
+
+
+def _progress(args: argparse.Namespace) -> runner.ProgressFactory | None:
+    """The progress line, unless asked away: --no-progress, -q, or -v (whose command lines would
+    land in it)."""
+    if args.no_progress or _quiet(args) or getattr(args, "verbose", False):
+        return None
+    return Progress
+
+
+def _messages(args: argparse.Namespace) -> TextIO:
+    """Where a run's informational messages go: stderr, or nowhere with -q (its warnings about
+    kernels and cores are printed before the run starts, and its result is the table)."""
+    return io.StringIO() if _quiet(args) else sys.stderr
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -909,6 +954,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A usage error (2, argparse printed why) or --help and --version (0): an exit code
         # like any other command's, so main() always returns one.
         return exc.code if isinstance(exc.code, int) else 2
+    _configure_logging(args)
     try:
         code: int = args.func(args)
     except IomatrixError as exc:

@@ -180,3 +180,22 @@ def comparison(p: argparse.ArgumentParser) -> None:
 def json_output(p: argparse.ArgumentParser) -> None:
     """--json on every command that lists or shows something: one JSON document on stdout."""
     p.add_argument("--json", action="store_true", help="machine-readable output (JSON on stdout)")
+
+
+def verbosity(p: argparse.ArgumentParser) -> None:
+    """-v and -q, on the top level and on the commands that run cells."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show every command iomatrix runs (argv, exit code, seconds); no progress line",
+    )
+    group.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="only results, warnings and errors: no progress line, no informational messages",
+    )

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from iomatrix import proc
 from iomatrix.cli import main as cli
 from iomatrix.model.result import CellResult
 from iomatrix.store.records_io import write_record
@@ -114,3 +115,34 @@ def test_json_outputs_parse(
     (validated,) = json_of("validate", "--json", str(ROOT / "matrix" / "quick.yaml"))
     assert validated["cells"] == 6
     assert validated["fio_jobs"] == 1
+
+
+def test_verbose_shows_every_command_iomatrix_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["-v", "validate", str(ROOT / "matrix" / "quick.yaml")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    job = ROOT / "matrix" / "workloads" / "randwrite-4k.fio"
+    assert f"iomatrix: $ fio --parse-only {job}" in err
+    assert any(line.startswith("iomatrix: exit 0 after ") for line in err), err
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_quiet_keeps_only_the_results(
+    quiet: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A run whose kernel is not cached, offline: it says what it does on stderr (the shared
+    # filesystem, the accelerator) unless -q, and prints its table either way.
+    monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("IOMATRIX_SCRATCH", str(tmp_path / "scratch"))
+
+    def versions(argv: list[str], **_kwargs: object) -> proc.Completed:
+        return proc.Completed(tuple(argv), 0, "version 1.0\n", "", 0.01)
+
+    monkeypatch.setattr("iomatrix.proc.run", versions)
+    argv = ["run", "--offline", "--results", str(tmp_path / "r"), str(ROOT / "matrix" / "pr.yaml")]
+    assert cli.main(["-q", *argv] if quiet else argv) == 1
+    out, err = capsys.readouterr()
+    assert "results: " in out  # the table and where the results are, either way
+    assert ("iomatrix: the guest's root is shared over" in err) is not quiet, err
