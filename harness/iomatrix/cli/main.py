@@ -22,7 +22,7 @@ from typing import TextIO
 
 from iomatrix import __version__
 from iomatrix.analysis import compare, trend
-from iomatrix.cli import options
+from iomatrix.cli import completion, options
 from iomatrix.errors import IomatrixError
 from iomatrix.host import cores, kernels, preflight, runner, vm
 from iomatrix.matrix.loader import json_schema as matrix_json_schema
@@ -411,6 +411,11 @@ def cmd_ab(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     print(f"\nsession: {session} (base/, new/, comparison.json, comparison.md)")
     return compare.exit_code(result)
+
+
+def cmd_completion(_args: argparse.Namespace) -> int:
+    print(completion.bash(build_parser()), end="")
+    return 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -902,6 +907,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="matrix (the default): a matrix file; run: a run.json",
     )
     p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser(
+        "completion",
+        help="print a bash completion script",
+        description=(
+            "Print bash completion for iomatrix, generated from its own parser: "
+            "`source <(iomatrix completion bash)`, or save it in /etc/bash_completion.d/."
+        ),
+    )
+    p.add_argument("shell", choices=["bash"], help="the shell (bash)")
+    p.set_defaults(func=cmd_completion)
 
     _add_comparison_parsers(sub)
     return parser
