@@ -39,7 +39,8 @@ from typing import Literal
 from iomatrix.analysis import metrics as metric_rules
 from iomatrix.analysis import stats
 from iomatrix.errors import IomatrixError
-from iomatrix.model.cell import AXES, Cell, Record
+from iomatrix.model.axes import AXES
+from iomatrix.model.cell import Cell, Record
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, CellEntry, Environment, RunRecord
 
 COMPARISON_FORMAT = 1

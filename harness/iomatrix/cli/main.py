@@ -27,6 +27,7 @@ from iomatrix.errors import IomatrixError
 from iomatrix.host import cores, kernels, preflight, runner, vm
 from iomatrix.matrix.loader import json_schema as matrix_json_schema
 from iomatrix.matrix.loader import load_matrix, quick_variant
+from iomatrix.model.axes import AXES
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.result import RunRecord
 from iomatrix.plan.boots import boot_groups, split_boots
@@ -141,16 +142,7 @@ def cmd_expand(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([cell_json(c) for c in cells], indent=1))
         return 0
-    header = [
-        "id",
-        "kernel",
-        "filesystem",
-        "mount_options",
-        "scheduler",
-        "device",
-        "workload",
-        "repeat",
-    ]
+    header = ["id", *AXES, "repeat"]
     rows = [[c.id, *c.axis_values().values(), str(c.repeat)] for c in cells]
     print(format_table(header, rows))
     total = sum(c.estimated_s for c in cells)

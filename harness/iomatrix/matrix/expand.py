@@ -31,7 +31,6 @@ from iomatrix.matrix.rules import (
     NAME_RE,
     NAME_RULE,
     PRODUCT_FACTOR,
-    REQUIRED_AXES,
     did_you_mean,
     format_size,
     listing,
@@ -56,10 +55,9 @@ from iomatrix.matrix.schema import (
     option_tokens,
 )
 from iomatrix.matrix.yaml_reader import Position
+from iomatrix.model.axes import AXES, REQUIRED_AXES, SCHEDULERS, Scheduler
 from iomatrix.model.cell import (
-    AXES,
     BUILTINS,
-    SCHEDULERS,
     BonnieParams,
     BuiltinParams,
     Cell,
@@ -68,7 +66,6 @@ from iomatrix.model.cell import (
     FioPhase,
     Matrix,
     MountOptionSet,
-    Scheduler,
     Timeouts,
     VmSettings,
     Workload,

@@ -51,7 +51,6 @@ OPTION_RULE = (
     "(no spaces, quotes, slashes or shell characters)"
 )
 PATH_RULE = "a relative path of letters, digits and ._+-/"
-REQUIRED_AXES = ("kernel", "filesystem", "scheduler", "device", "workload")
 
 
 # --- small helpers ----------------------------------------------------------------------------

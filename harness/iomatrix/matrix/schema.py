@@ -52,8 +52,8 @@ from iomatrix.matrix.rules import (
     parse_size,
     show,
 )
+from iomatrix.model.axes import AXES, Scheduler
 from iomatrix.model.cell import (
-    AXES,
     HOST_DEVICE_RE,
     MAX_DEVICE_COUNT,
     AioMode,
@@ -62,7 +62,6 @@ from iomatrix.model.cell import (
     Bus,
     CacheMode,
     LoopStack,
-    Scheduler,
 )
 from iomatrix.model.kernel_spec import parse_spec
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 from pydantic import (
     BaseModel,
@@ -19,6 +19,8 @@ from pydantic import (
     Field,
     model_validator,
 )
+
+from iomatrix.model.axes import AXES, Scheduler
 
 Bus = Literal["virtio-blk", "nvme", "scsi"]
 # file: a preallocated image in the scratch folder; ram: an image in /dev/shm; host: a block
@@ -28,21 +30,10 @@ Backing = Literal["file", "ram", "host"]
 # "unsafe" ignores flushes and is for functional smoke runs only (marked in results).
 CacheMode = Literal["none", "writeback", "writethrough", "directsync", "unsafe"]
 AioMode = Literal["threads", "native", "io_uring"]
-Scheduler = Literal["none", "mq-deadline", "bfq", "kyber"]
 
-# The scheduler axis's allowed values, from the one list above.
-SCHEDULERS: tuple[str, ...] = get_args(Scheduler)
 # A host block device as a matrix may name it: /dev/<kernel name>, nothing else (no
 # /dev/mapper/..., no .., no characters QEMU or a shell would read specially).
 HOST_DEVICE_RE = re.compile(r"/dev/[A-Za-z0-9][A-Za-z0-9_-]{0,31}")
-AXES: tuple[str, ...] = (
-    "kernel",
-    "filesystem",
-    "mount_options",
-    "scheduler",
-    "device",
-    "workload",
-)
 
 
 # Compatible additions to a format-1 file (a field added after the format was first written) are
@@ -288,15 +279,13 @@ class Cell(Record):
     workload: Workload
     repeat: int = Field(default=1, ge=1)
 
+    def axis_value(self, axis: str) -> str:
+        """The name of this cell's value on an axis (a record's name, or the text itself)."""
+        value = getattr(self, axis)
+        return value if isinstance(value, str) else str(value.name)
+
     def axis_values(self) -> dict[str, str]:
-        return axis_values(
-            kernel=self.kernel,
-            filesystem=self.filesystem.name,
-            mount_options=self.mount_options.name,
-            scheduler=self.scheduler,
-            device=self.device.name,
-            workload=self.workload.name,
-        )
+        return {axis: self.axis_value(axis) for axis in AXES}
 
     @property
     def label(self) -> str:

@@ -6,6 +6,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 
 from iomatrix.analysis import metrics
+from iomatrix.model.axes import AXES, REGISTRY
 from iomatrix.model.result import CellEntry, MetricSummary, RunRecord
 
 
@@ -82,12 +83,11 @@ def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
             note = "noisy: " + ", ".join(f"{n} CoV {100 * c:.0f}%" for n, c in noisy[:2])
         rows.append(
             [
-                cell.kernel,
-                cell.filesystem.name,
-                cell.mount_options.name,
-                _scheduler(entry),
-                cell.device.name,
-                cell.workload.name,
+                # The scheduler as the guest read it back; the other axes as the cell asked.
+                *(
+                    _scheduler(entry) if axis == "scheduler" else cell.axis_value(axis)
+                    for axis in AXES
+                ),
                 result.status,
                 _fmt(head["iops"]),
                 _fmt(head["mib_s"], 1),
@@ -101,12 +101,7 @@ def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
 
 
 HEADER = [
-    "kernel",
-    "fs",
-    "mount",
-    "sched",
-    "device",
-    "workload",
+    *(axis.title for axis in REGISTRY),
     "status",
     "IOPS",
     "MiB/s",

@@ -16,7 +16,7 @@ from iomatrix.adapters.filesystems import (
     parse_btrfs_df,
     parse_btrfs_show,
 )
-from iomatrix.model.cell import SCHEDULERS
+from iomatrix.model.axes import SCHEDULERS
 from support.paths import TESTS_DIR
 
 # --- mkfs -----------------------------------------------------------------------------------------

@@ -1,0 +1,42 @@
+"""The matrix's axes, once: their names (Cell's fields and the keys under `matrix:`), their order,
+their column titles, whether a matrix must give them, and the values an axis allows when the
+axis itself fixes them. The reader, Cell, the run and expand tables, include/exclude rules and
+per-axis comparisons all read this registry, so an axis is added or renamed in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+# The block layer's schedulers for multi-queue devices (block/elevator.c): the scheduler axis's
+# values are fixed by the kernel, not defined by the matrix.
+Scheduler = Literal["none", "mq-deadline", "bfq", "kyber"]
+SCHEDULERS: tuple[str, ...] = get_args(Scheduler)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis of the matrix."""
+
+    name: str
+    # The column title in the run table (the expand listing uses the name).
+    title: str
+    # A matrix must give it; mount_options defaults to each filesystem's "default" set.
+    required: bool
+    # The values the axis allows by itself; empty when the matrix defines them (filesystems,
+    # devices, workloads) or a grammar does (kernel specs).
+    allowed: tuple[str, ...] = ()
+
+
+REGISTRY: tuple[Axis, ...] = (
+    Axis("kernel", "kernel", required=True),
+    Axis("filesystem", "fs", required=True),
+    Axis("mount_options", "mount", required=False),
+    Axis("scheduler", "sched", required=True, allowed=SCHEDULERS),
+    Axis("device", "device", required=True),
+    Axis("workload", "workload", required=True),
+)
+AXES: tuple[str, ...] = tuple(axis.name for axis in REGISTRY)
+REQUIRED_AXES: tuple[str, ...] = tuple(axis.name for axis in REGISTRY if axis.required)
+TITLES: dict[str, str] = {axis.name: axis.title for axis in REGISTRY}

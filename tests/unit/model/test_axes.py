@@ -1,0 +1,31 @@
+"""The axis registry is the one list: every place that spells the axes out (pydantic models need
+their fields written) must agree with it, in its order."""
+
+from __future__ import annotations
+
+from iomatrix.matrix.schema import ExcludeSpec, IncludeSpec, MatrixSpec
+from iomatrix.model.axes import AXES, REGISTRY, REQUIRED_AXES, SCHEDULERS, TITLES
+from iomatrix.model.cell import Cell
+from iomatrix.report.tables import HEADER
+from support.builders import make_cell
+
+
+def test_the_models_that_spell_the_axes_out_agree_with_the_registry() -> None:
+    assert [f for f in Cell.model_fields if f in AXES] == list(AXES)
+    assert [f for f in MatrixSpec.model_fields if f not in ("exclude", "include")] == list(AXES)
+    assert [f for f in ExcludeSpec.model_fields if f in AXES] == list(AXES)
+    assert [f for f in IncludeSpec.model_fields if f in AXES] == list(AXES)
+
+
+def test_tables_and_labels_follow_the_registry() -> None:
+    assert HEADER[: len(REGISTRY)] == [TITLES[a] for a in AXES]
+    cell = make_cell(fs="xfs", scheduler="kyber")
+    assert cell.label == "/".join(cell.axis_values()[a] for a in AXES)
+    assert cell.axis_value("filesystem") == "xfs"
+    assert cell.axis_value("scheduler") == "kyber"
+
+
+def test_required_axes_and_fixed_values() -> None:
+    assert REQUIRED_AXES == ("kernel", "filesystem", "scheduler", "device", "workload")
+    (scheduler,) = [a for a in REGISTRY if a.name == "scheduler"]
+    assert scheduler.allowed == SCHEDULERS == ("none", "mq-deadline", "bfq", "kyber")
