@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
+from debian.deb822 import Deb822, PkgRelation
+from debian.debian_support import version_compare
 from pydantic import ValidationError
 
 from iomatrix import proc
@@ -363,45 +365,27 @@ def debian_mirror(spec: str) -> str:
 
 
 def parse_stanzas(text: str) -> list[dict[str, str]]:
-    """RFC 822-style stanzas (as apt-cache show prints them) as field -> value dicts.
-
-    Continuation lines (starting with a space) are appended to the previous field's value.
-    """
-    stanzas: list[dict[str, str]] = []
-    current: dict[str, str] = {}
-    key = ""
-    for line in text.splitlines():
-        if not line.strip():
-            if current:
-                stanzas.append(current)
-            current, key = {}, ""
-        elif line[0] in " \t":
-            if key:
-                current[key] += "\n" + line.strip()
-        else:
-            key, _, value = line.partition(":")
-            current[key] = value.strip()
-    if current:
-        stanzas.append(current)
-    return stanzas
-
-
-# "name[:arch] [(relation version)]"; only "=" pins matter here.
-_DEPENDENCY = re.compile(r"\s*([^\s(:]+)(?::\S+)?\s*(?:\(\s*([<>=]+)\s*([^)\s]+)\s*\))?")
+    """RFC 822-style stanzas (as apt-cache show prints them) as field -> value dicts
+    (python-debian's deb822 reader; a continued field keeps its lines)."""
+    paragraphs = Deb822.iter_paragraphs(text.splitlines(keepends=True), use_apt_pkg=False)
+    return [dict(paragraph) for paragraph in paragraphs]
 
 
 def parse_depends(value: str) -> tuple[tuple[str, str | None], ...]:
-    """Every alternative of a Depends field as (name, exact version or None).
+    """Every alternative of a Depends field as (name, exact version or None), by python-debian's
+    relation parser; only "=" pins matter here.
 
     "linux-image-6.1.0-50-amd64 (= 6.1.176-1), kmod | foo (>= 2)" gives
     (("linux-image-6.1.0-50-amd64", "6.1.176-1"), ("kmod", None), ("foo", None)).
     """
     result: list[tuple[str, str | None]] = []
-    for alternative in re.split(r"[,|]", value):
-        match = _DEPENDENCY.match(alternative)
-        if match:
-            exact = match.group(3) if match.group(2) == "=" else None
-            result.append((match.group(1), exact))
+    for alternatives in PkgRelation.parse_relations(value):
+        for relation in alternatives:
+            if not relation["name"]:
+                continue  # an empty field parses as one relation without a name
+            version = relation.get("version")
+            exact = version[1] if version is not None and version[0] == "=" else None
+            result.append((str(relation["name"]), exact))
     return tuple(result)
 
 
@@ -428,57 +412,10 @@ def parse_packages(text: str) -> list[AptPackage]:
     return packages
 
 
-def _char_order(c: str) -> int:
-    # dpkg's order(): "~" sorts before everything (even the end), letters before other symbols.
-    if c == "~":
-        return -1
-    if not c or c.isdigit():
-        return 0
-    if c.isascii() and c.isalpha():
-        return ord(c)
-    return ord(c) + 256
-
-
-def _compare_fragment(a: str, b: str) -> int:
-    """dpkg's verrevcmp: alternate non-digit runs (by _char_order) and numeric runs."""
-    i = j = 0
-    while i < len(a) or j < len(b):
-        while (i < len(a) and not a[i].isdigit()) or (j < len(b) and not b[j].isdigit()):
-            ac = _char_order(a[i] if i < len(a) else "")
-            bc = _char_order(b[j] if j < len(b) else "")
-            if ac != bc:
-                return ac - bc
-            i += 1
-            j += 1
-        number_start_a, number_start_b = i, j
-        while i < len(a) and a[i].isdigit():
-            i += 1
-        while j < len(b) and b[j].isdigit():
-            j += 1
-        na = int(a[number_start_a:i] or "0")
-        nb = int(b[number_start_b:j] or "0")
-        if na != nb:
-            return -1 if na < nb else 1
-    return 0
-
-
 def compare_debian_versions(a: str, b: str) -> int:
-    """Negative, zero or positive as Debian version a sorts before, equal to or after b."""
-
-    def split(version: str) -> tuple[int, str, str]:
-        epoch, sep, rest = version.partition(":")
-        if not sep:
-            epoch, rest = "0", version
-        upstream, _, revision = rest.rpartition("-")
-        if not upstream:
-            upstream, revision = rest, ""
-        return int(epoch or "0"), upstream, revision
-
-    ea, ua, ra = split(a)
-    eb, ub, rb = split(b)
-    if ea != eb:
-        return -1 if ea < eb else 1
-    return _compare_fragment(ua, ub) or _compare_fragment(ra, rb)
+    """Negative, zero or positive as Debian version a sorts before, equal to or after b (dpkg's
+    order, by python-debian)."""
+    return version_compare(a, b)
 
 
 def newest(packages: Sequence[AptPackage]) -> AptPackage:

@@ -227,7 +227,8 @@ def test_parse_stanzas_continuation_and_skips_undownloadable() -> None:
         "Package: b\nVersion: 2\nFilename: pool/b_2.deb\nSHA256: ab\n"
     )
     first, second = kernels.parse_stanzas(text)
-    assert first["Description"] == "short\nmore text\n.\nend"
+    # A continued field keeps its lines as deb822 has them (the reader is python-debian's).
+    assert first["Description"] == "short\n more text\n .\n end"
     assert second["Filename"] == "pool/b_2.deb"
     # "a" has no Filename/SHA256 (an installed-only record): it cannot be downloaded.
     assert [p.name for p in kernels.parse_packages(text)] == ["b"]
