@@ -61,13 +61,6 @@ ADAPTERS: dict[str, FilesystemAdapter] = {
     "f2fs": FilesystemAdapter("f2fs", ("f2fs",), "mkfs.f2fs", ("-f", "-q")),
 }
 
-SCHEDULER_MODULES: dict[str, tuple[str, ...]] = {
-    "none": (),
-    "mq-deadline": ("mq-deadline",),
-    "bfq": ("bfq",),
-    "kyber": ("kyber-iosched",),
-}
-
 
 def adapter(fstype: str) -> FilesystemAdapter:
     try:
@@ -98,22 +91,6 @@ def missing_mount_options(requested: Sequence[str], applied: Sequence[str]) -> t
             continue
         missing.append(option)
     return tuple(missing)
-
-
-def active_scheduler(sysfs_text: str) -> str | None:
-    """The bracketed entry of /sys/block/<dev>/queue/scheduler, e.g. '[none] kyber' -> none.
-
-    A queue that cannot take a scheduler shows a bare 'none' (block/elevator.c), which is active.
-    """
-    words = sysfs_text.split()
-    for word in words:
-        if word.startswith("[") and word.endswith("]"):
-            return word[1:-1]
-    return "none" if words == ["none"] else None
-
-
-def available_schedulers(sysfs_text: str) -> tuple[str, ...]:
-    return tuple(w.strip("[]") for w in sysfs_text.split())
 
 
 # `btrfs filesystem df` lines: "Data, RAID10: total=204.75MiB, used=0.00B".

@@ -10,11 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from iomatrix.adapters.filesystems import (
-    SCHEDULER_MODULES,
-    active_scheduler,
-    available_schedulers,
-)
+from iomatrix.adapters.schedulers import SCHEDULER_MODULES, active_scheduler, available_schedulers
 from iomatrix.guest.context import CellContext, CellError, CellFailed
 from iomatrix.model.cell import Bus
 

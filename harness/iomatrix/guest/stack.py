@@ -17,13 +17,12 @@ from typing import Any
 from iomatrix import proc
 from iomatrix.adapters.filesystems import (
     FilesystemAdapter,
-    active_scheduler,
     adapter,
-    available_schedulers,
     missing_mount_options,
     parse_btrfs_df,
     parse_btrfs_show,
 )
+from iomatrix.adapters.schedulers import active_scheduler, available_schedulers
 from iomatrix.guest.context import (
     LOOP_DIR,
     LOOP_FILE,

@@ -8,14 +8,12 @@ import pytest
 
 from iomatrix.adapters.filesystems import (
     ADAPTERS,
-    SCHEDULER_MODULES,
-    active_scheduler,
     adapter,
-    available_schedulers,
     missing_mount_options,
     parse_btrfs_df,
     parse_btrfs_show,
 )
+from iomatrix.adapters.schedulers import SCHEDULER_MODULES, active_scheduler, available_schedulers
 from iomatrix.model.axes import SCHEDULERS
 from support.paths import TESTS_DIR
 
