@@ -47,8 +47,8 @@ ACTIONLINT_DIR := .tools/actionlint-$(ACTIONLINT_VERSION)
 ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
 
 .PHONY: run test setup host-packages venv venv-dev lock kernel lint actionlint shellcheck typecheck \
-	unit expand validate bench clean help image container-tools container-image nightly nightly-shard \
-	fresh-machine
+	unit expand validate bench clean help venv-stamps image container-tools container-image nightly \
+	nightly-shard fresh-machine
 
 help:
 	@echo "make run [MATRIX=matrix/quick.yaml] [SHARD=i/N]  run a matrix in VMs, print the results"
@@ -106,11 +106,21 @@ test: HOST_PACKAGES = test
 host-packages:
 	@PYTHON=$(PYTHON) bash tools/setup-host.sh $(HOST_PACKAGES)
 
+# A venv's stamp is named after the content it was built from, not its mtime: a fresh clone (CI,
+# a checkout mounted into the runner image) gives the same pins new mtimes, and an mtime stamp
+# would then rebuild the venv, which behind a proxy or offline cannot work.
+VENV_KEY := $(shell cat $(RUNTIME_LOCK) pyproject.toml | sha256sum | cut -c1-16)
+DEV_KEY := $(shell cat $(RUNTIME_LOCK) pyproject.toml $(DEV_LOCK) | sha256sum | cut -c1-16)
+VENV_STAMP := $(STAMPS)/venv-$(VENV_KEY)
+DEV_STAMP := $(STAMPS)/venv-dev-$(DEV_KEY)
+
 # The runtime venv: rebuilt from scratch when its pins or the package metadata change, so it holds
 # exactly runtime.lock and the editable harness; `pip check` fails the target if they disagree.
-venv: $(STAMPS)/venv
-$(STAMPS)/venv: $(RUNTIME_LOCK) pyproject.toml
+# Rebuilding it empties the development venv too, so every stamp goes.
+venv: $(VENV_STAMP)
+$(VENV_STAMP):
 	@mkdir -p $(STAMPS)
+	@rm -f $(STAMPS)/venv-*
 	$(PYTHON) -m venv --clear $(VENV)
 	$(PIP_LOCKED) $(RUNTIME_LOCK)
 	$(PIP) install --quiet --no-deps --no-build-isolation -e .
@@ -118,11 +128,16 @@ $(STAMPS)/venv: $(RUNTIME_LOCK) pyproject.toml
 	@touch $@
 
 # The development venv: the runtime venv plus dev.lock (the same versions for what they share).
-venv-dev: $(STAMPS)/venv-dev
-$(STAMPS)/venv-dev: $(STAMPS)/venv $(DEV_LOCK)
+venv-dev: $(DEV_STAMP)
+$(DEV_STAMP): $(VENV_STAMP)
+	@rm -f $(STAMPS)/venv-dev-*
 	$(PIP_LOCKED) $(DEV_LOCK)
 	$(PIP) check
 	@touch $@
+
+# The two stamps' paths, for the runner image, which builds the venvs itself.
+venv-stamps:
+	@echo $(VENV_STAMP) $(DEV_STAMP)
 
 # Re-pin after changing pyproject.toml or requirements/*.in (LOCK_ARGS=--upgrade, or
 # --upgrade-package NAME, moves pins that still satisfy them). Needs PyPI.

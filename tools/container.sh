@@ -144,10 +144,26 @@ cmd_base() {
   fi
 }
 
+# What a container needs to reach PyPI the way this machine does, as run options in
+# REGISTRY_ACCESS: pip's configuration and the CA bundle pip and Go are told to trust (a
+# TLS-intercepting proxy's; beside the container's own bundle, since mounting over that breaks
+# ca-certificates' postinst).
+registry_access() {
+  REGISTRY_ACCESS=()
+  if [ -r /etc/pip.conf ]; then
+    REGISTRY_ACCESS+=(-v /etc/pip.conf:/etc/pip.conf:ro)
+  fi
+  local bundle=${PIP_CERT:-${SSL_CERT_FILE:-}}
+  if [ -n "$bundle" ] && [ -s "$bundle" ]; then
+    # pip reads PIP_CERT; Go (actionlint's build) and Python's ssl read SSL_CERT_FILE.
+    REGISTRY_ACCESS+=(-v "$bundle:/etc/iomatrix-host-ca.pem:ro" -e PIP_CERT=/etc/iomatrix-host-ca.pem
+      -e SSL_CERT_FILE=/etc/iomatrix-host-ca.pem)
+  fi
+}
+
 # A bare machine still reaches the package registries the way this one does, and nothing more is
-# lent to it: pip's configuration, the CA bundle pip and Go are told to trust (a TLS-intercepting proxy's;
-# beside the container's own bundle, since mounting over that breaks ca-certificates' postinst)
-# and apt's date checks (a dated snapshot mirror's Release files read as expired otherwise).
+# lent to it: registry_access, and apt's date checks (a dated snapshot mirror's Release files read
+# as expired otherwise).
 # CONTAINER_ARGS adds options (e.g. a folder for results), split on spaces.
 cmd_bare() {
   cmd_base
@@ -156,15 +172,8 @@ cmd_bare() {
   if [ "${ENGINE_CMD[0]}" = podman ]; then
     args+=("${PODMAN_LIMITS[@]}")
   fi
-  if [ -r /etc/pip.conf ]; then
-    args+=(-v /etc/pip.conf:/etc/pip.conf:ro)
-  fi
-  local bundle=${PIP_CERT:-${SSL_CERT_FILE:-}}
-  if [ -n "$bundle" ] && [ -s "$bundle" ]; then
-    # pip reads PIP_CERT; Go (actionlint's build) and Python's ssl read SSL_CERT_FILE.
-    args+=(-v "$bundle:/etc/iomatrix-host-ca.pem:ro" -e PIP_CERT=/etc/iomatrix-host-ca.pem
-      -e SSL_CERT_FILE=/etc/iomatrix-host-ca.pem)
-  fi
+  registry_access
+  args+=("${REGISTRY_ACCESS[@]}")
   # Global: the EXIT trap runs after this function has returned.
   APTCONF=$(mktemp "${TMPDIR:-/tmp}/iomatrix-apt.XXXXXX")
   trap 'rm -f "$APTCONF"' EXIT
@@ -248,6 +257,10 @@ cmd_run() {
   if [ -t 0 ] && [ -t 1 ]; then
     args+=(-it)
   fi
+  # The image's venv serves a checkout with the same pins; one with other pins rebuilds it
+  # inside (make venv), which needs PyPI as this machine reaches it.
+  registry_access
+  args+=("${REGISTRY_ACCESS[@]}")
   local var
   for var in IOMATRIX_ACCEL IOMATRIX_DEBIAN_MIRROR REQUIRE_KVM CI GITHUB_ACTIONS; do
     if [ -n "${!var:-}" ]; then

@@ -229,26 +229,81 @@ def test_make_venv_dev_adds_dev_lock_with_hashes_then_checks(tmp_path: Path) -> 
     assert checks_after(lines, installs(lines, "dev.lock"))
 
 
+def venv_stamps(tmp_path: Path, *args: str) -> tuple[Path, Path]:
+    """The runtime and development venv stamps `make` would look for, with these variables."""
+    done = subprocess.run(
+        ["make", "-s", "--no-print-directory", f"STAMPS={tmp_path}/stamps", *args, "venv-stamps"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    runtime, dev = done.stdout.split()
+    return Path(runtime), Path(dev)
+
+
 @pytest.mark.parametrize(
-    ("changed", "runtime", "dev"),
-    [
-        (None, False, False),
-        ("requirements/dev.lock", False, True),
-        ("requirements/runtime.lock", True, True),
-        ("pyproject.toml", True, True),
-    ],
+    ("stale", "runtime", "dev"),
+    [(None, False, False), ("dev", False, True), ("runtime", True, True)],
 )
-def test_a_venv_is_reinstalled_only_when_its_lock_or_pyproject_changes(
-    tmp_path: Path, changed: str | None, runtime: bool, dev: bool
+def test_a_venv_is_reinstalled_only_when_its_stamp_for_this_content_is_missing(
+    tmp_path: Path, stale: str | None, runtime: bool, dev: bool
 ) -> None:
-    stamps = tmp_path / "stamps"
-    stamps.mkdir()
-    (stamps / "venv").touch()
-    (stamps / "venv-dev").touch()
-    lines = make_n(tmp_path, *(["-W", changed] if changed else []), "venv-dev")
+    runtime_stamp, dev_stamp = venv_stamps(tmp_path)
+    runtime_stamp.parent.mkdir()
+    runtime_stamp.touch()
+    dev_stamp.touch()
+    if stale:
+        # What a change of the lock leaves: the stamp of the old content only.
+        old = {"runtime": runtime_stamp, "dev": dev_stamp}[stale]
+        old.rename(old.with_name(old.name[:-4] + "0000"))
+    lines = make_n(tmp_path, "venv-dev")
     assert any("-r requirements/runtime.lock" in line for line in lines) is runtime, lines
     assert any("-m venv --clear" in line for line in lines) is runtime, lines
     assert any("-r requirements/dev.lock" in line for line in lines) is dev, lines
+
+
+def test_a_fresh_clone_with_the_same_pins_keeps_its_venv(tmp_path: Path) -> None:
+    # -W: the locks and pyproject.toml look newer than any stamp, as in a new clone (CI) or a
+    # checkout mounted into the runner image: what they hold decides, not when they were written.
+    runtime_stamp, dev_stamp = venv_stamps(tmp_path)
+    runtime_stamp.parent.mkdir()
+    runtime_stamp.touch()
+    dev_stamp.touch()
+    inputs = ("requirements/runtime.lock", "requirements/dev.lock", "pyproject.toml")
+    newer = [arg for name in inputs for arg in ("-W", name)]
+    assert make_n(tmp_path, *newer, "venv-dev") == ["make: Nothing to be done for 'venv-dev'."]
+
+
+@pytest.mark.parametrize(
+    "changed", ["requirements/runtime.lock", "requirements/dev.lock", "pyproject.toml"]
+)
+def test_each_input_of_a_venv_changes_its_stamp(tmp_path: Path, changed: str) -> None:
+    # The repository's Makefile, run in a folder holding copies of its inputs.
+    (tmp_path / "requirements").mkdir()
+    for name in ("requirements/runtime.lock", "requirements/dev.lock", "pyproject.toml"):
+        (tmp_path / name).write_bytes((REPO / name).read_bytes())
+
+    def stamps() -> list[str]:
+        done = subprocess.run(
+            ["make", "-s", "-f", str(REPO / "Makefile"), "STAMPS=stamps", "venv-stamps"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.split()
+
+    before = stamps()
+    # Copies name the same stamps as the repository's files: only the content counts.
+    assert [Path(p).name for p in before] == [p.name for p in venv_stamps(tmp_path)]
+    with (tmp_path / changed).open("a") as f:
+        f.write("# changed\n")
+    after = stamps()
+    # The runtime venv's stamp follows runtime.lock and pyproject.toml; the development one, all
+    # three.
+    assert (before[0] != after[0]) is (changed != "requirements/dev.lock")
+    assert before[1] != after[1]
 
 
 def test_the_targets_use_the_venv_they_need(tmp_path: Path) -> None:
@@ -284,8 +339,9 @@ def test_the_runner_image_installs_dev_lock_with_hashes_then_checks() -> None:
     assert "--require-hashes" in install[0]
     assert "--no-deps" in install[0]
     assert re.search(r"dev\.lock \\\n && \"\$VENV/bin/pip\" check", dockerfile)
-    # Both venv stamps: `make test` inside the image does not reinstall what it baked in.
-    assert 'touch "$STAMPS/venv" "$STAMPS/venv-dev"' in dockerfile
+    # Both venv stamps, named as make names them: `make test` inside the image does not reinstall
+    # what it baked in.
+    assert "make -s --no-print-directory venv-stamps | xargs touch" in dockerfile
     # shellcheck comes from dev.lock, not from Debian.
     assert not re.search(r"apt-get install[^&]*\bshellcheck\b", dockerfile)
 

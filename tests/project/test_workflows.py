@@ -335,7 +335,14 @@ def shell_scripts() -> list[str]:
 
 def make_shellcheck(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`make shellcheck` with this venv, not reinstalling it (-o: its stamp counts as made)."""
-    stamp = tmp_path / "stamps" / "venv-dev"
+    named = subprocess.run(
+        ["make", "-s", "--no-print-directory", f"STAMPS={tmp_path}/stamps", "venv-stamps"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    stamp = Path(named.stdout.split()[1])
     return subprocess.run(
         [
             "make",
