@@ -9,6 +9,7 @@ clean tree passing is shown by `make lint` itself and by the first test.
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -122,3 +123,30 @@ def test_only_the_seam_may_import_subprocess(copy: Path) -> None:
     assert "harness/iomatrix/host/vm.py" in done.stdout
     assert "TID251" in done.stdout
     assert "iomatrix.proc, the one subprocess seam" in done.stdout
+
+
+def bare_exit_codes(cli_dir: Path) -> list[str]:
+    """`return <int>` in the commands (cmd_*): exit codes are ExitCode's names, not numbers."""
+    found = []
+    for path in sorted(cli_dir.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("cmd_"):
+                for inner in ast.walk(node):
+                    if (
+                        isinstance(inner, ast.Return)
+                        and isinstance(inner.value, ast.Constant)
+                        and isinstance(inner.value.value, int)
+                    ):
+                        found.append(f"{path.name}:{inner.lineno} in {node.name}")
+    return found
+
+
+def test_commands_return_named_exit_codes(copy: Path) -> None:
+    cli_dir = copy / "harness" / "iomatrix" / "cli"
+    assert bare_exit_codes(cli_dir) == []
+    # The check sees a number where a name belongs.
+    module = cli_dir / "matrix_commands.py"
+    module.write_text(module.read_text() + "\n\ndef cmd_broken() -> int:\n    return 3\n")
+    assert bare_exit_codes(cli_dir) == [
+        "matrix_commands.py:" + str(len(module.read_text().splitlines())) + " in cmd_broken"
+    ]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iomatrix.analysis import compare
-from iomatrix.plan.shards import parse_shard
+from iomatrix.plan.shards import GITHUB_MAX_MATRIX_JOBS, parse_shard
 
 DEFAULT_RESULTS = Path("results")
 
@@ -41,10 +41,6 @@ def at_least(low: int) -> Callable[[str], int]:
         return value
 
     return check
-
-
-# GitHub runs at most this many jobs from one strategy.matrix.
-GITHUB_MAX_MATRIX_JOBS = 256
 
 
 def shard_count(text: str) -> int:

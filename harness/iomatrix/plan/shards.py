@@ -23,8 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iomatrix.model.cell import Cell
+from iomatrix.plan.boots import boot_groups
 
 BOOT_COST_S = 30.0  # one VM boot under TCG, measured (see DESIGN.md)
+
+# GitHub Actions runs at most 256 jobs from one strategy.matrix.
+GITHUB_MAX_MATRIX_JOBS = 256
 MAX_SHARDS = 1000
 
 _SHARD_RE = re.compile(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*")
@@ -104,3 +108,28 @@ def shard_cells(cells: Sequence[Cell], index: int, count: int) -> list[Cell]:
     if not 1 <= index <= count:
         raise ValueError(f"the shard index must be between 1 and {count}, not {index}")
     return plan_shards(cells, count)[index - 1]
+
+
+@dataclass(frozen=True)
+class PlannedShard:
+    """One entry of a GitHub strategy.matrix include-list: what `iomatrix run --shard` takes,
+    how many cells it runs and about how long, one boot per (kernel, device) group included."""
+
+    shard: str
+    cells: int
+    estimated_s: int
+
+
+def github_shards(cells: Sequence[Cell], count: int) -> list[PlannedShard]:
+    """The non-empty shards of `count`: empty ones (fewer boot groups than shards) are left out,
+    since their runners would do nothing."""
+    if not 1 <= count <= GITHUB_MAX_MATRIX_JOBS:
+        raise ValueError(
+            f"invalid shard count {count}: a GitHub matrix runs 1 to {GITHUB_MAX_MATRIX_JOBS} jobs"
+        )
+    planned: list[PlannedShard] = []
+    for index, shard in enumerate(plan_shards(cells, count), start=1):
+        if shard:
+            cost = sum(c.estimated_s for c in shard) + BOOT_COST_S * len(boot_groups(shard))
+            planned.append(PlannedShard(f"{index}/{count}", len(shard), round(cost)))
+    return planned

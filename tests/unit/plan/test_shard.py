@@ -18,7 +18,14 @@ from iomatrix.model.cell import (
     axis_values,
     cell_id,
 )
-from iomatrix.plan.shards import BOOT_COST_S, parse_shard, plan_shards, shard_cells
+from iomatrix.plan.shards import (
+    BOOT_COST_S,
+    GITHUB_MAX_MATRIX_JOBS,
+    github_shards,
+    parse_shard,
+    plan_shards,
+    shard_cells,
+)
 from support.paths import TESTS_DIR
 
 DATA = TESTS_DIR / "data" / "matrix"
@@ -262,3 +269,25 @@ def test_shards_of_a_loaded_matrix() -> None:
     assert sorted(c.id for s in shards for c in s) == sorted(c.id for c in cells)
     # 3 groups (bookworm/small, trixie/small, sid/big) for 3 shards: one group each.
     assert sorted(len({group_key(c) for c in s}) for s in shards) == [1, 1, 1]
+
+
+def test_github_shards_leave_out_empty_shards_and_count_one_boot_per_group() -> None:
+    # Two (kernel, device) groups of 3 cells: 4 shards can split them into at most 4
+    # non-empty ones; 8 shards leave some empty, which the GitHub matrix must not list.
+    cells = [make_cell(k, "d", f"w{i}") for k in KERNELS[:2] for i in range(3)]
+    planned = github_shards(cells, 8)
+    assert 2 <= len(planned) <= 6
+    assert sum(p.cells for p in planned) == len(cells)
+    assert all(p.shard.endswith("/8") for p in planned)
+    for entry in planned:
+        shard = shard_cells(cells, *parse_shard(entry.shard))
+        groups = {(c.kernel, c.device.name) for c in shard}
+        cells_s = sum(c.estimated_s for c in shard)
+        assert entry.estimated_s == round(cells_s + BOOT_COST_S * len(groups))
+    assert [p.shard for p in github_shards(cells, 1)] == ["1/1"]
+
+
+@pytest.mark.parametrize("count", [0, GITHUB_MAX_MATRIX_JOBS + 1])
+def test_github_shards_refuse_a_count_github_cannot_run(count: int) -> None:
+    with pytest.raises(ValueError, match="a GitHub matrix runs 1 to 256 jobs"):
+        github_shards([make_cell(KERNELS[0], "d", "w")], count)

@@ -1,0 +1,337 @@
+"""Commands over archived runs: show, compare, history, trend, merge, archive."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from iomatrix.analysis import compare, trend
+from iomatrix.cli import options
+from iomatrix.cli.exit_codes import ExitCode
+from iomatrix.matrix.loader import load_matrix
+from iomatrix.report.tables import format_table, metric_tables, run_table
+from iomatrix.report.timeline import format_timeline
+from iomatrix.store import archive, merge, rundir
+from iomatrix.store.records_io import load_run
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    record = load_run(rundir.find_run(args.run, Path(args.results)))
+    if args.json:
+        # The record as run.json holds it (migrated to the current format), or its timeline.
+        shown = record.timeline if args.timeline else record
+        print(json.dumps(shown.model_dump(mode="json") if shown is not None else None, indent=1))
+        return ExitCode.OK
+    if args.timeline:
+        print(format_timeline(record))
+        return ExitCode.OK
+    if args.metrics is not None:
+        # --metrics [GLOB...]: the per-workload tables of every metric (or the matching ones).
+        print(metric_tables(record.cells, args.metrics or None) or "no metrics")
+        return ExitCode.OK
+    print(run_table(record))
+    extra = metric_tables(record.cells, only_needed=True)
+    if extra:
+        print("\n" + extra)
+    return ExitCode.OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    base = load_run(rundir.find_run(args.base, Path(args.results)))
+    new = load_run(rundir.find_run(args.new, Path(args.results)))
+    try:
+        result = compare.compare_runs(
+            base,
+            new,
+            force=args.force,
+            min_effect=args.min_effect,
+            alpha=args.alpha,
+            metrics=args.metric,
+        )
+    except compare.EnvironmentMismatchError as exc:
+        if args.output is not None:
+            # Publish why there is no verdict (a PR comment, a job summary), then fail (exit 2).
+            args.output.write_text(compare.render(exc.comparison, args.format))
+        raise
+    text = compare.render(result, args.format)
+    if args.output is not None:
+        args.output.write_text(text)
+        print(compare.verdict_line(result))
+    else:
+        sys.stdout.write(text)
+    return ExitCode(compare.exit_code(result))
+
+
+def update_index_or_warn(results_dir: Path) -> None:
+    """Index the archive after a run or merge; the run is safe in its folder whatever happens."""
+    try:
+        problems = archive.update_index(results_dir)
+    except Exception as exc:  # a finished run must not fail because its index could not follow
+        print(f"iomatrix: warning: the archive index was not updated: {exc}", file=sys.stderr)
+        return
+    if problems:
+        print(
+            f"iomatrix: warning: {len(problems)} run folder(s) in {results_dir} are not indexed; "
+            f"iomatrix archive check --results {results_dir} lists them",
+            file=sys.stderr,
+        )
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    for problem in archive.update_index(results):
+        print(f"iomatrix: warning: not indexed: {problem}", file=sys.stderr)
+    points = archive.history(
+        results, args.cell, args.metric, matrix=args.matrix, limit=args.limit, refresh=False
+    )
+    if args.json:
+        print(json.dumps([dataclasses.asdict(p) for p in points], indent=1))
+        return ExitCode.OK if points else ExitCode.NOT_OK
+    if not points:
+        known = archive.metrics_of_cell(results, args.cell)
+        hint = f"its metrics: {', '.join(known)}" if known else "no indexed run has this cell"
+        print(f"no history of {args.metric} for cell {args.cell} in {results} ({hint})")
+        return ExitCode.NOT_OK
+    rows = [
+        [
+            p.run_id,
+            p.created_at,
+            f"{p.median:.6g}",
+            "-" if p.cov is None else f"{100 * p.cov:.1f}%",
+            str(p.n),
+            p.status,
+        ]
+        for p in points
+    ]
+    print(format_table(["run", "date", "median", "CoV", "n", "status"], rows))
+    return ExitCode.OK
+
+
+def cmd_trend(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    changes, examined = trend.find_trends(
+        results,
+        cells=args.cell or (),
+        metric_patterns=args.metric or (),
+        matrix=args.matrix,
+        alpha=args.alpha,
+        min_size=args.min_size,
+    )
+    if args.json:
+        print(json.dumps([c.model_dump(mode="json") for c in changes], indent=1))
+        return ExitCode.OK
+    print(
+        f"{examined} series with at least {2 * args.min_size} ok runs examined; "
+        f"{len(changes)} change point(s) at alpha {args.alpha:g}"
+    )
+    if changes:
+        rows = [
+            [
+                c.label,
+                c.metric,
+                c.verdict,
+                f"{c.before_median:.6g} -> {c.after_median:.6g}",
+                "-" if c.relative_change is None else f"{100 * c.relative_change:+.1f}%",
+                f"{c.p_value:.3g}",
+                f"{c.runs_before} | {c.runs_after}",
+                c.first_run_after,
+            ]
+            for c in changes
+        ]
+        header = [
+            "cell",
+            "metric",
+            "verdict",
+            "median",
+            "change",
+            "p",
+            "runs before | after",
+            "first run after",
+        ]
+        print(format_table(header, rows))
+    return ExitCode.OK
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    runs = [rundir.find_run(run, Path(args.results)) for run in args.runs]
+    matrix = load_matrix(args.matrix) if args.matrix else None
+    record = merge.merge_runs(runs, into=results, matrix=matrix, read_matrix=load_matrix)
+    update_index_or_warn(results)
+    counts = ", ".join(f"{n} {k}" for k, n in record.counts().items() if n)
+    print(f"merged {len(runs)} runs into {results / record.run_id} ({counts})")
+    missing = merge.missing_cells(record)
+    if not missing:
+        return ExitCode.OK
+    print(f"\n{len(missing)} cell(s) missing: no shard reported them")
+    print(format_table(["id", "cell"], [[e.cell.id, e.cell.label] for e in missing]))
+    return ExitCode.NOT_OK
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    if args.action == "reindex":
+        for problem in archive.rebuild_index(results):
+            print(f"iomatrix: warning: not indexed: {problem}", file=sys.stderr)
+        runs = len(archive.indexed_runs(results))
+        print(f"indexed {runs} run(s) into {archive.index_path(results)}")
+        return ExitCode.OK
+    problems = archive.check_archive(results)
+    folders = len(archive.run_folders(results))
+    if args.json:
+        listed = [{"path": str(p.path), "reason": p.reason} for p in problems]
+        print(json.dumps({"run_folders": folders, "problems": listed}, indent=1))
+        return ExitCode.NOT_OK if problems else ExitCode.OK
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"\n{len(problems)} problem(s) in {results} ({folders} run folders)")
+        return ExitCode.NOT_OK
+    print(f"{results}: {folders} run folder(s), every run.json and result.json loads")
+    return ExitCode.OK
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """show, compare, history, trend, merge and archive."""
+    p = sub.add_parser(
+        "compare",
+        help="compare two runs cell by cell: regressions, improvements, noise",
+        description=(
+            "Compare every cell x metric of NEW against BASE. A change counts only when the "
+            "Mann-Whitney U test (Benjamini-Hochberg across all rows) is below --alpha AND the "
+            "bootstrap 95% CI of median(new)/median(base) lies wholly beyond the minimum effect. "
+            "Runs from different environments are refused unless --force. Exit 1 when a gated "
+            "metric regressed, 2 on bad input or refused environments, else 0."
+        ),
+    )
+    p.add_argument("base", metavar="BASE", help="the baseline: a run id, a run folder or run.json")
+    p.add_argument("new", metavar="NEW", help="the run to judge, in the same forms as BASE")
+    options.results(p)
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="compare even when the environments differ; every report is marked FORCED",
+    )
+    options.comparison(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser(
+        "show",
+        help="print the table of an archived run",
+        description=(
+            "Print the table of an archived run: status and headline metrics of every cell."
+        ),
+    )
+    p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
+    options.results(p)
+    p.add_argument(
+        "--metrics",
+        nargs="*",
+        metavar="GLOB",
+        help="instead: one table per workload, a row per metric and a column per cell; only "
+        "metrics matching a GLOB (e.g. '*bw_mib_s' 'seqwrite.*'), or the headline ones",
+    )
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="instead: where the run's wall time went (kernels, each boot's start, every "
+        "repetition's phases in the guest, power-off)",
+    )
+    options.json_output(p)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser(
+        "trend",
+        help="change points in the archived history of every cell and metric",
+        description=(
+            "Change-point detection (E-divisive means with a permutation test) on each cell and "
+            "metric's history of per-run medians in the archive: lists each change with its size, "
+            "its significance and the runs on each side. A change is judged on whole segments of "
+            "runs, never against the single previous run."
+        ),
+    )
+    options.results(p)
+    p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
+    p.add_argument("--cell", action="append", metavar="ID", help="only this cell (repeatable)")
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="PATTERN",
+        help="only metrics matching this pattern, e.g. '*_iops' (repeatable)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=options.fraction,
+        default=0.01,
+        metavar="A",
+        help="significance level (default 0.01)",
+    )
+    p.add_argument(
+        "--min-size",
+        type=options.at_least(2),
+        default=5,
+        metavar="N",
+        help="fewest runs on each side of a change (default 5)",
+    )
+    options.json_output(p)
+    p.set_defaults(func=cmd_trend)
+
+    p = sub.add_parser(
+        "history",
+        help="one metric of one cell across the archived runs",
+        description=(
+            "One metric of one cell across the archived runs, oldest first: run, date, median, "
+            "CoV and number of repetitions. Answered from the archive's index "
+            "(<results>/index.sqlite), brought up to date with the run folders first. "
+            "Exit 1 when there is no such history."
+        ),
+    )
+    p.add_argument("--cell", required=True, metavar="ID", help="a cell id (iomatrix expand)")
+    p.add_argument("--metric", required=True, metavar="NAME", help="e.g. write_iops")
+    p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
+    p.add_argument(
+        "--limit", type=options.positive_int, metavar="N", help="only the N most recent runs"
+    )
+    options.results(p)
+    options.json_output(p)
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser(
+        "merge",
+        help="merge the shard runs of one matrix into one run",
+        description=(
+            "Merge shard runs of one matrix (same matrix file, same measuring environment) into "
+            "a new run folder under --results, and list the matrix's cells no shard reported "
+            "(status error in the merged run). Exit 1 when cells are missing."
+        ),
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="a run id, a run folder or a run.json")
+    p.add_argument(
+        "--matrix",
+        type=Path,
+        metavar="FILE",
+        help="the matrix file, to list missing cells (default: the file the runs recorded)",
+    )
+    options.results(p)
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser(
+        "archive",
+        help="check the archive's files, or rebuild its index",
+        description=(
+            "check: load every run.json and cells/*/result.json and list each file that does "
+            "not load, with the reason (exit 1 if any). reindex: rebuild <results>/index.sqlite "
+            "from the run folders."
+        ),
+    )
+    p.add_argument(
+        "action",
+        choices=["check", "reindex"],
+        help="check: list every file that does not load; reindex: rebuild the index",
+    )
+    options.results(p)
+    options.json_output(p)
+    p.set_defaults(func=cmd_archive)

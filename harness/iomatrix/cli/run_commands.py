@@ -1,0 +1,308 @@
+"""Commands that boot VMs and run cells: run, and ab (an interleaved A/B session).
+
+Both take the same preflight (host/preflight.py) before anything runs, and both turn SIGTERM
+(CI cancelling a job) into the same orderly stop as Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shlex
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from iomatrix.analysis import compare
+from iomatrix.cli import options
+from iomatrix.cli.archive_commands import update_index_or_warn
+from iomatrix.cli.exit_codes import ExitCode
+from iomatrix.cli.kernel_commands import fetcher
+from iomatrix.cli.matrix_commands import QUICK_HELP, SHARD_HELP, select, use_quick_variant
+from iomatrix.errors import IomatrixError
+from iomatrix.host import cores, kernels, preflight, runner
+from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.cell import Cell, Matrix
+from iomatrix.plan.boots import boot_groups, split_boots
+from iomatrix.report.progress import Progress
+from iomatrix.report.tables import metric_tables, run_table
+from iomatrix.store import rundir
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (CI cancelling a job) handled like Ctrl-C: stop the VM, keep what finished."""
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise _Terminated(signum)
+
+
+def _concurrency(args: argparse.Namespace) -> preflight.Concurrency:
+    return preflight.Concurrency(
+        jobs=args.jobs, split_boots=args.split_boots, share_cores=args.share_cores
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    use_quick_variant(args)
+    matrix = load_matrix(args.file)
+    preflight.check_concurrency(_concurrency(args), matrix.vm.cpus)
+    cells = select(matrix, args.shard)
+    if not cells:
+        print(f"{args.file}: no cells to run (shard {args.shard} is empty)")
+        return ExitCode.OK
+    # Before anything runs, --show-command included (it would show a scratch image in a host
+    # device's place).
+    sharing = preflight.preflight(
+        cells,
+        source=str(args.file),
+        allowed_host_devices=args.allow_host_device or (),
+        concurrency=_concurrency(args),
+        vm_cpus=matrix.vm.cpus,
+    )
+    if sharing is not None:
+        print(sharing, file=sys.stderr)
+    if args.show_command:
+        return _show_commands(
+            matrix,
+            cells,
+            fetcher(args),
+            jobs=args.jobs,
+            split=args.split_boots,
+            share=args.share_cores,
+        )
+    resume = rundir.find_run(args.resume, Path(args.results)) if args.resume else None
+    run_options = runner.RunOptions(
+        results_dir=Path(args.results),
+        scratch_dir=runner.default_scratch_dir(),
+        shard=args.shard,
+        progress=_progress(args),
+        jobs=args.jobs,
+        share_cores=args.share_cores,
+        split_boots=args.split_boots,
+    )
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        record, run_dir = runner.run_matrix(
+            matrix,
+            run_options,
+            cells=cells,
+            resume=resume,
+            fetch=fetcher(args),
+            out=_messages(args),
+        )
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, _Terminated) else "interrupted"
+        print(
+            f"\niomatrix: {what}; finished cells are kept in run.json. Continue with: "
+            f"iomatrix run {args.file} --resume <run folder>",
+            file=sys.stderr,
+        )
+        return ExitCode.TERMINATED if isinstance(exc, _Terminated) else ExitCode.INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    update_index_or_warn(Path(args.results))
+    print()
+    print(run_table(record))
+    # Workloads whose measurements the run table's columns cannot show (builtin, bonnie++,
+    # several fio phases or groups): their headline metrics, one table each.
+    extra = metric_tables(record.cells, only_needed=True)
+    if extra:
+        print("\n" + extra)
+    print(f"\nresults: {run_dir}/run.json")
+    print(f"logs:    {run_dir}/cells/<cell-id>/cell.log, {run_dir}/boots/<boot-id>/console-*.log")
+    return (
+        ExitCode.OK if record.counts()["ok"] == len(record.cells) == len(cells) else ExitCode.NOT_OK
+    )
+
+
+def _show_commands(
+    matrix: Matrix,
+    cells: Sequence[Cell],
+    fetch: Callable[[str], kernels.Kernel],
+    *,
+    jobs: int = 1,
+    split: int = 1,
+    share: bool = False,
+) -> int:
+    """Print each boot's vng command without running it (kernels are fetched for their paths).
+
+    With --jobs N, boot i is shown on the cores of the i-th of N slots (i modulo N): the cores
+    the first N boots get; a later boot takes the cores of whichever boot ends before it.
+    """
+    scratch = runner.default_scratch_dir() / "RUN-ID"
+    run_dir = Path(options.DEFAULT_RESULTS).resolve() / "RUN-ID"
+    slots: list[tuple[int, ...]] = [()]
+    if jobs > 1:
+        pool = cores.CorePool(cores.available_cpus(), matrix.vm.cpus, share=share)
+        slots = [pool.acquire() for _ in range(jobs)]
+    for index, group in enumerate(split_boots(boot_groups(cells, str(run_dir)), split)):
+        kernel = fetch(group.kernel)
+        ctx = runner.BootContext(
+            group=group,
+            kernel=kernel,
+            accelerator="tcg",
+            rw_dir=run_dir,
+            scratch=scratch,
+            vm_settings=matrix.vm,
+            timeouts=matrix.timeouts,
+            host_cpus=slots[index % len(slots)],
+        )
+        _plan, argv, _images = runner.build_boot(ctx)
+        print(f"# boot {group.boot_id}: {len(group.cells)} cells (accelerator decided at run time)")
+        print(shlex.join(argv))
+    return ExitCode.OK
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    base = load_matrix(args.base)
+    if args.new is not None:
+        new = load_matrix(args.new)
+        if args.split is not None:
+            raise IomatrixError("give either NEW_MATRIX or --split AXIS, not both")
+        base_cells, new_cells = list(base.cells), list(new.cells)
+        split = None
+    elif args.split is not None:
+        new = base
+        base_cells, new_cells, first, second = runner.split_matrix(base, args.split)
+        split = args.split
+        print(f"iomatrix: A/B on {split}: base {first}, new {second}", file=sys.stderr)
+    else:
+        raise IomatrixError("give NEW_MATRIX, or --split AXIS for one matrix with two values")
+    if args.repeat is not None:
+        base_cells = [c.model_copy(update={"repeat": args.repeat}) for c in base_cells]
+        new_cells = [c.model_copy(update={"repeat": args.repeat}) for c in new_cells]
+    pairs = runner.pair_cells(base_cells, new_cells, split_axis=split)
+    sharing = preflight.preflight(
+        [c for pair in pairs for c in pair],
+        source=str(args.base),
+        allowed_host_devices=args.allow_host_device or (),
+        concurrency=_concurrency(args),
+        vm_cpus=base.vm.cpus,
+    )
+    if sharing is not None:
+        print(sharing, file=sys.stderr)
+    run_options = runner.RunOptions(
+        results_dir=Path(args.results),
+        scratch_dir=runner.default_scratch_dir(),
+        progress=_progress(args),
+        jobs=args.jobs,
+        share_cores=args.share_cores,
+        split_boots=args.split_boots,
+    )
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        base_run, new_run, session = runner.run_ab(
+            base, new, pairs, run_options, fetch=fetcher(args), out=_messages(args)
+        )
+    except KeyboardInterrupt as exc:
+        print("\niomatrix: A/B session interrupted", file=sys.stderr)
+        return ExitCode.TERMINATED if isinstance(exc, _Terminated) else ExitCode.INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    result = compare.compare_runs(
+        base_run,
+        new_run,
+        min_effect=args.min_effect,
+        alpha=args.alpha,
+        metrics=args.metric,
+        pairs=[(a.id, b.id) for a, b in pairs],
+    )
+    (session / "comparison.json").write_text(compare.render(result, "json"))
+    (session / "comparison.md").write_text(compare.render(result, "markdown"))
+    text = compare.render(result, args.format)
+    if args.output is not None:
+        args.output.write_text(text)
+        print(compare.verdict_line(result))
+    else:
+        sys.stdout.write(text)
+    print(f"\nsession: {session} (base/, new/, comparison.json, comparison.md)")
+    return ExitCode(compare.exit_code(result))
+
+
+def _quiet(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "quiet", False))
+
+
+def _progress(args: argparse.Namespace) -> runner.ProgressFactory | None:
+    """The progress line, unless asked away: --no-progress, -q, or -v (whose command lines would
+    land in it)."""
+    if args.no_progress or _quiet(args) or getattr(args, "verbose", False):
+        return None
+    return Progress
+
+
+def _messages(args: argparse.Namespace) -> TextIO:
+    """Where a run's informational messages go: stderr, or nowhere with -q (its warnings about
+    kernels and cores are printed before the run starts, and its result is the table)."""
+    return io.StringIO() if _quiet(args) else sys.stderr
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """run and ab."""
+    p = sub.add_parser(
+        "run",
+        help="run a matrix in VMs and archive the results",
+        description=(
+            "Fetch the kernels, boot one VM per (kernel, device profile), run every cell, and "
+            "write "
+            "results/<run-id>/run.json. Exit 0 when every cell is ok, 1 otherwise."
+        ),
+    )
+    p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
+    p.add_argument("--quick", action="store_true", help=QUICK_HELP)
+    p.add_argument("--shard", type=options.shard, metavar="I/N", help=SHARD_HELP)
+    options.results(p)
+    p.add_argument(
+        "--show-command",
+        action="store_true",
+        help="print each boot's vng/QEMU command instead of running it",
+    )
+    options.no_progress(p)
+    options.offline(p)
+    p.add_argument(
+        "--resume",
+        metavar="RUN",
+        help="continue an interrupted run (id or folder): only cells without a result run",
+    )
+    options.allow_host_device(p)
+    options.concurrency(p)
+    options.verbosity(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "ab",
+        help="A/B in one session: both sides interleaved ABAB, then compared",
+        description=(
+            "Run two matrices (or one matrix split on an axis with two values, e.g. --split "
+            "kernel) in one session, their repetitions interleaved ABAB in the same VMs so that "
+            "drift on a noisy host hits both sides alike, and compare them as `iomatrix compare` "
+            "does. Writes <results>/<session>/base, new, comparison.json and comparison.md. "
+            "Exit 1 when a gated metric regressed significantly beyond the minimum effect."
+        ),
+    )
+    p.add_argument("base", type=Path, metavar="BASE_MATRIX", help="the baseline's matrix file")
+    p.add_argument(
+        "new",
+        type=Path,
+        nargs="?",
+        metavar="NEW_MATRIX",
+        help="the new side's matrix file (or give --split instead)",
+    )
+    p.add_argument("--split", metavar="AXIS", help="one matrix: the axis whose two values are A, B")
+    p.add_argument(
+        "--repeat",
+        type=options.positive_int,
+        metavar="N",
+        help="repetitions per side (at least 5 to gate)",
+    )
+    options.results(p)
+    options.comparison(p)
+    options.no_progress(p)
+    options.allow_host_device(p)
+    options.offline(p)
+    options.concurrency(p)
+    options.verbosity(p)
+    p.set_defaults(func=cmd_ab)
