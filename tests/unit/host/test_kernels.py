@@ -21,6 +21,8 @@ from iomatrix import proc
 from iomatrix.errors import KernelError
 from iomatrix.host import kernels
 from iomatrix.host.kernels import AptPackage, Kernel
+from iomatrix.host.kernels import cache as kernel_cache
+from iomatrix.host.kernels import mirror as kernel_mirror
 from iomatrix.model import kernel_spec
 from iomatrix.store import files
 from support.builders import fake_kernel, make_bzimage, write_resolutions
@@ -178,7 +180,7 @@ def test_debian_mirror_env_wins_and_is_checked(monkeypatch: pytest.MonkeyPatch) 
 
 def test_debian_mirror_missing_tells_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("IOMATRIX_DEBIAN_MIRROR", raising=False)
-    monkeypatch.setattr(kernels, "host_apt_sources", lambda: [("sources.list", "")])
+    monkeypatch.setattr(kernel_mirror, "host_apt_sources", lambda: [("sources.list", "")])
     with pytest.raises(KernelError, match="IOMATRIX_DEBIAN_MIRROR") as caught:
         kernels.debian_mirror("debian:sid")
     assert caught.value.spec == "debian:sid"
@@ -539,14 +541,14 @@ def test_resolution_cache_expires_after_a_day(tmp_path: Path) -> None:
     kernels_dir = tmp_path / "kernels"
     kernels_dir.mkdir()
     spec = kernel_spec.parse_spec("debian:sid")
-    assert kernels._known_release(spec, kernels_dir) is None
-    kernels._remember_resolution(kernels_dir, "debian:sid", SID)
-    assert kernels._known_release(spec, kernels_dir) == SID
+    assert kernel_cache.known_release(spec, kernels_dir) is None
+    kernel_cache.remember_resolution(kernels_dir, "debian:sid", SID)
+    assert kernel_cache.known_release(spec, kernels_dir) == SID
     stale = {"debian:sid": {"release": SID, "resolved_at": time.time() - kernels.MAX_AGE_S - 1}}
     (kernels_dir / "resolved.json").write_text(json.dumps(stale))
-    assert kernels._known_release(spec, kernels_dir) is None
+    assert kernel_cache.known_release(spec, kernels_dir) is None
     (kernels_dir / "resolved.json").write_text("{not json")
-    assert kernels._known_release(spec, kernels_dir) is None
+    assert kernel_cache.known_release(spec, kernels_dir) is None
 
 
 def test_resolutions_keep_a_history_newest_first(tmp_path: Path) -> None:
@@ -555,13 +557,14 @@ def test_resolutions_keep_a_history_newest_first(tmp_path: Path) -> None:
     old = {"debian:sid": {"release": "7.0.0-1-amd64", "resolved_at": 1.0}}
     kernels_dir.mkdir()
     (kernels_dir / "resolved.json").write_text(json.dumps(old))
-    for n in (2, 3, 2, *range(4, 4 + kernels._HISTORY)):
-        kernels._remember_resolution(kernels_dir, "debian:sid", f"7.0.0-{n}-amd64")
-    candidates = kernels._candidates(kernel_spec.parse_spec("debian:sid"), kernels_dir)
+    for n in (2, 3, 2, *range(4, 4 + kernel_cache.HISTORY)):
+        kernel_cache.remember_resolution(kernels_dir, "debian:sid", f"7.0.0-{n}-amd64")
+    candidates = kernel_cache.candidates(kernel_spec.parse_spec("debian:sid"), kernels_dir)
     releases = [release for release, _ in candidates]
-    # Newest first, each release once, at most _HISTORY of them: the oldest fall off.
-    assert releases == [f"7.0.0-{n}-amd64" for n in range(3 + kernels._HISTORY, 3, -1)]
-    assert kernels._known_release(kernel_spec.parse_spec("debian:sid"), kernels_dir) == releases[0]
+    # Newest first, each release once, at most HISTORY of them: the oldest fall off.
+    assert releases == [f"7.0.0-{n}-amd64" for n in range(3 + kernel_cache.HISTORY, 3, -1)]
+    sid = kernel_spec.parse_spec("debian:sid")
+    assert kernel_cache.known_release(sid, kernels_dir) == releases[0]
 
 
 def test_apt_failure_is_one_line_of_apts_own_words() -> None:
@@ -762,9 +765,8 @@ def test_failed_download_falls_back_to_an_older_cached_kernel(
         "resolved 2 days ago\n"
     )
     # The new resolution is remembered before the older one, which stays for the next time.
-    releases = [
-        r for r, _ in kernels._candidates(kernel_spec.parse_spec("debian:bookworm"), kernels_dir)
-    ]
+    bookworm = kernel_spec.parse_spec("debian:bookworm")
+    releases = [r for r, _ in kernel_cache.candidates(bookworm, kernels_dir)]
     assert releases == [BOOKWORM, OLDER]
     assert not list(kernels_dir.glob(".partial-*"))
 
