@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from iomatrix.host import kernels, vm
-from iomatrix.host.runner import create_disk
+from iomatrix.host.boot import create_disk
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.report import timeline
 from iomatrix.store.records_io import load_run

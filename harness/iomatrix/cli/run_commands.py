@@ -22,9 +22,10 @@ from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.cli.kernel_commands import fetcher
 from iomatrix.cli.matrix_commands import QUICK_HELP, SHARD_HELP, select, use_quick_variant
 from iomatrix.errors import IomatrixError
-from iomatrix.host import cores, kernels, preflight, runner
+from iomatrix.host import boot, cores, kernels, preflight, session
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
+from iomatrix.plan import ab
 from iomatrix.plan.boots import boot_groups, split_boots
 from iomatrix.report.progress import Progress
 from iomatrix.report.tables import metric_tables, run_table
@@ -74,9 +75,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             share=args.share_cores,
         )
     resume = rundir.find_run(args.resume, Path(args.results)) if args.resume else None
-    run_options = runner.RunOptions(
+    run_options = session.RunOptions(
         results_dir=Path(args.results),
-        scratch_dir=runner.default_scratch_dir(),
+        scratch_dir=session.default_scratch_dir(),
         shard=args.shard,
         progress=_progress(args),
         jobs=args.jobs,
@@ -85,7 +86,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        record, run_dir = runner.run_matrix(
+        record, run_dir = session.run_matrix(
             matrix,
             run_options,
             cells=cells,
@@ -132,7 +133,7 @@ def _show_commands(
     With --jobs N, boot i is shown on the cores of the i-th of N slots (i modulo N): the cores
     the first N boots get; a later boot takes the cores of whichever boot ends before it.
     """
-    scratch = runner.default_scratch_dir() / "RUN-ID"
+    scratch = session.default_scratch_dir() / "RUN-ID"
     run_dir = Path(options.DEFAULT_RESULTS).resolve() / "RUN-ID"
     slots: list[tuple[int, ...]] = [()]
     if jobs > 1:
@@ -140,7 +141,7 @@ def _show_commands(
         slots = [pool.acquire() for _ in range(jobs)]
     for index, group in enumerate(split_boots(boot_groups(cells, str(run_dir)), split)):
         kernel = fetch(group.kernel)
-        ctx = runner.BootContext(
+        ctx = boot.BootContext(
             group=group,
             kernel=kernel,
             accelerator="tcg",
@@ -150,7 +151,7 @@ def _show_commands(
             timeouts=matrix.timeouts,
             host_cpus=slots[index % len(slots)],
         )
-        _plan, argv, _images = runner.build_boot(ctx)
+        _plan, argv, _images = boot.build_boot(ctx)
         print(f"# boot {group.boot_id}: {len(group.cells)} cells (accelerator decided at run time)")
         print(shlex.join(argv))
     return ExitCode.OK
@@ -166,7 +167,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         split = None
     elif args.split is not None:
         new = base
-        base_cells, new_cells, first, second = runner.split_matrix(base, args.split)
+        base_cells, new_cells, first, second = ab.split_matrix(base, args.split)
         split = args.split
         print(f"iomatrix: A/B on {split}: base {first}, new {second}", file=sys.stderr)
     else:
@@ -174,7 +175,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     if args.repeat is not None:
         base_cells = [c.model_copy(update={"repeat": args.repeat}) for c in base_cells]
         new_cells = [c.model_copy(update={"repeat": args.repeat}) for c in new_cells]
-    pairs = runner.pair_cells(base_cells, new_cells, split_axis=split)
+    pairs = ab.pair_cells(base_cells, new_cells, split_axis=split)
     sharing = preflight.preflight(
         [c for pair in pairs for c in pair],
         source=str(args.base),
@@ -184,9 +185,9 @@ def cmd_ab(args: argparse.Namespace) -> int:
     )
     if sharing is not None:
         print(sharing, file=sys.stderr)
-    run_options = runner.RunOptions(
+    run_options = session.RunOptions(
         results_dir=Path(args.results),
-        scratch_dir=runner.default_scratch_dir(),
+        scratch_dir=session.default_scratch_dir(),
         progress=_progress(args),
         jobs=args.jobs,
         share_cores=args.share_cores,
@@ -194,7 +195,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     )
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        base_run, new_run, session = runner.run_ab(
+        base_run, new_run, session_dir = session.run_ab(
             base, new, pairs, run_options, fetch=fetcher(args), out=_messages(args)
         )
     except KeyboardInterrupt as exc:
@@ -210,15 +211,15 @@ def cmd_ab(args: argparse.Namespace) -> int:
         metrics=args.metric,
         pairs=[(a.id, b.id) for a, b in pairs],
     )
-    (session / "comparison.json").write_text(compare.render(result, "json"))
-    (session / "comparison.md").write_text(compare.render(result, "markdown"))
+    (session_dir / "comparison.json").write_text(compare.render(result, "json"))
+    (session_dir / "comparison.md").write_text(compare.render(result, "markdown"))
     text = compare.render(result, args.format)
     if args.output is not None:
         args.output.write_text(text)
         print(compare.verdict_line(result))
     else:
         sys.stdout.write(text)
-    print(f"\nsession: {session} (base/, new/, comparison.json, comparison.md)")
+    print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
     return ExitCode(compare.exit_code(result))
 
 
@@ -226,7 +227,7 @@ def _quiet(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "quiet", False))
 
 
-def _progress(args: argparse.Namespace) -> runner.ProgressFactory | None:
+def _progress(args: argparse.Namespace) -> session.ProgressFactory | None:
     """The progress line, unless asked away: --no-progress, -q, or -v (whose command lines would
     land in it)."""
     if args.no_progress or _quiet(args) or getattr(args, "verbose", False):

@@ -27,7 +27,7 @@ SECTOR = 512  # /sys/class/block/<name>/size counts 512-byte sectors whatever th
 ALLOW_FLAG = "--allow-host-device"
 # The runner does not attach a host device to the VM yet: it would give the VM a scratch image
 # instead, and the results would claim the device. Until it does, a run refuses host-backed cells
-# after every other check. Whoever wires the device into runner.py/vm.py sets this to True.
+# after every other check. Whoever wires the device into boot.py/vm.py sets this to True.
 RUNNER_ATTACHES_HOST_DEVICES = False
 
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")

@@ -115,7 +115,7 @@ def vng_argv(
         argv.append(f"--rodir=/lib/modules/{release}={modules_dir}")
     for args in disk_args:
         # One --qemu-opts per option pair; vng splits each value with shlex, and our values hold
-        # no spaces (image paths are ours, checked in runner).
+        # no spaces (image paths are ours, checked in host/boot.py).
         for i in range(0, len(args), 2):
             argv.append(f"--qemu-opts={args[i]} {args[i + 1]}")
     argv += ["--exec", shlex.join(guest_command)]

@@ -20,7 +20,7 @@ import pytest
 from iomatrix import proc
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
-from iomatrix.host import cores, kernels, runner
+from iomatrix.host import boot, cores, kernels, session
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Timeouts, VmSettings
 from iomatrix.model.result import BootRecord, CellResult, RunRecord
@@ -223,9 +223,9 @@ def test_split_below_one_is_an_error() -> None:
 # --- the argv -------------------------------------------------------------------------------------
 
 
-def boot_context(tmp_path: Path, host_cpus: tuple[int, ...]) -> runner.BootContext:
+def boot_context(tmp_path: Path, host_cpus: tuple[int, ...]) -> boot.BootContext:
     (group,) = boot_groups([make_cell()], str(tmp_path / "run"))
-    return runner.BootContext(
+    return boot.BootContext(
         group=group,
         kernel=fake_kernel(tmp_path / "kernels"),
         accelerator="tcg",
@@ -238,14 +238,14 @@ def boot_context(tmp_path: Path, host_cpus: tuple[int, ...]) -> runner.BootConte
 
 
 def test_a_pinned_boot_runs_its_vng_under_taskset(tmp_path: Path) -> None:
-    _plan, argv, _images = runner.build_boot(boot_context(tmp_path, (2, 3)))
+    _plan, argv, _images = boot.build_boot(boot_context(tmp_path, (2, 3)))
     assert argv[:3] == ["taskset", "--cpu-list", "2-3"]
     assert Path(argv[3]).name == "vng"
     assert argv[4:6] == ["--run", str(Path(argv[5]))]
 
 
 def test_an_unpinned_boot_is_the_vng_command_as_before(tmp_path: Path) -> None:
-    _plan, argv, _images = runner.build_boot(boot_context(tmp_path, ()))
+    _plan, argv, _images = boot.build_boot(boot_context(tmp_path, ()))
     assert Path(argv[0]).name == "vng"
     assert "taskset" not in argv
 
@@ -446,13 +446,13 @@ def run_with(
 ) -> tuple[RunRecord, Path]:
     monkeypatch.setattr("iomatrix.proc.run", fake)
     matrix = load_matrix(path_kernel_matrix(tmp_path, cpus=1))
-    opts = runner.RunOptions(
+    opts = session.RunOptions(
         results_dir=tmp_path / "results",
         scratch_dir=tmp_path / "scratch",
         progress=None,
         **options,  # type: ignore[arg-type]
     )
-    return runner.run_matrix(matrix, opts, fetch=kernels.fetch)
+    return session.run_matrix(matrix, opts, fetch=kernels.fetch)
 
 
 @pytest.mark.usefixtures("fake_run_env")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iomatrix.host import runner
+from iomatrix.host import boot
 from iomatrix.host.kernels import Kernel
 from iomatrix.model.cell import DeviceProfile, Timeouts, VmSettings
 from iomatrix.plan.boots import boot_groups
@@ -22,10 +22,10 @@ KERNEL = Kernel(
 )
 
 
-def context(tmp_path: Path, *devices: DeviceProfile) -> runner.BootContext:
+def context(tmp_path: Path, *devices: DeviceProfile) -> boot.BootContext:
     cells = [make_cell(device=d.name).model_copy(update={"device": d}) for d in devices]
     (group,) = boot_groups(cells, str(tmp_path / "run"))
-    return runner.BootContext(
+    return boot.BootContext(
         group=group,
         kernel=KERNEL,
         accelerator="tcg",
@@ -38,7 +38,7 @@ def context(tmp_path: Path, *devices: DeviceProfile) -> runner.BootContext:
 
 def test_a_profile_with_count_4_attaches_four_disks_with_their_own_serials(tmp_path: Path) -> None:
     x4 = DeviceProfile(name="x4", size_bytes=1 << 30, count=4)
-    plan, argv, images = runner.build_boot(context(tmp_path, x4))
+    plan, argv, images = boot.build_boot(context(tmp_path, x4))
     assert [d.serial for d in plan.disks] == [f"iomatrix{i}" for i in range(4)]
     assert len({d.key for d in plan.disks}) == 1  # all four belong to the one profile
     assert len(set(images)) == 4
@@ -51,13 +51,13 @@ def test_two_profiles_get_consecutive_slots_and_the_first_scsi_disk_brings_the_c
 ) -> None:
     virtio = DeviceProfile(name="a", size_bytes=1 << 30)
     scsi = DeviceProfile(name="a", size_bytes=1 << 30, bus="scsi", count=2)
-    plan, argv, _ = runner.build_boot(context(tmp_path, virtio, scsi))
+    plan, argv, _ = boot.build_boot(context(tmp_path, virtio, scsi))
     assert [d.serial for d in plan.disks] == ["iomatrix0", "iomatrix1", "iomatrix2"]
     controllers = [a for a in argv if "virtio-scsi-pci" in a]
     # Exactly one controller, attached with the first SCSI disk (slot 1), not with slot 0.
     assert len(controllers) == 1
     assert argv.index(controllers[0]) > argv.index(next(a for a in argv if "serial=iomatrix0" in a))
-    assert runner.disk_profiles(context(tmp_path, virtio, scsi).group) == [virtio, scsi, scsi]
+    assert boot.disk_profiles(context(tmp_path, virtio, scsi).group) == [virtio, scsi, scsi]
 
 
 def test_count_is_left_out_of_a_one_disk_profile_so_its_key_is_unchanged() -> None:

@@ -1,0 +1,48 @@
+"""A/B pairing: which base cell each new cell is compared with, and one matrix split on an axis
+with two values into its two sides. Pure: the session runs the pairs, compare judges them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iomatrix.errors import IomatrixError
+from iomatrix.model.cell import Cell, Matrix
+
+
+def pair_cells(
+    base: Sequence[Cell], new: Sequence[Cell], *, split_axis: str | None = None
+) -> list[tuple[Cell, Cell]]:
+    """Which base cell each new cell is compared with.
+
+    Two matrix files: pairs in expansion order (the files must expand to as many cells).
+    One matrix split on an axis: cells whose other axis values agree.
+    """
+    if split_axis is None:
+        if len(base) != len(new):
+            raise IomatrixError(
+                f"the two matrices expand to {len(base)} and {len(new)} cells; an A/B session "
+                "pairs them in order, so they must have the same axes and sizes"
+            )
+        return list(zip(base, new, strict=True))
+
+    def rest(cell: Cell) -> tuple[tuple[str, str], ...]:
+        return tuple((k, v) for k, v in cell.axis_values().items() if k != split_axis)
+
+    partners = {rest(c): c for c in new}
+    pairs = [(c, partners[rest(c)]) for c in base if rest(c) in partners]
+    if not pairs:
+        raise IomatrixError(f"no cells of the two {split_axis} values share their other axes")
+    return pairs
+
+
+def split_matrix(matrix: Matrix, axis: str) -> tuple[list[Cell], list[Cell], str, str]:
+    """One matrix with exactly two values of `axis`: the first value is the base, the second new."""
+    values = list(dict.fromkeys(c.axis_values()[axis] for c in matrix.cells))
+    if len(values) != 2:
+        raise IomatrixError(
+            f"{matrix.source}: matrix.{axis} has {len(values)} value(s) "
+            f"({', '.join(values)}); an A/B split needs exactly two"
+        )
+    base = [c for c in matrix.cells if c.axis_values()[axis] == values[0]]
+    new = [c for c in matrix.cells if c.axis_values()[axis] == values[1]]
+    return base, new, values[0], values[1]
