@@ -20,6 +20,9 @@ class MatrixError(IomatrixError):
     reason: str
     line: int | None = None
     column: int | None = None
+    # The field's YAML path, for errors found after loading (the host's preflight), so that
+    # matrix.loader.place_errors can find its line in whichever file supplied the value.
+    loc: tuple[str | int, ...] = ()
 
     def __str__(self) -> str:
         place = self.file

@@ -190,6 +190,7 @@ def check_host_devices(
     mountinfo = _read_text(proc_root / "self" / "mountinfo")
     errors: list[MatrixError] = []
     for profile in profiles:
+        loc = ("devices", profile.name, "path")
         field = f"devices.{profile.name}.path"
         if profile.path not in allowed:
             errors.append(
@@ -199,13 +200,14 @@ def check_host_devices(
                     f"{profile.path} is a block device of this machine, and the cells would "
                     "format it, destroying what it holds; a host device is only used when the "
                     f"command line confirms it: add {ALLOW_FLAG} {profile.path}",
+                    loc=loc,
                 )
             )
             continue
         for problem in host_device_problems(
             profile, mounts=mounts, swaps=swaps, mountinfo=mountinfo, sys_root=sys_root
         ):
-            errors.append(MatrixError(source, field, problem))
+            errors.append(MatrixError(source, field, problem, loc=loc))
     if errors:
         raise MatrixErrors(tuple(errors))
 
@@ -220,6 +222,7 @@ def check_runner_support(cells: Sequence[Cell], *, source: str = "the matrix") -
             f"devices.{profile.name}.backing",
             f"backing: host passed every check, but this iomatrix cannot attach {profile.path} to "
             "the VM yet (it would measure a scratch image instead); nothing ran",
+            loc=("devices", profile.name, "backing"),
         )
         for profile in _host_profiles(cells)
     )

@@ -18,6 +18,7 @@ from iomatrix import proc
 from iomatrix.adapters import fio
 from iomatrix.errors import IomatrixError, MatrixError, MatrixErrors
 from iomatrix.host import cores, hostdev
+from iomatrix.matrix.loader import place_errors
 from iomatrix.model.cell import Cell
 
 
@@ -56,8 +57,12 @@ def preflight(
     Returns the notice to print when VMs will share host cores, else None.
     """
     sharing = check_concurrency(concurrency, vm_cpus)
-    hostdev.check_host_devices(cells, allowed_host_devices, source=source)
-    hostdev.check_runner_support(cells, source=source)
+    try:
+        hostdev.check_host_devices(cells, allowed_host_devices, source=source)
+        hostdev.check_runner_support(cells, source=source)
+    except MatrixErrors as exc:
+        # file:line:column, as the loader's own errors have.
+        raise MatrixErrors(place_errors(source, exc.errors)) from None
     check_job_files(cells, source=source)
     return sharing
 
@@ -99,8 +104,13 @@ def check_job_files(cells: Sequence[Cell], *, source: str, require_fio: bool = T
             problem = fio.parse_only_problem(done.returncode, done.stdout + done.stderr)
             if problem is not None:
                 errors.append(
-                    MatrixError(source, f"workloads.{name}", f"fio rejects {path}: {problem}")
+                    MatrixError(
+                        source,
+                        f"workloads.{name}",
+                        f"fio rejects {path}: {problem}",
+                        loc=("workloads", name),
+                    )
                 )
     if errors:
-        raise MatrixErrors(tuple(errors))
+        raise MatrixErrors(place_errors(source, errors))
     return checked

@@ -41,6 +41,7 @@ character rules, shared helpers). This module is the entry point.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,14 @@ from pydantic import (
 
 from iomatrix.errors import MatrixError, MatrixErrors
 from iomatrix.matrix.expand import Expander
-from iomatrix.matrix.presets import FileProblem, Loader, Source, read_mapping, source_of
+from iomatrix.matrix.presets import (
+    FileProblem,
+    Loader,
+    Source,
+    located,
+    read_mapping,
+    source_of,
+)
 from iomatrix.matrix.problems import error_loc, format_field, reason
 from iomatrix.matrix.rules import show
 from iomatrix.matrix.schema import FileSpec, check_quick
@@ -132,6 +140,26 @@ def load_matrix(path: Path | str, *, max_cells: int | None = None) -> Matrix:
     if expander.errors or matrix is None:
         raise MatrixErrors(tuple(expander.errors))
     return matrix
+
+
+def place_errors(path: Path | str, errors: Sequence[MatrixError]) -> tuple[MatrixError, ...]:
+    """Errors found about a loaded matrix after loading (the host's preflight: host devices,
+    job files), with the file, line and column of their field as the loader's own errors have
+    them; the value may come from a preset, which is then the file named. An error without a
+    YAML path, already placed, or about another file is kept as it is."""
+    root = Source(str(path), Path(path).resolve())
+    loader = Loader()
+    layer = loader.load(root)
+    if layer is None:
+        return tuple(errors)
+    placed = []
+    for error in errors:
+        if not error.loc or error.line is not None or error.file != root.display:
+            placed.append(error)
+            continue
+        supplier = source_of(layer.origins, root, error.loc)
+        placed.append(located(supplier, error.field, error.reason, loader.positions, error.loc))
+    return tuple(placed)
 
 
 def json_schema() -> dict[str, Any]:

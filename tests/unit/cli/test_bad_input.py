@@ -413,15 +413,6 @@ CASES = [
 ]
 
 
-# Refusals made on the loaded cells (host devices against the command line and /proc), which
-# name the field but not its line.
-CHECKED_AFTER_LOADING = {
-    "host-device-without-the-flag",
-    "host-device-flag-for-another-device",
-    "host-device-mounted-even-with-the-flag",
-}
-
-
 @pytest.fixture
 def recorded(monkeypatch: pytest.MonkeyPatch) -> list[Sequence[str]]:
     """Every command anything tries to start, through the seam or around it; none is started."""
@@ -464,12 +455,11 @@ def test_bad_input_is_refused_before_anything_runs(
     assert captured.err.startswith("iomatrix: error: ")
     assert "Traceback" not in captured.err
     # One error per line: "<file>:<line>:<column>: <field>: <reason>" ("<file>: <reason>" for the
-    # whole file). The reader knows where each field is written; the host-device checks, made on
-    # the loaded cells, name the field without its line.
+    # whole file). The reader knows where each field is written, and the checks made on the loaded
+    # cells (host devices against the command line and /proc) find it again.
     lines = captured.err.removeprefix("iomatrix: error: ").splitlines()
-    position = "" if case.id in CHECKED_AFTER_LOADING else r":\d+:\d+"
     where = (
-        re.compile(rf"{re.escape(str(path))}{position}: {re.escape(case.field_path)}: ")
+        re.compile(rf"{re.escape(str(path))}:\d+:\d+: {re.escape(case.field_path)}: ")
         if case.field_path
         else re.compile(rf"{re.escape(str(path))}: ")
     )

@@ -14,7 +14,7 @@ import yaml
 
 from iomatrix.errors import MatrixError, MatrixErrors
 from iomatrix.matrix.fio_jobs import FIO_IOENGINES, check_fio_job, estimate_fio_runtime
-from iomatrix.matrix.loader import json_schema, load_matrix, quick_variant
+from iomatrix.matrix.loader import json_schema, load_matrix, place_errors, quick_variant
 from iomatrix.matrix.problems import format_field
 from iomatrix.matrix.rules import FILESYSTEM_TYPES, FsType, parse_size, slug
 from iomatrix.model.cell import (
@@ -2342,3 +2342,33 @@ def test_the_published_json_schema_is_the_readers() -> None:
     assert set(published["properties"]) >= {"format", "devices", "workloads", "matrix"}
     axes = published["$defs"]["MatrixSpec"]["properties"]
     assert set(axes) >= {"kernel", "filesystem", "scheduler", "device", "workload"}
+
+
+@pytest.mark.usefixtures("preset")
+def test_errors_found_after_loading_are_placed_in_the_file_that_wrote_the_field(ws: Path) -> None:
+    # The host's preflight names fields of a loaded matrix (host devices, job files); their
+    # lines come from whichever file supplied the value: here the preset for "small", the
+    # extending file for "big".
+    child = write(
+        ws / "m.yaml",
+        """\
+        format: 1
+        extends: presets/base.yaml
+        devices:
+          big: {size: 2G}
+        matrix: {device: [small, big]}
+        """,
+    )
+    found = (
+        MatrixError(str(child), "devices.small.path", "r1", loc=("devices", "small", "path")),
+        MatrixError(str(child), "devices.big.size", "r2", loc=("devices", "big", "size")),
+        MatrixError(str(child), "devices.big", "r3"),  # no YAML path: kept as it is
+        MatrixError("other.yaml", "x", "r4", loc=("x",)),  # another file: kept as it is
+    )
+    placed = place_errors(child, found)
+    preset_text = (ws / "presets" / "base.yaml").read_text().splitlines()
+    small_line = next(i for i, line in enumerate(preset_text, 1) if line.strip() == "small:")
+    # "small" has no path field: the error points at the device itself, in the preset.
+    assert (placed[0].file, placed[0].line) == (str(ws / "presets" / "base.yaml"), small_line)
+    assert str(placed[1]) == f"{child}:4:9: devices.big.size: r2"
+    assert placed[2:] == found[2:]
