@@ -29,9 +29,7 @@ changes are listed as notes).
 
 from __future__ import annotations
 
-import json
 import statistics
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 from typing import Literal
@@ -402,8 +400,13 @@ def _measure(pending: _Pending, settings: Settings) -> dict[str, float | None]:
     }
 
 
-def _pct(value: float) -> str:
+def format_percent(value: float) -> str:
     return f"{value * 100:.1f}%"
+
+
+def format_p(value: float | None) -> str:
+    """A p-value as the reasons and the reports print it."""
+    return "-" if value is None else f"{value:.2g}"
 
 
 def _effect(row: Row, settings: Settings) -> float:
@@ -429,8 +432,8 @@ def _decide(row: Row, settings: Settings) -> tuple[Verdict, str]:
     if significant and (up or down):
         sign = "+" if up else "-"
         detail = (
-            f"{sign}{_pct(abs(row.ratio - 1))}, CI beyond {sign}{_pct(effect)}, "
-            f"p_adj {row.p_adjusted:.2g}"
+            f"{sign}{format_percent(abs(row.ratio - 1))}, "
+            f"CI beyond {sign}{format_percent(effect)}, p_adj {row.p_adjusted:.2g}"
         )
         if row.direction == "informational":
             return "changed", detail
@@ -451,23 +454,24 @@ def _no_change(
             f"(need >= {settings.min_repetitions} per side)",
         )
     noisy = [
-        f"{side} CoV {_pct(c)}"
+        f"{side} CoV {format_percent(c)}"
         for side, c in (("base", row.base_cov), ("new", row.new_cov))
         if c is not None and c > settings.noisy_cov
     ]
     if noisy:
         return (
             "noisy",
-            f"noisy: {', '.join(noisy)} > {_pct(settings.noisy_cov)}; no significant change",
+            f"noisy: {', '.join(noisy)} > {format_percent(settings.noisy_cov)}; "
+            "no significant change",
         )
     if why is not None:
         return "unchanged", why
     if not significant:
-        return "unchanged", f"not significant (p_adj {_p(row.p_adjusted)})"
+        return "unchanged", f"not significant (p_adj {format_p(row.p_adjusted)})"
     if row.ci_low is None:
         return "unchanged", "significant, but no confidence interval"
     assert row.min_effect is not None
-    return "unchanged", f"significant, but the CI reaches into +-{_pct(row.min_effect)}"
+    return "unchanged", f"significant, but the CI reaches into +-{format_percent(row.min_effect)}"
 
 
 def _axis_summaries(rows: Sequence[Row]) -> list[AxisSummary]:
@@ -621,320 +625,3 @@ def compare_runs(
 def exit_code(comparison: Comparison) -> int:
     """1 when any gated metric regressed, else 0 (missing or noisy rows do not fail the gate)."""
     return 1 if comparison.gated_regressions() else 0
-
-
-# --- renderers ----------------------------------------------------------------------------------
-
-_VERDICT_ORDER: tuple[Verdict, ...] = (
-    "regressed",
-    "improved",
-    "changed",
-    "unchanged",
-    "noisy",
-    "missing",
-    "incomparable",
-)
-
-
-def verdict_line(comparison: Comparison) -> str:
-    """One line saying what happened, e.g. "regressed: 2 regressed, 1 improved, 40 unchanged"."""
-    counts = comparison.counts()
-    insufficient = sum(r.reason.startswith(INSUFFICIENT) for r in comparison.rows)
-    tested = sum(r.p_adjusted is not None for r in comparison.rows)
-    if comparison.gated_regressions():
-        head = "regressed"
-    elif counts.get("improved"):
-        head = "improved"
-    elif counts and counts.get("incomparable") == len(comparison.rows):
-        head = "incomparable"
-    elif tested and insufficient == tested:
-        head = INSUFFICIENT
-    else:
-        head = "no significant change"
-    parts = [f"{counts[v]} {v}" for v in _VERDICT_ORDER if counts.get(v)]
-    if insufficient:
-        parts.append(f"{insufficient} with {INSUFFICIENT}")
-    forced = " (FORCED: environments differ)" if comparison.forced else ""
-    return (
-        f"{head}{forced}: {', '.join(parts) or 'nothing to compare'} "
-        f"(base {comparison.base.run_id} -> new {comparison.new.run_id})"
-    )
-
-
-def _num(value: float | None) -> str:
-    if value is None:
-        return "-"
-    magnitude = abs(value)
-    if magnitude >= 1000:
-        return f"{value:,.0f}"
-    if magnitude >= 100:
-        return f"{value:.1f}"
-    if magnitude >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
-
-
-def _change(ratio: float | None) -> str:
-    return "-" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
-
-
-def _ci(row: Row) -> str:
-    if row.ci_low is None or row.ci_high is None:
-        return "-"
-    return f"[{_change(row.ci_low)}, {_change(row.ci_high)}]"
-
-
-def _p(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2g}"
-
-
-def _show_reason(row: Row) -> str:
-    return row.reason if row.verdict in ("noisy", "missing", "incomparable", "changed") else ""
-
-
-def _align(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
-    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if i in right else v.ljust(w)
-            for i, (v, w) in enumerate(zip(values, widths, strict=True))
-        ).rstrip()
-
-    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
-
-
-def _method_line(comparison: Comparison) -> str:
-    s = comparison.settings
-    effect = (
-        f"{_pct(s.min_effect)}"
-        if s.min_effect is not None
-        else f"max({_pct(s.min_effect_floor)}, {s.min_effect_cov_factor:g} x base CoV)"
-    )
-    tested = sum(r.p_adjusted is not None for r in comparison.rows)
-    return (
-        f"change = median(new) / median(base) - 1; CI = bootstrap {s.confidence:.0%} CI; "
-        f"p_adj = Mann-Whitney U, Benjamini-Hochberg over {tested} tests; a change needs "
-        f"p_adj < {s.alpha:g} and the CI beyond {effect}"
-    )
-
-
-def _header_lines(comparison: Comparison) -> list[str]:
-    b, n = comparison.base, comparison.new
-    lines = [
-        f"compare: base {b.run_id} ({b.matrix_name}, {b.created_at}) -> "
-        f"new {n.run_id} ({n.matrix_name}, {n.created_at})"
-    ]
-    if comparison.marker:
-        lines.append(comparison.marker)
-    lines += [f"note: {note}" for note in comparison.notes]
-    return lines
-
-
-# The terminal table cuts longer reasons (the JSON and Markdown reports keep them whole).
-TABLE_REASON_WIDTH = 90
-
-TABLE_HEADER = ("cell", "metric", "base", "new", "change", "95% CI", "p_adj", "verdict", "reason")
-
-
-def _detail_cells(row: Row) -> list[str]:
-    return [
-        row.metric,
-        _num(row.base_median),
-        _num(row.new_median),
-        _change(row.ratio),
-        _ci(row),
-        _p(row.p_adjusted),
-        row.verdict,
-        _show_reason(row),
-    ]
-
-
-def _axis_line(summary: AxisSummary) -> list[str]:
-    return [
-        "all cells" if summary.axis == "all" else f"{summary.axis}={summary.value}",
-        summary.metric,
-        str(summary.cells),
-        _change(summary.geomean_ratio),
-        str(summary.improved),
-        str(summary.regressed),
-    ]
-
-
-AXIS_HEADER = ("axis=value", "metric", "cells", "geomean change", "improved", "regressed")
-
-
-def render_table(comparison: Comparison) -> str:
-    """The terminal report: rows grouped by cell, then the per-axis geometric means."""
-    lines = _header_lines(comparison)
-    lines += [_method_line(comparison), ""]
-    rows = []
-    previous = None
-    for row in comparison.rows:
-        cells = _detail_cells(row)
-        if len(cells[-1]) > TABLE_REASON_WIDTH:
-            cells[-1] = cells[-1][: TABLE_REASON_WIDTH - 3] + "..."
-        rows.append([row.cell if row.cell != previous else "", *cells])
-        previous = row.cell
-    lines.append(_align(TABLE_HEADER, rows, right={2, 3, 4, 6}))
-    if comparison.axes:
-        lines += [
-            "",
-            "geometric mean of median(new) / median(base) per axis value (headline metrics):",
-            _align(AXIS_HEADER, [_axis_line(a) for a in comparison.axes], right={2, 3, 4, 5}),
-        ]
-    lines += ["", verdict_line(comparison)]
-    return "\n".join(lines)
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    out = [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join("---" for _ in header) + "|",
-    ]
-    out += ["| " + " | ".join(_md(c) for c in r) + " |" for r in rows]
-    return out
-
-
-# GitHub rejects comments over 65536 characters; the details table is cut to stay below.
-MARKDOWN_BUDGET = 60000
-
-
-def render_markdown(comparison: Comparison) -> str:
-    """For a GitHub job summary or PR comment: verdict line, regressions, improvements, details."""
-    lines = [f"**iomatrix compare: {verdict_line(comparison)}**", ""]
-    if comparison.marker:
-        lines += [f"> **{_md(comparison.marker)}**", ""]
-    lines += [f"- {_md(note)}" for note in comparison.notes]
-    if comparison.notes:
-        lines.append("")
-    change_header = ("cell", "metric", "base", "new", "change", "95% CI", "p_adj")
-
-    def change_rows(verdict: Verdict) -> list[list[str]]:
-        return [[r.cell, *_detail_cells(r)[:6]] for r in comparison.rows if r.verdict == verdict]
-
-    sections: tuple[tuple[str, Verdict], ...] = (
-        ("Regressions", "regressed"),
-        ("Improvements", "improved"),
-        ("Changed (informational metrics, not gated)", "changed"),
-    )
-    for title, verdict in sections:
-        found = change_rows(verdict)
-        if found:
-            lines += [f"### {title} ({len(found)})", "", *_md_table(change_header, found), ""]
-    missing = [[r.cell, r.metric, r.reason] for r in comparison.rows if r.verdict == "missing"]
-    if missing:
-        lines += [
-            f"### Missing ({len(missing)})",
-            "",
-            *_md_table(("cell", "metric", "why"), missing),
-            "",
-        ]
-    lines += [_md(_method_line(comparison)), ""]
-    if comparison.axes:
-        lines += [
-            "<details><summary>Geometric mean per axis value</summary>",
-            "",
-            *_md_table(AXIS_HEADER, [_axis_line(a) for a in comparison.axes]),
-            "",
-            "</details>",
-            "",
-        ]
-    details = _md_table(TABLE_HEADER, ([r.cell, *_detail_cells(r)] for r in comparison.rows))
-    used = sum(len(x) + 1 for x in lines)
-    kept = []
-    for line in details:
-        if used + len(line) + 200 > MARKDOWN_BUDGET:
-            break
-        kept.append(line)
-        used += len(line) + 1
-    cut = len(details) - len(kept)
-    lines += [f"<details><summary>All {len(comparison.rows)} comparisons</summary>", "", *kept]
-    if cut:
-        lines += ["", f"({cut} rows cut to fit a GitHub comment; the JSON report has them all)"]
-    lines += ["", "</details>"]
-    return "\n".join(lines) + "\n"
-
-
-def render_json(comparison: Comparison) -> str:
-    """The whole Comparison, with its `format` version, as indented JSON."""
-    return json.dumps(comparison.model_dump(mode="json"), indent=1) + "\n"
-
-
-def _case_text(row: Row) -> str:
-    return (
-        f"{row.cell} {row.metric}: base {_num(row.base_median)} (n={row.base_n}), new "
-        f"{_num(row.new_median)} (n={row.new_n}), change {_change(row.ratio)}, "
-        f"CI {_ci(row)}, p {_p(row.p_value)}, p_adj {_p(row.p_adjusted)}: {row.verdict}"
-        + (f" ({row.reason})" if row.reason else "")
-    )
-
-
-def render_junit(comparison: Comparison) -> str:
-    """JUnit XML: one testcase per cell x gated metric; a regression is a failure.
-
-    A cell that failed or is absent in the new run is an error (nothing could be measured), one
-    absent in the base or an incomparable row is skipped, noisy and unchanged rows pass.
-    """
-    gated = [r for r in comparison.rows if r.gated or r.metric == "-"]
-    suites = ET.Element("testsuites", name="iomatrix compare")
-    suite = ET.SubElement(
-        suites,
-        "testsuite",
-        name=f"iomatrix compare {comparison.base.run_id} -> {comparison.new.run_id}",
-    )
-    properties = ET.SubElement(suite, "properties")
-    for name, value in (
-        ("base", comparison.base.run_id),
-        ("new", comparison.new.run_id),
-        ("verdict", verdict_line(comparison)),
-        *((("forced", comparison.marker),) if comparison.marker else ()),
-    ):
-        ET.SubElement(properties, "property", name=name, value=value)
-    failures = errors = skipped = 0
-    for row in gated:
-        case = ET.SubElement(suite, "testcase", classname=row.cell, name=row.metric, time="0")
-        text = _case_text(row)
-        if row.verdict == "regressed":
-            failures += 1
-            element = ET.SubElement(
-                case, "failure", type="regression", message=f"{row.metric} {row.reason}"
-            )
-            element.text = text
-        elif row.verdict == "missing" and row.missing_side in ("new", "both"):
-            errors += 1
-            ET.SubElement(case, "error", type="missing", message=row.reason).text = text
-        elif row.verdict in ("missing", "incomparable"):
-            skipped += 1
-            ET.SubElement(case, "skipped", message=row.reason)
-        else:
-            ET.SubElement(case, "system-out").text = text
-    if comparison.marker:
-        ET.SubElement(suite, "system-out").text = comparison.marker
-    for element in (suites, suite):
-        element.set("tests", str(len(gated)))
-        element.set("failures", str(failures))
-        element.set("errors", str(errors))
-        element.set("skipped", str(skipped))
-    ET.indent(suites)
-    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def render(comparison: Comparison, fmt: str) -> str:
-    """Render in one of: table, markdown, json, junit."""
-    if fmt == "table":
-        return render_table(comparison) + "\n"
-    if fmt == "markdown":
-        return render_markdown(comparison)
-    if fmt == "json":
-        return render_json(comparison)
-    if fmt == "junit":
-        return render_junit(comparison)
-    raise ValueError(f"unknown format {fmt!r}: use table, markdown, json or junit")
-
-
-FORMATS: tuple[str, ...] = ("table", "markdown", "json", "junit")

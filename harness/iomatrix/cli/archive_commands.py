@@ -12,6 +12,7 @@ from iomatrix.analysis import compare, trend
 from iomatrix.cli import options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.matrix.loader import load_matrix
+from iomatrix.report import comparison as comparison_report
 from iomatrix.report.tables import format_table, metric_tables, run_table
 from iomatrix.report.timeline import format_timeline
 from iomatrix.store import archive, merge, rundir
@@ -54,12 +55,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except compare.EnvironmentMismatchError as exc:
         if args.output is not None:
             # Publish why there is no verdict (a PR comment, a job summary), then fail (exit 2).
-            args.output.write_text(compare.render(exc.comparison, args.format))
+            args.output.write_text(comparison_report.render(exc.comparison, args.format))
         raise
-    text = compare.render(result, args.format)
+    text = comparison_report.render(result, args.format)
     if args.output is not None:
         args.output.write_text(text)
-        print(compare.verdict_line(result))
+        print(comparison_report.verdict_line(result))
     else:
         sys.stdout.write(text)
     return ExitCode(compare.exit_code(result))

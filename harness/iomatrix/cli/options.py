@@ -15,6 +15,7 @@ from pathlib import Path
 
 from iomatrix.analysis import compare
 from iomatrix.plan.shards import GITHUB_MAX_MATRIX_JOBS, parse_shard
+from iomatrix.report import comparison as comparison_report
 
 DEFAULT_RESULTS = Path("results")
 
@@ -161,7 +162,7 @@ def comparison(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--format",
-        choices=compare.FORMATS,
+        choices=comparison_report.FORMATS,
         default="table",
         help="how the report is printed (default: table)",
     )

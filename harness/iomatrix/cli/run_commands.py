@@ -27,6 +27,7 @@ from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.plan import ab
 from iomatrix.plan.boots import boot_groups, split_boots
+from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
 from iomatrix.report.tables import metric_tables, run_table
 from iomatrix.store import rundir
@@ -211,12 +212,12 @@ def cmd_ab(args: argparse.Namespace) -> int:
         metrics=args.metric,
         pairs=[(a.id, b.id) for a, b in pairs],
     )
-    (session_dir / "comparison.json").write_text(compare.render(result, "json"))
-    (session_dir / "comparison.md").write_text(compare.render(result, "markdown"))
-    text = compare.render(result, args.format)
+    (session_dir / "comparison.json").write_text(comparison_report.render(result, "json"))
+    (session_dir / "comparison.md").write_text(comparison_report.render(result, "markdown"))
+    text = comparison_report.render(result, args.format)
     if args.output is not None:
         args.output.write_text(text)
-        print(compare.verdict_line(result))
+        print(comparison_report.verdict_line(result))
     else:
         sys.stdout.write(text)
     print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")

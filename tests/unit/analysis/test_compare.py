@@ -15,6 +15,7 @@ from iomatrix.analysis.compare import Comparison, Row
 from iomatrix.cli import main as cli
 from iomatrix.model.cell import LoopStack
 from iomatrix.model.result import RunRecord
+from iomatrix.report import comparison as comparison_report
 from iomatrix.store.records_io import load_run, write_record
 from support.builders import make_cell
 from support.runs import SPINE_RUN, failed, make_run, ok, sample
@@ -137,7 +138,7 @@ def test_three_repetitions_per_side_are_insufficient_whatever_the_data() -> None
     assert iops.p_value is not None
     assert iops.p_value >= 0.1
     assert compare.exit_code(result) == 0
-    assert compare.verdict_line(result).startswith(compare.INSUFFICIENT)
+    assert comparison_report.verdict_line(result).startswith(compare.INSUFFICIENT)
 
 
 def test_four_repetitions_with_complete_separation_can_be_significant() -> None:
@@ -255,7 +256,7 @@ def test_cells_absent_or_failed_on_one_side_are_missing_and_say_which() -> None:
     assert broken.base_median == 3.0
     fresh = row(result, "write_iops", added.id)
     assert (fresh.missing_side, fresh.reason) == ("base", "absent in base")
-    assert "3 missing" in compare.verdict_line(result)
+    assert "3 missing" in comparison_report.verdict_line(result)
 
 
 def test_a_metric_reported_on_one_side_only_is_missing() -> None:
@@ -302,7 +303,7 @@ def test_different_environments_are_refused_with_the_differences_listed() -> Non
     assert {d.field for d in caught.value.differences} == {"accelerator", "qemu"}
     # The refused comparison still says, row by row, why there is no verdict.
     assert {r.verdict for r in caught.value.comparison.rows} == {"incomparable"}
-    assert compare.verdict_line(caught.value.comparison).startswith("incomparable")
+    assert comparison_report.verdict_line(caught.value.comparison).startswith("incomparable")
 
 
 def test_other_environment_fields_do_not_block() -> None:
@@ -361,9 +362,9 @@ def test_forced_comparisons_are_marked_in_every_renderer() -> None:
     assert result.marker.startswith("FORCED: environments differ: accelerator")
     # The numbers are still compared.
     assert row(result, "write_iops").verdict == "regressed"
-    for fmt in compare.FORMATS:
-        assert "FORCED: environments differ" in compare.render(result, fmt), fmt
-    assert "FORCED" in compare.verdict_line(result)
+    for fmt in comparison_report.FORMATS:
+        assert "FORCED: environments differ" in comparison_report.render(result, fmt), fmt
+    assert "FORCED" in comparison_report.verdict_line(result)
 
 
 def test_image_paths_in_the_drive_options_do_not_count_as_a_difference() -> None:
@@ -386,8 +387,8 @@ def test_real_run_with_one_repetition_is_insufficient_and_keeps_its_failed_cell(
     counts = result.counts()
     assert counts.get("improved", 0) == counts.get("regressed", 0) == 0
     assert counts["missing"] == 1
-    assert "1 missing" in compare.verdict_line(result)
-    assert compare.verdict_line(result).startswith(compare.INSUFFICIENT)
+    assert "1 missing" in comparison_report.verdict_line(result)
+    assert comparison_report.verdict_line(result).startswith(compare.INSUFFICIENT)
     failed_row = next(r for r in result.rows if r.verdict == "missing")
     assert failed_row.reason.startswith("failed in base: mount failed")
 
@@ -417,7 +418,7 @@ def test_axis_summaries_are_geometric_means_of_ratios_per_axis_value() -> None:
     assert summary[("scheduler", "bfq")].geomean_ratio == pytest.approx(0.9**0.5)
     # Axes with a single value would repeat the "all" line and are left out.
     assert not any(a.axis == "kernel" for a in result.axes)
-    table = compare.render_table(result)
+    table = comparison_report.render_table(result)
     assert "filesystem=xfs" in table
     assert "-15.1%" in table  # (0.8 * 0.9) ** 0.5 - 1
 
@@ -476,7 +477,7 @@ def test_mixed_comparison_has_the_expected_verdicts() -> None:
 
 def test_junit_has_one_case_per_gated_metric_and_a_failure_for_the_regression() -> None:
     result = mixed()
-    root = parse_xml(compare.render_junit(result))
+    root = parse_xml(comparison_report.render_junit(result))
     cases = root.findall("./testsuite/testcase")
     gated = [r for r in result.rows if r.gated]
     assert len(cases) == len(gated) == int(root.attrib["tests"])
@@ -492,7 +493,7 @@ def test_junit_has_one_case_per_gated_metric_and_a_failure_for_the_regression() 
 def test_junit_reports_a_cell_failed_in_the_new_run_as_an_error() -> None:
     base = make_run([ok(CELL, {"write_iops": [1.0] * 5})])
     new = make_run([failed(CELL, "kernel panic")], run_id="new")
-    root = parse_xml(compare.render_junit(compare.compare_runs(base, new)))
+    root = parse_xml(comparison_report.render_junit(compare.compare_runs(base, new)))
     errors = root.findall("./testsuite/testcase/error")
     assert errors
     assert all(e.attrib["message"] == "failed in new: kernel panic" for e in errors)
@@ -500,9 +501,9 @@ def test_junit_reports_a_cell_failed_in_the_new_run_as_an_error() -> None:
 
 def test_markdown_starts_with_the_verdict_then_regressions_then_improvements() -> None:
     result = mixed()
-    text = compare.render_markdown(result)
+    text = comparison_report.render_markdown(result)
     first = text.splitlines()[0]
-    assert first == f"**iomatrix compare: {compare.verdict_line(result)}**"
+    assert first == f"**iomatrix compare: {comparison_report.verdict_line(result)}**"
     assert first.startswith("**iomatrix compare: regressed: 1 regressed, 1 improved")
     regressions = text.index("### Regressions (1)")
     improvements = text.index("### Improvements (1)")
@@ -516,7 +517,7 @@ def test_markdown_stays_below_githubs_comment_limit() -> None:
     base = make_run([ok(c, {"write_iops": [1.0, 2.0]}) for c in cells])
     new = make_run([ok(c, {"write_iops": [1.0, 2.0]}) for c in cells], run_id="new")
     # 300 cells x 2 metrics: a details table of about 80,000 characters before cutting.
-    text = compare.render_markdown(
+    text = comparison_report.render_markdown(
         compare.compare_runs(base, new, metrics=["write_iops", "cpu_sys_pct"])
     )
     assert len(text) < 65536
@@ -525,18 +526,18 @@ def test_markdown_stays_below_githubs_comment_limit() -> None:
 
 def test_json_is_the_versioned_comparison() -> None:
     result = mixed()
-    data = json.loads(compare.render_json(result))
+    data = json.loads(comparison_report.render_json(result))
     assert data["format"] == compare.COMPARISON_FORMAT == 1
     assert Comparison.model_validate(data) == result
 
 
 def test_table_groups_rows_by_cell() -> None:
     result = mixed()
-    lines = compare.render_table(result).splitlines()
+    lines = comparison_report.render_table(result).splitlines()
     # Each cell's label is printed once, on its first row.
     assert sum(line.startswith(CELL.label) for line in lines) == 1
     assert sum(line.startswith(OTHER.label) for line in lines) == 1
-    assert lines[-1] == compare.verdict_line(result)
+    assert lines[-1] == comparison_report.verdict_line(result)
 
 
 # --- CLI ----------------------------------------------------------------------------------------

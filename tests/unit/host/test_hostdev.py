@@ -350,8 +350,8 @@ def test_the_cli_checks_before_show_command_and_refuses_until_attached(
     assert cli.main(["run", "--show-command", *flags, str(path)]) == 2
     assert seen == [["/dev/sdq", "/dev/sdr"]]
     assert capsys.readouterr().err == (
-        f"iomatrix: error: {path}:2:27: devices.h.backing: backing: host passed every check, but this "
-        "iomatrix cannot attach /dev/sdq to the VM yet (it would measure a scratch image "
+        f"iomatrix: error: {path}:2:27: devices.h.backing: backing: host passed every check, but "
+        "this iomatrix cannot attach /dev/sdq to the VM yet (it would measure a scratch image "
         "instead); nothing ran\n"
     )
 
@@ -388,8 +388,8 @@ def test_run_and_ab_make_the_same_refusals_before_anything_runs(
     monkeypatch.setattr(hostdev, "check_host_devices", lambda *_a, **_k: None)
     assert cli.main([command, *args, *common, "--allow-host-device", "/dev/sdq"]) == 2
     assert capsys.readouterr().err == (
-        f"iomatrix: error: {path}:2:27: devices.h.backing: backing: host passed every check, but this "
-        "iomatrix cannot attach /dev/sdq to the VM yet (it would measure a scratch image "
+        f"iomatrix: error: {path}:2:27: devices.h.backing: backing: host passed every check, but "
+        "this iomatrix cannot attach /dev/sdq to the VM yet (it would measure a scratch image "
         "instead); nothing ran\n"
     )
     assert not results.exists()  # nothing fetched, booted or written
