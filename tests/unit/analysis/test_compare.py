@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -17,22 +16,17 @@ from iomatrix.model.cell import LoopStack
 from iomatrix.model.result import RunRecord
 from iomatrix.report import comparison as comparison_report
 from iomatrix.store.records_io import load_run, write_record
+from support import comparisons as comparison_rows
 from support.builders import make_cell
+from support.comparisons import parse_xml
 from support.runs import SPINE_RUN, failed, make_run, ok, sample
 
 CELL = make_cell(fs="ext4")
 OTHER = make_cell(fs="xfs")
 
 
-def parse_xml(text: str) -> ET.Element:
-    # Our own report, not untrusted input: the standard parser is fine (and proves validity).
-    return ET.fromstring(text)  # noqa: S314
-
-
 def row(comparison: Comparison, metric: str, cell_id: str = CELL.id) -> Row:
-    found = [r for r in comparison.rows if r.metric == metric and r.cell_id == cell_id]
-    assert len(found) == 1, f"{len(found)} rows for {metric} of {cell_id}"
-    return found[0]
+    return comparison_rows.row(comparison, metric, cell_id)
 
 
 def pair(
@@ -421,123 +415,6 @@ def test_axis_summaries_are_geometric_means_of_ratios_per_axis_value() -> None:
     table = comparison_report.render_table(result)
     assert "filesystem=xfs" in table
     assert "-15.1%" in table  # (0.8 * 0.9) ** 0.5 - 1
-
-
-# --- renderers ----------------------------------------------------------------------------------
-
-
-def mixed() -> Comparison:
-    """One regression (IOPS of CELL), one improvement (latency of CELL), OTHER unchanged."""
-    base = make_run(
-        [
-            ok(
-                CELL,
-                {
-                    "write_iops": sample(1, 1000, 0.02, 10),
-                    "write_lat_p99_us": sample(2, 800, 0.02, 10),
-                },
-            ),
-            ok(
-                OTHER,
-                {
-                    "write_iops": sample(3, 1000, 0.02, 10),
-                    "write_lat_p99_us": sample(4, 800, 0.02, 10),
-                },
-            ),
-        ]
-    )
-    new = make_run(
-        [
-            ok(
-                CELL,
-                {
-                    "write_iops": sample(5, 880, 0.02, 10),
-                    "write_lat_p99_us": sample(6, 700, 0.02, 10),
-                },
-            ),
-            ok(
-                OTHER,
-                {
-                    "write_iops": sample(7, 1000, 0.02, 10),
-                    "write_lat_p99_us": sample(8, 800, 0.02, 10),
-                },
-            ),
-        ],
-        run_id="new",
-    )
-    return compare.compare_runs(base, new)
-
-
-def test_mixed_comparison_has_the_expected_verdicts() -> None:
-    result = mixed()
-    assert row(result, "write_iops").verdict == "regressed"
-    assert row(result, "write_lat_p99_us").verdict == "improved"
-    assert row(result, "write_iops", OTHER.id).verdict == "unchanged"
-
-
-def test_junit_has_one_case_per_gated_metric_and_a_failure_for_the_regression() -> None:
-    result = mixed()
-    root = parse_xml(comparison_report.render_junit(result))
-    cases = root.findall("./testsuite/testcase")
-    gated = [r for r in result.rows if r.gated]
-    assert len(cases) == len(gated) == int(root.attrib["tests"])
-    failed_cases = [
-        (c.attrib["classname"], c.attrib["name"]) for c in cases if c.find("failure") is not None
-    ]
-    assert failed_cases == [(CELL.label, "write_iops")]
-    assert root.attrib["failures"] == "1"
-    # Informational metrics are not test cases: they never gate.
-    assert not any(c.attrib["name"] == "cpu_idle_pct" for c in cases)
-
-
-def test_junit_reports_a_cell_failed_in_the_new_run_as_an_error() -> None:
-    base = make_run([ok(CELL, {"write_iops": [1.0] * 5})])
-    new = make_run([failed(CELL, "kernel panic")], run_id="new")
-    root = parse_xml(comparison_report.render_junit(compare.compare_runs(base, new)))
-    errors = root.findall("./testsuite/testcase/error")
-    assert errors
-    assert all(e.attrib["message"] == "failed in new: kernel panic" for e in errors)
-
-
-def test_markdown_starts_with_the_verdict_then_regressions_then_improvements() -> None:
-    result = mixed()
-    text = comparison_report.render_markdown(result)
-    first = text.splitlines()[0]
-    assert first == f"**iomatrix compare: {comparison_report.verdict_line(result)}**"
-    assert first.startswith("**iomatrix compare: regressed: 1 regressed, 1 improved")
-    regressions = text.index("### Regressions (1)")
-    improvements = text.index("### Improvements (1)")
-    details = text.index("<details><summary>All")
-    assert regressions < improvements < details
-    assert text.rstrip().endswith("</details>")
-
-
-def test_markdown_stays_below_githubs_comment_limit() -> None:
-    cells = [make_cell(fs=f"fs{i}", workload=f"w{j}") for i in range(30) for j in range(10)]
-    base = make_run([ok(c, {"write_iops": [1.0, 2.0]}) for c in cells])
-    new = make_run([ok(c, {"write_iops": [1.0, 2.0]}) for c in cells], run_id="new")
-    # 300 cells x 2 metrics: a details table of about 80,000 characters before cutting.
-    text = comparison_report.render_markdown(
-        compare.compare_runs(base, new, metrics=["write_iops", "cpu_sys_pct"])
-    )
-    assert len(text) < 65536
-    assert "rows cut to fit a GitHub comment" in text
-
-
-def test_json_is_the_versioned_comparison() -> None:
-    result = mixed()
-    data = json.loads(comparison_report.render_json(result))
-    assert data["format"] == compare.COMPARISON_FORMAT == 1
-    assert Comparison.model_validate(data) == result
-
-
-def test_table_groups_rows_by_cell() -> None:
-    result = mixed()
-    lines = comparison_report.render_table(result).splitlines()
-    # Each cell's label is printed once, on its first row.
-    assert sum(line.startswith(CELL.label) for line in lines) == 1
-    assert sum(line.startswith(OTHER.label) for line in lines) == 1
-    assert lines[-1] == comparison_report.verdict_line(result)
 
 
 # --- CLI ----------------------------------------------------------------------------------------
