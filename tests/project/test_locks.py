@@ -188,7 +188,14 @@ def test_the_locking_tool_is_pinned() -> None:
 def make_n(tmp_path: Path, *args: str) -> list[str]:
     """What `make -n` would run, with stamps and venv in tmp_path (the real ones untouched)."""
     done = subprocess.run(
-        ["make", "-n", f"STAMPS={tmp_path}/stamps", f"VENV={tmp_path}/venv", *args],
+        [
+            "make",
+            "-n",
+            "--no-print-directory",
+            f"STAMPS={tmp_path}/stamps",
+            f"VENV={tmp_path}/venv",
+            *args,
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
