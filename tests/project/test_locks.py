@@ -296,7 +296,15 @@ def test_each_input_of_a_venv_changes_its_stamp(tmp_path: Path, changed: str) ->
 
     def stamps() -> list[str]:
         done = subprocess.run(
-            ["make", "-s", "-f", str(REPO / "Makefile"), "STAMPS=stamps", "venv-stamps"],
+            [
+                "make",
+                "-s",
+                "--no-print-directory",
+                "-f",
+                str(REPO / "Makefile"),
+                "STAMPS=stamps",
+                "venv-stamps",
+            ],
             cwd=tmp_path,
             capture_output=True,
             text=True,
