@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
 import signal
 import time
 from collections.abc import Sequence
@@ -215,7 +214,7 @@ def read_back(
             loop_applied = loop_readback(ctx, cell.filesystem.loop, target[0], devices[0])
         _source, fstype, options = mounted_options(MOUNTPOINT)
         return Applied(
-            kernel_release=platform.release(),
+            kernel_release=os.uname().release,
             device=devices[0],
             scheduler=active_scheduler(scheduler_texts[0]),
             schedulers_available=available_schedulers(scheduler_texts[0]),

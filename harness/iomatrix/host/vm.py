@@ -184,8 +184,9 @@ def guest_agent_command(plan_path: str) -> list[str]:
     Its start-up is paid at every boot, reading over the shared root under an emulated CPU, so it
     skips what it does not need: `-S` leaves out the site module, which reads every .pth file of
     the virtualenv (the package and the virtualenv's libraries come through PYTHONPATH instead),
-    and PYDANTIC_DISABLE_PLUGINS spares pydantic its look through every installed
-    distribution's entry points.
+    PYDANTIC_DISABLE_PLUGINS spares pydantic its look through every installed distribution's
+    entry points, and the entry module (iomatrix.guest.__main__) spares it the imports for that
+    look. `platform` (0.8 s) and `traceback` (0.25 s) are not imported either (TCG, 2026-11-24).
     """
     # The folder that holds the iomatrix package (this file is iomatrix/host/vm.py).
     package_root = str(Path(iomatrix.__file__).resolve().parent.parent)
@@ -197,7 +198,7 @@ def guest_agent_command(plan_path: str) -> list[str]:
         sys.executable,
         "-S",
         "-m",
-        "iomatrix.guest.agent",
+        "iomatrix.guest",
         plan_path,
     ]
 

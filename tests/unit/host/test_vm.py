@@ -98,7 +98,7 @@ GUEST = [
     "PYTHONPATH=/src/harness",
     "/venv/bin/python",
     "-m",
-    "iomatrix.guest.agent",
+    "iomatrix.guest",
     "/r/p.json",
 ]
 
@@ -144,7 +144,7 @@ VIRTIO_OPTS = [
 ]
 EXEC = [
     "--exec",
-    "env PYTHONPATH=/src/harness /venv/bin/python -m iomatrix.guest.agent /r/p.json",
+    "env PYTHONPATH=/src/harness /venv/bin/python -m iomatrix.guest /r/p.json",
 ]
 
 
@@ -280,14 +280,14 @@ def test_guest_agent_command_shape() -> None:
         sys.executable,
         "-S",
         "-m",
-        "iomatrix.guest.agent",
+        "iomatrix.guest",
         "/results/run1/boots/b/plan.json",
     ]
     # PYTHONPATH starts with the folder that holds the package, so the guest imports this very
     # tree, and holds the virtualenv's libraries, which -S (no site module) leaves out otherwise.
     paths = command[1].removeprefix("PYTHONPATH=").split(":")
     assert paths[0] == str(root)
-    assert (root / "iomatrix" / "guest" / "agent.py").is_file()
+    assert (root / "iomatrix" / "guest" / "__main__.py").is_file()
     assert site in paths
     assert (Path(site) / "pydantic").is_dir()
 
