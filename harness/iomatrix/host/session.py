@@ -204,9 +204,7 @@ def _start_record(
     run_id: str,
     *,
     shard: str | None,
-    fetched: dict[str, kernels.Kernel],
-    accelerator: vm.Accelerator,
-    shared_fs: vm.SharedFs,
+    prepared: _Prepared,
 ) -> RunRecord:
     source = Path(matrix.source)
     return RunRecord(
@@ -217,12 +215,12 @@ def _start_record(
         matrix_source=str(source),
         matrix_sha256=sha256_file(source) if source.is_file() else "",
         shard=shard,
-        environment=environment.capture(accelerator, shared_fs),
+        environment=environment.capture(prepared.accelerator, prepared.shared_fs),
         kernels={
             spec: KernelInfo(
                 spec=spec, release=k.release, source=k.source, vmlinuz_sha256=k.vmlinuz_sha256
             )
-            for spec, k in fetched.items()
+            for spec, k in prepared.fetched.items()
         },
     )
 
@@ -296,6 +294,60 @@ class _Session:
     share_cores: bool = False
     # The host cores concurrent boots are pinned to: this process's affinity.
     host_cpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What a run and an A/B session learn alike before anything boots: the kernels (or why
+    not), the accelerator, the shared filesystem."""
+
+    fetched: dict[str, kernels.Kernel]
+    fetch_errors: dict[str, str]
+    accelerator: vm.Accelerator
+    shared_fs: vm.SharedFs
+
+
+def _prepare(
+    specs: Sequence[str],
+    fetch: Callable[[str], kernels.Kernel] | None,
+    clock: RunClock,
+    out: TextIO,
+) -> _Prepared:
+    with clock.span("kernels"):
+        fetched, fetch_errors = _fetch_kernels(specs, fetch or kernels.fetch, out)
+    with clock.span("accelerator"):
+        accelerator = _accelerator(list(fetched.values()), out)
+        shared_fs = _shared_fs(out)
+    return _Prepared(fetched, fetch_errors, accelerator, shared_fs)
+
+
+def _session(
+    prepared: _Prepared,
+    options: RunOptions,
+    *,
+    rw_dir: Path,
+    scratch_id: str,
+    matrix: Matrix,
+    clock: RunClock,
+    host_cpus: tuple[int, ...],
+    out: TextIO,
+) -> _Session:
+    return _Session(
+        rw_dir=rw_dir,
+        scratch=(options.scratch_dir / scratch_id).resolve(),
+        fetched=prepared.fetched,
+        fetch_errors=prepared.fetch_errors,
+        accelerator=prepared.accelerator,
+        vm_settings=matrix.vm,
+        timeouts=matrix.timeouts,
+        out=out,
+        progress=options.progress,
+        clock=clock,
+        shared_fs=prepared.shared_fs,
+        jobs=options.jobs,
+        share_cores=options.share_cores,
+        host_cpus=host_cpus,
+    )
 
 
 def _execute(session: _Session, groups: Sequence[BootGroup], sides: Sequence[_Side]) -> None:
@@ -463,7 +515,6 @@ def run_matrix(
     """
     clock = RunClock()
     host_cpus = _concurrency(options, matrix.vm, out)
-    fetch = fetch or kernels.fetch
     selected = list(matrix.cells if cells is None else cells)
     previous: RunRecord | None = None
     if resume is not None:
@@ -479,21 +530,10 @@ def run_matrix(
     else:
         to_run = selected
 
-    with clock.span("kernels"):
-        fetched, fetch_errors = _fetch_kernels([c.kernel for c in to_run], fetch, out)
-    with clock.span("accelerator"):
-        accelerator = _accelerator(list(fetched.values()), out)
-        shared_fs = _shared_fs(out)
+    prepared = _prepare([c.kernel for c in to_run], fetch, clock, out)
     run_id = previous.run_id if previous else (options.run_id or new_run_id(matrix.name))
     with clock.span("environment"):
-        record = _start_record(
-            matrix,
-            run_id,
-            shard=options.shard,
-            fetched=fetched,
-            accelerator=accelerator,
-            shared_fs=shared_fs,
-        )
+        record = _start_record(matrix, run_id, shard=options.shard, prepared=prepared)
     if previous is not None:
         record = _resumable(previous, record, run_dir)
         print(
@@ -521,21 +561,15 @@ def run_matrix(
         groups = fresh_boots(sequential_steps(str(run_dir), to_run))
     else:
         groups = split_boots(boot_groups(to_run, str(run_dir)), options.split_boots)
-    session = _Session(
+    session = _session(
+        prepared,
+        options,
         rw_dir=run_dir,
-        scratch=(options.scratch_dir / record.run_id).resolve(),
-        fetched=fetched,
-        fetch_errors=fetch_errors,
-        accelerator=accelerator,
-        vm_settings=matrix.vm,
-        timeouts=matrix.timeouts,
-        out=out,
-        progress=options.progress,
+        scratch_id=record.run_id,
+        matrix=matrix,
         clock=clock,
-        shared_fs=shared_fs,
-        jobs=options.jobs,
-        share_cores=options.share_cores,
         host_cpus=host_cpus,
+        out=out,
     )
     _execute(session, groups, [side])
     return side.record, run_dir
@@ -581,13 +615,7 @@ def run_ab(
         )
     clock = RunClock()
     host_cpus = _concurrency(options, base.vm, out)
-    fetch = fetch or kernels.fetch
-    specs = [c.kernel for pair in pairs for c in pair]
-    with clock.span("kernels"):
-        fetched, fetch_errors = _fetch_kernels(specs, fetch, out)
-    with clock.span("accelerator"):
-        accelerator = _accelerator(list(fetched.values()), out)
-        shared_fs = _shared_fs(out)
+    prepared = _prepare([c.kernel for pair in pairs for c in pair], fetch, clock, out)
     session_id = new_run_id(f"ab-{new.name}")
     session_dir = (options.results_dir / session_id).resolve()
     sides = []
@@ -602,9 +630,7 @@ def run_ab(
                 matrix,
                 f"{session_id}-{name}",
                 shard=None,
-                fetched=fetched,
-                accelerator=accelerator,
-                shared_fs=shared_fs,
+                prepared=prepared,
             ).model_copy(
                 update={
                     "jobs": options.jobs,
@@ -629,21 +655,15 @@ def run_ab(
             options.split_boots,
             unit=lambda s: pair_of[(s.run_dir, s.cell.id)],
         )
-    session = _Session(
+    session = _session(
+        prepared,
+        options,
         rw_dir=session_dir,
-        scratch=(options.scratch_dir / session_id).resolve(),
-        fetched=fetched,
-        fetch_errors=fetch_errors,
-        accelerator=accelerator,
-        vm_settings=base.vm,
-        timeouts=base.timeouts,
-        out=out,
-        progress=options.progress,
+        scratch_id=session_id,
+        matrix=base,
         clock=clock,
-        shared_fs=shared_fs,
-        jobs=options.jobs,
-        share_cores=options.share_cores,
         host_cpus=host_cpus,
+        out=out,
     )
     _execute(session, groups, sides)
     return sides[0].record, sides[1].record, session_dir
