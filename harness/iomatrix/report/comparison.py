@@ -16,6 +16,7 @@ from iomatrix.analysis.compare import (
     format_p,
     format_percent,
 )
+from iomatrix.report.tables import format_table
 
 _VERDICT_ORDER: tuple[Verdict, ...] = (
     "regressed",
@@ -78,18 +79,6 @@ def _ci(row: Row) -> str:
 
 def _show_reason(row: Row) -> str:
     return row.reason if row.verdict in ("noisy", "missing", "incomparable", "changed") else ""
-
-
-def _align(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> str:
-    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
-
-    def line(values: Sequence[str]) -> str:
-        return "  ".join(
-            v.rjust(w) if i in right else v.ljust(w)
-            for i, (v, w) in enumerate(zip(values, widths, strict=True))
-        ).rstrip()
-
-    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
 
 
 def _method_line(comparison: Comparison) -> str:
@@ -164,12 +153,14 @@ def render_table(comparison: Comparison) -> str:
             cells[-1] = cells[-1][: TABLE_REASON_WIDTH - 3] + "..."
         rows.append([row.cell if row.cell != previous else "", *cells])
         previous = row.cell
-    lines.append(_align(TABLE_HEADER, rows, right={2, 3, 4, 6}))
+    lines.append(format_table(TABLE_HEADER, rows, numeric={2, 3, 4, 6}))
     if comparison.axes:
         lines += [
             "",
             "geometric mean of median(new) / median(base) per axis value (headline metrics):",
-            _align(AXIS_HEADER, [_axis_line(a) for a in comparison.axes], right={2, 3, 4, 5}),
+            format_table(
+                AXIS_HEADER, [_axis_line(a) for a in comparison.axes], numeric={2, 3, 4, 5}
+            ),
         ]
     lines += ["", verdict_line(comparison)]
     return "\n".join(lines)
