@@ -9,6 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from iomatrix.guest.plan_view import CellView
 from iomatrix.host import kernels
 from iomatrix.model.cell import (
     Cell,
@@ -30,6 +31,11 @@ from iomatrix.model.result import (
 from iomatrix.store import files
 
 IDLE_CPU = CpuUsage(usr_pct=0.0, sys_pct=0.0, iowait_pct=0.0, idle_pct=100.0, busy_cpu_s=0.0)
+
+
+def guest_view(cell: Cell) -> CellView:
+    """A cell as the guest agent reads it from plan.json (guest/plan_view.py)."""
+    return CellView.from_json(json.loads(cell.model_dump_json()))
 
 
 def make_cell(

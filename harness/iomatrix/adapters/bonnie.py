@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from iomatrix.errors import ResultFormatError
-from iomatrix.model.cell import BonnieParams
 
 CSV_FORMAT = "1.98"
 _FIELDS = 50
@@ -34,7 +34,32 @@ _LATENCY_RE = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s)")
 _LATENCY_US = {"us": 1.0, "ms": 1e3, "s": 1e6}
 
 
-def bonnie_argv(directory: str, params: BonnieParams) -> list[str]:
+class BonnieSizes(Protocol):
+    """bonnie++'s -n parameters: model.cell.BonnieParams on the host, the guest's view of it
+    (guest/plan_view.BonnieView) in the agent, which does not import the host's records."""
+
+    @property
+    def files(self) -> int: ...
+    @property
+    def max_size_bytes(self) -> int: ...
+    @property
+    def min_size_bytes(self) -> int: ...
+    @property
+    def dirs(self) -> int: ...
+
+
+def n_argument(params: BonnieSizes) -> str:
+    """bonnie++'s -n value. dirs 0 means one directory, bonnie++'s default, and is left out:
+    bonnie++ 2.00a dies of a division by zero (SIGFPE) when given `:0` directories."""
+    parts = [str(params.files)]
+    if params.max_size_bytes or params.min_size_bytes or params.dirs:
+        parts += [str(params.max_size_bytes), str(params.min_size_bytes)]
+    if params.dirs:
+        parts.append(str(params.dirs))
+    return ":".join(parts)
+
+
+def bonnie_argv(directory: str, params: BonnieSizes) -> list[str]:
     """bonnie++ in `directory`, file tests only, as root (-u root: bonnie++ refuses root
     otherwise), one run, CSV on stdout (-q), a fixed machine name instead of the guest's."""
     return [
@@ -44,7 +69,7 @@ def bonnie_argv(directory: str, params: BonnieParams) -> list[str]:
         "-s",
         "0",
         "-n",
-        params.n_argument,
+        n_argument(params),
         "-u",
         "root",
         "-m",

@@ -4,21 +4,34 @@ Two seed experiments are about CPU cost, not throughput (btrfs random writes bur
 the object store's CPU seconds per write), so every repetition records where the guest's CPU
 time went, for the whole guest rather than for fio's own threads: kernel work done by flusher
 threads and workqueues on behalf of the filesystem counts too.
+
+Stdlib only, as the guest agent needs it (guest/plan_view.py says why): CpuUsage is the host's
+model.result.CpuUsage field for field, and tests/unit/guest/test_contract.py keeps them equal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-
-from iomatrix.model.cell import Record
-from iomatrix.model.result import CpuUsage
 
 # /proc/stat counts in USER_HZ ticks; 100 on every Linux architecture we boot.
 USER_HZ = 100
 
 
-class CpuTimes(Record):
+@dataclass(frozen=True)
+class CpuUsage:
+    """Shares of all guest CPUs' time over the workload, in percent, plus busy CPU-seconds."""
+
+    usr_pct: float
+    sys_pct: float
+    iowait_pct: float
+    idle_pct: float
+    busy_cpu_s: float
+
+
+@dataclass(frozen=True)
+class CpuTimes:
     user: int
     nice: int
     system: int

@@ -14,15 +14,20 @@ builtin, bonnie++); this module runs the plan's steps with them.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from iomatrix.adapters.filesystems import adapter
 from iomatrix.guest.context import MOUNTPOINT, CellContext, CellError, CellFailed, now_utc
 from iomatrix.guest.disks import find_disks, flush_device_caches, load_modules, set_scheduler
+from iomatrix.guest.plan_view import PlanView, StepView
+from iomatrix.guest.records import Applied, CellResult, Repetition, RepetitionRecord, write_json
 from iomatrix.guest.stack import (
     attach_loop,
     make_and_mount,
@@ -31,17 +36,8 @@ from iomatrix.guest.stack import (
     tear_down,
 )
 from iomatrix.guest.workloads import run_workload
-from iomatrix.model.result import (
-    Applied,
-    CellResult,
-    Repetition,
-    RepetitionRecord,
-    Status,
-)
-from iomatrix.plan.boots import BootPlan, Step
 from iomatrix.store import rundir
-from iomatrix.store.records_io import write_record
-from iomatrix.store.rundir import finished_repetitions, rep_marker, rep_path
+from iomatrix.store.rundir import rep_marker, rep_path
 
 
 def run_repetition(
@@ -64,7 +60,7 @@ def run_repetition(
             mountpoint=MOUNTPOINT,
         )
         applied = read_back(ctx, devices, target, scheduler_texts)
-        ctx.log(f"applied: {applied.model_dump_json()}")
+        ctx.log(f"applied: {applied}")
         with ctx.phase("flush"):
             flush_device_caches(ctx, [*dev_paths, *target])
         # The tool's own run is the "workload" phase; what the agent does around it (bounds,
@@ -82,12 +78,24 @@ def run_repetition(
     return applied, rep
 
 
+def finished_repetitions(cell_dir: Path, repeat: int) -> list[dict[str, Any]]:
+    """The rep-<n>.json files some boot of this cell wrote (this agent, or an earlier boot's
+    before a restart), in order, gaps skipped; as JSON, which the host validates when it reads
+    the cell's result (store.rundir.finished_repetitions is its reading)."""
+    out = []
+    for index in range(repeat):
+        path = rep_path(cell_dir, index)
+        if path.exists():
+            out.append(json.loads(path.read_text()))
+    return out
+
+
 def write_result(
-    step: Step,
+    step: StepView,
     ctx: CellContext,
-    status: Status,
+    status: str,
     reason: str | None,
-    done: Sequence[RepetitionRecord],
+    done: Sequence[dict[str, Any]],
 ) -> CellResult:
     started_at = None
     marker = rundir.cell_started(ctx.dir)
@@ -97,20 +105,20 @@ def write_result(
         cell_id=step.cell.id,
         status=status,
         reason=reason,
-        applied=done[-1].applied if done else None,
-        repetitions=tuple(r.repetition for r in done),
+        applied=done[-1]["applied"] if done else None,
+        repetitions=tuple(r["repetition"] for r in done),
         started_at=started_at,
         finished_at=now_utc(),
         log=str(ctx.log_path.relative_to(step.run_dir)),
     )
-    write_record(rundir.cell_result(ctx.dir), result)
+    write_json(rundir.cell_result(ctx.dir), result)
     print(
         f"iomatrix-agent: cell {step.cell.id} {status}{': ' + reason if reason else ''}", flush=True
     )
     return result
 
 
-def run_step(plan: BootPlan, step: Step) -> None:
+def run_step(plan: PlanView, step: StepView) -> None:
     """One repetition of one cell; the cell's result is written after its last repetition, or
     at once when a repetition fails (its later repetitions are then skipped)."""
     cell = step.cell
@@ -124,7 +132,7 @@ def run_step(plan: BootPlan, step: Step) -> None:
     rep_marker(cell_dir, step.repetition).write_text(now_utc() + "\n")
     ctx = CellContext(cell, cell_dir, time.monotonic() + plan.timeouts.cell_s)
     print(f"iomatrix-agent: cell {cell.id} {cell.label} repetition {step.repetition}", flush=True)
-    status: Status = "ok"
+    status = "ok"
     reason: str | None = None
     try:
         with ctx.phase("setup"):
@@ -145,9 +153,8 @@ def run_step(plan: BootPlan, step: Step) -> None:
         # Every repetition keeps its own read-back: a kernel that applied something else in one
         # of them shows there, not only in the last.
         phases = {k: round(v, 4) for k, v in ctx.phases.items()}
-        rep = rep.model_copy(update={"phases": phases, "applied": applied})
-        record = RepetitionRecord(applied=applied, repetition=rep)
-        write_record(rep_path(cell_dir, step.repetition), record)
+        rep = dataclasses.replace(rep, phases=phases, applied=applied)
+        write_json(rep_path(cell_dir, step.repetition), RepetitionRecord(applied, rep))
     except CellFailed as exc:
         status, reason = "failed", str(exc)
     except CellError as exc:
@@ -168,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m iomatrix.guest PLAN.json", file=sys.stderr)
         return 2
-    plan = BootPlan.model_validate_json(Path(args[0]).read_text())
+    plan = PlanView.from_json(json.loads(Path(args[0]).read_text()))
     print(f"iomatrix-agent: kernel {os.uname().release}, {len(plan.steps)} steps", flush=True)
     for step in plan.steps:
         run_step(plan, step)

@@ -138,6 +138,9 @@ def argv(kind: str, *, block: int, count: int, line_length: int) -> list[str]:
     """The command the agent runs (with the filesystem under test as working directory)."""
     return [
         sys.executable,
+        # No site module: its start-up (every .pth of the virtualenv) is paid over the shared
+        # root at every repetition; this module imports only the standard library.
+        "-S",
         "-m",
         "iomatrix.guest.builtin",
         kind,

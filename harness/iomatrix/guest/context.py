@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from iomatrix import proc
-from iomatrix.model.cell import Cell
+from iomatrix.guest.plan_view import CellView
 from iomatrix.store import rundir
 
 MOUNTPOINT = Path("/tmp/iomatrix/mnt")
@@ -46,7 +46,7 @@ class CellError(Exception):
 class CellContext:
     """One cell's deadline and log; every command of the cell goes through `run`."""
 
-    def __init__(self, cell: Cell, cell_dir: Path, deadline: float) -> None:
+    def __init__(self, cell: CellView, cell_dir: Path, deadline: float) -> None:
         self.cell = cell
         self.dir = cell_dir
         self.deadline = deadline

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from iomatrix.adapters.schedulers import SCHEDULER_MODULES, active_scheduler, available_schedulers
 from iomatrix.guest.context import CellContext, CellError, CellFailed
-from iomatrix.model.cell import Bus
+from iomatrix.model.axes import Bus
 
 # The guest kernel's drivers for each bus's disks. Nothing else loads them: virtme-ng's init
 # starts udev only when the host has one, and iomatrix hides it from the guest anyway

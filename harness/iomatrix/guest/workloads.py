@@ -4,6 +4,7 @@ bound, and turning its report into metrics and CPU shares.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -21,12 +22,8 @@ from iomatrix.guest.context import (
     CellError,
     CellFailed,
 )
-from iomatrix.model.cell import Workload
-from iomatrix.model.result import (
-    CpuUsage,
-    Limits,
-    Repetition,
-)
+from iomatrix.guest.plan_view import WorkloadView
+from iomatrix.guest.records import CpuUsage, Limits, Repetition
 
 
 def run_workload(ctx: CellContext, index: int) -> Repetition:
@@ -109,7 +106,7 @@ def run_bonnie(ctx: CellContext, index: int) -> Repetition:
     )
 
 
-def file_size_limit(workload: Workload, mountpoint: Path) -> int | None:
+def file_size_limit(workload: WorkloadView, mountpoint: Path) -> int | None:
     """The largest file a job may make this repetition, or None for no limit ("off").
 
     "auto" is a quarter of the free space of the filesystem under test (room for up to four
@@ -210,7 +207,7 @@ def _cpu_metrics(usage: CpuUsage, ios: int, prefix: str = "") -> dict[str, float
     out = {}
     if prefix:
         # A phase's own guest CPU; the repetition's (all phases) is in Repetition.cpu.
-        out = {f"{prefix}cpu_{k}": float(v) for k, v in usage.model_dump().items()}
+        out = {f"{prefix}cpu_{k}": float(v) for k, v in dataclasses.asdict(usage).items()}
     if ios > 0:
         # Guest CPU seconds (usr + sys, all CPUs) per completed I/O: the cost of one I/O.
         out[f"{prefix}cpu_s_per_io"] = usage.busy_cpu_s / ios

@@ -33,8 +33,8 @@ from iomatrix.plan.boots import (
     Step,
 )
 from iomatrix.store import rundir
-from iomatrix.store.records_io import write_record
-from iomatrix.store.rundir import finished_repetitions, rep_marker, rep_path
+from iomatrix.store.records_io import finished_repetitions, write_record
+from iomatrix.store.rundir import rep_marker, rep_path
 
 # Paths that reach QEMU's option parser must not hold commas or spaces (QEMU splits on them).
 _SAFE_HOST_PATH = re.compile(r"^/[A-Za-z0-9._+/-]+$")

@@ -52,14 +52,13 @@ from iomatrix.matrix.rules import (
     parse_size,
     show,
 )
-from iomatrix.model.axes import AXES, Scheduler
+from iomatrix.model.axes import AXES, Bus, Scheduler
 from iomatrix.model.cell import (
     HOST_DEVICE_RE,
     MAX_DEVICE_COUNT,
     AioMode,
     Backing,
     BuiltinName,
-    Bus,
     CacheMode,
     LoopStack,
 )

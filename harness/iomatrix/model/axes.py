@@ -13,6 +13,10 @@ from typing import Literal, get_args
 # values are fixed by the kernel, not defined by the matrix.
 Scheduler = Literal["none", "mq-deadline", "bfq", "kyber"]
 SCHEDULERS: tuple[str, ...] = get_args(Scheduler)
+# The buses a test disk can hang off (QEMU devices virtio-blk-pci, nvme, scsi-hd on
+# virtio-scsi). Not an axis (a device profile's field), here because this module imports no
+# pydantic and the guest agent, which must not (guest/plan_view.py), names buses too.
+Bus = Literal["virtio-blk", "nvme", "scsi"]
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,8 @@ from pydantic import (
     model_validator,
 )
 
-from iomatrix.model.axes import AXES, Scheduler
+from iomatrix.model.axes import AXES, Bus, Scheduler
 
-Bus = Literal["virtio-blk", "nvme", "scsi"]
 # file: a preallocated image in the scratch folder; ram: an image in /dev/shm; host: a block
 # device of this machine (`path`), only with --allow-host-device and never while it is in use.
 Backing = Literal["file", "ram", "host"]
@@ -169,7 +168,7 @@ class BuiltinParams(Record):
 
 class BonnieParams(Record):
     """bonnie++'s file-creation tests only (-s 0 -n files:max_size:min_size:dirs): sequential
-    and random create, stat and delete of files * 1024 files."""
+    and random create, stat and delete of files * 1024 files (-n: adapters.bonnie.n_argument)."""
 
     files: int = Field(ge=1, le=1024)  # in units of 1024, as bonnie++ -n takes it
     max_size_bytes: int = Field(default=0, ge=0, le=MIB_BYTES * 1024)
@@ -183,17 +182,6 @@ class BonnieParams(Record):
                 f"min_size ({self.min_size_bytes}) is more than max_size ({self.max_size_bytes})"
             )
         return self
-
-    @property
-    def n_argument(self) -> str:
-        """bonnie++'s -n value. dirs 0 means one directory, bonnie++'s default, and is left out:
-        bonnie++ 2.00a dies of a division by zero (SIGFPE) when given `:0` directories."""
-        parts = [str(self.files)]
-        if self.max_size_bytes or self.min_size_bytes or self.dirs:
-            parts += [str(self.max_size_bytes), str(self.min_size_bytes)]
-        if self.dirs:
-            parts.append(str(self.dirs))
-        return ":".join(parts)
 
 
 class FioPhase(Record):

@@ -15,9 +15,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Hashable, Sequence
 
+from pydantic import model_validator
+
 from iomatrix.model.cell import Cell, DeviceProfile, Record, Timeouts
 
-PLAN_FORMAT = 2
+# 1: "cells"; 2: "steps" (run_dir, cell, repetition); 3: each step's disk_key too.
+PLAN_FORMAT = 3
 
 
 def device_key(profile: DeviceProfile) -> str:
@@ -41,10 +44,25 @@ class Step(Record):
     run_dir: str
     cell: Cell
     repetition: int
+    # The key of the test disk the step runs on (Disk.key: device_key of the cell's profile).
+    # Written into plan.json because the guest reads the plan without pydantic
+    # (guest/plan_view.py) and cannot derive it from the profile's pydantic JSON.
+    disk_key: str
 
-    @property
-    def disk_key(self) -> str:
-        return device_key(self.cell.device)
+    @model_validator(mode="after")
+    def _disk_key_is_the_cells(self) -> Step:
+        expected = device_key(self.cell.device)
+        if self.disk_key != expected:
+            raise ValueError(
+                f"disk_key {self.disk_key!r} is not the key of the cell's device ({expected!r})"
+            )
+        return self
+
+    @classmethod
+    def of(cls, run_dir: str, cell: Cell, repetition: int) -> Step:
+        return cls(
+            run_dir=run_dir, cell=cell, repetition=repetition, disk_key=device_key(cell.device)
+        )
 
 
 def unique_cells(steps: Sequence[Step]) -> tuple[Cell, ...]:
@@ -96,11 +114,7 @@ class BootGroup(Record):
 
 def sequential_steps(run_dir: str, cells: Sequence[Cell]) -> list[Step]:
     """An ordinary run: each cell's repetitions back to back, each on a fresh filesystem."""
-    return [
-        Step(run_dir=run_dir, cell=cell, repetition=rep)
-        for cell in cells
-        for rep in range(cell.repeat)
-    ]
+    return [Step.of(run_dir, cell, rep) for cell in cells for rep in range(cell.repeat)]
 
 
 def interleaved_steps(
@@ -113,9 +127,9 @@ def interleaved_steps(
     for rep in range(rounds):
         for a, b in pairs:
             if rep < a.repeat:
-                steps.append(Step(run_dir=base_dir, cell=a, repetition=rep))
+                steps.append(Step.of(base_dir, a, rep))
             if rep < b.repeat:
-                steps.append(Step(run_dir=new_dir, cell=b, repetition=rep))
+                steps.append(Step.of(new_dir, b, rep))
     return steps
 
 

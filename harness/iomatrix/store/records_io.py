@@ -23,7 +23,13 @@ from pydantic import ValidationError
 
 from iomatrix.errors import ResultFormatError
 from iomatrix.model.cell import Record
-from iomatrix.model.result import CELL_FORMAT, RUN_FORMAT, CellResult, RunRecord
+from iomatrix.model.result import (
+    CELL_FORMAT,
+    RUN_FORMAT,
+    CellResult,
+    RepetitionRecord,
+    RunRecord,
+)
 from iomatrix.store import rundir
 from iomatrix.store.files import write_text_atomic
 
@@ -133,3 +139,13 @@ def load_cell_result(path: Path) -> CellResult:
         raise ResultFormatError(
             str(path), f"does not match cell format {CELL_FORMAT}: {exc}"
         ) from exc
+
+
+def finished_repetitions(cell_dir: Path, repeat: int) -> list[RepetitionRecord]:
+    """The repetitions of a cell that some boot finished, in order, gaps skipped."""
+    out = []
+    for index in range(repeat):
+        path = rundir.rep_path(cell_dir, index)
+        if path.exists():
+            out.append(RepetitionRecord.model_validate_json(path.read_text()))
+    return out

@@ -8,7 +8,8 @@ Layout of a run folder (results/<run-id>/):
 
 The host and the guest meet here (and in iomatrix.model), never by importing each other: the guest
 writes a repetition's files where these functions say, the host's watchdog and its blame after a
-dead VM read them from the same place.
+dead VM read them from the same place. Stdlib only: the guest agent imports no pydantic
+(guest/plan_view.py); reading the records is store.records_io's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import secrets
 from pathlib import Path
 
 from iomatrix.errors import IomatrixError
-from iomatrix.model.result import RepetitionRecord
 
 # The run's record, in every run folder.
 RUN_FILE = "run.json"
@@ -90,16 +90,6 @@ def started_markers(cell_folder: Path) -> list[Path]:
     """The rep-<n>.started markers of a cell (an interrupted attempt's tell a resumed run's
     display that the cell is running)."""
     return sorted(cell_folder.glob("rep-*.started"))
-
-
-def finished_repetitions(cell_dir: Path, repeat: int) -> list[RepetitionRecord]:
-    """The repetitions of a cell that some boot finished, in order, gaps skipped."""
-    out = []
-    for index in range(repeat):
-        path = rep_path(cell_dir, index)
-        if path.exists():
-            out.append(RepetitionRecord.model_validate_json(path.read_text()))
-    return out
 
 
 def find_run(run: str, results: Path) -> Path:

@@ -118,4 +118,4 @@ def test_a_real_bonnie_run_parses(tmp_path: Path) -> None:
 def test_the_n_argument_leaves_out_what_is_bonnies_default(
     params: BonnieParams, expected: str
 ) -> None:
-    assert params.n_argument == expected
+    assert bonnie.n_argument(params) == expected

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from iomatrix.adapters import cpustat
-from iomatrix.adapters.cpustat import CpuTimes, parse_proc_stat, usage
-from iomatrix.model.result import CpuUsage
+from iomatrix.adapters.cpustat import CpuTimes, CpuUsage, parse_proc_stat, usage
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
@@ -104,7 +104,7 @@ def test_usage_zero_delta_is_all_zero() -> None:
 def test_usage_on_real_readings_is_consistent() -> None:
     text = Path("/proc/stat").read_text()
     before = parse_proc_stat(text)
-    bumped = before.model_copy(update={"user": before.user + 70, "idle": before.idle + 30})
+    bumped = dataclasses.replace(before, user=before.user + 70, idle=before.idle + 30)
     got = usage(before, bumped)
     assert (got.usr_pct, got.idle_pct, got.busy_cpu_s) == (70.0, 30.0, 0.7)
 

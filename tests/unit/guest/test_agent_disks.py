@@ -14,8 +14,8 @@ import pytest
 from iomatrix import proc
 from iomatrix.guest import disks
 from iomatrix.guest.context import CellContext, CellError
-from iomatrix.model.cell import Bus
-from support.builders import make_cell
+from iomatrix.model.axes import Bus
+from support.builders import guest_view, make_cell
 
 
 def sysfs(root: Path) -> Path:
@@ -52,7 +52,7 @@ class ModprobeSeam:
 @pytest.fixture
 def ctx(tmp_path: Path) -> CellContext:
     disks._LOADED_MODULES.clear()
-    return CellContext(make_cell(), tmp_path, time.monotonic() + 60)
+    return CellContext(guest_view(make_cell()), tmp_path, time.monotonic() + 60)
 
 
 def test_serials_are_read_the_way_each_bus_shows_them(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from iomatrix.guest import workloads
 from iomatrix.guest.context import CellContext
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import FioPhase, Workload
-from support.builders import make_cell
+from support.builders import guest_view, make_cell
 from support.paths import TESTS_DIR
 
 EXAMPLES = TESTS_DIR / "data" / "fio-examples"
@@ -100,7 +100,7 @@ def bounded_context(tmp_path: Path, workload: Workload, budget_s: float) -> Cell
     cell = make_cell().model_copy(update={"workload": workload})
     cell_dir = tmp_path / "cell"
     cell_dir.mkdir()
-    return CellContext(cell, cell_dir, time.monotonic() + budget_s)
+    return CellContext(guest_view(cell), cell_dir, time.monotonic() + budget_s)
 
 
 def seq_write_example(**bounds: object) -> Workload:

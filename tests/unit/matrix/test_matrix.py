@@ -12,6 +12,7 @@ from typing import Any, get_args
 import pytest
 import yaml
 
+from iomatrix.adapters import bonnie
 from iomatrix.errors import MatrixError, MatrixErrors
 from iomatrix.matrix.fio_jobs import FIO_IOENGINES, check_fio_job, estimate_fio_runtime
 from iomatrix.matrix.loader import json_schema, load_matrix, place_errors, quick_variant
@@ -2215,7 +2216,7 @@ def test_builtin_and_bonnie_workloads_load_with_their_parameters(ws: Path) -> No
     meta = workloads["meta"]
     assert meta.kind == "bonnie"
     assert meta.bonnie is not None
-    assert meta.bonnie.n_argument == "16:4096:0:8"
+    assert bonnie.n_argument(meta.bonnie) == "16:4096:0:8"
     # Parameters are pinned by a hash, as a job file's text is.
     assert dd.sha256 != workloads["dd-then-sync"].sha256
     assert all(w.estimated_s > 0 for w in workloads.values())

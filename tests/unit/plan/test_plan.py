@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from pydantic import ValidationError
 
 from iomatrix.model.cell import Timeouts
 from iomatrix.plan.boots import (
     BootPlan,
     Disk,
+    Step,
     boot_groups,
     cut_into_boots,
     device_key,
@@ -110,8 +112,18 @@ def test_boot_plan_round_trips_through_json() -> None:
     )
     again = BootPlan.model_validate_json(plan.model_dump_json())
     assert again == plan
-    assert again.format == 2
+    assert again.format == 3
     assert again.cells == tuple(cells)
+    # Each step names its disk, for the guest, which cannot derive the key (guest/plan_view.py).
+    assert [s.disk_key for s in again.steps] == [device_key(s.cell.device) for s in again.steps]
+
+
+def test_a_step_with_another_cells_disk_key_is_refused() -> None:
+    step = Step.of("/results/run1", make_cell(), 0)
+    data = step.model_dump()
+    data["disk_key"] = "0123456789ab"
+    with pytest.raises(ValidationError, match="is not the key of the cell's device"):
+        Step.model_validate(data)
 
 
 def test_an_ordinary_run_runs_each_cells_repetitions_back_to_back() -> None:

@@ -1,0 +1,153 @@
+"""The records the guest agent writes, as plain frozen dataclasses: stdlib only, like plan_view.
+
+They are the host's result records (iomatrix.model.result) field for field, under the same
+names, so that the agent does not import pydantic (see plan_view for what that costs at every
+boot). The host validates every file the agent writes when it reads it (store.records_io), so
+a wrong value is still caught, on the host, with the file's name.
+
+`to_json` writes what pydantic's model_dump(mode="json") of the host's record writes: every
+field, except the compatible additions left out while they hold their default (the host's
+`exclude_if`, listed here in OMIT_WHEN_EMPTY). tests/unit/guest/test_contract.py checks that
+each record's JSON validates as the host's record and dumps back unchanged, so the two cannot
+drift apart unnoticed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from iomatrix.adapters.cpustat import CpuUsage
+from iomatrix.store.files import write_text_atomic
+
+__all__ = [
+    "Applied",
+    "CellResult",
+    "CpuUsage",
+    "Limits",
+    "LoopApplied",
+    "Repetition",
+    "RepetitionRecord",
+    "to_json",
+    "write_json",
+]
+
+Json = dict[str, Any]
+# model.result: CELL_FORMAT (a test keeps the two equal).
+CELL_FORMAT = 1
+
+
+def _json_value(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_json(value)
+    if isinstance(value, tuple | list):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    return value
+
+
+def to_json(record: Any) -> Json:
+    """A record as the host's record dumps it: fields in order, empty additions left out."""
+    omit: frozenset[str] = getattr(record, "OMIT_WHEN_EMPTY", frozenset())
+    out: Json = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if f.name in omit and not value:
+            continue
+        out[f.name] = _json_value(value)
+    return out
+
+
+def write_json(path: Path, record: Any) -> None:
+    """A record's file, written whole or not at all (as records_io.write_record does)."""
+    write_text_atomic(path, json.dumps(to_json(record), indent=1) + "\n")
+
+
+@dataclass(frozen=True)
+class LoopApplied:
+    device: str
+    backing_file: str
+    direct_io: bool
+    scheduler: str | None
+    file_size_bytes: int
+    file_allocated_bytes: int
+    file_attributes: str
+    dir_attributes: str
+    nocow: bool
+    outer_device: str
+    outer_fstype: str
+    outer_mount_options: tuple[str, ...]
+    outer_missing_mount_options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What the guest kernel applied, read back after setting it up (model.result.Applied)."""
+
+    OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset(
+        {"member_devices", "member_schedulers", "btrfs_profiles", "btrfs_devices", "loop"}
+    )
+
+    kernel_release: str
+    device: str
+    scheduler: str | None
+    schedulers_available: tuple[str, ...]
+    mount_fstype: str
+    mount_options: tuple[str, ...]
+    missing_mount_options: tuple[str, ...] = ()
+    member_devices: tuple[str, ...] = ()
+    member_schedulers: tuple[str | None, ...] = ()
+    btrfs_profiles: dict[str, str] = field(default_factory=dict)
+    btrfs_devices: tuple[str, ...] = ()
+    loop: LoopApplied | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    runtime_s: float
+    file_size_bytes: int | None = None
+    stopped: bool = False
+
+
+@dataclass(frozen=True)
+class Repetition:
+    """One repetition's measurements (model.result.Repetition)."""
+
+    OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({"limits", "raw", "phases", "applied"})
+
+    index: int
+    metrics: dict[str, float]
+    cpu: CpuUsage
+    duration_s: float
+    fio_version: str
+    fio: dict[str, Any]
+    limits: Limits | None = None
+    raw: dict[str, Any] | None = None
+    phases: dict[str, float] | None = None
+    applied: Applied | None = None
+
+
+@dataclass(frozen=True)
+class RepetitionRecord:
+    applied: Applied
+    repetition: Repetition
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellResult:
+    """A cell's outcome (model.result.CellResult). Its repetitions are the rep-<n>.json files
+    earlier steps (maybe earlier boots) wrote, taken as they are: their "repetition" parts."""
+
+    format: int = CELL_FORMAT
+    cell_id: str
+    status: str
+    reason: str | None
+    applied: Json | None
+    repetitions: tuple[Json, ...]
+    started_at: str | None
+    finished_at: str | None
+    log: str | None

@@ -1,0 +1,243 @@
+"""The guest agent's stdlib views of the host's records (guest/plan_view.py, guest/records.py)
+held to those records: what the guest reads from a plan is what the host's records say, and what
+it writes validates as the host's records and dumps back unchanged."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from iomatrix.adapters import cpustat
+from iomatrix.guest import plan_view, records
+from iomatrix.matrix.loader import load_matrix
+from iomatrix.model import result
+from iomatrix.model.cell import Cell
+from iomatrix.plan.boots import BootPlan, Disk, boot_groups
+from support.builders import guest_view, make_cell
+from support.paths import REPO_ROOT
+
+MATRICES = sorted((REPO_ROOT / "matrix").glob("**/*.yaml"))
+MATRICES = [m for m in MATRICES if "presets" not in m.parts]
+
+
+def same(view: Any, record: Any, where: str) -> None:
+    """Every field of a guest view equals the host record's attribute of the same name."""
+    if dataclasses.is_dataclass(view):
+        assert record is not None, f"{where}: the guest has a value, the host None"
+        for f in dataclasses.fields(view):
+            same(getattr(view, f.name), getattr(record, f.name), f"{where}.{f.name}")
+    elif isinstance(view, tuple):
+        assert isinstance(record, tuple), where
+        assert len(view) == len(record), where
+        for i, (v, r) in enumerate(zip(view, record, strict=True)):
+            same(v, r, f"{where}[{i}]")
+    else:
+        assert view == record, f"{where}: guest {view!r}, host {record!r}"
+        assert type(view) is type(record), f"{where}: {type(view)} vs {type(record)}"
+
+
+def plan_of(path: Path, tmp_path: Path) -> BootPlan:
+    matrix = load_matrix(path)
+    steps = [s for group in boot_groups(matrix.cells, str(tmp_path)) for s in group.steps]
+    keys = dict.fromkeys(s.disk_key for s in steps)
+    return BootPlan(
+        boot_id="b",
+        kernel=steps[0].cell.kernel,
+        disks=tuple(
+            Disk(key=k, serial=f"iomatrix{i}", host_path=f"/x{i}.img", qemu_args=())
+            for i, k in enumerate(keys)
+        ),
+        rw_dir=str(tmp_path),
+        timeouts=matrix.timeouts,
+        steps=tuple(steps),
+    )
+
+
+@pytest.mark.parametrize("path", MATRICES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_the_guest_reads_every_example_plan_as_the_host_wrote_it(
+    path: Path, tmp_path: Path
+) -> None:
+    plan = plan_of(path, tmp_path)
+    view = plan_view.PlanView.from_json(json.loads(plan.model_dump_json()))
+    same(view, plan, "plan")
+    for step_view, step in zip(view.steps, plan.steps, strict=True):
+        assert step_view.cell.label == step.cell.label
+        assert step_view.cell.filesystem.disk_fstype == step.cell.filesystem.disk_fstype
+
+
+def test_the_example_plans_use_every_part_of_the_view() -> None:
+    # The test above covers a view's optional parts only where an example matrix uses them.
+    cells: list[Cell] = [c for m in MATRICES for c in load_matrix(m).cells]
+    assert any(c.filesystem.loop is not None for c in cells)
+    assert any(c.workload.builtin is not None for c in cells)
+    assert any(c.workload.bonnie is not None for c in cells)
+    assert any(c.workload.phases for c in cells)
+    assert any(c.device.count > 1 for c in cells)
+
+
+@pytest.mark.parametrize("cap", [1 << 28, "off", "auto"])
+def test_the_guest_reads_a_workloads_bounds(cap: int | str) -> None:
+    # No example matrix bounds a workload; the bounds still reach the guest as the host set them.
+    cell = make_cell()
+    workload = cell.workload.model_copy(update={"max_runtime_s": 30.0, "file_size_cap": cap})
+    cell = Cell.model_validate({**cell.model_dump(), "workload": workload.model_dump()})
+    same(guest_view(cell), cell, "cell")
+
+
+def test_a_view_tells_a_field_the_host_renamed(tmp_path: Path) -> None:
+    plan = plan_of(REPO_ROOT / "matrix" / "quick.yaml", tmp_path)
+    data = json.loads(plan.model_dump_json())
+    data["steps"][0]["cell"]["filesystem"]["mkfs_opts"] = data["steps"][0]["cell"][
+        "filesystem"
+    ].pop("mkfs_options")
+    with pytest.raises(KeyError, match="mkfs_options"):
+        plan_view.PlanView.from_json(data)
+    data = json.loads(plan.model_dump_json())
+    data["steps"][0]["cell"]["scheduler"] = "cfq"
+    with pytest.raises(ValueError, match="cfq"):
+        plan_view.PlanView.from_json(data)
+
+
+# --- what the guest writes --------------------------------------------------------------------
+
+PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
+    (cpustat.CpuUsage, result.CpuUsage),
+    (records.LoopApplied, result.LoopApplied),
+    (records.Applied, result.Applied),
+    (records.Limits, result.Limits),
+    (records.Repetition, result.Repetition),
+    (records.RepetitionRecord, result.RepetitionRecord),
+    (records.CellResult, result.CellResult),
+]
+
+
+@pytest.mark.parametrize(("guest", "host"), PAIRS, ids=lambda c: c.__name__)
+def test_each_guest_record_has_the_host_records_fields(
+    guest: type[Any], host: type[BaseModel]
+) -> None:
+    assert [f.name for f in dataclasses.fields(guest)] == list(host.model_fields)
+
+
+def test_the_cell_format_is_the_hosts() -> None:
+    assert records.CELL_FORMAT == result.CELL_FORMAT
+
+
+CPU = cpustat.CpuUsage(usr_pct=1.5, sys_pct=20.0, iowait_pct=3.0, idle_pct=75.5, busy_cpu_s=2.0)
+PLAIN = records.Applied(
+    kernel_release="6.1.0-50-amd64",
+    device="vda",
+    scheduler="mq-deadline",
+    schedulers_available=("mq-deadline", "none"),
+    mount_fstype="ext4",
+    mount_options=("rw", "relatime"),
+)
+STACKED = records.Applied(
+    kernel_release="6.1.0-50-amd64",
+    device="vda",
+    scheduler=None,
+    schedulers_available=("none",),
+    mount_fstype="ext4",
+    mount_options=("rw",),
+    missing_mount_options=("nobarrier",),
+    member_devices=("vda", "vdb"),
+    member_schedulers=("none", None),
+    btrfs_profiles={"Data": "RAID1"},
+    btrfs_devices=("/dev/vda", "/dev/vdb"),
+    loop=records.LoopApplied(
+        device="loop0",
+        backing_file="/tmp/iomatrix/outer/iomatrix-loop/backing.img",
+        direct_io=True,
+        scheduler="none",
+        file_size_bytes=1 << 30,
+        file_allocated_bytes=1 << 20,
+        file_attributes="---------------C------",
+        dir_attributes="---------------C------",
+        nocow=True,
+        outer_device="vda",
+        outer_fstype="btrfs",
+        outer_mount_options=("rw",),
+    ),
+)
+BARE_REP = records.Repetition(
+    index=0, metrics={"write_iops": 100.0}, cpu=CPU, duration_s=1.0, fio_version="", fio={}
+)
+FULL_REP = records.Repetition(
+    index=1,
+    metrics={"write_iops": 12890.0, "cpu_s_per_io": 1e-4},
+    cpu=CPU,
+    duration_s=30.5,
+    fio_version="fio-3.33",
+    fio={"fio version": "fio-3.33", "jobs": [{"jobname": "w"}]},
+    limits=records.Limits(runtime_s=30.0, file_size_bytes=1 << 28, stopped=True),
+    raw={"tool": "bonnie++", "too_fast": ["seq_stat"]},
+    phases={"setup": 0.5, "workload": 30.0},
+    applied=STACKED,
+)
+EXAMPLES: list[tuple[Any, type[BaseModel]]] = [
+    (CPU, result.CpuUsage),
+    (PLAIN, result.Applied),
+    (STACKED, result.Applied),
+    (records.Limits(runtime_s=5.0), result.Limits),
+    (BARE_REP, result.Repetition),
+    (FULL_REP, result.Repetition),
+    (records.RepetitionRecord(PLAIN, BARE_REP), result.RepetitionRecord),
+    (
+        records.CellResult(
+            cell_id="c",
+            status="ok",
+            reason=None,
+            applied=records.to_json(PLAIN),
+            repetitions=(records.to_json(BARE_REP), records.to_json(FULL_REP)),
+            started_at="2026-11-24T10:00:00+00:00",
+            finished_at="2026-11-24T10:01:00+00:00",
+            log="cells/c/cell.log",
+        ),
+        result.CellResult,
+    ),
+    (
+        records.CellResult(
+            cell_id="c",
+            status="failed",
+            reason="mkfs failed (exit 1): bad option",
+            applied=None,
+            repetitions=(),
+            started_at=None,
+            finished_at="2026-11-24T10:01:00+00:00",
+            log=None,
+        ),
+        result.CellResult,
+    ),
+]
+
+
+@pytest.mark.parametrize(("record", "host"), EXAMPLES, ids=lambda x: type(x).__name__)
+def test_what_the_guest_writes_is_what_the_hosts_record_writes(
+    record: Any, host: type[BaseModel]
+) -> None:
+    written = records.to_json(record)
+    assert host.model_validate(written).model_dump(mode="json") == written
+    # Key order too: a file reads the same whichever side wrote it.
+    assert list(host.model_validate(written).model_dump(mode="json")) == list(written)
+
+
+def test_write_json_writes_a_file_the_host_loads(tmp_path: Path) -> None:
+    path = tmp_path / "rep-1.json"
+    records.write_json(path, records.RepetitionRecord(STACKED, FULL_REP))
+    loaded = result.RepetitionRecord.model_validate_json(path.read_text())
+    assert loaded.repetition.phases == {"setup": 0.5, "workload": 30.0}
+    assert loaded.applied.loop is not None
+    assert loaded.applied.loop.nocow
+
+
+def test_the_check_catches_a_record_that_writes_an_empty_addition() -> None:
+    # The comparison above can fail: an Applied that wrote its empty additions (as a guest record
+    # without OMIT_WHEN_EMPTY would) dumps back without them.
+    written = {
+        f.name: records._json_value(getattr(PLAIN, f.name)) for f in dataclasses.fields(PLAIN)
+    }
+    assert result.Applied.model_validate(written).model_dump(mode="json") != written
