@@ -120,8 +120,11 @@ def test_the_image_builds_and_runs_a_cell_in_a_vm_inside_it(engine: str, tmp_pat
     # with the image's interpreter.
     argv = record.boots[0].argv
     assert argv[0] == "/opt/iomatrix/venv/bin/vng"
-    assert "PYTHONPATH=/iomatrix/harness:/opt/iomatrix/venv/lib/python3" in argv[-1]
-    assert "/opt/iomatrix/venv/bin/python3 -S -m iomatrix.guest /" in argv[-1]
+    # The guest's path holds the package only: its side imports the standard library alone.
+    assert (
+        "PYTHONPATH=/iomatrix/harness /opt/iomatrix/venv/bin/python3 -S -m iomatrix.guest /"
+        in (argv[-1])
+    )
     assert record.environment.accelerator in ("kvm", "tcg")
     assert kernel_cache_state() == before, "a kernel was downloaded inside the container"
     print(f"\nimage build ({engine}): {build_s:.0f} s; one cell in the container: {run_s:.0f} s")

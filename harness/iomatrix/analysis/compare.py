@@ -9,10 +9,14 @@ fixed). Which side is better comes from the metric's name (metrics.py).
 Verdicts of a row (one cell x one metric):
   improved / regressed  a significant, large change of a gated metric, good or bad
   changed               the same for an informational metric (no direction; never gates)
-  unchanged             no significant large change, with enough repetitions and low noise
+  unchanged             no significant large change, with enough repetitions and low noise; the
+                        reason says how large a change it could have seen ("could have seen
+                        >= 8.7%": the row's detectable effect, stats.detectable_effect)
   noisy                 no significant large change, but the test could not have seen one: a
-                        side's CoV is above `noisy_cov`, or there are too few repetitions to ever
-                        reach p < alpha (the reason then starts with "insufficient repetitions")
+                        side's CoV is above `noisy_cov`, the detectable effect is above the
+                        target effect (when one is given), or there are too few repetitions to
+                        ever reach p < alpha (the reason then starts with "insufficient
+                        repetitions"); the reason starts "too noisy to tell" otherwise
   missing               the cell (or the metric) is absent or not ok on one side; the reason
                         says which side and why
   incomparable          no ratio can be formed (base median 0), or the environments differ and
@@ -81,6 +85,9 @@ class Settings(Record):
     resamples: int
     # Fewest repetitions per side (equal sizes) with which p < alpha is possible at all.
     min_repetitions: int
+    # The change the comparison must be able to see (0.05 = 5%); a row whose detectable effect
+    # is larger is "noisy" rather than "unchanged". None: no target.
+    target_effect: float | None = None
 
 
 class RunInfo(Record):
@@ -113,6 +120,9 @@ class Row(Record):
     p_value: float | None = None
     p_adjusted: float | None = None
     min_effect: float | None = None
+    # The smallest change this row would have reported (stats.detectable_effect, at
+    # stats.DETECTABLE_POWER); None when it could report none (too few repetitions).
+    detectable: float | None = None
     verdict: Verdict
     reason: str
     # For "missing" rows: the side(s) without numbers.
@@ -417,6 +427,27 @@ def _effect(row: Row, settings: Settings) -> float:
     )
 
 
+def _detectable(row: Row, settings: Settings) -> float | None:
+    assert row.min_effect is not None
+    return stats.detectable_effect(
+        row.base_n,
+        row.new_n,
+        row.base_cov,
+        row.new_cov,
+        min_effect=row.min_effect,
+        alpha=settings.alpha,
+    )
+
+
+def could_have_seen(row: Row, *, only: bool = False) -> str:
+    """'could have seen >= 8.7%' ('could only have seen' when that was not enough): what a row
+    without a change could have told."""
+    could = "could only" if only else "could"
+    if row.detectable is None:
+        return f"{could} have seen no change"
+    return f"{could} have seen >= {format_percent(row.detectable)}"
+
+
 def _decide(row: Row, settings: Settings) -> tuple[Verdict, str]:
     """The verdict and its reason for a measured row (min_effect set); see the module docstring."""
     effect = row.min_effect
@@ -442,6 +473,25 @@ def _decide(row: Row, settings: Settings) -> tuple[Verdict, str]:
     return _no_change(row, settings, significant=significant)
 
 
+def _too_noisy(row: Row, settings: Settings) -> str | None:
+    """Why a row without a change could not have told one, or None when it could have."""
+    only_seen = could_have_seen(row, only=True)
+    noisy = [
+        f"{side} CoV {format_percent(c)}"
+        for side, c in (("base", row.base_cov), ("new", row.new_cov))
+        if c is not None and c > settings.noisy_cov
+    ]
+    if noisy:
+        return (
+            f"too noisy to tell: {', '.join(noisy)} > {format_percent(settings.noisy_cov)}; "
+            f"no significant change; {only_seen}"
+        )
+    target = settings.target_effect
+    if target is not None and (row.detectable is None or row.detectable > target):
+        return f"too noisy to tell: {only_seen}, the target is {format_percent(target)}"
+    return None
+
+
 def _no_change(
     row: Row, settings: Settings, *, significant: bool, why: str | None = None
 ) -> tuple[Verdict, str]:
@@ -453,25 +503,21 @@ def _no_change(
             f"{INSUFFICIENT}: {row.base_n} vs {row.new_n} cannot reach p < {settings.alpha:g} "
             f"(need >= {settings.min_repetitions} per side)",
         )
-    noisy = [
-        f"{side} CoV {format_percent(c)}"
-        for side, c in (("base", row.base_cov), ("new", row.new_cov))
-        if c is not None and c > settings.noisy_cov
-    ]
-    if noisy:
-        return (
-            "noisy",
-            f"noisy: {', '.join(noisy)} > {format_percent(settings.noisy_cov)}; "
-            "no significant change",
-        )
+    too_noisy = _too_noisy(row, settings)
+    if too_noisy is not None:
+        return "noisy", too_noisy
+    seen = could_have_seen(row)
     if why is not None:
-        return "unchanged", why
+        return "unchanged", f"{why}; {seen}"
     if not significant:
-        return "unchanged", f"not significant (p_adj {format_p(row.p_adjusted)})"
+        return "unchanged", f"not significant (p_adj {format_p(row.p_adjusted)}); {seen}"
     if row.ci_low is None:
-        return "unchanged", "significant, but no confidence interval"
+        return "unchanged", f"significant, but no confidence interval; {seen}"
     assert row.min_effect is not None
-    return "unchanged", f"significant, but the CI reaches into +-{format_percent(row.min_effect)}"
+    return (
+        "unchanged",
+        f"significant, but the CI reaches into +-{format_percent(row.min_effect)}; {seen}",
+    )
 
 
 def _axis_summaries(rows: Sequence[Row]) -> list[AxisSummary]:
@@ -537,11 +583,13 @@ def compare_runs(
     resamples: int = stats.DEFAULT_RESAMPLES,
     min_effect_floor: float = stats.MIN_EFFECT_FLOOR,
     min_effect_cov_factor: float = stats.MIN_EFFECT_COV_FACTOR,
+    target_effect: float | None = None,
 ) -> Comparison:
     """Compare every cell x metric of `new` against `base` (cells matched by cell id).
 
     `metrics`: names or fnmatch patterns (`*_iops`) to compare; default all. `min_effect`: a
     fixed relative minimum effect instead of max(min_effect_floor, factor x baseline CoV).
+    `target_effect`: the change every row must be able to see; rows that could not are "noisy".
     Raises EnvironmentMismatchError when the environments differ and `force` is False.
     `pairs`: (base cell id, new cell id) of an A/B session, whose cells differ on purpose (two
     kernels, two device profiles): rows match by pair and only the run-wide environment must agree.
@@ -552,6 +600,8 @@ def compare_runs(
         raise ValueError(f"the minimum effect must not be negative, got {min_effect}")
     if noisy_cov <= 0:
         raise ValueError(f"noisy_cov must be positive, got {noisy_cov}")
+    if target_effect is not None and target_effect <= 0:
+        raise ValueError(f"the target effect must be positive, got {target_effect}")
     settings = Settings(
         alpha=alpha,
         min_effect=min_effect,
@@ -561,6 +611,7 @@ def compare_runs(
         confidence=confidence,
         resamples=resamples,
         min_repetitions=stats.minimum_n_per_side(alpha),
+        target_effect=target_effect,
     )
     differences = environment_differences(base, new, paired=pairs is not None)
     marker = None
@@ -615,6 +666,7 @@ def compare_runs(
     for p, measured in tested:
         row = p.row.model_copy(update={**measured, "p_adjusted": next(adjusted_iter)})
         row = row.model_copy(update={"min_effect": _effect(row, settings)})
+        row = row.model_copy(update={"detectable": _detectable(row, settings)})
         verdict, reason = _decide(row, settings)
         decided[id(p)] = row.model_copy(update={"verdict": verdict, "reason": reason})
     rows = [decided.get(id(p), p.row) for p in pending]

@@ -7,6 +7,7 @@ import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 
+from iomatrix.analysis import stats
 from iomatrix.analysis.compare import (
     INSUFFICIENT,
     AxisSummary,
@@ -47,6 +48,14 @@ def verdict_line(comparison: Comparison) -> str:
     parts = [f"{counts[v]} {v}" for v in _VERDICT_ORDER if counts.get(v)]
     if insufficient:
         parts.append(f"{insufficient} with {INSUFFICIENT}")
+    seen = sorted(
+        r.detectable for r in comparison.rows if r.verdict == "unchanged" and r.detectable
+    )
+    if seen:
+        # A green check says how large a change it could have missed, not only that it saw none.
+        low, high = format_percent(seen[0]), format_percent(seen[-1])
+        span = low if low == high else f"{low} to {high}"
+        parts.append(f"the unchanged could have seen >= {span}")
     forced = " (FORCED: environments differ)" if comparison.forced else ""
     return (
         f"{head}{forced}: {', '.join(parts) or 'nothing to compare'} "
@@ -77,6 +86,10 @@ def _ci(row: Row) -> str:
     return f"[{_change(row.ci_low)}, {_change(row.ci_high)}]"
 
 
+def _detectable(row: Row) -> str:
+    return "-" if row.detectable is None else f">={format_percent(row.detectable)}"
+
+
 def _show_reason(row: Row) -> str:
     return row.reason if row.verdict in ("noisy", "missing", "incomparable", "changed") else ""
 
@@ -92,7 +105,9 @@ def _method_line(comparison: Comparison) -> str:
     return (
         f"change = median(new) / median(base) - 1; CI = bootstrap {s.confidence:.0%} CI; "
         f"p_adj = Mann-Whitney U, Benjamini-Hochberg over {tested} tests; a change needs "
-        f"p_adj < {s.alpha:g} and the CI beyond {effect}"
+        f"p_adj < {s.alpha:g} and the CI beyond {effect}; could see = the smallest change "
+        f"the row would report with {stats.DETECTABLE_POWER:.0%} probability"
+        + (f"; target {format_percent(s.target_effect)}" if s.target_effect is not None else "")
     )
 
 
@@ -111,7 +126,18 @@ def _header_lines(comparison: Comparison) -> list[str]:
 # The terminal table cuts longer reasons (the JSON and Markdown reports keep them whole).
 TABLE_REASON_WIDTH = 90
 
-TABLE_HEADER = ("cell", "metric", "base", "new", "change", "95% CI", "p_adj", "verdict", "reason")
+TABLE_HEADER = (
+    "cell",
+    "metric",
+    "base",
+    "new",
+    "change",
+    "95% CI",
+    "p_adj",
+    "could see",
+    "verdict",
+    "reason",
+)
 
 
 def _detail_cells(row: Row) -> list[str]:
@@ -122,6 +148,7 @@ def _detail_cells(row: Row) -> list[str]:
         _change(row.ratio),
         _ci(row),
         format_p(row.p_adjusted),
+        _detectable(row),
         row.verdict,
         _show_reason(row),
     ]
@@ -153,7 +180,7 @@ def render_table(comparison: Comparison) -> str:
             cells[-1] = cells[-1][: TABLE_REASON_WIDTH - 3] + "..."
         rows.append([row.cell if row.cell != previous else "", *cells])
         previous = row.cell
-    lines.append(format_table(TABLE_HEADER, rows, numeric={2, 3, 4, 6}))
+    lines.append(format_table(TABLE_HEADER, rows, numeric={2, 3, 4, 6, 7}))
     if comparison.axes:
         lines += [
             "",
