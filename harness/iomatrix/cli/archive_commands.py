@@ -1,4 +1,4 @@
-"""Commands over archived runs: show, compare, history, trend, merge, archive."""
+"""Commands over archived runs: show, compare, repetitions, history, trend, merge, archive."""
 
 from __future__ import annotations
 
@@ -8,12 +8,17 @@ import json
 import sys
 from pathlib import Path
 
-from iomatrix.analysis import compare, trend
+from iomatrix.analysis import compare, planning, stats, trend
 from iomatrix.cli import options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.report import comparison as comparison_report
-from iomatrix.report.tables import format_table, metric_tables, run_table
+from iomatrix.report.tables import (
+    format_repetition_plans,
+    format_table,
+    metric_tables,
+    run_table,
+)
 from iomatrix.report.timeline import format_timeline
 from iomatrix.store import archive, merge, rundir
 from iomatrix.store.records_io import load_run
@@ -49,6 +54,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             new,
             force=args.force,
             min_effect=args.min_effect,
+            target_effect=args.target_effect,
             alpha=args.alpha,
             metrics=args.metric,
         )
@@ -64,6 +70,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return ExitCode(compare.exit_code(result))
+
+
+def cmd_repetitions(args: argparse.Namespace) -> int:
+    record = load_run(rundir.find_run(args.run, Path(args.results)))
+    plans = planning.plan_repetitions(
+        record,
+        args.target_effect,
+        metrics=args.metric,
+        alpha=args.alpha,
+        min_effect=args.min_effect,
+    )
+    if args.json:
+        print(json.dumps([p.model_dump(mode="json") for p in plans], indent=1))
+        return ExitCode.OK
+    print(
+        f"repetitions to see a {args.target_effect:.1%} change (alpha {args.alpha:g}, "
+        f"{stats.DETECTABLE_POWER:.0%} of the time), from the noise of {record.run_id}:"
+    )
+    print(format_repetition_plans(plans))
+    return ExitCode.OK
 
 
 def update_index_or_warn(results_dir: Path) -> None:
@@ -195,8 +221,51 @@ def cmd_archive(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _add_repetitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "repetitions",
+        help="how many repetitions each cell needs to see a target change, from a run's noise",
+        description=(
+            "From a run (a baseline or a short pilot), per cell and headline metric (or "
+            "--metric): its noise, the change its repetitions could see, and the repetitions "
+            "per side a comparison needs to see --target-effect; when repeating cannot get "
+            "there (the noise sets the minimum effect), the levers that would help."
+        ),
+    )
+    p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
+    options.results(p)
+    p.add_argument(
+        "--target-effect",
+        type=options.fraction,
+        required=True,
+        metavar="F",
+        help="the change to be able to see, e.g. 5%% or 0.05",
+    )
+    p.add_argument(
+        "--min-effect",
+        type=options.fraction,
+        metavar="F",
+        help="a fixed minimum effect, as compare takes it (default: max(0.03, 2 x CoV))",
+    )
+    p.add_argument(
+        "--alpha",
+        type=options.fraction,
+        default=compare.DEFAULT_ALPHA,
+        metavar="A",
+        help=f"significance level (default: {compare.DEFAULT_ALPHA:g})",
+    )
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="PATTERN",
+        help="these metrics (name or glob) instead of the headline ones; repeatable",
+    )
+    options.json_output(p)
+    p.set_defaults(func=cmd_repetitions)
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """show, compare, history, trend, merge and archive."""
+    """show, compare, repetitions, history, trend, merge and archive."""
     p = sub.add_parser(
         "compare",
         help="compare two runs cell by cell: regressions, improvements, noise",
@@ -218,6 +287,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     options.comparison(p)
     p.set_defaults(func=cmd_compare)
+
+    _add_repetitions_parser(sub)
 
     p = sub.add_parser(
         "show",

@@ -64,9 +64,10 @@ def shard(text: str) -> str:
 
 
 def fraction(text: str) -> float:
-    """An argparse type: a number strictly between 0 and 1 (a significance level, an effect)."""
+    """An argparse type: a number strictly between 0 and 1 (a significance level, an effect), or
+    a percentage ("5%" is 0.05)."""
     try:
-        value = float(text)
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0 < value < 1:
@@ -146,6 +147,15 @@ def comparison(p: argparse.ArgumentParser) -> None:
         type=fraction,
         metavar="F",
         help="fixed minimum relative change, e.g. 0.05 (default: max(0.03, 2 x baseline CoV))",
+    )
+    p.add_argument(
+        "--target-effect",
+        type=fraction,
+        metavar="F",
+        help=(
+            "the change every row must be able to see, e.g. 5%% or 0.05: a row that could only "
+            "have seen a larger one is 'noisy' (too noisy to tell), not 'unchanged'"
+        ),
     )
     p.add_argument(
         "--alpha",

@@ -208,6 +208,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         base_run,
         new_run,
         min_effect=args.min_effect,
+        target_effect=args.target_effect,
         alpha=args.alpha,
         metrics=args.metric,
         pairs=[(a.id, b.id) for a, b in pairs],

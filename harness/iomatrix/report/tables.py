@@ -6,6 +6,7 @@ import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
 
 from iomatrix.analysis import metrics
+from iomatrix.analysis.planning import RepetitionPlan
 from iomatrix.model.axes import AXES, REGISTRY
 from iomatrix.model.result import CellEntry, MetricSummary, RunRecord
 
@@ -241,3 +242,31 @@ def metric_tables(
         header = [f"{workload} (median)", *_column_labels(group)]
         out.append(format_table(header, rows, numeric=range(1, len(header))))
     return "\n\n".join(out)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def format_repetition_plans(plans: Sequence[RepetitionPlan]) -> str:
+    """`iomatrix repetitions`: per cell x metric, its noise, what it can see, what it needs."""
+    if not plans:
+        return "no ok cell with a headline metric in this run"
+    header = ("cell", "metric", "CoV", "min effect", "reps", "could see", "needed", "advice")
+    rows = []
+    previous = None
+    for plan in plans:
+        rows.append(
+            [
+                plan.cell if plan.cell != previous else "",
+                plan.metric,
+                _percent(plan.cov),
+                _percent(plan.min_effect),
+                str(plan.repeat),
+                "-" if plan.detectable_now is None else f">={plan.detectable_now:.1%}",
+                "-" if plan.needed is None else str(plan.needed),
+                plan.advice,
+            ]
+        )
+        previous = plan.cell
+    return format_table(header, rows, numeric={2, 3, 4, 5, 6})

@@ -1,0 +1,101 @@
+"""Planning repetitions from a run's noise: how many a target change needs, and the levers when
+repeating cannot get there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from iomatrix.analysis import planning, stats
+from iomatrix.cli import main as cli
+from iomatrix.cli.options import fraction
+from iomatrix.model.result import RunRecord
+from iomatrix.store import rundir
+from iomatrix.store.records_io import write_record
+from support.builders import make_cell
+from support.runs import make_run, ok, sample
+
+QUIET = make_cell(fs="ext4")
+LOUD = make_cell(fs="xfs")
+SINGLE = make_cell(fs="btrfs")
+
+
+def pilot() -> RunRecord:
+    return make_run(
+        [
+            ok(QUIET, {"write_iops": sample(1, 1000, 0.01, 6)}),
+            ok(LOUD, {"write_iops": sample(2, 1000, 0.06, 6)}),
+            ok(SINGLE, {"write_iops": [1000.0]}),
+        ],
+        run_id="pilot",
+    )
+
+
+def plan_of(plans: list[planning.RepetitionPlan], cell_id: str) -> planning.RepetitionPlan:
+    (found,) = [p for p in plans if p.cell_id == cell_id and p.metric == "write_iops"]
+    return found
+
+
+def test_a_quiet_cell_gets_the_repetitions_the_formula_says() -> None:
+    plan = plan_of(planning.plan_repetitions(pilot(), 0.05), QUIET.id)
+    assert plan.cov is not None
+    assert plan.min_effect == stats.minimum_effect(plan.cov)
+    expected = stats.repetitions_needed(plan.cov, 0.05, min_effect=plan.min_effect, alpha=0.05)
+    assert expected is not None
+    assert plan.needed == expected
+    # With those repetitions a comparison states a detectable effect within the target.
+    seen = stats.detectable_effect(
+        expected, expected, plan.cov, plan.cov, min_effect=plan.min_effect, alpha=0.05
+    )
+    assert seen is not None
+    assert seen <= 0.05
+    if expected > plan.repeat:
+        assert plan.advice == f"{expected} repetitions per side (the run has 6)"
+    else:
+        assert plan.advice.startswith("enough: 6 repetitions see >= ")
+
+
+def test_a_loud_cell_is_told_repeating_cannot_help_and_which_levers_might() -> None:
+    plan = plan_of(planning.plan_repetitions(pilot(), 0.05), LOUD.id)
+    assert plan.needed is None
+    assert plan.min_effect is not None
+    assert plan.min_effect >= 0.05
+    assert "repeating cannot help" in plan.advice
+    # The builder's run: TCG, 6 s repetitions, an image file on the host's disk.
+    assert "KVM" in plan.advice
+    assert "a longer runtime (its repetitions ran 6 s at most)" in plan.advice
+    assert "backing: ram" in plan.advice
+
+
+def test_a_fixed_min_effect_lets_repetitions_reach_a_loud_cells_target() -> None:
+    # 6% noise: the default minimum effect is 12%, so a 10% target is out of reach ...
+    assert plan_of(planning.plan_repetitions(pilot(), 0.10), LOUD.id).needed is None
+    # ... unless the comparison is told that 2% matters.
+    plan = plan_of(planning.plan_repetitions(pilot(), 0.10, min_effect=0.02), LOUD.id)
+    assert plan.needed is not None
+    assert plan.needed > 6
+    assert plan.advice == f"{plan.needed} repetitions per side (the run has 6)"
+
+
+def test_one_repetition_says_nothing_of_the_noise() -> None:
+    plan = plan_of(planning.plan_repetitions(pilot(), 0.05), SINGLE.id)
+    assert plan.cov is None
+    assert plan.needed is None
+    assert plan.advice == "needs at least 2 repetitions in the run to know its noise"
+
+
+def test_the_command_prints_the_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = pilot()
+    folder = tmp_path / run.run_id
+    write_record(rundir.run_file(folder), run)
+    assert cli.main(["repetitions", str(folder), "--target-effect", "5%"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("repetitions to see a 5.0% change (alpha 0.05, 80% of the time)")
+    assert "repeating cannot help" in out
+    assert QUIET.label in out
+
+
+def test_percentages_are_fractions() -> None:
+    assert fraction("5%") == pytest.approx(0.05)
+    assert fraction("0.05") == pytest.approx(0.05)
