@@ -37,11 +37,13 @@ import random
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Literal
 
 from iomatrix.analysis import metrics as metric_rules
 from iomatrix.analysis import stats
+from iomatrix.model.result import CellEntry, RunRecord
 
 SequentialVerdict = Literal["regressed", "improved", "changed", "unchanged", "undecided"]
 # A cell still short of its cap and of a decision gets another round.
@@ -147,3 +149,120 @@ def look(
         min_effect=effect,
         decision=decision,
     )
+
+
+# --- a session of cell pairs ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricDecision:
+    metric: str
+    look: Look
+
+
+@dataclass(frozen=True)
+class PairDecision:
+    """Where one A/B pair stands: each deciding metric's latest look, and the pair's verdict
+    ("missing" when a side has no numbers; otherwise "undecided" while any metric is)."""
+
+    index: int
+    base_cell: str
+    new_cell: str
+    label: str
+    metrics: tuple[MetricDecision, ...]
+    verdict: SequentialVerdict | Literal["continue", "missing"]
+    reason: str = ""
+
+
+# A pair's verdict is its most telling metric's: any regression first, then improvement, ...
+_ORDER: tuple[SequentialVerdict, ...] = (
+    "regressed",
+    "improved",
+    "changed",
+    "undecided",
+    "unchanged",
+)
+
+
+def _values(entry: CellEntry | None) -> dict[str, list[float]] | None:
+    if entry is None or entry.result.status != "ok" or not entry.result.repetitions:
+        return None
+    columns: dict[str, list[float]] = {}
+    for rep in entry.result.repetitions:
+        for name, value in rep.all_metrics().items():
+            columns.setdefault(name, []).append(value)
+    return columns
+
+
+@dataclass(frozen=True)
+class Session:
+    """A sequential A/B session's rules: which metrics decide a pair (the given patterns, or the
+    gated headline metrics), alpha, the cap, and each pair's first look (its initial
+    repetitions). `undecided` is what `host.session.run_ab` asks after every round."""
+
+    pairs: tuple[tuple[str, str], ...]
+    first: tuple[int, ...]
+    cap: int
+    alpha: float
+    metrics: tuple[str, ...] | None = None
+    min_effect: float | None = None
+    resamples: int = stats.DEFAULT_RESAMPLES
+
+    def _deciding(self, names: Sequence[str]) -> list[str]:
+        if self.metrics is not None:
+            return [n for n in names if any(fnmatchcase(n, p) for p in self.metrics)]
+        return [n for n in names if metric_rules.is_headline(n) and metric_rules.is_gated(n)]
+
+    def decisions(self, base: RunRecord, new: RunRecord) -> list[PairDecision]:
+        base_cells = {e.cell.id: e for e in base.cells}
+        new_cells = {e.cell.id: e for e in new.cells}
+        out = []
+        for index, (a_id, b_id) in enumerate(self.pairs):
+            a, b = base_cells.get(a_id), new_cells.get(b_id)
+            present = a if a is not None else b
+            label = present.cell.label if present is not None else a_id
+            a_values, b_values = _values(a), _values(b)
+            if a_values is None or b_values is None:
+                side = "base" if a_values is None else "new"
+                out.append(
+                    PairDecision(index, a_id, b_id, label, (), "missing", f"no numbers in {side}")
+                )
+                continue
+            plan = design(self.alpha, max(2, self.first[index]), max(self.cap, self.first[index]))
+            looks = tuple(
+                MetricDecision(
+                    name,
+                    look(
+                        a_values[name],
+                        b_values[name],
+                        plan,
+                        metric=name,
+                        min_effect=self.min_effect,
+                        resamples=self.resamples,
+                    ),
+                )
+                for name in sorted(
+                    self._deciding([n for n in a_values if n in b_values]),
+                    key=metric_rules.sort_key,
+                )
+            )
+            decided = [m.look.decision for m in looks]
+            verdict: SequentialVerdict | Literal["continue", "missing"]
+            if not looks:
+                verdict, reason = "missing", "no deciding metric on both sides"
+            elif "continue" in decided:
+                verdict, reason = "continue", ""
+            else:
+                verdict = next(v for v in _ORDER if v in decided)
+                reason = ""
+            out.append(PairDecision(index, a_id, b_id, label, looks, verdict, reason))
+        return out
+
+    def undecided(self, base: RunRecord, new: RunRecord) -> list[int]:
+        """The pairs that need another round."""
+        return [d.index for d in self.decisions(base, new) if d.verdict == "continue"]
+
+
+def gate(decisions: Sequence[PairDecision]) -> int:
+    """1 when a pair's deciding metric regressed, else 0 (as compare.exit_code)."""
+    return 1 if any(d.verdict == "regressed" for d in decisions) else 0

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from iomatrix.analysis import compare
+from iomatrix.analysis import compare, sequential
 from iomatrix.cli import options
 from iomatrix.cli.archive_commands import update_index_or_warn
 from iomatrix.cli.exit_codes import ExitCode
@@ -194,10 +194,17 @@ def cmd_ab(args: argparse.Namespace) -> int:
         share_cores=args.share_cores,
         split_boots=args.split_boots,
     )
+    rules = _sequential_rules(args, pairs)
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         base_run, new_run, session_dir = session.run_ab(
-            base, new, pairs, run_options, fetch=fetcher(args), out=_messages(args)
+            base,
+            new,
+            pairs,
+            run_options,
+            fetch=fetcher(args),
+            out=_messages(args),
+            more=rules.undecided if rules is not None else None,
         )
     except KeyboardInterrupt as exc:
         print("\niomatrix: A/B session interrupted", file=sys.stderr)
@@ -221,8 +228,44 @@ def cmd_ab(args: argparse.Namespace) -> int:
         print(comparison_report.verdict_line(result))
     else:
         sys.stdout.write(text)
-    print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
-    return ExitCode(compare.exit_code(result))
+    if rules is None:
+        print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
+        return ExitCode(compare.exit_code(result))
+    # The gate of a sequential session is its own decisions: the comparison above tests each
+    # row once at alpha, which after repeated looks would not keep alpha.
+    decisions = rules.decisions(base_run, new_run)
+    (session_dir / "sequential.json").write_text(
+        comparison_report.sequential_json(decisions, rules)
+    )
+    print("\n" + comparison_report.render_sequential(decisions, rules))
+    print(
+        f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md, sequential.json)"
+    )
+    return ExitCode(sequential.gate(decisions))
+
+
+def _sequential_rules(
+    args: argparse.Namespace, pairs: Sequence[tuple[Cell, Cell]]
+) -> sequential.Session | None:
+    """--until-decided: the rules each round is judged by, or None for a fixed session."""
+    if not args.until_decided:
+        if args.max_repeat is not None:
+            raise IomatrixError("--max-repeat goes with --until-decided")
+        return None
+    first = [min(a.repeat, b.repeat) for a, b in pairs]
+    cap = args.max_repeat if args.max_repeat is not None else 2 * max(first)
+    if cap < max(first):
+        raise IomatrixError(
+            f"--max-repeat {cap} is below the repetitions the cells start with ({max(first)})"
+        )
+    return sequential.Session(
+        pairs=tuple((a.id, b.id) for a, b in pairs),
+        first=tuple(first),
+        cap=cap,
+        alpha=args.alpha,
+        metrics=tuple(args.metric) if args.metric else None,
+        min_effect=args.min_effect,
+    )
 
 
 def _quiet(args: argparse.Namespace) -> bool:
@@ -299,7 +342,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--repeat",
         type=options.positive_int,
         metavar="N",
-        help="repetitions per side (at least 5 to gate)",
+        help="repetitions per side (at least 5 to gate; with --until-decided, the first look)",
+    )
+    p.add_argument(
+        "--until-decided",
+        action="store_true",
+        help=(
+            "after the repetitions, add one interleaved repetition per side to every pair whose "
+            "deciding metrics (--metric, or the gated headline ones) are still undecided, until "
+            "each is decided or reaches --max-repeat; a group-sequential design keeps the "
+            "false-positive rate at --alpha over all the looks (analysis/sequential.py)"
+        ),
+    )
+    p.add_argument(
+        "--max-repeat",
+        type=options.positive_int,
+        metavar="N",
+        help="with --until-decided: the most repetitions per side (default: twice --repeat)",
     )
     options.results(p)
     options.comparison(p)

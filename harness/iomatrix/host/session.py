@@ -46,6 +46,7 @@ from iomatrix.model.result import (
 )
 from iomatrix.plan.boots import (
     BootGroup,
+    Step,
     boot_groups,
     cut_into_boots,
     fresh_boots,
@@ -597,6 +598,10 @@ def _cores_shared(options: RunOptions, vm_settings: VmSettings, available: Seque
     return options.jobs > 1 and options.jobs * vm_settings.cpus > len(available)
 
 
+# Given both runs so far, the indices of the pairs that need one more repetition each.
+MoreRounds = Callable[[RunRecord, RunRecord], Sequence[int]]
+
+
 def run_ab(
     base: Matrix,
     new: Matrix,
@@ -605,10 +610,15 @@ def run_ab(
     *,
     out: TextIO = sys.stderr,
     fetch: Callable[[str], kernels.Kernel] | None = None,
+    more: MoreRounds | None = None,
 ) -> tuple[RunRecord, RunRecord, Path]:
     """An A/B session: both sides' repetitions interleaved ABAB in the same VMs (one VM per
     kernel while the kernels agree; alternating boots when they differ), written as two runs
-    under one session folder: <results>/<session>/base and .../new."""
+    under one session folder: <results>/<session>/base and .../new.
+
+    `more` (a sequential session, `ab --until-decided`): after the repetitions the cells ask
+    for, it is asked which pairs are still undecided; each of those gets one more repetition
+    per side, interleaved AB in the same way, and it is asked again, until it names none."""
     if base.vm != new.vm or base.timeouts != new.timeouts:
         raise IomatrixError(
             "the two sides of an A/B session must use the same vm and timeouts settings"
@@ -640,21 +650,9 @@ def run_ab(
         side = _Side(record=record, run_dir=run_dir, cells=list(dict.fromkeys(cells)))
         side.write()
         sides.append(side)
+    fresh = base.fresh_boot or new.fresh_boot
     steps = interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
-    if base.fresh_boot or new.fresh_boot:
-        groups = fresh_boots(steps)
-    else:
-        # A split keeps each pair in one VM: its ABAB interleaving is what makes it fair.
-        pair_of = {
-            key: index
-            for index, (a, b) in enumerate(pairs)
-            for key in ((str(sides[0].run_dir), a.id), (str(sides[1].run_dir), b.id))
-        }
-        groups = split_boots(
-            cut_into_boots(steps, key=lambda s: s.cell.kernel),
-            options.split_boots,
-            unit=lambda s: pair_of[(s.run_dir, s.cell.id)],
-        )
+    groups = _ab_groups(steps, pairs, sides, fresh=fresh, split=options.split_boots)
     session = _session(
         prepared,
         options,
@@ -666,4 +664,57 @@ def run_ab(
         out=out,
     )
     _execute(session, groups, sides)
+    pairs = list(pairs)
+    while more is not None:
+        extend = list(dict.fromkeys(more(sides[0].record, sides[1].record)))
+        if not extend:
+            break
+        print(f"iomatrix: {len(extend)} pair(s) undecided: one more repetition each", file=out)
+        for index in extend:
+            pairs[index] = _one_more(pairs[index], sides)
+        latest = [
+            step
+            for step in interleaved_steps(
+                str(sides[0].run_dir), str(sides[1].run_dir), [pairs[i] for i in extend]
+            )
+            if step.repetition == step.cell.repeat - 1
+        ]
+        _execute(session, _ab_groups(latest, pairs, sides, fresh=fresh, split=1), sides)
     return sides[0].record, sides[1].record, session_dir
+
+
+def _ab_groups(
+    steps: Sequence[Step],
+    pairs: Sequence[tuple[Cell, Cell]],
+    sides: Sequence[_Side],
+    *,
+    fresh: bool,
+    split: int,
+) -> list[BootGroup]:
+    if fresh:
+        return fresh_boots(steps)
+    # A split keeps each pair in one VM: its ABAB interleaving is what makes it fair.
+    pair_of = {
+        key: index
+        for index, (a, b) in enumerate(pairs)
+        for key in ((str(sides[0].run_dir), a.id), (str(sides[1].run_dir), b.id))
+    }
+    return split_boots(
+        cut_into_boots(steps, key=lambda s: s.cell.kernel),
+        split,
+        unit=lambda s: pair_of[(s.run_dir, s.cell.id)],
+    )
+
+
+def _one_more(pair: tuple[Cell, Cell], sides: Sequence[_Side]) -> tuple[Cell, Cell]:
+    """The pair's cells with one repetition more, in both runs' records. Each cell's result.json
+    goes (its rep-<n>.json files stay): the agent writes it again, over every repetition, once
+    the new one is done, as it does for a cell's last repetition."""
+    grown = []
+    for cell, side in zip(pair, sides, strict=True):
+        more_cell = cell.model_copy(update={"repeat": cell.repeat + 1})
+        with side.lock:
+            side.cells = [more_cell if c.id == cell.id else c for c in side.cells]
+        cell_result_path(side.run_dir, cell).unlink(missing_ok=True)
+        grown.append(more_cell)
+    return grown[0], grown[1]

@@ -3,6 +3,7 @@ job summary or PR comment, JSON, JUnit XML; and the one verdict line every rende
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
@@ -17,6 +18,8 @@ from iomatrix.analysis.compare import (
     format_p,
     format_percent,
 )
+from iomatrix.analysis.sequential import PairDecision, design
+from iomatrix.analysis.sequential import Session as SequentialSession
 from iomatrix.report.tables import format_table
 
 _VERDICT_ORDER: tuple[Verdict, ...] = (
@@ -344,3 +347,56 @@ def render(comparison: Comparison, fmt: str) -> str:
 
 
 FORMATS: tuple[str, ...] = ("table", "markdown", "json", "junit")
+
+
+def render_sequential(decisions: Sequence[PairDecision], rules: SequentialSession) -> str:
+    """What `ab --until-decided` decided per pair, with every deciding metric's last look."""
+    header = ("cell", "metric", "reps", "change", "95% CI", "p", "level", "decision")
+    rows = []
+    for decision in decisions:
+        if not decision.metrics:
+            rows.append([decision.label, "-", "-", "-", "-", "-", "-", decision.reason])
+        previous = None
+        for metric in decision.metrics:
+            seen = metric.look
+            plan = design(rules.alpha, max(2, rules.first[decision.index]), rules.cap)
+            ci = "-" if seen.ci is None else f"[{_change(seen.ci[0])}, {_change(seen.ci[1])}]"
+            rows.append(
+                [
+                    decision.label if decision.label != previous else "",
+                    metric.metric,
+                    f"{seen.n_base} vs {seen.n_new}",
+                    _change(seen.ratio),
+                    ci,
+                    format_p(seen.p_value),
+                    format_p(plan.nominal_alpha),
+                    "undecided (more rounds)" if seen.decision == "continue" else seen.decision,
+                ]
+            )
+            previous = decision.label
+    counts: dict[str, int] = {}
+    for decision in decisions:
+        counts[decision.verdict] = counts.get(decision.verdict, 0) + 1
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items())
+    return "\n".join(
+        [
+            f"sequential A/B (alpha {rules.alpha:g}, up to {rules.cap} repetitions per side; "
+            "each look tests at the design's level, which keeps the false-positive rate at alpha "
+            f"over all looks): {summary}",
+            format_table(header, rows, numeric={2, 3, 5, 6}),
+        ]
+    )
+
+
+def sequential_json(decisions: Sequence[PairDecision], rules: SequentialSession) -> str:
+    return (
+        json.dumps(
+            {
+                "format": 1,
+                "rules": dataclasses.asdict(rules),
+                "pairs": [dataclasses.asdict(d) for d in decisions],
+            },
+            indent=1,
+        )
+        + "\n"
+    )

@@ -1,0 +1,95 @@
+"""A host without VMs for runner tests: proc.run faked so that each vng boot calls a test's
+`behave(boot)` (the subprocess seam, nothing else), a matrix of `path:` kernels, and the host
+probes answered."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from iomatrix import proc
+from iomatrix.model.result import CellResult
+from iomatrix.plan.boots import BootPlan
+from iomatrix.store.records_io import write_record
+from support.builders import make_bzimage
+from support.paths import REPO_ROOT
+
+
+def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TCG, a private kernel cache, four host cores, 9p: no probe runs."""
+    monkeypatch.setenv("IOMATRIX_ACCEL", "tcg")
+    monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("iomatrix.host.cores.available_cpus", lambda: (0, 1, 2, 3))
+    monkeypatch.setattr("iomatrix.host.vm.shared_fs_for_host", lambda: ("9p", "test"))
+
+
+@dataclass(frozen=True)
+class Boot:
+    """What a faked vng boot is given: its plan, its argv and proc.run's stop callback."""
+
+    plan: BootPlan
+    argv: tuple[str, ...]
+    stop: Callable[[], str | None]
+
+
+class FakeVms:
+    """proc.run for a run: tool probes answer a version; each vng boot (under taskset) calls
+    `behave(boot)`, which returns the exit code or raises as proc.run would."""
+
+    def __init__(self) -> None:
+        self.boots: list[tuple[str, str]] = []  # (boot id, host cpus)
+        self.lock = threading.Lock()
+
+    def behave(self, boot: Boot) -> int:
+        raise NotImplementedError
+
+    def __call__(self, argv: Sequence[str], **kwargs: object) -> proc.Completed:
+        if not any(Path(a).name == "vng" for a in argv[:4]):
+            return proc.Completed(tuple(argv), 0, "version 1.0\n", "", 0.01)
+        plan_path = next(word for word in shlex.split(argv[-1]) if word.endswith("plan.json"))
+        plan = BootPlan.model_validate_json(Path(plan_path).read_text())
+        with self.lock:
+            self.boots.append((plan.boot_id, argv[2] if argv[0] == "taskset" else ""))
+        stop = kwargs.get("stop")
+        assert callable(stop)
+        code = self.behave(Boot(plan, tuple(argv), stop))
+        return proc.Completed(tuple(argv), code, "", "", 0.1)
+
+
+def write_ok_results(plan: BootPlan) -> None:
+    for step in plan.steps:
+        write_record(
+            Path(step.run_dir) / "cells" / step.cell.id / "result.json",
+            CellResult(cell_id=step.cell.id, status="ok"),
+        )
+
+
+def path_kernel_matrix(tmp_path: Path, cpus: int = 1, cells: int = 4) -> Path:
+    vmlinuz = tmp_path / "vmlinuz"
+    vmlinuz.write_bytes(make_bzimage(b"6.1.0-fake (builder@host) #1 SMP PREEMPT_DYNAMIC"))
+    (tmp_path / "workloads").mkdir(exist_ok=True)
+    shutil.copy(REPO_ROOT / "matrix" / "workloads" / "randwrite-4k.fio", tmp_path / "workloads")
+    filesystems = ["ext4", "xfs", "btrfs", "f2fs"][: max(1, cells // 2)]
+    matrix = tmp_path / "jobs.yaml"
+    matrix.write_text(
+        f"""\
+format: 1
+name: jobs
+vm: {{memory: 512MiB, cpus: {cpus}}}
+devices:
+  d: {{size: 64MiB}}
+matrix:
+  kernel: [path:{vmlinuz}]
+  filesystem: [{", ".join(filesystems)}]
+  scheduler: [none, mq-deadline]
+  device: [d]
+  workload: [randwrite-4k]
+"""
+    )
+    return matrix

@@ -1,0 +1,128 @@
+"""`ab --until-decided` in the runner: rounds of one more repetition per side for the pairs still
+undecided, each cell's result written again over all its repetitions, until every pair is
+decided or at its cap. The subprocess seam is faked (tests/support/fake_vms.py): each boot
+writes what the guest agent writes; tests/vm/test_ab_vm.py does it in real VMs."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from iomatrix.analysis import sequential
+from iomatrix.host import kernels, session
+from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.result import Applied, CellResult, RepetitionRecord
+from iomatrix.plan.ab import pair_cells
+from iomatrix.plan.boots import BootPlan
+from iomatrix.store import rundir
+from iomatrix.store.records_io import finished_repetitions, load_run, write_record
+from support import fake_vms
+from support.builders import make_rep
+from support.fake_vms import Boot, FakeVms, path_kernel_matrix
+
+APPLIED = Applied(
+    kernel_release="6.1.0-fake",
+    device="vda",
+    scheduler="none",
+    schedulers_available=("none",),
+    mount_fstype="ext4",
+    mount_options=("rw",),
+)
+
+
+class Agent(FakeVms):
+    """Each step: a repetition whose write_iops is drawn around the side's level (`levels`, by
+    run folder name), then the cell's result once all its repetitions are there, as the agent."""
+
+    def __init__(self, levels: dict[str, float]) -> None:
+        super().__init__()
+        self.levels = levels
+        self.rng = random.Random(7)
+        self.steps: list[tuple[str, str, int]] = []
+
+    def behave(self, boot: Boot) -> int:
+        plan: BootPlan = boot.plan
+        for step in plan.steps:
+            folder = rundir.cell_dir(step.run_dir, step.cell.id)
+            side = Path(step.run_dir).name
+            self.steps.append((side, step.cell.id, step.repetition))
+            assert not rundir.cell_result(folder).exists(), "a step of a cell already judged"
+            value = self.rng.gauss(self.levels[side], self.levels[side] * 0.01)
+            rep = make_rep(step.repetition, {"write_iops": value})
+            write_record(
+                rundir.rep_path(folder, step.repetition),
+                RepetitionRecord(applied=APPLIED, repetition=rep),
+            )
+            done = finished_repetitions(folder, step.cell.repeat)
+            if len(done) == step.cell.repeat:
+                write_record(
+                    rundir.cell_result(folder),
+                    CellResult(
+                        cell_id=step.cell.id,
+                        status="ok",
+                        repetitions=tuple(r.repetition for r in done),
+                    ),
+                )
+        return 0
+
+
+def sequential_ab(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, levels: dict[str, float], cap: int
+) -> tuple[Agent, sequential.Session, Path]:
+    fake_vms.fake_host(tmp_path, monkeypatch)
+    agent = Agent(levels)
+    monkeypatch.setattr("iomatrix.proc.run", agent)
+    matrix = load_matrix(path_kernel_matrix(tmp_path, cells=2))
+    cells = [c.model_copy(update={"repeat": 3}) for c in matrix.cells]
+    pairs = pair_cells(cells, cells, split_axis=None)
+    rules = sequential.Session(
+        pairs=tuple((a.id, b.id) for a, b in pairs),
+        first=(3,) * len(pairs),
+        cap=cap,
+        alpha=0.05,
+        metrics=("write_iops",),
+        min_effect=0.05,
+        resamples=500,
+    )
+    options = session.RunOptions(
+        results_dir=tmp_path / "results", scratch_dir=tmp_path / "scratch", progress=None
+    )
+    _base, _new, folder = session.run_ab(
+        matrix, matrix, pairs, options, fetch=kernels.fetch, more=rules.undecided
+    )
+    return agent, rules, folder
+
+
+def test_a_clear_regression_gets_rounds_until_it_is_decided(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent, rules, folder = sequential_ab(tmp_path, monkeypatch, {"base": 1000, "new": 800}, 8)
+    base, new = load_run(folder / "base"), load_run(folder / "new")
+    decisions = rules.decisions(base, new)
+    assert [d.verdict for d in decisions] == ["regressed", "regressed"]
+    assert sequential.gate(decisions) == 1
+    # 3 vs 3 cannot be significant: more rounds ran, one repetition per side each, interleaved
+    # (base, then new) and never past the decision.
+    reps = [len(e.result.repetitions) for e in (*base.cells, *new.cells)]
+    assert all(3 < n <= 8 for n in reps), reps
+    assert [e.cell.repeat for e in base.cells] == [len(e.result.repetitions) for e in base.cells]
+    extra = [s for s in agent.steps if s[2] >= 3]
+    assert extra
+    assert [side for side, _, _ in extra][:2] == ["base", "new"]
+    # Every repetition is in the cell's result once, in order.
+    for entry in (*base.cells, *new.cells):
+        assert [r.index for r in entry.result.repetitions] == list(range(entry.cell.repeat))
+
+
+def test_no_change_runs_to_the_cap_and_says_undecided_or_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _agent, rules, folder = sequential_ab(tmp_path, monkeypatch, {"base": 1000, "new": 1000}, 5)
+    base, new = load_run(folder / "base"), load_run(folder / "new")
+    decisions = rules.decisions(base, new)
+    assert {d.verdict for d in decisions} <= {"undecided", "unchanged"}
+    assert sequential.gate(decisions) == 0
+    for entry in (*base.cells, *new.cells):
+        assert len(entry.result.repetitions) <= 5
