@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from iomatrix.analysis import compare
+from iomatrix.store.records_io import load_run
 from support.paths import REPO_ROOT, TESTS_DIR
 
 ROOT = REPO_ROOT
@@ -40,7 +42,9 @@ def matrix_text(throttle: str = "") -> str:
     )
 
 
-def ab(tmp: Path, base: Path, new: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
+def ab(
+    tmp: Path, base: Path, new: Path, *extra: str, repeat: str = REPEAT
+) -> tuple[int, dict[str, Any], str]:
     results = tmp / "results"
     done = subprocess.run(
         [
@@ -52,7 +56,7 @@ def ab(tmp: Path, base: Path, new: Path, *extra: str) -> tuple[int, dict[str, An
             str(new),
             *extra,
             "--repeat",
-            REPEAT,
+            repeat,
             "--results",
             str(results),
             "--no-progress",
@@ -135,3 +139,77 @@ def test_an_injected_slowdown_is_reported_as_a_regression(
     session = next(p for p in (workspace / "slow" / "results").iterdir() if p.is_dir())
     new_run = json.loads((session / "new" / "run.json").read_text())
     assert f"throttling.iops-total={limit}" in ",".join(new_run["cells"][0]["qemu_drive"])
+
+
+def test_until_decided_adds_rounds_until_a_ten_percent_slowdown_is_decided(
+    workspace: Path, aa_session: tuple[int, dict[str, Any], str]
+) -> None:
+    """Both sides throttled, the new one to 90% of the base's IOPS: the device, not the emulated
+    CPU, sets the pace, so the slowdown is a real 10%. Three repetitions per side cannot tell
+    (3 vs 3 can never be significant); the sequential session adds rounds until it can."""
+    assert aa_session[0] == 0  # its numbers set the throttle
+    session = next(p for p in (workspace / "aa" / "results").iterdir() if p.is_dir())
+    measured = min(
+        rep["metrics"]["write_iops"]
+        for side in ("base", "new")
+        for rep in json.loads((session / side / "run.json").read_text())["cells"][0]["result"][
+            "repetitions"
+        ]
+    )
+    limit = int(measured * 0.5)
+    base, slow = workspace / "throttled.yaml", workspace / "ten-percent.yaml"
+    base.write_text(matrix_text(f", iops_limit: {limit}"))
+    slow.write_text(matrix_text(f", iops_limit: {int(limit * 0.9)}"))
+    code, comparison, output = ab(
+        workspace / "sequential",
+        base,
+        slow,
+        "--until-decided",
+        "--max-repeat",
+        "10",
+        "--min-effect",
+        "0.05",
+        repeat="3",
+    )
+    folder = next(p for p in (workspace / "sequential" / "results").iterdir() if p.is_dir())
+    decided = json.loads((folder / "sequential.json").read_text())
+    (pair,) = decided["pairs"]
+    (metric,) = pair["metrics"]
+    assert pair["verdict"] == "regressed", (metric, output[-3000:])
+    assert code == 1
+    n = metric["look"]["n_base"]
+    assert 3 < n <= 10
+    assert metric["look"]["ratio"] < 0.95
+    assert "sequential A/B (alpha 0.05, up to 10 repetitions per side" in output
+    # The same session at its first three repetitions, compared as a fixed session: it could
+    # not have told.
+    base_run = load_run(folder / "base")
+    new_run = load_run(folder / "new")
+    first = [
+        r.model_copy(
+            update={
+                "cells": tuple(
+                    e.model_copy(
+                        update={
+                            "result": e.result.model_copy(
+                                update={"repetitions": e.result.repetitions[:3]}
+                            )
+                        }
+                    )
+                    for e in r.cells
+                )
+            }
+        )
+        for r in (base_run, new_run)
+    ]
+    fixed = compare.compare_runs(
+        first[0],
+        first[1],
+        min_effect=0.05,
+        metrics=["write_iops"],
+        pairs=[(base_run.cells[0].cell.id, new_run.cells[0].cell.id)],
+    )
+    (row,) = fixed.rows
+    assert row.verdict == "noisy"
+    assert row.reason.startswith(compare.INSUFFICIENT)
+    assert comparison["rows"][0]["new_n"] == n
