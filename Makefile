@@ -48,6 +48,7 @@ ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
 
 .PHONY: run test setup host-packages venv venv-dev lock kernel lint actionlint shellcheck typecheck \
 	unit expand validate bench clean help venv-stamps image container-tools container-image nightly \
+	canaries \
 	nightly-shard fresh-machine
 
 help:
@@ -61,6 +62,7 @@ help:
 	@echo "make run|test|nightly IN_CONTAINER=1             the same, inside the runner image"
 	@echo "make validate|expand [MATRIX=...]                check a matrix / list its cells"
 	@echo "make bench                                       side by side: archive index vs files, harness vs script"
+	@echo "make canaries                                    the nightly's A/A and injected canary sessions, into the ledger"
 	@echo "make setup                                       only install what run and test need"
 	@echo "make lock                                        re-pin requirements/*.lock from pyproject.toml"
 
@@ -76,6 +78,9 @@ run: container-image
 	$(CONTAINER_MAKE)
 
 nightly: nightly-shard container-image
+	$(CONTAINER_MAKE)
+
+canaries: container-image
 	$(CONTAINER_MAKE)
 
 # actionlint is built on the host (it needs Go, which the image does not have) and used inside.
@@ -96,6 +101,11 @@ nightly: nightly-shard setup
 	$(BIN)/iomatrix validate $(NIGHTLY_MATRIX)
 	BIN=$(BIN) DEFAULT_KERNEL=$(DEFAULT_KERNEL) bash tools/check-accel.sh
 	$(BIN)/iomatrix run $(NIGHTLY_MATRIX) --shard $(SHARD) --results $(RESULTS) --no-progress
+
+# The nightly's canaries (tools/canaries.sh): an A/A and an injected-slowdown session, judged and
+# appended to the ledger $(RESULTS)/canaries.jsonl; exit 1 when a canary was wrong.
+canaries: setup
+	BIN=$(BIN) bash tools/canaries.sh --results $(RESULTS)/canaries --ledger $(RESULTS)/canaries.jsonl
 endif
 
 setup: host-packages venv kernel

@@ -6,6 +6,7 @@
 #
 #   tools/nightly-archive.sh --shards DIR --matrix FILE --report FILE
 #                            [--repo DIR] [--branch results] [--push] [--work DIR]
+#                            [--canaries FILE]
 #
 # --shards   a folder holding the shard run folders (the downloaded artifacts, side by side)
 # --matrix   the matrix file the shards ran: the cells that should be there (missing-cell accounting)
@@ -16,6 +17,9 @@
 #            (runs/index.sqlite) is rebuilt from them and not committed.
 # --push     push the branch to origin after committing
 # --work     scratch folder (default: a temporary one, removed afterwards)
+# --canaries tonight's canary outcomes (tools/canaries.sh --ledger, a JSON-lines file): added to
+#            the branch's canaries.jsonl, and the gate's false-positive and miss rates over every
+#            night in it written to the report; an empty or missing file is reported as such
 #
 # Exit status: 0 all cells ran; 1 cells are missing (or the push failed), the report says which;
 # 2 nothing to merge or the merge was refused. The report is written in every case.
@@ -24,7 +28,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-${VENV:-$root/.venv}/bin}
 IOMATRIX=$BIN/iomatrix
 
-shards='' matrix='' report='' repo=. branch=results push='' work=''
+shards='' matrix='' report='' repo=. branch=results push='' work='' canaries=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --shards) shards=$2; shift 2 ;;
@@ -34,6 +38,7 @@ while [ $# -gt 0 ]; do
     --branch) branch=$2; shift 2 ;;
     --push) push=1; shift ;;
     --work) work=$2; shift 2 ;;
+    --canaries) canaries=$2; shift 2 ;;
     *) echo "iomatrix: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
   esac
 done
@@ -119,6 +124,9 @@ print(max(found)[1] if found else "")
 EOF
 )
 cp -a "$merged" "$archive/runs/$run_id"
+if [ -n "$canaries" ] && [ -s "$canaries" ]; then
+  cat "$canaries" >>"$archive/canaries.jsonl"
+fi
 git -C "$archive" add --all
 git -C "$archive" -c user.name="${GIT_AUTHOR_NAME:-iomatrix nightly}" \
   -c user.email="${GIT_AUTHOR_EMAIL:-iomatrix-nightly@users.noreply.github.com}" \
@@ -141,6 +149,15 @@ fi
 md "## Change points over the archived history" ""
 "$IOMATRIX" trend --results "$archive/runs" --matrix "$matrix_name" >"$work/trend.txt" 2>&1 || true
 fence "$work/trend.txt"
+if [ -n "$canaries" ]; then
+  md ""
+  if [ -s "$canaries" ]; then
+    "$IOMATRIX" canaries report --ledger "$archive/canaries.jsonl" --latest "$canaries" \
+      >>"$report" 2>&1 || md "(the canary report failed)"
+  else
+    md "## Alert quality (canaries)" "" "No canary outcome tonight: the canary job did not report."
+  fi
+fi
 md "" "## Compared with the previous night" ""
 if [ -z "$previous" ]; then
   md "No earlier night of \`$matrix_name\` in the archive."

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.analysis import canaries
 from iomatrix.store.records_io import load_run
 from support.paths import REPO_ROOT
 
@@ -62,10 +63,10 @@ def git(*args: str, cwd: Path) -> str:
 
 
 def archive(
-    shards: Path, matrix: Path, repo: Path, report: Path, *, push: bool
+    shards: Path, matrix: Path, repo: Path, report: Path, *extra: str, push: bool
 ) -> subprocess.CompletedProcess[str]:
     argv = ["bash", str(REPO / "tools" / "nightly-archive.sh"), "--shards", str(shards)]
-    argv += ["--matrix", str(matrix), "--repo", str(repo), "--report", str(report)]
+    argv += ["--matrix", str(matrix), "--repo", str(repo), "--report", str(report), *extra]
     return sh(*argv, *(["--push"] if push else []), cwd=repo, timeout_s=300)
 
 
@@ -210,3 +211,41 @@ def test_an_empty_artifact_folder_is_reported_not_merged(
     )
     assert done.returncode == 2
     assert "every shard failed before it could run a cell" in (tmp_path / "r.md").read_text()
+
+
+@pytest.mark.vm
+def test_the_canaries_are_judged_kept_on_the_results_branch_and_their_rates_reported(
+    nightly: tuple[Path, list[Path]], origin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """`make canaries` (the canary job's command, real VMs): the A/A session is not flagged,
+    the injected 30% slowdown is; the merge job's script adds both to the ledger on the results
+    branch and reports the false-positive and miss rates."""
+    results = tmp_path / "canaries"
+    done = sh("make", "--no-print-directory", "canaries", f"RESULTS={results}", timeout_s=1800)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    outcomes = canaries.load(results / "canaries.jsonl")
+    assert [(o.kind, o.correct) for o in outcomes] == [("aa", True), ("injected", True)], outcomes
+    assert outcomes[0].flagged == 0
+    assert outcomes[1].regressed >= 1
+
+    matrix, runs = nightly
+    bare, checkout = origin
+    report = tmp_path / "night.md"
+    night = archive(
+        artifacts(tmp_path, runs),
+        matrix,
+        checkout,
+        report,
+        "--canaries",
+        str(results / "canaries.jsonl"),
+        push=True,
+    )
+    assert night.returncode == 0, night.stdout + night.stderr
+    text = report.read_text()
+    assert "## Alert quality (canaries)" in text
+    assert "- `aa` canary (expected no change): right" in text
+    assert "- `injected` canary (expected a regression): right" in text
+    assert "| false positives (A/A flagged) | 1 | 0 | 0.0% |" in text
+    assert "| misses (injected 30% slowdown not flagged) | 1 | 0 | 0.0% |" in text
+    ledger = git("show", "results:canaries.jsonl", cwd=bare).splitlines()
+    assert len(ledger) == 2

@@ -386,3 +386,17 @@ def test_make_shellcheck_fails_a_broken_script(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "SC2045" in done.stdout  # iterating over ls output
     assert "SC2086" in done.stdout  # unquoted $1
+
+
+def test_the_nightly_runs_the_canaries_and_the_merge_reports_them() -> None:
+    nightly = workflow("nightly.yml")
+    canaries = nightly["jobs"]["canaries"]
+    runs = "\n".join(step.get("run", "") for step in canaries["steps"])
+    # The same command as locally; exit 1 (a wrong canary) is reported by the merge, not here.
+    assert "make canaries IN_CONTAINER=1 RESULTS=results/canaries || [ $? -eq 1 ]" in runs
+    uploads = [s for s in canaries["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert uploads[0]["with"]["path"] == "results/canaries/canaries.jsonl"
+    merge = nightly["jobs"]["merge"]
+    assert "canaries" in merge["needs"]
+    merged = "\n".join(step.get("run", "") for step in merge["steps"])
+    assert "--canaries canaries/canaries.jsonl" in merged

@@ -1,9 +1,10 @@
 """The `iomatrix` command: thin subcommands over the library, each returning an ExitCode.
 
 One module per group of commands, each adding its own parsers: matrix_commands (validate,
-expand, schema), run_commands (run, ab), archive_commands (compare, show, history, trend, merge,
-archive), kernel_commands (kernels, accel); shared options in options.py, exit codes in
-exit_codes.py (0 ok; 1 something not ok; 2 bad input; 130 interrupted; 143 terminated).
+expand, schema), run_commands (run, ab), archive_commands (compare, show, repetitions, history,
+trend, merge, archive), canary_commands (canaries), kernel_commands (kernels, accel); shared
+options in options.py, exit codes in exit_codes.py (0 ok; 1 something not ok; 2 bad input; 130
+interrupted; 143 terminated).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from iomatrix import __version__
 from iomatrix.cli import (
     archive_commands,
+    canary_commands,
     completion,
     kernel_commands,
     matrix_commands,
@@ -49,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     matrix_commands.add_parsers(sub)
     run_commands.add_parsers(sub)
     archive_commands.add_parsers(sub)
+    canary_commands.add_parsers(sub)
     kernel_commands.add_parsers(sub)
 
     p = sub.add_parser(

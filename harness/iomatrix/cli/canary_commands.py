@@ -1,0 +1,107 @@
+"""Commands over the nightly's canaries: record a night's canary sessions in the ledger, and
+report the gate's false-positive and miss rates over it (analysis/canaries.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from iomatrix.analysis import canaries
+from iomatrix.analysis.compare import Comparison
+from iomatrix.cli.exit_codes import ExitCode
+from iomatrix.errors import IomatrixError
+from iomatrix.report import comparison as comparison_report
+from iomatrix.report.canaries import canaries_markdown
+
+
+def _session_comparison(folder: Path) -> Comparison:
+    path = folder / "comparison.json"
+    try:
+        return Comparison.model_validate_json(path.read_text())
+    except OSError as exc:
+        raise IomatrixError(f"{path}: no canary comparison there ({exc.strerror})") from exc
+    except ValueError as exc:
+        raise IomatrixError(f"{path}: not an iomatrix comparison: {exc}") from exc
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    sessions: tuple[tuple[canaries.CanaryKind, Path], ...] = (
+        ("aa", args.aa),
+        ("injected", args.injected),
+    )
+    outcomes = []
+    for kind, folder in sessions:
+        comparison = _session_comparison(folder)
+        line = comparison_report.verdict_line(comparison)
+        outcomes.append(canaries.outcome(kind, comparison, line))
+    every = [*canaries.load(args.ledger), *outcomes]
+    canaries.append(args.ledger, outcomes)
+    text = canaries_markdown(every, outcomes)
+    if args.report is not None:
+        with args.report.open("a", encoding="utf-8") as handle:
+            handle.write(text)
+    sys.stdout.write(text)
+    return ExitCode.OK if all(o.correct for o in outcomes) else ExitCode.NOT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    every = canaries.load(args.ledger)
+    if args.json:
+        quality = canaries.alert_quality(every)
+        rates = {
+            "false_positive_rate": quality.false_positive_rate,
+            "miss_rate": quality.miss_rate,
+        }
+        print(json.dumps({**quality.model_dump(), **rates}, indent=1))
+        return ExitCode.OK
+    latest = canaries.load(args.latest) if args.latest is not None else []
+    sys.stdout.write(canaries_markdown(every, latest))
+    return ExitCode.OK
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """canaries record, canaries report."""
+    p = sub.add_parser(
+        "canaries",
+        help="the nightly's canary sessions: the gate's false-positive and miss rates",
+        description=(
+            "Canaries are A/B sessions whose right verdict is known: an A/A session (any "
+            "change is a false positive) and an injected 30%% slowdown (anything but a "
+            "regression is a miss). `make canaries` runs both; these commands keep their "
+            "outcomes in a JSON-lines ledger and report the rates over it."
+        ),
+    )
+    commands = p.add_subparsers(dest="canary_command", required=True, metavar="COMMAND")
+    record = commands.add_parser(
+        "record",
+        help="judge a night's two canary sessions and append them to the ledger",
+        description=(
+            "Read the comparison.json of the A/A and the injected session, append their "
+            "outcomes to LEDGER and print the report section. Exit 1 when a canary was wrong."
+        ),
+    )
+    record.add_argument("--aa", type=Path, required=True, metavar="SESSION", help="A/A session")
+    record.add_argument(
+        "--injected", type=Path, required=True, metavar="SESSION", help="injected session"
+    )
+    record.add_argument("--ledger", type=Path, required=True, metavar="FILE", help="the ledger")
+    record.add_argument(
+        "--report", type=Path, metavar="FILE", help="also append the section to this Markdown file"
+    )
+    record.set_defaults(func=cmd_record)
+    report = commands.add_parser(
+        "report",
+        help="the false-positive and miss rates over the ledger",
+        description="The canaries' rates over every night in LEDGER, as Markdown (or --json).",
+    )
+    report.add_argument("--ledger", type=Path, required=True, metavar="FILE", help="the ledger")
+    report.add_argument(
+        "--latest",
+        type=Path,
+        metavar="FILE",
+        help="a ledger of tonight's outcomes only, listed above the rates",
+    )
+    report.add_argument("--json", action="store_true", help="the rates as JSON")
+    report.set_defaults(func=cmd_report)
