@@ -184,6 +184,26 @@ def comparison(p: argparse.ArgumentParser) -> None:
     )
 
 
+def baseline(p: argparse.ArgumentParser, *, target: bool) -> None:
+    """--baseline RUN (and --target-effect on commands without the comparison options): the
+    repetitions each cell needs, printed before anything runs."""
+    p.add_argument(
+        "--baseline",
+        metavar="RUN",
+        help=(
+            "before running, print from RUN's noise the repetitions each cell needs to see "
+            "--target-effect (as `iomatrix repetitions` does), and warn about cells with fewer"
+        ),
+    )
+    if target:
+        p.add_argument(
+            "--target-effect",
+            type=fraction,
+            metavar="F",
+            help="with --baseline: the change the run must be able to see, e.g. 5%%",
+        )
+
+
 def json_output(p: argparse.ArgumentParser) -> None:
     """--json on every command that lists or shows something: one JSON document on stdout."""
     p.add_argument("--json", action="store_true", help="machine-readable output (JSON on stdout)")

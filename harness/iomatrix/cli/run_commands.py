@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from iomatrix.analysis import compare, sequential
+from iomatrix.analysis import compare, planning, sequential
 from iomatrix.cli import options
 from iomatrix.cli.archive_commands import update_index_or_warn
 from iomatrix.cli.exit_codes import ExitCode
@@ -29,8 +29,9 @@ from iomatrix.plan import ab
 from iomatrix.plan.boots import boot_groups, split_boots
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
-from iomatrix.report.tables import metric_tables, run_table
+from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
 from iomatrix.store import rundir
+from iomatrix.store.records_io import load_run
 
 
 class _Terminated(KeyboardInterrupt):
@@ -66,6 +67,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if sharing is not None:
         print(sharing, file=sys.stderr)
+    _print_plan(args, cells)
     if args.show_command:
         return _show_commands(
             matrix,
@@ -186,6 +188,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     )
     if sharing is not None:
         print(sharing, file=sys.stderr)
+    _print_plan(args, [c for pair in pairs for c in pair])
     run_options = session.RunOptions(
         results_dir=Path(args.results),
         scratch_dir=session.default_scratch_dir(),
@@ -242,6 +245,43 @@ def cmd_ab(args: argparse.Namespace) -> int:
         f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md, sequential.json)"
     )
     return ExitCode(sequential.gate(decisions))
+
+
+def _print_plan(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
+    """--baseline RUN --target-effect F: the repetitions each cell needs, before anything runs."""
+    if args.baseline is None:
+        return
+    if args.target_effect is None:
+        raise IomatrixError("--baseline needs --target-effect: the change the run must see")
+    base = load_run(rundir.find_run(args.baseline, Path(args.results)))
+    repeat = {c.id: c.repeat for c in cells}
+    plans = [
+        p
+        for p in planning.plan_repetitions(
+            base,
+            args.target_effect,
+            metrics=getattr(args, "metric", None),
+            alpha=getattr(args, "alpha", compare.DEFAULT_ALPHA),
+            min_effect=getattr(args, "min_effect", None),
+        )
+        if p.cell_id in repeat
+    ]
+    print(
+        f"iomatrix: repetitions to see a {args.target_effect:.1%} change, from the noise of "
+        f"{base.run_id}:",
+        file=sys.stderr,
+    )
+    print(format_repetition_plans(plans), file=sys.stderr)
+    short = sorted({p.cell for p in plans if p.needed is None or p.needed > repeat[p.cell_id]})
+    unknown = len(set(repeat) - {p.cell_id for p in plans})
+    if short:
+        print(
+            f"iomatrix: warning: {len(short)} cell(s) cannot see {args.target_effect:.1%} with "
+            "the repetitions they have (see 'needed' and 'advice' above)",
+            file=sys.stderr,
+        )
+    if unknown:
+        print(f"iomatrix: {unknown} cell(s) are not in the baseline run", file=sys.stderr)
 
 
 def _sequential_rules(
@@ -315,6 +355,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     options.allow_host_device(p)
     options.concurrency(p)
+    options.baseline(p, target=True)
     options.verbosity(p)
     p.set_defaults(func=cmd_run)
 
@@ -366,5 +407,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     options.allow_host_device(p)
     options.offline(p)
     options.concurrency(p)
+    options.baseline(p, target=False)
     options.verbosity(p)
     p.set_defaults(func=cmd_ab)

@@ -10,10 +10,12 @@ import pytest
 from iomatrix.analysis import planning, stats
 from iomatrix.cli import main as cli
 from iomatrix.cli.options import fraction
+from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.result import RunRecord
 from iomatrix.store import rundir
 from iomatrix.store.records_io import write_record
 from support.builders import make_cell
+from support.fake_vms import path_kernel_matrix
 from support.runs import make_run, ok, sample
 
 QUIET = make_cell(fs="ext4")
@@ -99,3 +101,31 @@ def test_the_command_prints_the_plan(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_percentages_are_fractions() -> None:
     assert fraction("5%") == pytest.approx(0.05)
     assert fraction("0.05") == pytest.approx(0.05)
+
+
+def test_run_with_a_baseline_prints_the_plan_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("iomatrix.host.cores.available_cpus", lambda: (0, 1, 2, 3))
+    matrix = path_kernel_matrix(tmp_path, cells=2)
+    cells = load_matrix(matrix).cells
+    # A baseline where the first cell is quiet and the second loud (5% CoV: a 10% minimum effect).
+    baseline = make_run(
+        [
+            ok(cells[0], {"write_iops": sample(1, 1000, 0.005, 6)}),
+            ok(cells[1], {"write_iops": sample(2, 1000, 0.05, 6)}),
+        ],
+        run_id="baseline",
+    )
+    write_record(rundir.run_file(tmp_path / "results" / "baseline"), baseline)
+    argv = ["run", str(matrix), "--show-command", "--results", str(tmp_path / "results")]
+    assert cli.main([*argv, "--baseline", "baseline", "--target-effect", "5%"]) == 0
+    err = capsys.readouterr().err
+    assert "iomatrix: repetitions to see a 5.0% change, from the noise of baseline:" in err
+    assert cells[0].label in err
+    assert "repeating cannot help" in err
+    # The matrix repeats each cell once: the quiet one needs more, the loud one cannot get there.
+    assert "warning: 2 cell(s) cannot see 5.0% with the repetitions they have" in err
+    assert "enough: 6 repetitions see >= " in err
+    # Without a target the baseline means nothing: bad input, nothing runs.
+    assert cli.main([*argv, "--baseline", "baseline"]) == 2
