@@ -234,32 +234,7 @@ def _add_repetitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
     )
     p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
     options.results(p)
-    p.add_argument(
-        "--target-effect",
-        type=options.fraction,
-        required=True,
-        metavar="F",
-        help="the change to be able to see, e.g. 5%% or 0.05",
-    )
-    p.add_argument(
-        "--min-effect",
-        type=options.fraction,
-        metavar="F",
-        help="a fixed minimum effect, as compare takes it (default: max(0.03, 2 x CoV))",
-    )
-    p.add_argument(
-        "--alpha",
-        type=options.fraction,
-        default=compare.DEFAULT_ALPHA,
-        metavar="A",
-        help=f"significance level (default: {compare.DEFAULT_ALPHA:g})",
-    )
-    p.add_argument(
-        "--metric",
-        action="append",
-        metavar="PATTERN",
-        help="these metrics (name or glob) instead of the headline ones; repeatable",
-    )
+    options.judging(p, target_required=True)
     options.json_output(p)
     p.set_defaults(func=cmd_repetitions)
 

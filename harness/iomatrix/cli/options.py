@@ -140,8 +140,8 @@ def concurrency(p: argparse.ArgumentParser) -> None:
     )
 
 
-def comparison(p: argparse.ArgumentParser) -> None:
-    """How two sets of repetitions are judged and reported: compare and ab alike."""
+def judging(p: argparse.ArgumentParser, *, target_required: bool = False) -> None:
+    """How a change is judged: compare, ab, repetitions and run's --baseline plan alike."""
     p.add_argument(
         "--min-effect",
         type=fraction,
@@ -151,10 +151,12 @@ def comparison(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--target-effect",
         type=fraction,
+        required=target_required,
         metavar="F",
         help=(
-            "the change every row must be able to see, e.g. 5%% or 0.05: a row that could only "
-            "have seen a larger one is 'noisy' (too noisy to tell), not 'unchanged'"
+            "the change to be able to see, e.g. 5%% or 0.05: a comparison row that could only "
+            "have seen a larger one is 'noisy' (too noisy to tell), not 'unchanged'; with "
+            "--baseline, the repetitions each cell needs for it"
         ),
     )
     p.add_argument(
@@ -170,6 +172,11 @@ def comparison(p: argparse.ArgumentParser) -> None:
         metavar="PATTERN",
         help="only metrics matching this name or glob (e.g. '*_iops'); repeatable",
     )
+
+
+def comparison(p: argparse.ArgumentParser) -> None:
+    """How two sets of repetitions are judged and reported: compare and ab alike."""
+    judging(p)
     p.add_argument(
         "--format",
         choices=comparison_report.FORMATS,
@@ -184,9 +191,9 @@ def comparison(p: argparse.ArgumentParser) -> None:
     )
 
 
-def baseline(p: argparse.ArgumentParser, *, target: bool) -> None:
-    """--baseline RUN (and --target-effect on commands without the comparison options): the
-    repetitions each cell needs, printed before anything runs."""
+def baseline(p: argparse.ArgumentParser) -> None:
+    """--baseline RUN: the repetitions each cell needs to see --target-effect, printed before
+    anything runs."""
     p.add_argument(
         "--baseline",
         metavar="RUN",
@@ -195,13 +202,6 @@ def baseline(p: argparse.ArgumentParser, *, target: bool) -> None:
             "--target-effect (as `iomatrix repetitions` does), and warn about cells with fewer"
         ),
     )
-    if target:
-        p.add_argument(
-            "--target-effect",
-            type=fraction,
-            metavar="F",
-            help="with --baseline: the change the run must be able to see, e.g. 5%%",
-        )
 
 
 def json_output(p: argparse.ArgumentParser) -> None:

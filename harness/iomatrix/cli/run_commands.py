@@ -355,7 +355,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     options.allow_host_device(p)
     options.concurrency(p)
-    options.baseline(p, target=True)
+    options.baseline(p)
+    options.judging(p)
     options.verbosity(p)
     p.set_defaults(func=cmd_run)
 
@@ -407,6 +408,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     options.allow_host_device(p)
     options.offline(p)
     options.concurrency(p)
-    options.baseline(p, target=False)
+    options.baseline(p)
     options.verbosity(p)
     p.set_defaults(func=cmd_ab)

@@ -429,8 +429,12 @@ def _run_side_by_side(
     with futures.ThreadPoolExecutor(
         max_workers=session.jobs, thread_name_prefix="iomatrix-boot"
     ) as executor:
-        running = [executor.submit(drive, group) for group in groups]
+        running: list[futures.Future[None]] = []
         try:
+            # Submitted inside the try: a Ctrl-C that lands while the first boots already run
+            # (before the last is submitted) must cancel them too, not leave them running.
+            for group in groups:
+                running.append(executor.submit(drive, group))
             pending = set(running)
             while pending:
                 done, pending = futures.wait(
