@@ -8,9 +8,13 @@ import json
 import sys
 from pathlib import Path
 
+import yaml
+from pydantic import ValidationError
+
 from iomatrix.analysis import compare, planning, stats, trend
 from iomatrix.cli import options
 from iomatrix.cli.exit_codes import ExitCode
+from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.tables import (
@@ -146,14 +150,58 @@ def cmd_trend(args: argparse.Namespace) -> int:
         matrix=args.matrix,
         alpha=args.alpha,
         min_size=args.min_size,
+        min_change=args.min_change,
+        since=args.since,
+        known=_known_changes(args.known) if args.known is not None else (),
     )
     if args.json:
         print(json.dumps([c.model_dump(mode="json") for c in changes], indent=1))
         return ExitCode.OK
+    news = [c for c in changes if c.known is None]
+    known = [c for c in changes if c.known is not None]
+    size = (
+        f"at least {args.min_change:.1%}"
+        if args.min_change is not None
+        else "at least max(3%, 2 x CoV of the noisier side)"
+    )
+    since = f" since {args.since}" if args.since else ""
     print(
         f"{examined} series with at least {2 * args.min_size} ok runs examined; "
-        f"{len(changes)} change point(s) at alpha {args.alpha:g}"
+        f"{len(news)} change point(s){since} at alpha {args.alpha:g} and {size}"
+        + (f"; {len(known)} known" if known else "")
     )
+    for shown in (news, known):
+        if not shown:
+            continue
+        if shown is known:
+            print("\nknown changes:")
+        _print_changes(shown)
+    return ExitCode.OK
+
+
+def _known_changes(path: Path) -> list[trend.KnownChange]:
+    """The known-changes file: a YAML list of {cell, metric, first_run_after, note}."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise IomatrixError(f"{path}: cannot read the known changes: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise IomatrixError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, list):
+        raise IomatrixError(f"{path}: expected a list of known changes")
+    out = []
+    for index, item in enumerate(data):
+        try:
+            out.append(trend.KnownChange.model_validate(item))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg']}" for e in exc.errors()
+            )
+            raise IomatrixError(f"{path}: known change {index + 1}: {problems}") from exc
+    return out
+
+
+def _print_changes(changes: list[trend.TrendChange]) -> None:
     if changes:
         rows = [
             [
@@ -161,10 +209,10 @@ def cmd_trend(args: argparse.Namespace) -> int:
                 c.metric,
                 c.verdict,
                 f"{c.before_median:.6g} -> {c.after_median:.6g}",
-                "-" if c.relative_change is None else f"{100 * c.relative_change:+.1f}%",
+                "-" if c.median_change is None else f"{100 * c.median_change:+.1f}%",
                 f"{c.p_value:.3g}",
                 f"{c.runs_before} | {c.runs_after}",
-                c.first_run_after,
+                c.first_run_after + (f" (known: {c.known})" if c.known else ""),
             ]
             for c in changes
         ]
@@ -179,7 +227,6 @@ def cmd_trend(args: argparse.Namespace) -> int:
             "first run after",
         ]
         print(format_table(header, rows))
-    return ExitCode.OK
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -322,6 +369,29 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=5,
         metavar="N",
         help="fewest runs on each side of a change (default 5)",
+    )
+    p.add_argument(
+        "--min-change",
+        type=options.fraction,
+        metavar="F",
+        help=(
+            "smallest change of the median that counts, e.g. 5%% (default: max(3%%, 2 x the larger "
+            "CoV of the runs before and after it), as compare's minimum effect)"
+        ),
+    )
+    p.add_argument(
+        "--since",
+        metavar="RUN",
+        help="only changes whose first run after is RUN or newer: what is new since RUN",
+    )
+    p.add_argument(
+        "--known",
+        type=Path,
+        metavar="FILE",
+        help=(
+            "a YAML list of changes already looked at ({cell: ID or label glob, metric: glob, "
+            "first_run_after: RUN, note: why}): listed apart as known, not as news"
+        ),
     )
     options.json_output(p)
     p.set_defaults(func=cmd_trend)
