@@ -86,6 +86,18 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp
 
 
+def slowest_aa_iops(workspace: Path) -> float:
+    """The slowest repetition the A/A session measured on either side."""
+    session = next(p for p in (workspace / "aa" / "results").iterdir() if p.is_dir())
+    return min(
+        rep["metrics"]["write_iops"]
+        for side in ("base", "new")
+        for rep in json.loads((session / side / "run.json").read_text())["cells"][0]["result"][
+            "repetitions"
+        ]
+    )
+
+
 @pytest.fixture(scope="module")
 def aa_session(workspace: Path) -> tuple[int, dict[str, Any], str]:
     return ab(workspace / "aa", workspace / "base.yaml", workspace / "base.yaml")
@@ -111,15 +123,7 @@ def test_an_injected_slowdown_is_reported_as_a_regression(
     # the second session. It does: on this 2-core TCG host (2026-11-24) the base side's median
     # fell from 2380 IOPS in the A/A session to 1978 in the next, and with a 70% throttle the
     # CI's upper end came to 0.77 there and once, in CI, past 0.85 ("noisy", not "regressed").
-    session = next(p for p in (workspace / "aa" / "results").iterdir() if p.is_dir())
-    measured = min(
-        rep["metrics"]["write_iops"]
-        for side in ("base", "new")
-        for rep in json.loads((session / side / "run.json").read_text())["cells"][0]["result"][
-            "repetitions"
-        ]
-    )
-    limit = int(measured * 0.5)
+    limit = int(slowest_aa_iops(workspace) * 0.5)
     slow = workspace / "slow.yaml"
     slow.write_text(matrix_text(f", iops_limit: {limit}"))
     # A fixed minimum effect of 15%, as a PR gate would set it: under TCG the unthrottled side is
@@ -148,15 +152,7 @@ def test_until_decided_adds_rounds_until_a_ten_percent_slowdown_is_decided(
     CPU, sets the pace, so the slowdown is a real 10%. Three repetitions per side cannot tell
     (3 vs 3 can never be significant); the sequential session adds rounds until it can."""
     assert aa_session[0] == 0  # its numbers set the throttle
-    session = next(p for p in (workspace / "aa" / "results").iterdir() if p.is_dir())
-    measured = min(
-        rep["metrics"]["write_iops"]
-        for side in ("base", "new")
-        for rep in json.loads((session / side / "run.json").read_text())["cells"][0]["result"][
-            "repetitions"
-        ]
-    )
-    limit = int(measured * 0.5)
+    limit = int(slowest_aa_iops(workspace) * 0.5)
     base, slow = workspace / "throttled.yaml", workspace / "ten-percent.yaml"
     base.write_text(matrix_text(f", iops_limit: {limit}"))
     slow.write_text(matrix_text(f", iops_limit: {int(limit * 0.9)}"))
