@@ -90,7 +90,7 @@ def slowest_aa_iops(workspace: Path) -> float:
     """The slowest repetition the A/A session measured on either side."""
     session = next(p for p in (workspace / "aa" / "results").iterdir() if p.is_dir())
     return min(
-        rep["metrics"]["write_iops"]
+        float(rep["metrics"]["write_iops"])
         for side in ("base", "new")
         for rep in json.loads((session / side / "run.json").read_text())["cells"][0]["result"][
             "repetitions"
