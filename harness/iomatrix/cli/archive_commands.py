@@ -162,7 +162,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
     size = (
         f"at least {args.min_change:.1%}"
         if args.min_change is not None
-        else "at least max(3%, 2 x CoV of the noisier side)"
+        else f"at least max(3%, {trend.TREND_COV_FACTOR:g} x CoV of the noisier side)"
     )
     since = f" since {args.since}" if args.since else ""
     print(
@@ -375,8 +375,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=options.fraction,
         metavar="F",
         help=(
-            "smallest change of the median that counts, e.g. 5%% (default: max(3%%, 2 x the larger "
-            "CoV of the runs before and after it), as compare's minimum effect)"
+            "smallest change of the median that counts, e.g. 5%% (default: max(3%%, 1.5 x the "
+            "larger CoV of the runs before and after it))"
         ),
     )
     p.add_argument(

@@ -94,18 +94,26 @@ def test_trend_command_prints_the_change(
     assert [d["metric"] for d in data] == ["write_iops"]
 
 
-def test_flat_histories_rarely_report_a_change_and_the_minimum_change_is_why() -> None:
-    # 2,000 flat histories of 40 nights at 3% noise: the permutation test alone finds a change in
-    # some of them (0.7% measured), the nightly's ~1,000 series would cry wolf every night; with
-    # the minimum change at most one in a thousand remains.
-    rng = random.Random(40)
+def test_a_thousand_flat_histories_of_60_nights_report_at_most_one_change() -> None:
+    # 2% noise, as the nightly's quieter cells have: the permutation test alone reports a few
+    # (3 with this seed, all below 3%); the minimum change leaves at most one.
+    rng = random.Random(1)
     raw = large = 0
-    for _ in range(2000):
-        series = [rng.gauss(1000, 30) for _ in range(40)]
-        raw += bool(detect_change_points(series))
-        large += bool(trend.large_changes(series))
-    assert raw >= 6
-    assert large <= 2
+    for _ in range(1000):
+        series = [rng.gauss(1000, 20) for _ in range(60)]
+        raw += len(detect_change_points(series))
+        large += len(trend.large_changes(series))
+    assert raw >= 1  # the check below can fail: there are false change points to remove
+    assert large <= 1
+
+
+def test_ninety_of_a_hundred_five_percent_steps_are_found_within_two_nights() -> None:
+    rng = random.Random(2)
+    found = 0
+    for _ in range(100):
+        series = [rng.gauss(1000, 20) for _ in range(40)] + [rng.gauss(950, 19) for _ in range(20)]
+        found += any(abs(cp.index - 40) <= 2 for cp, _, _ in trend.large_changes(series))
+    assert found >= 90
 
 
 def test_a_change_smaller_than_the_minimum_change_is_not_news(tmp_path: Path) -> None:
@@ -137,7 +145,7 @@ def test_since_shows_only_what_is_new_and_known_changes_are_set_apart(
     argv = ["trend", "--results", str(tmp_path), "--known", str(known)]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
-    assert "0 change point(s) at alpha 0.01 and at least max(3%, 2 x CoV of the noisier" in out
+    assert "0 change point(s) at alpha 0.01 and at least max(3%, 1.5 x CoV of the noisier" in out
     assert "; 1 known" in out
     assert "known changes:" in out
     assert "(known: the writeback patch, expected)" in out
