@@ -8,6 +8,7 @@ from __future__ import annotations
 import _thread
 import json
 import shlex
+import signal
 import threading
 import time
 from collections.abc import Sequence
@@ -481,8 +482,14 @@ def test_ctrl_c_stops_every_running_vm_and_marks_the_run_interrupted(
             stopped.append(boot.plan.boot_id)
             raise proc.CommandTimeout(boot.argv, None, reason=reason)
 
-    with pytest.raises(KeyboardInterrupt):
-        run_with(tmp_path, UntilStopped(), monkeypatch, jobs=2, split_boots=2)
+    # interrupt_main does nothing unless SIGINT has Python's handler: a shell that started this
+    # test in the background (`.ci/run &`) leaves SIGINT ignored, and Python keeps that.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_with(tmp_path, UntilStopped(), monkeypatch, jobs=2, split_boots=2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     (run_dir,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
     run = load_run(run_dir)
     assert len(stopped) == 2
