@@ -213,6 +213,11 @@ class Session:
             return [n for n in names if any(fnmatchcase(n, p) for p in self.metrics)]
         return [n for n in names if metric_rules.is_headline(n) and metric_rules.is_gated(n)]
 
+    def design_of(self, index: int) -> Design:
+        """The design pair `index` is judged by: its first look at its initial repetitions."""
+        first = max(2, self.first[index])
+        return design(self.alpha, first, max(self.cap, first))
+
     def decisions(self, base: RunRecord, new: RunRecord) -> list[PairDecision]:
         base_cells = {e.cell.id: e for e in base.cells}
         new_cells = {e.cell.id: e for e in new.cells}
@@ -228,7 +233,7 @@ class Session:
                     PairDecision(index, a_id, b_id, label, (), "missing", f"no numbers in {side}")
                 )
                 continue
-            plan = design(self.alpha, max(2, self.first[index]), max(self.cap, self.first[index]))
+            plan = self.design_of(index)
             looks = tuple(
                 MetricDecision(
                     name,

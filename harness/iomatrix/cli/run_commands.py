@@ -260,9 +260,9 @@ def _print_plan(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
         for p in planning.plan_repetitions(
             base,
             args.target_effect,
-            metrics=getattr(args, "metric", None),
-            alpha=getattr(args, "alpha", compare.DEFAULT_ALPHA),
-            min_effect=getattr(args, "min_effect", None),
+            metrics=args.metric,
+            alpha=args.alpha,
+            min_effect=args.min_effect,
         )
         if p.cell_id in repeat
     ]

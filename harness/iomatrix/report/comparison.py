@@ -18,7 +18,7 @@ from iomatrix.analysis.compare import (
     format_p,
     format_percent,
 )
-from iomatrix.analysis.sequential import PairDecision, design
+from iomatrix.analysis.sequential import PairDecision
 from iomatrix.analysis.sequential import Session as SequentialSession
 from iomatrix.report.tables import format_table
 
@@ -359,7 +359,7 @@ def render_sequential(decisions: Sequence[PairDecision], rules: SequentialSessio
         previous = None
         for metric in decision.metrics:
             seen = metric.look
-            plan = design(rules.alpha, max(2, rules.first[decision.index]), rules.cap)
+            plan = rules.design_of(decision.index)
             ci = "-" if seen.ci is None else f"[{_change(seen.ci[0])}, {_change(seen.ci[1])}]"
             rows.append(
                 [
