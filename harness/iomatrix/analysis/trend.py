@@ -85,25 +85,6 @@ class KnownChange(Record):
         )
 
 
-def _series_keys(results_dir: Path, matrix: str | None) -> list[tuple[str, str, str]]:
-    """(cell_id, label, metric) for every series in the index, in a stable order."""
-    with archive.open_index(results_dir) as conn:
-        sql = (
-            "SELECT DISTINCT m.cell_id, c.label, m.metric FROM metrics m "
-            "JOIN cells c ON c.run_id = m.run_id AND c.cell_id = m.cell_id "
-            "JOIN runs r ON r.run_id = m.run_id"
-        )
-        params: tuple[str, ...] = ()
-        if matrix is not None:
-            sql += " WHERE r.matrix_name = ?"
-            params = (matrix,)
-        rows = conn.execute(sql + " ORDER BY c.label, m.metric", params).fetchall()
-    seen: dict[tuple[str, str], str] = {}
-    for cell_id, label, metric in rows:
-        seen.setdefault((str(cell_id), str(metric)), str(label))
-    return [(cell_id, label, metric) for (cell_id, metric), label in seen.items()]
-
-
 def _verdict(metric: str, relative: float | None) -> str:
     direction = metrics.direction(metric)
     if direction == "informational" or relative is None:
@@ -123,24 +104,30 @@ def find_trends(
     min_change: float | None = None,
     since: str | None = None,
     known: Sequence[KnownChange] = (),
+    limit: int | None = None,
 ) -> tuple[list[TrendChange], int]:
     """Change points of every matching series, and how many series were examined.
 
     `min_change`: a fixed smallest relative change of the median; default per change, the
     comparison's minimum effect over the runs before it. `since`: a run id; only changes whose
-    first run after is no older than it. `known`: changes to mark as known (see the module)."""
+    first run after is no older than it. `known`: changes to mark as known (see the module).
+    `limit`: only each series' most recent `limit` runs (a dashboard judges the present; the
+    permutation test's cost grows with the square of a series' length)."""
     archive.update_index(results_dir)
     since_at = _created_at(results_dir, since) if since is not None else None
     changes: list[TrendChange] = []
     examined = 0
-    for cell_id, label, metric in _series_keys(results_dir, matrix):
+    for key in archive.series_of(results_dir, matrix=matrix):
+        cell_id, label, metric = key.cell_id, key.label, key.metric
         if cells and cell_id not in cells:
             continue
         if metric_patterns and not any(fnmatch.fnmatchcase(metric, p) for p in metric_patterns):
             continue
         points = [
             p
-            for p in archive.history(results_dir, cell_id, metric, matrix=matrix, refresh=False)
+            for p in archive.history(
+                results_dir, cell_id, metric, matrix=matrix, limit=limit, refresh=False
+            )
             if p.status == "ok"
         ]
         if len(points) < 2 * min_size:

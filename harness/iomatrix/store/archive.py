@@ -146,6 +146,28 @@ class HistoryPoint:
     status: str
 
 
+@dataclass(frozen=True)
+class RunSummary:
+    """A run as the archive's index lists it: for an index of runs (the nightly dashboard)."""
+
+    run_id: str
+    created_at: str
+    matrix_name: str
+    status: str
+    shard: str | None
+    # Cells by status in that run: {"ok": 40, "failed": 1}.
+    cells: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Series:
+    """One cell x metric whose history the index holds."""
+
+    cell_id: str
+    label: str
+    metric: str
+
+
 class FileStamp(NamedTuple):
     """What tells a changed run.json from an unchanged one without reading it."""
 
@@ -541,6 +563,54 @@ def indexed_runs(results_dir: Path) -> list[str]:
     with open_index(results_dir) as conn:
         rows = conn.execute("SELECT run_id FROM runs ORDER BY created_at, run_id")
         return [str(r[0]) for r in rows]
+
+
+def run_summaries(
+    results_dir: Path, *, matrix: str | None = None, limit: int | None = None
+) -> list[RunSummary]:
+    """The indexed runs, newest first (the `limit` most recent), with their cells' statuses;
+    shard runs a merged run stands for are left out, as in history()."""
+    with open_index(results_dir) as conn:
+        runs = conn.execute(
+            "SELECT run_id, created_at, matrix_name, status, shard FROM runs "
+            "WHERE (:matrix IS NULL OR matrix_name = :matrix) "
+            "AND run_id NOT IN (SELECT source_run_id FROM merged_from) "
+            "ORDER BY created_at DESC, run_id DESC LIMIT :limit",
+            {"matrix": matrix, "limit": -1 if limit is None else limit},
+        ).fetchall()
+        counts: dict[str, dict[str, int]] = {}
+        for run_id, status, n in conn.execute(
+            "SELECT run_id, status, COUNT(*) FROM cells GROUP BY run_id, status"
+        ):
+            counts.setdefault(str(run_id), {})[str(status)] = int(n)
+    return [
+        RunSummary(
+            run_id=str(run_id),
+            created_at=str(created_at),
+            matrix_name=str(matrix_name),
+            status=str(status),
+            shard=None if shard is None else str(shard),
+            cells=counts.get(str(run_id), {}),
+        )
+        for run_id, created_at, matrix_name, status, shard in runs
+    ]
+
+
+def series_of(results_dir: Path, *, matrix: str | None = None) -> list[Series]:
+    """Every cell x metric the index holds, ordered by cell label then metric."""
+    with open_index(results_dir) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT m.cell_id, c.label, m.metric FROM metrics m "
+            "JOIN cells c ON c.run_id = m.run_id AND c.cell_id = m.cell_id "
+            "JOIN runs r ON r.run_id = m.run_id "
+            "WHERE (:matrix IS NULL OR r.matrix_name = :matrix) "
+            "ORDER BY c.label, m.metric",
+            {"matrix": matrix},
+        ).fetchall()
+    seen: dict[tuple[str, str], str] = {}
+    for cell_id, label, metric in rows:
+        seen.setdefault((str(cell_id), str(metric)), str(label))
+    return [Series(cell_id, label, metric) for (cell_id, metric), label in seen.items()]
 
 
 # --- checking ------------------------------------------------------------------------------------
