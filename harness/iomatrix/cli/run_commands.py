@@ -21,6 +21,7 @@ from iomatrix.cli.archive_commands import update_index_or_warn
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.cli.kernel_commands import fetcher
 from iomatrix.cli.matrix_commands import QUICK_HELP, SHARD_HELP, select, use_quick_variant
+from iomatrix.cli.report_commands import write_report_or_warn
 from iomatrix.errors import IomatrixError
 from iomatrix.host import boot, cores, kernels, preflight, session
 from iomatrix.matrix.loader import load_matrix
@@ -29,6 +30,7 @@ from iomatrix.plan import ab
 from iomatrix.plan.boots import boot_groups, split_boots
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
+from iomatrix.report.site import build
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
 from iomatrix.store import rundir
 from iomatrix.store.records_io import load_run
@@ -117,6 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("\n" + extra)
     print(f"\nresults: {run_dir}/run.json")
     print(f"logs:    {run_dir}/cells/<cell-id>/cell.log, {run_dir}/boots/<boot-id>/console-*.log")
+    write_report_or_warn(lambda: build.build_run_site(run_dir))
     return (
         ExitCode.OK if record.counts()["ok"] == len(record.cells) == len(cells) else ExitCode.NOT_OK
     )
@@ -225,6 +228,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     )
     (session_dir / "comparison.json").write_text(comparison_report.render(result, "json"))
     (session_dir / "comparison.md").write_text(comparison_report.render(result, "markdown"))
+    write_report_or_warn(lambda: build.build_session_site(session_dir))
     text = comparison_report.render(result, args.format)
     if args.output is not None:
         args.output.write_text(text)

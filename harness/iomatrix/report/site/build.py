@@ -1,0 +1,186 @@
+"""Build a report site: of a run, of a comparison (two runs or an A/B session), or of an archive.
+
+Every page is one self-contained HTML file (page.py); a site is a folder of them, written
+next to what it reports on by default (<run>/report/, <session>/report/, <results>/site/), so
+links to logs are relative and the folder can be kept as a CI artifact or published as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from iomatrix.analysis import compare, trend
+from iomatrix.errors import IomatrixError
+from iomatrix.report.site import history_page
+from iomatrix.report.site.comparison_page import render_comparison_page
+from iomatrix.report.site.page import NavLink
+from iomatrix.report.site.run_page import DEFAULT_HEATMAP_AXES, render_run_page
+from iomatrix.store import archive, rundir
+from iomatrix.store.files import write_text_atomic
+from iomatrix.store.records_io import load_run
+
+# The most recent runs each series' change points are looked for in: a nightly dashboard judges
+# the present, and the change-point test's cost grows with the square of the series' length.
+TREND_WINDOW = 200
+# Run pages the archive's site includes (the newest runs), linked from its index of runs.
+ARCHIVE_RUN_PAGES = 3
+
+
+@dataclass(frozen=True)
+class BuiltSite:
+    """Where a report was written: its entry page and every page."""
+
+    index: Path
+    pages: tuple[Path, ...]
+
+
+def _write(out_dir: Path, name: str, html: str) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / name
+    write_text_atomic(path, html)
+    return path
+
+
+def build_run_site(
+    run_dir: Path,
+    out_dir: Path | None = None,
+    *,
+    heatmap_axes: tuple[str, str] = DEFAULT_HEATMAP_AXES,
+    heatmap_metric: str | None = None,
+) -> BuiltSite:
+    """<run>/report/index.html (or out_dir/index.html): the run's page."""
+    record = load_run(run_dir)
+    out = out_dir if out_dir is not None else run_dir / "report"
+    html = render_run_page(
+        record, run_dir, out, heatmap_axes=heatmap_axes, heatmap_metric=heatmap_metric
+    )
+    index = _write(out, "index.html", html)
+    return BuiltSite(index=index, pages=(index,))
+
+
+def build_comparison_site(
+    comparison: compare.Comparison,
+    base_dir: Path,
+    new_dir: Path,
+    out_dir: Path,
+    *,
+    title: str | None = None,
+) -> BuiltSite:
+    """index.html (the comparison), base.html and new.html (each run's page)."""
+    nav = (
+        NavLink("comparison", "index.html"),
+        NavLink(f"base {comparison.base.run_id}", "base.html"),
+        NavLink(f"new {comparison.new.run_id}", "new.html"),
+    )
+    pages = [
+        _write(out_dir, "index.html", render_comparison_page(comparison, nav=nav, title=title))
+    ]
+    for name, run_dir in (("base.html", base_dir), ("new.html", new_dir)):
+        record = load_run(run_dir)
+        pages.append(_write(out_dir, name, render_run_page(record, run_dir, out_dir, nav=nav)))
+    return BuiltSite(index=pages[0], pages=tuple(pages))
+
+
+def is_session(folder: Path) -> bool:
+    """An A/B session's folder: base/ and new/ runs side by side (iomatrix ab)."""
+    return (folder / "base" / rundir.RUN_FILE).is_file() and (
+        folder / "new" / rundir.RUN_FILE
+    ).is_file()
+
+
+def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltSite:
+    """An A/B session's report: its comparison as `iomatrix ab` judged it (comparison.json,
+    with the options it was judged with), else judged again with the defaults."""
+    saved = session_dir / "comparison.json"
+    comparison: compare.Comparison
+    if saved.is_file():
+        try:
+            comparison = compare.Comparison.model_validate_json(saved.read_text())
+        except (OSError, ValidationError) as exc:
+            raise IomatrixError(f"{saved}: not a comparison this iomatrix reads: {exc}") from exc
+    else:
+        comparison = compare.compare_runs(
+            load_run(session_dir / "base"), load_run(session_dir / "new"), force=True
+        )
+    return build_comparison_site(
+        comparison,
+        session_dir / "base",
+        session_dir / "new",
+        out_dir if out_dir is not None else session_dir / "report",
+        title=f"iomatrix A/B session {session_dir.name}",
+    )
+
+
+def build_archive_site(
+    results_dir: Path,
+    out_dir: Path | None = None,
+    *,
+    matrix: str | None = None,
+    since: str | None = None,
+    window: int = TREND_WINDOW,
+    run_pages: int = ARCHIVE_RUN_PAGES,
+) -> BuiltSite:
+    """The archive's dashboard (index.html), history.html, changes.html, and the newest runs'
+    pages under runs/."""
+    out = out_dir if out_dir is not None else results_dir / "site"
+    archive.update_index(results_dir)
+    runs = archive.run_summaries(results_dir, matrix=matrix)
+    if not runs:
+        raise IomatrixError(f"{results_dir}: no runs in the archive to report on")
+    changes, examined = trend.find_trends(results_dir, matrix=matrix, limit=window)
+    since_at = None
+    if since is not None:
+        since_at = next((r.created_at for r in runs if r.run_id == since), None)
+        if since_at is None:
+            raise IomatrixError(f"--since {since}: no such run in the archive at {results_dir}")
+    histories = []
+    for series in archive.series_of(results_dir, matrix=matrix):
+        points = tuple(
+            p
+            for p in archive.history(
+                results_dir, series.cell_id, series.metric, matrix=matrix, refresh=False
+            )
+            if p.status == "ok"
+        )
+        found = tuple(
+            c for c in changes if c.cell_id == series.cell_id and c.metric == series.metric
+        )
+        histories.append(history_page.SeriesHistory(series, points, found))
+    linked: dict[str, str] = {}
+    pages = []
+    for run in runs[:run_pages]:
+        run_dir = results_dir / run.run_id
+        if not (run_dir / rundir.RUN_FILE).is_file():
+            continue
+        record = load_run(run_dir)
+        # The run pages sit one folder down: the dashboard's links go up one.
+        nav = tuple(NavLink(n.title, "../" + n.href) for n in history_page.NAV)
+        runs_out = out / "runs"
+        html = render_run_page(record, run_dir, runs_out, nav=nav)
+        pages.append(_write(runs_out, f"{run.run_id}.html", html))
+        linked[run.run_id] = f"runs/{run.run_id}.html"
+    index = _write(
+        out,
+        "index.html",
+        history_page.render_dashboard(
+            runs,
+            histories,
+            changes,
+            examined=examined,
+            run_pages=linked,
+            results_dir=results_dir,
+        ),
+    )
+    pages.insert(0, index)
+    pages.append(_write(out, "history.html", history_page.render_history(histories)))
+    pages.append(
+        _write(
+            out,
+            "changes.html",
+            history_page.render_changes(changes, examined=examined, since=since, since_at=since_at),
+        )
+    )
+    return BuiltSite(index=index, pages=tuple(pages))

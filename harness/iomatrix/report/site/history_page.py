@@ -1,0 +1,299 @@
+"""The archive's pages: the nightly dashboard (an index of runs and a grid of cells with a small
+trend line and the latest verdict), every cell x metric's history with its change points and
+segment medians, and the changes page (regressions first, what is new since a run, what the
+triage file already acknowledged)."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from iomatrix.analysis import metrics
+from iomatrix.analysis.trend import TrendChange
+from iomatrix.report.site import svg
+from iomatrix.report.site.page import (
+    Cell,
+    NavLink,
+    e,
+    filters,
+    link,
+    number_cell,
+    percent_cell,
+    render_page,
+    table,
+)
+from iomatrix.store.archive import HistoryPoint, RunSummary, Series
+
+# Runs a sparkline shows.
+SPARK_RUNS = 30
+
+
+@dataclass(frozen=True)
+class SeriesHistory:
+    """One cell x metric: its ok runs' medians (oldest first) and the changes found in it."""
+
+    series: Series
+    points: tuple[HistoryPoint, ...]
+    changes: tuple[TrendChange, ...]
+
+    @property
+    def anchor(self) -> str:
+        return f"s-{self.series.cell_id}-{self.series.metric}"
+
+    def change_indices(self) -> list[int]:
+        where = {p.run_id: i for i, p in enumerate(self.points)}
+        return sorted(where[c.first_run_after] for c in self.changes if c.first_run_after in where)
+
+    def segments(self) -> list[svg.Segment]:
+        """Each stretch between change points at its median."""
+        cuts = [0, *self.change_indices(), len(self.points)]
+        out = []
+        for start, end in itertools.pairwise(cuts):
+            if end > start:
+                values = [p.median for p in self.points[start:end]]
+                out.append(svg.Segment(float(start), float(end - 1), statistics.median(values)))
+        return out
+
+    def latest_change(self) -> TrendChange | None:
+        """The newest change point found in the series, if any: the cell's current verdict."""
+        return max(self.changes, key=lambda c: c.first_after_at) if self.changes else None
+
+    def runs_since(self, change: TrendChange) -> int:
+        """How many runs ago a change began (0: in the newest run)."""
+        where = [i for i, p in enumerate(self.points) if p.run_id == change.first_run_after]
+        return len(self.points) - 1 - where[0] if where else len(self.points)
+
+
+NAV = (
+    NavLink("dashboard", "index.html"),
+    NavLink("history", "history.html"),
+    NavLink("changes", "changes.html"),
+)
+
+
+def _verdict_cell(h: SeriesHistory) -> Cell:
+    change = h.latest_change()
+    if change is None:
+        return Cell(text="steady", css="verdict-unchanged")
+    size = "" if change.median_change is None else f" {change.median_change:+.1%}"
+    known = ", known" if change.known else ""
+    ago = h.runs_since(change)
+    when = "in the newest run" if ago == 0 else f"{ago} run(s) ago"
+    return Cell(text=f"{change.verdict}{size} {when}{known}", css=f"verdict-{change.verdict}")
+
+
+def _runs_table(runs: Sequence[RunSummary], run_pages: dict[str, str]) -> str:
+    rows = []
+    for run in runs:
+        ok = run.cells.get("ok", 0)
+        total = sum(run.cells.values())
+        page = run_pages.get(run.run_id)
+        rows.append(
+            [
+                Cell(html=link(page, run.run_id)) if page else run.run_id,
+                run.created_at,
+                run.matrix_name,
+                run.status,
+                Cell(text=f"{ok}/{total}", sort=str(ok - total), numeric=True),
+                ", ".join(f"{n} {k}" for k, n in sorted(run.cells.items()) if k != "ok"),
+            ]
+        )
+    return table(["run", "created", "matrix", "status", "cells ok", "not ok"], rows)
+
+
+def _grid(histories: Sequence[SeriesHistory]) -> str:
+    """A row per cell, a column per headline metric: a sparkline of the recent medians, the
+    latest median and the cell's current verdict."""
+    shown = [h for h in histories if metrics.is_headline(h.series.metric)]
+    columns = sorted({h.series.metric for h in shown}, key=metrics.sort_key)
+    by_cell: dict[str, dict[str, SeriesHistory]] = {}
+    labels: dict[str, str] = {}
+    for h in shown:
+        by_cell.setdefault(h.series.cell_id, {})[h.series.metric] = h
+        labels[h.series.cell_id] = h.series.label
+    rows = []
+    for cell_id, by_metric in sorted(by_cell.items(), key=lambda item: labels[item[0]]):
+        row: list[Cell | str] = [Cell(html=f"{e(labels[cell_id])}<br><code>{e(cell_id)}</code>")]
+        for metric in columns:
+            found = by_metric.get(metric)
+            if found is None or not found.points:
+                row.append("")
+                continue
+            h = found
+            recent = [p.median for p in h.points[-SPARK_RUNS:]]
+            spark = svg.sparkline(recent, title=f"{h.series.label} {metric}: last {len(recent)}")
+            verdict = _verdict_cell(h)
+            row.append(
+                Cell(
+                    html=f'<a href="history.html#{e(h.anchor)}">{spark}</a><br>'
+                    f"{e(svg.number(recent[-1]))} "
+                    f'<span class="{verdict.css}">{e(verdict.text)}</span>'
+                )
+            )
+        rows.append(row)
+    return table(["cell", *columns], rows, sortable=False)
+
+
+def render_dashboard(
+    runs: Sequence[RunSummary],
+    histories: Sequence[SeriesHistory],
+    changes: Sequence[TrendChange],
+    *,
+    examined: int,
+    run_pages: dict[str, str],
+    results_dir: Path,
+) -> str:
+    news = [c for c in changes if c.known is None]
+    regressed = [c for c in news if c.verdict == "regressed"]
+    body = [
+        f"<p>{len(runs)} run(s) in {e(results_dir)}; {examined} series examined for change "
+        f"points: <b>{len(news)}</b> change(s) not yet triaged, "
+        f'<b class="verdict-regressed">{len(regressed)}</b> regression(s); '
+        f'{len(changes) - len(news)} known (<a href="changes.html">changes</a>).</p>',
+        "<h2>Cells</h2>",
+        f'<p class="note">Each cell\'s last {SPARK_RUNS} ok runs; the verdict is its newest '
+        "change point (steady: none in the runs examined).</p>",
+        _grid(histories),
+        "<h2>Runs</h2>",
+        _runs_table(runs, run_pages),
+    ]
+    return render_page("iomatrix dashboard", "".join(body), NAV, subtitle=str(results_dir))
+
+
+def _series_block(h: SeriesHistory) -> str:
+    points = tuple((float(i), p.median) for i, p in enumerate(h.points))
+    names = {float(i): f"{p.run_id} ({p.created_at})" for i, p in enumerate(h.points)}
+    markers = []
+    where = {p.run_id: i for i, p in enumerate(h.points)}
+    for change in h.changes:
+        if change.first_run_after in where:
+            colour = svg.VERDICT_COLOURS.get(change.verdict, "#333")
+            size = "" if change.median_change is None else f" {change.median_change:+.1%}"
+            markers.append(
+                (
+                    float(where[change.first_run_after]) - 0.5,
+                    colour,
+                    f"{change.verdict}{size} from {change.first_run_after} "
+                    f"(p {change.p_value:.3g})",
+                )
+            )
+    chart = svg.line_chart(
+        [svg.Line(label=h.series.metric, points=points)],
+        title=f"{h.series.label} {h.series.metric}",
+        x_label="runs, oldest first",
+        y_label=h.series.metric,
+        markers=markers,
+        segments=h.segments(),
+        x_names=names,
+    )
+    return (
+        f'<div class="filterable" data-cell="{e(h.series.label)}" '
+        f'data-metric="{e(h.series.metric)}"><h3 id="{e(h.anchor)}">{e(h.series.label)} '
+        f'<span class="note">{e(h.series.metric)}, {len(h.points)} runs, '
+        f"{len(h.changes)} change point(s)</span></h3>{chart}</div>"
+    )
+
+
+def render_history(histories: Sequence[SeriesHistory]) -> str:
+    shown = [h for h in histories if metrics.is_headline(h.series.metric) and h.points]
+    # Series that changed first: what a reader opens the page for.
+    shown.sort(key=lambda h: not h.changes)
+    choices: list[tuple[str, str, Sequence[str]]] = [
+        ("cell", "cell", sorted({h.series.label for h in shown})),
+        ("metric", "metric", sorted({h.series.metric for h in shown}, key=metrics.sort_key)),
+    ]
+    body = [
+        '<p class="note">Each headline metric\'s per-run median (ok runs), the change points '
+        "found in it (dashed, coloured by verdict) and each segment's median (black). Long "
+        f"histories are drawn in {svg.MAX_DRAWN_POINTS} buckets: the line is each bucket's "
+        "median, the pale bars its range.</p>",
+        filters(choices, text=False),
+        *(_series_block(h) for h in shown),
+    ]
+    return render_page("iomatrix history", "".join(body), NAV)
+
+
+def _change_rows(changes: Sequence[TrendChange], since_at: str | None) -> str:
+    ordered = sorted(
+        changes,
+        key=lambda c: (c.verdict != "regressed", c.known is not None, c.first_after_at),
+    )
+    rows = []
+    attributes = []
+    for c in ordered:
+        new = since_at is not None and c.first_after_at >= since_at
+        q = getattr(c, "q_value", None)
+        rows.append(
+            [
+                Cell(
+                    html=f'<a href="history.html#s-{e(c.cell_id)}-{e(c.metric)}">{e(c.label)}</a>'
+                ),
+                c.metric,
+                Cell(text=c.verdict, css=f"verdict-{c.verdict}"),
+                number_cell(c.before_median),
+                number_cell(c.after_median),
+                percent_cell(c.median_change),
+                Cell(text=f"{c.p_value:.3g}", sort=repr(c.p_value), numeric=True),
+                Cell(
+                    text="-" if q is None else f"{q:.3g}",
+                    sort="" if q is None else repr(q),
+                    numeric=True,
+                ),
+                f"{c.runs_before} | {c.runs_after}",
+                c.first_run_after,
+                c.first_after_at,
+                "new" if new else "",
+                c.known or "",
+            ]
+        )
+        attributes.append(
+            (
+                ("verdict", c.verdict),
+                ("status", "known" if c.known else "news"),
+                ("since", "new" if new else "older"),
+            )
+        )
+    header = [
+        "cell",
+        "metric",
+        "verdict",
+        "median before",
+        "median after",
+        "change",
+        "p",
+        "q (FDR)",
+        "runs before | after",
+        "first run after",
+        "at",
+        "since",
+        "triage",
+    ]
+    return table(header, rows, row_attributes=attributes, css_id="changes")
+
+
+def render_changes(
+    changes: Sequence[TrendChange],
+    *,
+    examined: int,
+    since: str | None,
+    since_at: str | None,
+    ignored: int = 0,
+) -> str:
+    new = [c for c in changes if since_at is not None and c.first_after_at >= since_at]
+    head = (
+        f"<p>{len(changes)} change point(s) in {examined} series"
+        + (f"; {ignored} ignored by the triage file" if ignored else "")
+        + (f"; <b>{len(new)} new since {e(since)}</b>" if since else "")
+        + ".</p>"
+    )
+    choices: list[tuple[str, str, Sequence[str]]] = [
+        ("verdict", "verdict", sorted({c.verdict for c in changes})),
+        ("status", "triage", ["news", "known"]),
+    ]
+    if since:
+        choices.append(("since", f"since {since}", ["new", "older"]))
+    body = [head, filters(choices), _change_rows(changes, since_at)]
+    return render_page("iomatrix changes", "".join(body), NAV)

@@ -1,0 +1,366 @@
+"""The page of one run: what the guest applied, every repetition of every cell, a heatmap of two
+axes, latency CDFs from fio's json+ histogram, CPU per I/O, and each cell's logs."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from iomatrix.analysis import metrics
+from iomatrix.model.axes import AXES, TITLES
+from iomatrix.model.result import CellEntry, Repetition, RunRecord
+from iomatrix.report.site import svg
+from iomatrix.report.site.page import (
+    Cell,
+    NavLink,
+    e,
+    figure,
+    link,
+    number_cell,
+    render_page,
+    table,
+)
+
+DEFAULT_HEATMAP_AXES = ("filesystem", "scheduler")
+# fio's directions, in the order fio's JSON lists them.
+_DIRECTIONS = ("read", "write", "trim")
+# Lines per latency chart: more cells than this get one chart per group of them.
+_MAX_LINES = 8
+
+
+def _relative(target: Path, out_dir: Path) -> str:
+    return Path(os.path.relpath(target, out_dir)).as_posix()
+
+
+def _by_workload(cells: Sequence[CellEntry]) -> dict[str, list[CellEntry]]:
+    out: dict[str, list[CellEntry]] = {}
+    for entry in cells:
+        out.setdefault(entry.cell.workload.name, []).append(entry)
+    return out
+
+
+def _varying_axes(cells: Sequence[CellEntry]) -> list[str]:
+    """The axes whose value differs between the cells: a cell's short name in this run."""
+    return [a for a in AXES if len({c.cell.axis_value(a) for c in cells}) > 1]
+
+
+def short_label(entry: CellEntry, axes: Sequence[str]) -> str:
+    """The cell's values on the axes that vary; a lone cell's filesystem, scheduler, device."""
+    shown = axes or ("filesystem", "scheduler", "device")
+    return "/".join(entry.cell.axis_value(a) for a in shown)
+
+
+def headline_metrics(cells: Iterable[CellEntry]) -> list[str]:
+    """The headline metrics (throughput, p99 latency, CPU cost) the cells' repetitions report,
+    in display order; every metric when none is a headline one (a builtin workload's own)."""
+    names: set[str] = set()
+    for entry in cells:
+        for rep in entry.result.repetitions:
+            names.update(rep.all_metrics())
+    chosen = [n for n in names if metrics.is_headline(n)] or [
+        n for n in names if metrics.is_gated(n)
+    ]
+    return sorted(chosen, key=metrics.sort_key)
+
+
+def _scheduler_read_back(entry: CellEntry) -> str:
+    applied = entry.result.applied
+    if applied is None:
+        return f"{entry.cell.scheduler} (not read back)"
+    members = [s or "-" for s in applied.member_schedulers]
+    if members and len(set(members)) > 1:
+        return " / ".join(members)
+    return applied.scheduler or "-"
+
+
+def _system_table(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
+    """Per cell, what the guest read back after setting it up, beside what QEMU was given."""
+    header = [
+        "cell",
+        "kernel (guest)",
+        "filesystem",
+        "mkfs options",
+        "mount options (read back)",
+        "scheduler (read back)",
+        "device",
+        "QEMU drive",
+        "status",
+        "log",
+    ]
+    rows = []
+    for entry in record.cells:
+        cell, applied = entry.cell, entry.result.applied
+        mount = ",".join(applied.mount_options) if applied else "(not read back)"
+        if applied and applied.missing_mount_options:
+            mount += " | NOT APPLIED: " + ",".join(applied.missing_mount_options)
+        fs = applied.mount_fstype if applied else cell.filesystem.fstype
+        if applied and applied.loop is not None:
+            fs += f" on {applied.loop.device} on {applied.loop.outer_fstype}"
+        log_html = ""
+        if entry.result.log:
+            log_html = link(_relative(run_dir / entry.result.log, out_dir), "log")
+        result_json = run_dir / "cells" / cell.id / "result.json"
+        if result_json.exists():
+            log_html += " " + link(_relative(result_json, out_dir), "result.json")
+        device = cell.device
+        throttle = f", {device.iops_limit} IOPS max" if device.iops_limit else ""
+        rows.append(
+            [
+                Cell(html=f"<b>{e(cell.id)}</b><br>{e(cell.label)}"),
+                applied.kernel_release if applied else cell.kernel,
+                fs,
+                " ".join(cell.filesystem.mkfs_options) or "(defaults)",
+                mount,
+                _scheduler_read_back(entry),
+                f"{device.name}: {device.bus}, {device.size_bytes // 2**20} MiB, "
+                f"cache={device.cache}, aio={device.aio}{throttle}",
+                Cell(html="<code>" + e(" ".join(entry.qemu_drive)) + "</code>"),
+                Cell(text=entry.result.status, css=f"status-{entry.result.status}"),
+                Cell(html=log_html),
+            ]
+        )
+    return table(header, rows)
+
+
+def _environment(record: RunRecord) -> str:
+    env = record.environment.model_dump()
+    rows = [[key, str(value)] for key, value in env.items() if value is not None]
+    rows += [
+        [
+            f"kernel {spec}",
+            f"{info.release} ({info.source}, vmlinuz sha256 {info.vmlinuz_sha256[:12]})",
+        ]
+        for spec, info in record.kernels.items()
+    ]
+    return table(["", "value"], rows, sortable=False)
+
+
+def _boots(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
+    rows = []
+    for boot in record.boots:
+        console = run_dir / boot.console_log
+        rows.append(
+            [
+                boot.boot_id,
+                boot.kernel,
+                boot.device,
+                Cell(text=boot.outcome, css=f"status-{boot.outcome}"),
+                number_cell(boot.duration_s, digits=1, suffix=" s"),
+                str(len(boot.cells)),
+                Cell(html=link(_relative(console, out_dir), "console log")),
+            ]
+        )
+    return table(["boot", "kernel", "device", "outcome", "duration", "cells", "log"], rows)
+
+
+def _values(entry: CellEntry, metric: str) -> tuple[float, ...]:
+    return tuple(
+        rep.all_metrics()[metric] for rep in entry.result.repetitions if metric in rep.all_metrics()
+    )
+
+
+def _strips(cells: Sequence[CellEntry], names: Sequence[str], metric: str) -> str:
+    groups = [
+        svg.StripGroup(label=name, values=_values(entry, metric), link=f"#cell-{entry.cell.id}")
+        for entry, name in zip(cells, names, strict=True)
+    ]
+    groups = [g for g in groups if g.values]
+    title = f"{metric}: every repetition (bar: median)"
+    return figure(title, svg.strip_plot(groups, title=title))
+
+
+def _heatmap(cells: Sequence[CellEntry], metric: str, axes: tuple[str, str]) -> str | None:
+    """Median over the repetitions (and over the cells sharing the two axis values) of a
+    metric, for each pair of values of two axes; None when an axis has a single value."""
+    column_axis, row_axis = axes
+    columns = sorted({c.cell.axis_value(column_axis) for c in cells})
+    rows = sorted({c.cell.axis_value(row_axis) for c in cells})
+    if len(columns) < 2 and len(rows) < 2:
+        return None
+    pooled: dict[tuple[str, str], list[float]] = {}
+    for entry in cells:
+        values = _values(entry, metric)
+        if values:
+            key = (entry.cell.axis_value(row_axis), entry.cell.axis_value(column_axis))
+            pooled.setdefault(key, []).append(statistics.median(values))
+    medians = {key: statistics.median(v) for key, v in pooled.items()}
+    title = f"{metric}: {TITLES.get(row_axis, row_axis)} x {TITLES.get(column_axis, column_axis)}"
+    return figure(title + " (median)", svg.heatmap(columns, rows, medians, title=title))
+
+
+def latency_cdf(fio: Mapping[str, Any]) -> dict[str, list[tuple[float, float]]]:
+    """Per direction, (latency in us, share of I/Os at or below it in percent) from fio json+'s
+    completion-latency histogram (clat_ns.bins: nanoseconds -> count), summed over the jobs."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for direction in _DIRECTIONS:
+        counts: dict[float, int] = {}
+        for job in fio.get("jobs", []):
+            stats = job.get(direction, {})
+            for key in ("clat_ns", "lat_ns"):
+                bins = stats.get(key, {}).get("bins")
+                if isinstance(bins, Mapping) and bins:
+                    for ns, count in bins.items():
+                        counts[float(ns)] = counts.get(float(ns), 0) + int(count)
+                    break
+        total = sum(counts.values())
+        if not total:
+            continue
+        running = 0
+        points = []
+        for ns in sorted(counts):
+            running += counts[ns]
+            points.append((max(ns / 1000.0, 0.001), 100.0 * running / total))
+        out[direction] = points
+    return out
+
+
+def _median_repetition(entry: CellEntry, metric: str | None) -> Repetition | None:
+    """The repetition whose headline value is the median one: the CDF of a typical repetition."""
+    reps = [r for r in entry.result.repetitions if r.fio]
+    if not reps:
+        return None
+    if metric is None:
+        return reps[len(reps) // 2]
+    ordered = sorted(reps, key=lambda r: r.all_metrics().get(metric, 0.0))
+    return ordered[len(ordered) // 2]
+
+
+def _latency_charts(cells: Sequence[CellEntry], names: Sequence[str], metric: str | None) -> str:
+    lines_by_direction: dict[str, list[svg.Line]] = {}
+    for entry, name in zip(cells, names, strict=True):
+        rep = _median_repetition(entry, metric)
+        if rep is None:
+            continue
+        for direction, points in latency_cdf(rep.fio).items():
+            lines_by_direction.setdefault(direction, []).append(
+                svg.Line(label=name, points=tuple(points))
+            )
+    out = []
+    for direction, lines in lines_by_direction.items():
+        for start in range(0, len(lines), _MAX_LINES):
+            chunk = lines[start : start + _MAX_LINES]
+            title = f"{direction} completion latency CDF (each cell's median repetition)"
+            out.append(
+                figure(
+                    title,
+                    svg.line_chart(
+                        chunk,
+                        title=title,
+                        x_label=f"{direction} completion latency (us, log scale)",
+                        y_label="% of I/Os at or below",
+                        log_x=True,
+                    ),
+                )
+            )
+    return "".join(out)
+
+
+def cpu_us_per_io(rep: Repetition) -> float | None:
+    """Guest CPU time (all CPUs, busy) per I/O fio completed, in microseconds: what the storage
+    stack costs per I/O, comparable across cells whose IOPS differ."""
+    ios = 0
+    for job in rep.fio.get("jobs", []):
+        for direction in _DIRECTIONS:
+            ios += int(job.get(direction, {}).get("total_ios", 0) or 0)
+    if ios <= 0:
+        return None
+    return 1e6 * rep.cpu.busy_cpu_s / ios
+
+
+def _cpu_per_io(cells: Sequence[CellEntry], names: Sequence[str]) -> str:
+    groups = []
+    for entry, name in zip(cells, names, strict=True):
+        values = tuple(
+            v for rep in entry.result.repetitions if (v := cpu_us_per_io(rep)) is not None
+        )
+        if values:
+            groups.append(svg.StripGroup(label=name, values=values, link=f"#cell-{entry.cell.id}"))
+    if not groups:
+        return ""
+    title = "guest CPU microseconds per I/O (busy CPU time / I/Os fio completed)"
+    return figure(title, svg.strip_plot(groups, title=title))
+
+
+def _cell_details(record: RunRecord) -> str:
+    """Every repetition's value of every metric, per cell: the numbers behind the charts."""
+    out = []
+    for entry in record.cells:
+        result = entry.result
+        reason = f'<p class="note">{e(result.reason)}</p>' if result.reason else ""
+        out.append(
+            f'<h3 id="cell-{e(entry.cell.id)}">{e(entry.cell.label)} '
+            f'<span class="note">({e(entry.cell.id)}, {e(result.status)})</span></h3>{reason}'
+        )
+        if not result.repetitions:
+            continue
+        summary = result.summary()
+        names = sorted(summary, key=metrics.sort_key)
+        reps = result.repetitions
+        rows = [
+            [
+                name,
+                *(number_cell(rep.all_metrics().get(name)) for rep in reps),
+                number_cell(summary[name].median),
+                Cell(
+                    text="-" if summary[name].cov is None else f"{summary[name].cov:.1%}",
+                    numeric=True,
+                ),
+            ]
+            for name in names
+        ]
+        header = ["metric", *(f"rep {rep.index + 1}" for rep in reps), "median", "CoV"]
+        out.append(table(header, rows))
+    return "".join(out)
+
+
+def render_run_page(
+    record: RunRecord,
+    run_dir: Path,
+    out_dir: Path,
+    *,
+    heatmap_axes: tuple[str, str] = DEFAULT_HEATMAP_AXES,
+    heatmap_metric: str | None = None,
+    nav: Sequence[NavLink] = (),
+) -> str:
+    counts = ", ".join(f"{n} {k}" for k, n in record.counts().items() if n)
+    body = [
+        f"<p>Run <b>{e(record.run_id)}</b> of matrix <b>{e(record.matrix_name)}</b> "
+        f"({e(record.matrix_source)}), {e(record.status)}: {e(counts) or 'no cells'}. "
+        f"Started {e(record.created_at)}, finished {e(record.finished_at or '-')}.</p>",
+        "<h2>System</h2>",
+        _environment(record),
+        "<h2>What the guest applied</h2>",
+        '<p class="note">Read back in the guest after setting each cell up (mount options '
+        "from /proc/mounts, the scheduler from sysfs), beside the exact QEMU drive options.</p>",
+        _system_table(record, run_dir, out_dir),
+    ]
+    for workload, cells in _by_workload(record.cells).items():
+        names = [short_label(c, _varying_axes(cells)) for c in cells]
+        headline = headline_metrics(cells)
+        body.append(f"<h2>Workload {e(workload)}</h2>")
+        if not headline:
+            body.append('<p class="note">No repetition reported a metric.</p>')
+            continue
+        shown = heatmap_metric if heatmap_metric in headline else headline[0]
+        heat = _heatmap(cells, shown, heatmap_axes) if shown else None
+        if heat:
+            body.append(heat)
+        for metric in headline:
+            body.append(_strips(cells, names, metric))
+        body.append(_cpu_per_io(cells, names))
+        body.append(_latency_charts(cells, names, headline[0]))
+    body += [
+        "<h2>Boots</h2>",
+        _boots(record, run_dir, out_dir),
+        "<h2>Cells</h2>",
+        _cell_details(record),
+    ]
+    return render_page(
+        f"iomatrix run {record.run_id}",
+        "".join(body),
+        nav,
+        subtitle=f"{record.matrix_name}: {counts}",
+    )

@@ -1,0 +1,133 @@
+"""Synthetic archives for the report's tests: nights of runs of a small fs x scheduler matrix,
+each repetition with fio json+ latency bins, and a known step in one series.
+
+The values come from seeded noise around chosen medians, so a test knows what each chart must
+show (how many points, which series changed, by how much) without a VM.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iomatrix.model.cell import Cell
+from iomatrix.model.result import CellEntry, CellResult, CpuUsage, Repetition, RunRecord
+from iomatrix.store.records_io import write_record
+from support.builders import ENVIRONMENT, make_cell
+from support.runs import drive
+
+FILESYSTEMS = ("ext4", "xfs")
+SCHEDULERS = ("none", "mq-deadline")
+BASE_IOPS = {"ext4": 1000.0, "xfs": 1200.0}
+
+
+def fio_json(rng: random.Random, iops: float, ios: int = 400) -> dict[str, Any]:
+    """A fio json+ result of one write job: latencies log-normal around 1e6 / iops us, bucketed
+    the way fio's histogram keys them (nanoseconds -> count)."""
+    bins: dict[str, int] = {}
+    centre_ns = 1e9 / iops
+    for _ in range(ios):
+        ns = int(math.exp(rng.gauss(math.log(centre_ns), 0.4)))
+        key = str(int(10 ** (round(math.log10(ns) * 20) / 20)))
+        bins[key] = bins.get(key, 0) + 1
+    return {
+        "fio version": "fio-3.33",
+        "jobs": [{"jobname": "w", "write": {"total_ios": ios, "clat_ns": {"bins": bins}}}],
+    }
+
+
+def repetition(rng: random.Random, index: int, iops: float, *, noise: float = 0.02) -> Repetition:
+    value = rng.gauss(iops, iops * noise)
+    return Repetition(
+        index=index,
+        metrics={"write_iops": value, "write_lat_p99_us": 2e6 / value},
+        cpu=CpuUsage(usr_pct=5.0, sys_pct=20.0, iowait_pct=10.0, idle_pct=65.0, busy_cpu_s=2.0),
+        duration_s=10.0,
+        fio_version="fio-3.33",
+        fio=fio_json(rng, value),
+    )
+
+
+def matrix_cells() -> list[Cell]:
+    return [make_cell(fs=fs, scheduler=s, repeat=3) for fs in FILESYSTEMS for s in SCHEDULERS]
+
+
+def run_of(
+    run_id: str,
+    created_at: str,
+    cells: Sequence[Cell],
+    iops_of: dict[str, float],
+    *,
+    seed: int,
+    repeat: int = 3,
+    failed: Sequence[str] = (),
+) -> RunRecord:
+    """A complete run of the cells, each with `repeat` repetitions around iops_of[cell.id];
+    cells in `failed` failed with a reason and no repetitions."""
+    rng = random.Random(seed)
+    entries = []
+    for cell in cells:
+        if cell.id in failed:
+            result = CellResult(cell_id=cell.id, status="failed", reason="guest panic (test)")
+        else:
+            reps = tuple(repetition(rng, i, iops_of[cell.id]) for i in range(repeat))
+            result = CellResult(
+                cell_id=cell.id, status="ok", repetitions=reps, log=f"cells/{cell.id}/cell.log"
+            )
+        entries.append(CellEntry(cell=cell, qemu_drive=drive(run_id), result=result))
+    return RunRecord(
+        run_id=run_id,
+        created_at=created_at,
+        status="complete",
+        matrix_name="nightly-test",
+        matrix_source="/m/nightly-test.yaml",
+        matrix_sha256="b" * 64,
+        environment=ENVIRONMENT,
+        cells=tuple(entries),
+    )
+
+
+@dataclass(frozen=True)
+class Nightly:
+    """What a synthetic archive holds: its run ids (oldest first), its cells, the cell whose
+    IOPS stepped and from which run."""
+
+    run_ids: tuple[str, ...]
+    cells: tuple[Cell, ...]
+    stepped_cell: Cell
+    first_run_after_step: str
+
+
+def write_nightly_archive(
+    results: Path, *, nights: int = 24, step_at: int = 14, step: float = 0.75
+) -> Nightly:
+    """`nights` runs of the four cells; from night `step_at` on, xfs/mq-deadline's IOPS are
+    `step` times what they were (a regression), every other series flat at 2% noise."""
+    cells = matrix_cells()
+    stepped = next(c for c in cells if c.filesystem.name == "xfs" and c.scheduler == "mq-deadline")
+    run_ids = []
+    for night in range(nights):
+        run_id = f"2026{11 + night // 28:02d}{1 + night % 28:02d}T000000Z-nightly-{night:04d}"
+        iops = {
+            c.id: BASE_IOPS[c.filesystem.name]
+            * (step if c.id == stepped.id and night >= step_at else 1.0)
+            for c in cells
+        }
+        record = run_of(
+            run_id,
+            f"2026-{11 + night // 28:02d}-{1 + night % 28:02d}T00:00:00+00:00",
+            cells,
+            iops,
+            seed=night,
+        )
+        write_record(results / run_id / "run.json", record)
+        for cell in cells:
+            log = results / run_id / "cells" / cell.id / "cell.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"log of {cell.id}\n")
+        run_ids.append(run_id)
+    return Nightly(tuple(run_ids), tuple(cells), stepped, run_ids[step_at])

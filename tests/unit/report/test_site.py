@@ -1,0 +1,230 @@
+"""The HTML report's pages, read back with an HTML parser: every chart holds the data it was given,
+links point at files that exist, nothing is fetched from the network. (tests/browser loads the
+same pages in a real browser.)"""
+
+from __future__ import annotations
+
+import statistics
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from iomatrix.analysis import compare
+from iomatrix.cli import main as cli
+from iomatrix.report.site import build, svg
+from iomatrix.report.site.run_page import headline_metrics, latency_cdf
+from iomatrix.store.records_io import load_run, write_record
+from support.archives import BASE_IOPS, matrix_cells, run_of, write_nightly_archive
+
+
+class Page(HTMLParser):
+    """The parts of a page the tests check: charts, their marks, links, scripts' sources."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.charts: list[dict[str, str]] = []
+        self.marks: dict[int, int] = {}
+        self.refs: list[str] = []
+        self.rows: list[dict[str, str]] = []
+        self.text = text
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "svg" and "chart" in a.get("class", ""):
+            self.charts.append(a)
+        elif self.charts and "mark" in a.get("class", "").split():
+            index = len(self.charts) - 1
+            self.marks[index] = self.marks.get(index, 0) + 1
+        if tag == "tr" and "filterable" in a.get("class", ""):
+            self.rows.append(a)
+        for key in ("href", "src"):
+            if key in a:
+                self.refs.append(a[key])
+
+    def of_kind(self, kind: str) -> list[tuple[int, dict[str, str]]]:
+        return [(i, c) for i, c in enumerate(self.charts) if c["data-kind"] == kind]
+
+
+def read(path: Path) -> Page:
+    return Page(path.read_text())
+
+
+def assert_self_contained(page: Page, folder: Path) -> None:
+    """No URL leaves the site, and every relative link names a file that exists."""
+    for ref in page.refs:
+        url = urlparse(ref)
+        assert url.scheme in ("", "file"), f"a reference to the network: {ref}"
+        if url.path and not ref.startswith("#"):
+            assert (folder / url.path).exists(), f"a link to nothing: {ref}"
+    assert "<script src" not in page.text
+    assert "<link" not in page.text
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    cells = matrix_cells()
+    iops = {c.id: BASE_IOPS[c.filesystem.name] for c in cells}
+    record = run_of(
+        "r1", "2026-11-20T00:00:00+00:00", cells, iops, seed=1, repeat=4, failed=[cells[-1].id]
+    )
+    folder = tmp_path / "results" / "r1"
+    write_record(folder / "run.json", record)
+    for cell in cells:
+        (folder / "cells" / cell.id).mkdir(parents=True)
+        (folder / "cells" / cell.id / "cell.log").write_text("log\n")
+    return folder
+
+
+def test_a_run_page_shows_every_repetition_a_heatmap_latency_and_cpu_per_io(run_dir: Path) -> None:
+    site = build.build_run_site(run_dir)
+    assert site.index == run_dir / "report" / "index.html"
+    page = read(site.index)
+    record = load_run(run_dir)
+    ok = [e for e in record.cells if e.result.status == "ok"]
+    reps = sum(len(e.result.repetitions) for e in ok)
+    strips = page.of_kind("strip")
+    # One strip plot per headline metric (write_iops, write_lat_p99_us, cpu_busy_cpu_s) and CPU
+    # per I/O: each shows every repetition of every ok cell as a mark.
+    assert headline_metrics(ok) == ["write_iops", "write_lat_p99_us", "cpu_busy_cpu_s"]
+    assert len(strips) == 4
+    for index, chart in strips:
+        assert int(chart["data-points"]) == reps
+        assert page.marks[index] == reps
+    # The heatmap: filesystem x scheduler, one square per pair that has a value (the failed
+    # cell's pair stays empty).
+    ((index, heat),) = page.of_kind("heatmap")
+    assert int(heat["data-points"]) == page.marks[index] == len(ok)
+    # The latency CDF: one line per ok cell, each of the repetition with the median IOPS.
+    ((index, cdf),) = page.of_kind("line")
+    middle = [sorted(e.result.repetitions, key=lambda r: r.metrics["write_iops"])[2] for e in ok]
+    expected = sum(len(latency_cdf(rep.fio)["write"]) for rep in middle)
+    assert int(cdf["data-points"]) == expected
+    assert "guest panic (test)" in page.text  # the failed cell says why
+    assert_self_contained(page, site.index.parent)
+
+
+def test_the_heatmap_values_are_the_medians_of_each_pair(run_dir: Path) -> None:
+    record = load_run(run_dir)
+    page = build.build_run_site(run_dir).index.read_text()
+    for entry in record.cells:
+        if entry.result.status != "ok":
+            continue
+        median = statistics.median(r.metrics["write_iops"] for r in entry.result.repetitions)
+        title = f"{entry.cell.scheduler} x {entry.cell.filesystem.name}: {svg.number(median)}"
+        assert title in page
+
+
+def test_latency_cdf_rises_to_100_percent_in_latency_order() -> None:
+    fio = {"jobs": [{"write": {"clat_ns": {"bins": {"2000": 1, "1000": 3, "4000": 4}}}}]}
+    assert latency_cdf(fio) == {"write": [(1.0, 37.5), (2.0, 50.0), (4.0, 100.0)]}
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[Path, Path]:
+    cells = matrix_cells()
+    results = tmp_path / "results"
+    base = {c.id: BASE_IOPS[c.filesystem.name] for c in cells}
+    # One cell 30% slower in the new run, another 30% faster.
+    new = dict(base)
+    new[cells[0].id] *= 0.7
+    new[cells[1].id] *= 1.3
+    for run_id, iops, seed in (("base", base, 1), ("new", new, 2)):
+        write_record(
+            results / run_id / "run.json",
+            run_of(run_id, "2026-11-20T00:00:00+00:00", cells, iops, seed=seed, repeat=8),
+        )
+    return results / "base", results / "new"
+
+
+def test_a_comparison_page_plots_every_ratio_and_filters_by_verdict(
+    pair: tuple[Path, Path],
+) -> None:
+    base, new = pair
+    comparison = compare.compare_runs(load_run(base), load_run(new))
+    out = base.parent / "report"
+    site = build.build_comparison_site(comparison, base, new, out)
+    assert [p.name for p in site.pages] == ["index.html", "base.html", "new.html"]
+    page = read(site.index)
+    with_ratio = [r for r in comparison.rows if r.ratio is not None]
+    ((index, forest),) = page.of_kind("forest")
+    assert int(forest["data-points"]) == page.marks[index] == len(with_ratio)
+    # Every table row carries its verdict and metric for the filters, as the rows say.
+    assert sorted(r["data-verdict"] for r in page.rows) == sorted(
+        r.verdict for r in comparison.rows
+    )
+    assert {"regressed", "improved"} <= {r["data-verdict"] for r in page.rows}
+    assert '<select data-filter="verdict">' in page.text
+    assert_self_contained(page, out)
+
+
+def test_report_of_two_runs_from_the_command_line(
+    pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, new = pair
+    code = cli.main(["report", str(base), str(new), "--results", str(base.parent)])
+    assert code == 0
+    index = base.parent / "reports" / "base-vs-new" / "index.html"
+    assert f"report: {index}" in capsys.readouterr().out
+    assert 'data-kind="forest"' in index.read_text()
+
+
+def test_an_archive_site_marks_the_step_and_lists_it_as_a_regression(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    nightly = write_nightly_archive(results)
+    site = build.build_archive_site(results, since=nightly.run_ids[-3])
+    names = [p.relative_to(results / "site").as_posix() for p in site.pages]
+    assert names[0] == "index.html"
+    assert "history.html" in names
+    assert "changes.html" in names
+    assert sum(n.startswith("runs/") for n in names) == build.ARCHIVE_RUN_PAGES
+    history = read(results / "site" / "history.html")
+    lines = history.of_kind("line")
+    # One chart per headline series: 4 cells x (write_iops, write_lat_p99_us, cpu_busy_cpu_s).
+    assert len(lines) == 12
+    for _, chart in lines:
+        assert int(chart["data-points"]) == len(nightly.run_ids)
+    # The change point: drawn once in each of the stepped cell's two series, nowhere else.
+    assert history.text.count('class="change-point"') == 2
+    assert f"from {nightly.first_run_after_step}" in history.text
+    changes = read(results / "site" / "changes.html")
+    verdicts = sorted(r["data-verdict"] for r in changes.rows)
+    # IOPS fell (regressed) and p99 latency rose (regressed).
+    assert verdicts == ["regressed", "regressed"]
+    # Not new since three runs ago: the step is older.
+    assert {r["data-since"] for r in changes.rows} == {"older"}
+    dashboard = read(site.index)
+    assert len(dashboard.of_kind("sparkline")) == 12
+    # The stepped cell's verdict in the grid: both its IOPS and its latency regressed, this
+    # many runs ago; every other series is steady.
+    ago = len(nightly.run_ids) - 1 - nightly.run_ids.index(nightly.first_run_after_step)
+    assert dashboard.text.count(f"{ago} run(s) ago") == 2
+    assert dashboard.text.count(">steady<") == 10
+    for page, folder in ((dashboard, site.index.parent), (history, site.index.parent)):
+        assert_self_contained(page, folder)
+
+
+def test_an_empty_archive_is_refused_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "results").mkdir()
+    code = cli.main(["report", "--results", str(tmp_path / "results")])
+    assert code == 2
+    assert "no runs in the archive" in capsys.readouterr().err
+
+
+def test_a_bad_heatmap_option_names_the_axes(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["report", "r1", "--heatmap", "filesystem,colour"])
+    assert code == 2
+    assert "two different axes" in capsys.readouterr().err
+
+
+def test_long_series_are_drawn_in_buckets_with_every_point_counted() -> None:
+    points = tuple((float(i), float(i % 7)) for i in range(5000))
+    chart = svg.line_chart([svg.Line("m", points)], title="t", x_label="x", y_label="y")
+    assert 'data-points="5000"' in chart
+    drawn = chart.split('class="series" points="')[1].split('"')[0].split()
+    assert len(drawn) == svg.MAX_DRAWN_POINTS
+    assert len(chart) < 60_000
