@@ -5,12 +5,15 @@ folder imports support.*."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from iomatrix import proc
+
+if TYPE_CHECKING:
+    from support.browser import Browser
 
 
 @pytest.fixture
@@ -30,3 +33,12 @@ def no_commands(monkeypatch: pytest.MonkeyPatch) -> list[Sequence[str]]:
 
     monkeypatch.setattr("iomatrix.proc.run", fake_run)
     return calls
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """Headless chromium, one for the whole session (support/browser.py; imported here, not at
+    the top, so that sessions without a browser test do not load selenium)."""
+    from support.browser import start
+
+    yield from start()

@@ -41,10 +41,16 @@ def _attributes(row: Row) -> tuple[tuple[str, str], ...]:
     )
 
 
+def _short_label(row: Row, axes: Sequence[str]) -> str:
+    """The row's values on the axes that vary between the rows, and its metric."""
+    return "/".join([*(row.axes.get(a, "") for a in axes), row.metric])
+
+
 def _forest(rows: Sequence[Row]) -> str:
+    varying = [a for a in AXES if len({r.axes.get(a) for r in rows}) > 1]
     plotted = [
         svg.ForestRow(
-            label=f"{row.cell} {row.metric}",
+            label=_short_label(row, varying),
             ratio=row.ratio,
             ci_low=row.ci_low,
             ci_high=row.ci_high,

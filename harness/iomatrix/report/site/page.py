@@ -67,7 +67,16 @@ function apply(){
   el.classList.toggle('hidden',!ok);
   if(el.tagName==='TR'||el.tagName==='DIV'){total++;if(ok)shown++;}});
  var count=document.getElementById('shown-count');
- if(count)count.textContent=shown+' of '+total+' shown';}
+ if(count)count.textContent=shown+' of '+total+' shown';
+ document.querySelectorAll('svg[data-row-height]').forEach(restack);}
+function restack(svg){
+ var h=parseFloat(svg.getAttribute('data-row-height')),top=parseFloat(svg.getAttribute('data-top'));
+ var rows=svg.querySelectorAll('g.forest-row'),k=0;
+ rows.forEach(function(g,i){if(!g.classList.contains('hidden')){
+  g.setAttribute('transform','translate(0,'+((k-i)*h)+')');k++;}});
+ svg.querySelector('g.axis').setAttribute('transform','translate(0,'+((k-rows.length)*h)+')');
+ var w=parseFloat(svg.getAttribute('width')),height=top+h*k+30;
+ svg.setAttribute('height',height);svg.setAttribute('viewBox','0 0 '+w+' '+height);}
 document.querySelectorAll('.filters select,.filters input').forEach(function(el){
  el.addEventListener('input',apply);el.addEventListener('change',apply);});
 apply();

@@ -236,12 +236,14 @@ def forest_plot(rows: Sequence[ForestRow], *, title: str, width: float = 760) ->
     edges.append(0.0)
     low, high = nice_range(edges)
     scale = Scale(low, high, label_w + 10, width - 16)
-    out = [_open("forest", width, height, len(rows), title)]
+    # The row height and top margin, for the page's script: it closes the gaps of filtered-out
+    # rows by moving the rows (and the axis) up and shrinking the chart.
+    out = [
+        _open("forest", width, height, len(rows), title).replace(
+            "<svg ", f'<svg data-row-height="{_f(row_h)}" data-top="{_f(top)}" ', 1
+        )
+    ]
     zero = scale(0.0)
-    out.append(
-        f'<line x1="{_f(zero)}" x2="{_f(zero)}" y1="{_f(top)}" y2="{_f(height - 28)}" '
-        'stroke="#444"/>'
-    )
     for index, row in enumerate(rows):
         y = top + row_h * index + row_h / 2
         attrs = "".join(f' data-{k}="{escape(v)}"' for k, v in row.attributes)
@@ -255,6 +257,11 @@ def forest_plot(rows: Sequence[ForestRow], *, title: str, width: float = 760) ->
                 f'height="{_f(row_h)}" fill="#e3f2fd"/>'
             )
         out.append(f'<text x="{_f(label_w)}" y="{_f(y + 4)}" text-anchor="end">{name}</text>')
+        # No change: drawn per row, so that a row moves with its own piece of the line.
+        out.append(
+            f'<line x1="{_f(zero)}" x2="{_f(zero)}" y1="{_f(y - row_h / 2)}" '
+            f'y2="{_f(y + row_h / 2)}" stroke="#444"/>'
+        )
         if row.ci_low is not None and row.ci_high is not None:
             out.append(
                 f'<line x1="{_f(scale(row.ci_low - 1))}" x2="{_f(scale(row.ci_high - 1))}" '
@@ -271,8 +278,9 @@ def forest_plot(rows: Sequence[ForestRow], *, title: str, width: float = 760) ->
             f'fill="{colour}"><title>{name}: {row.ratio - 1:+.1%}{ci}{band}: '
             f"{escape(row.verdict)}</title></circle></g>"
         )
+    out.append('<g class="axis">')
     out.extend(_x_axis(scale, height - 26, ticks(low, high), fmt="change"))
-    out.append("</svg>")
+    out.append("</g></svg>")
     return "".join(out)
 
 

@@ -1,0 +1,173 @@
+"""Every page type of the HTML report in a real headless browser (Debian's chromium): it loads from
+file:// with no error in the browser's log, every chart is laid out and holds its data, the
+filters and sorting work, and a screenshot of each page is kept (.artifacts/screenshots/).
+
+The pages are built from synthetic records with known content (support/archives.py); a page of
+a real VM run is loaded in tests/vm/test_workloads_vm.py, an A/B session's in test_ab_vm.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from iomatrix.analysis import compare
+from iomatrix.report.site import build
+from iomatrix.store.records_io import load_run, write_record
+from support.archives import BASE_IOPS, matrix_cells, run_of, write_nightly_archive
+from support.browser import Browser
+
+pytestmark = pytest.mark.browser
+
+
+def assert_charts_drawn(browser: Browser, *, kinds: set[str]) -> None:
+    """Every chart has data, marks or lines, and a size on screen; the expected kinds are there."""
+    charts = browser.charts()
+    assert kinds <= {c.kind for c in charts}, charts
+    for chart in charts:
+        assert chart.points > 0, chart
+        assert chart.marks + chart.lines > 0, chart
+        assert chart.width > 50, chart
+        assert chart.height > 20, chart
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One site of each kind: a run, a comparison, an archive."""
+    tmp = tmp_path_factory.mktemp("sites")
+    cells = matrix_cells()
+    results = tmp / "results"
+    base = {c.id: BASE_IOPS[c.filesystem.name] for c in cells}
+    new = {**base, cells[0].id: base[cells[0].id] * 0.7, cells[1].id: base[cells[1].id] * 1.3}
+    for run_id, iops, seed in (("base", base, 1), ("new", new, 2)):
+        record = run_of(run_id, "2026-11-20T00:00:00+00:00", cells, iops, seed=seed, repeat=8)
+        write_record(results / run_id / "run.json", record)
+    comparison = compare.compare_runs(load_run(results / "base"), load_run(results / "new"))
+    compared = build.build_comparison_site(
+        comparison, results / "base", results / "new", tmp / "comparison"
+    )
+    archive = tmp / "archive"
+    write_nightly_archive(archive)
+    nightly = build.build_archive_site(archive)
+    return {
+        "run": build.build_run_site(results / "base").index,
+        "comparison": compared.index,
+        "dashboard": nightly.index,
+        "history": nightly.index.parent / "history.html",
+        "changes": nightly.index.parent / "changes.html",
+    }
+
+
+def test_the_run_page(browser: Browser, sites: dict[str, Path]) -> None:
+    assert browser.load(sites["run"]) == []
+    assert_charts_drawn(browser, kinds={"strip", "heatmap", "line"})
+    browser.screenshot("report-run")
+
+
+def test_the_comparison_page_filters_its_table_and_its_plot(
+    browser: Browser, sites: dict[str, Path]
+) -> None:
+    assert browser.load(sites["comparison"]) == []
+    assert_charts_drawn(browser, kinds={"forest"})
+    rows = browser.visible("#rows tbody tr")
+    regressed = browser.run(
+        "return document.querySelectorAll('#rows tr[data-verdict=regressed]').length"
+    )
+    assert 0 < regressed < rows
+    Select(
+        browser.driver.find_element(By.CSS_SELECTOR, 'select[data-filter="verdict"]')
+    ).select_by_value("regressed")
+    # The table and the forest plot both show only the regressed rows.
+    assert browser.visible("#rows tbody tr") == regressed
+    assert browser.visible("g.forest-row") == regressed
+    count = browser.driver.find_element(By.ID, "shown-count").text
+    assert count == f"{regressed} of {rows} shown"
+    browser.screenshot("report-comparison-regressed")
+
+
+def sort_keys(browser: Browser, column: int) -> list[str]:
+    """The sort keys of one column of the comparison table, top to bottom."""
+    return list(
+        browser.run(
+            "var column = arguments[0];"
+            "return Array.from(document.querySelectorAll('#rows tbody tr')).map(function(r){"
+            "return r.cells[column].getAttribute('data-sort')})",
+            column,
+        )
+    )
+
+
+def test_the_comparison_table_sorts_by_a_column(browser: Browser, sites: dict[str, Path]) -> None:
+    assert browser.load(sites["comparison"]) == []
+    headers = browser.driver.find_elements(By.CSS_SELECTOR, "#rows th")
+    column = next(i for i, h in enumerate(headers) if h.text == "change")
+    headers[column].click()
+    values = sort_keys(browser, column)
+    numbers = [float(v) for v in values if v]
+    assert len(numbers) > 3
+    assert numbers == sorted(numbers)
+    headers[column].click()
+    values = sort_keys(browser, column)
+    assert [float(v) for v in values if v] == sorted(numbers, reverse=True)
+
+
+def test_the_dashboard(browser: Browser, sites: dict[str, Path]) -> None:
+    assert browser.load(sites["dashboard"]) == []
+    assert_charts_drawn(browser, kinds={"sparkline"})
+    browser.screenshot("report-dashboard")
+
+
+def test_the_history_page_filters_series_by_metric(
+    browser: Browser, sites: dict[str, Path]
+) -> None:
+    assert browser.load(sites["history"]) == []
+    assert_charts_drawn(browser, kinds={"line"})
+    total = browser.visible("div.filterable")
+    Select(
+        browser.driver.find_element(By.CSS_SELECTOR, 'select[data-filter="metric"]')
+    ).select_by_value("write_iops")
+    # Four cells, one write_iops series each.
+    assert browser.visible("div.filterable") == 4 < total
+    assert browser.visible("line.change-point") == 1
+    browser.screenshot("report-history-write-iops")
+
+
+def test_the_changes_page(browser: Browser, sites: dict[str, Path]) -> None:
+    assert browser.load(sites["changes"]) == []
+    assert browser.visible("#changes tbody tr") == 2
+    Select(
+        browser.driver.find_element(By.CSS_SELECTOR, 'select[data-filter="verdict"]')
+    ).select_by_value("regressed")
+    assert browser.visible("#changes tbody tr") == 2
+    browser.screenshot("report-changes")
+
+
+def test_a_page_with_a_script_error_is_caught(browser: Browser, tmp_path: Path) -> None:
+    """The error check itself can fail: a broken page's errors reach the test."""
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><script>undefinedFunction()</script></body></html>")
+    errors = browser.load(page)
+    assert any("undefinedFunction" in e for e in errors), errors
+
+
+def test_filtering_the_comparison_closes_the_plots_gaps(
+    browser: Browser, sites: dict[str, Path]
+) -> None:
+    assert browser.load(sites["comparison"]) == []
+    (forest,) = [c for c in browser.charts() if c.kind == "forest"]
+    Select(
+        browser.driver.find_element(By.CSS_SELECTOR, 'select[data-filter="verdict"]')
+    ).select_by_value("improved")
+    (filtered,) = [c for c in browser.charts() if c.kind == "forest"]
+    # Two rows left of 28: the chart shrinks to them (row height 16 px), its rows stacked at top.
+    assert filtered.height < forest.height - 20 * 16
+    tops = browser.run(
+        "return Array.from(document.querySelectorAll('g.forest-row')).filter(function(g){"
+        "return g.getClientRects().length > 0}).map(function(g){"
+        "return g.querySelector('circle').getBoundingClientRect().top})"
+    )
+    assert len(tops) == 2
+    assert abs(tops[1] - tops[0] - 16) < 2
