@@ -61,7 +61,7 @@ help:
 	@echo "make fresh-machine [FRESH_TARGET=run|test]       make run (or test) from nothing, in a bare container"
 	@echo "make run|test|nightly IN_CONTAINER=1             the same, inside the runner image"
 	@echo "make validate|expand [MATRIX=...]                check a matrix / list its cells"
-	@echo "make bench                                       side by side: archive index vs files, harness vs script"
+	@echo "make bench                                       side by side: archive index vs files, report vs its targets, harness vs script"
 	@echo "make canaries                                    the nightly's A/A and injected canary sessions, into the ledger"
 	@echo "make setup                                       only install what run and test need"
 	@echo "make lock                                        re-pin requirements/*.lock from pyproject.toml"
@@ -219,8 +219,11 @@ expand: venv
 # minute), then `iomatrix run matrix/quick.yaml` vs a hand-written script doing the same work in the
 # same VM, alternated BENCH_ROUNDS times each (about 3.5 minutes a round under TCG).
 BENCH_ROUNDS ?= 3
-bench: setup
+# The report's benchmark loads its page in chromium (selenium, from the dev lock): the test set-up.
+bench: HOST_PACKAGES = test
+bench: setup venv-dev
 	$(BIN)/python benchmarks/bench_archive.py
+	$(BIN)/python benchmarks/bench_report.py
 	$(BIN)/python benchmarks/bench_harness.py --rounds $(BENCH_ROUNDS)
 
 nightly-shard:

@@ -39,6 +39,6 @@ def no_commands(monkeypatch: pytest.MonkeyPatch) -> list[Sequence[str]]:
 def browser() -> Iterator[Browser]:
     """Headless chromium, one for the whole session (support/browser.py; imported here, not at
     the top, so that sessions without a browser test do not load selenium)."""
-    from support.browser import start
+    from support.browser import start  # noqa: PLC0415
 
     yield from start()

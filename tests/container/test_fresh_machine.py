@@ -56,4 +56,7 @@ def test_make_run_from_a_clean_clone_on_a_bare_debian_ends_with_every_cell_ok(
     assert all(e.result.repetitions[0].metrics["write_iops"] > 0 for e in record.cells)
     # make run says where the results are.
     assert f"results: /root/iomatrix/results/{runs[0].name}/run.json" in log
+    # ... and where its HTML report is, which the run wrote.
+    assert f"report: /root/iomatrix/results/{runs[0].name}/report/index.html" in log
+    assert 'data-kind="strip"' in (runs[0] / "report" / "index.html").read_text()
     print(f"\nmake run on a bare Debian 12, from nothing: {took:.0f} s")

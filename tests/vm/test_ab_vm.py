@@ -17,6 +17,7 @@ import pytest
 
 from iomatrix.analysis import compare
 from iomatrix.store.records_io import load_run
+from support.browser import Browser
 from support.paths import REPO_ROOT, TESTS_DIR
 
 ROOT = REPO_ROOT
@@ -115,7 +116,7 @@ def test_an_aa_session_finds_no_change(aa_session: tuple[int, dict[str, Any], st
 
 
 def test_an_injected_slowdown_is_reported_as_a_regression(
-    workspace: Path, aa_session: tuple[int, dict[str, Any], str]
+    workspace: Path, aa_session: tuple[int, dict[str, Any], str], browser: Browser
 ) -> None:
     assert aa_session[0] == 0  # the A/A session ran first and found nothing
     # Half the slowest repetition the A/A session saw on either side: the throttle must bind, and
@@ -143,6 +144,12 @@ def test_an_injected_slowdown_is_reported_as_a_regression(
     session = next(p for p in (workspace / "slow" / "results").iterdir() if p.is_dir())
     new_run = json.loads((session / "new" / "run.json").read_text())
     assert f"throttling.iops-total={limit}" in ",".join(new_run["cells"][0]["qemu_drive"])
+    # `iomatrix ab` wrote the session's HTML report: its forest plot has the one row, regressed.
+    assert browser.load(session / "report" / "index.html") == []
+    (forest,) = [c for c in browser.charts() if c.kind == "forest"]
+    assert forest.points == forest.marks == 1
+    assert browser.visible("#rows tr[data-verdict=regressed]") == 1
+    browser.screenshot("report-ab-session")
 
 
 def test_until_decided_adds_rounds_until_a_ten_percent_slowdown_is_decided(

@@ -127,6 +127,7 @@ def test_run_folder_holds_versioned_results_logs_and_environment(
         assert "aio=native" in drive
         assert "serial=iomatrix0" in drive
     assert f"results: {run_dir}/run.json" in stdout
+    assert f"report: {run_dir}/report/index.html" in stdout
     # Disk images are removed after the run.
     assert not list(Path("/dev/shm").glob(f"iomatrix-{record.run_id}-*"))
 

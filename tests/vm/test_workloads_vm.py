@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.model.result import CellEntry, Repetition, RunRecord
+from support.browser import Browser
 from support.paths import TESTS_DIR
 from support.vm import run_matrix
 
@@ -218,3 +219,21 @@ def test_the_iozone_sweep_reports_every_test_of_its_record_size(
             d = job[direction]
             if d["total_ios"]:
                 assert d["io_bytes"] == d["total_ios"] * MIB
+
+
+def test_the_report_of_a_real_run_loads_in_a_browser(
+    suite_run: tuple[RunRecord, Path], browser: Browser
+) -> None:
+    """`iomatrix run` wrote the run's HTML report; with real fio json+ histograms it draws a
+    latency CDF per fio workload, and the browser logs no error."""
+    record, run_dir = suite_run
+    index = run_dir / "report" / "index.html"
+    assert browser.load(index) == []
+    charts = browser.charts()
+    fio_workloads = {e.cell.workload.name for e in record.cells if e.cell.workload.kind == "fio"}
+    cdfs = [c for c in charts if c.kind == "line"]
+    assert len(cdfs) >= len(fio_workloads) > 0
+    for chart in charts:
+        assert chart.points > 0, chart
+        assert chart.width > 50, chart
+    browser.screenshot("report-real-run")

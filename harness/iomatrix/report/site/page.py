@@ -36,7 +36,9 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}
 figure{margin:10px 0}figcaption{font-size:12px;font-weight:600;margin:2px 0}
 svg.chart{background:#fff;border:1px solid #e0e0e0;margin:4px 0;max-width:100%;height:auto}
 .hidden{display:none}
-code{font-size:11px;word-break:break-all}
+code{font-size:11px}
+td.drive{min-width:280px}
+td.drive code{overflow-wrap:anywhere}
 """
 
 # Sorting: click a header (numbers by data-sort or their text); filtering: every <select

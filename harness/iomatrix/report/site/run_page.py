@@ -117,12 +117,17 @@ def _system_table(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
                 _scheduler_read_back(entry),
                 f"{device.name}: {device.bus}, {device.size_bytes // 2**20} MiB, "
                 f"cache={device.cache}, aio={device.aio}{throttle}",
-                Cell(html="<code>" + e(" ".join(entry.qemu_drive)) + "</code>"),
+                Cell(html=_drive_html(entry.qemu_drive), css="drive"),
                 Cell(text=entry.result.status, css=f"status-{entry.result.status}"),
                 Cell(html=log_html),
             ]
         )
     return table(header, rows)
+
+
+def _drive_html(argv: Sequence[str]) -> str:
+    """QEMU's drive options one argument a line, breakable after each comma."""
+    return "<code>" + "<br>".join(e(arg).replace(",", ",<wbr>") for arg in argv) + "</code>"
 
 
 def _environment(record: RunRecord) -> str:
@@ -350,7 +355,9 @@ def render_run_page(
             body.append(heat)
         for metric in headline:
             body.append(_strips(cells, names, metric))
-        body.append(_cpu_per_io(cells, names))
+        if not any(metrics.family(m) == "cpu_s_per_io" for m in headline):
+            # The workload does not report its CPU per I/O itself (cpu_s_per_io): derive it.
+            body.append(_cpu_per_io(cells, names))
         body.append(_latency_charts(cells, names, headline[0]))
     body += [
         "<h2>Boots</h2>",
