@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -119,7 +118,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         results, args.cell, args.metric, matrix=args.matrix, limit=args.limit, refresh=False
     )
     if args.json:
-        print(json.dumps([dataclasses.asdict(p) for p in points], indent=1))
+        print(json.dumps([p._asdict() for p in points], indent=1))
         return ExitCode.OK if points else ExitCode.NOT_OK
     if not points:
         known = archive.metrics_of_cell(results, args.cell)

@@ -58,7 +58,7 @@ import math
 import os
 import sqlite3
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -133,9 +133,9 @@ class Problem:
         return f"{self.path}: {self.reason}"
 
 
-@dataclass(frozen=True)
-class HistoryPoint:
-    """One run's value of one metric of one cell."""
+class HistoryPoint(NamedTuple):
+    """One run's value of one metric of one cell. A NamedTuple rather than a frozen dataclass:
+    a dashboard reads hundreds of thousands of them, and a tuple is made about five times faster."""
 
     run_id: str
     created_at: str
@@ -597,20 +597,56 @@ def run_summaries(
 
 
 def series_of(results_dir: Path, *, matrix: str | None = None) -> list[Series]:
-    """Every cell x metric the index holds, ordered by cell label then metric."""
+    """Every cell x metric the index holds, ordered by cell label then metric.
+
+    The pairs come from the metrics table's primary key (cell_id, metric, ...) and each cell's
+    label from the cells table: joining every metric row to its cell and run instead took a
+    second on a 10,000-run archive."""
     with open_index(results_dir) as conn:
-        rows = conn.execute(
-            "SELECT DISTINCT m.cell_id, c.label, m.metric FROM metrics m "
-            "JOIN cells c ON c.run_id = m.run_id AND c.cell_id = m.cell_id "
-            "JOIN runs r ON r.run_id = m.run_id "
-            "WHERE (:matrix IS NULL OR r.matrix_name = :matrix) "
-            "ORDER BY c.label, m.metric",
-            {"matrix": matrix},
-        ).fetchall()
-    seen: dict[tuple[str, str], str] = {}
-    for cell_id, label, metric in rows:
-        seen.setdefault((str(cell_id), str(metric)), str(label))
-    return [Series(cell_id, label, metric) for (cell_id, metric), label in seen.items()]
+        if matrix is None:
+            pairs = conn.execute("SELECT DISTINCT cell_id, metric FROM metrics").fetchall()
+        else:
+            pairs = conn.execute(
+                "SELECT DISTINCT m.cell_id, m.metric FROM metrics m "
+                "JOIN runs r ON r.run_id = m.run_id WHERE r.matrix_name = ?",
+                (matrix,),
+            ).fetchall()
+        labels = dict(conn.execute("SELECT cell_id, MIN(label) FROM cells GROUP BY cell_id"))
+    out = [Series(str(c), str(labels.get(c, c)), str(m)) for c, m in pairs]
+    return sorted(out, key=lambda s: (s.label, s.metric))
+
+
+_SERIES_SQL = """
+SELECT m.run_id, m.created_at, m.median, m.cov, m.n, c.status
+FROM metrics AS m
+JOIN cells AS c ON c.run_id = m.run_id AND c.cell_id = m.cell_id
+WHERE m.cell_id = :cell AND m.metric = :metric
+  AND (:matrix IS NULL OR m.run_id IN (SELECT run_id FROM runs WHERE matrix_name = :matrix))
+  AND m.run_id NOT IN (SELECT source_run_id FROM merged_from)
+ORDER BY m.created_at, m.run_id
+"""
+
+
+def histories(
+    results_dir: Path, series: Sequence[Series], *, matrix: str | None = None
+) -> dict[tuple[str, str], list[HistoryPoint]]:
+    """history() of many series on one connection: (cell_id, metric) -> points, oldest first.
+
+    One query per series, each a range of the metrics table's primary key: measured on a
+    10,000-run archive, 1.2 s for 600,000 points where one query over every series (a scan of
+    the whole table and a sort) took 1.9 s."""
+    out: dict[tuple[str, str], list[HistoryPoint]] = {}
+    with open_index(results_dir) as conn:
+        for one in series:
+            rows = conn.execute(
+                _SERIES_SQL, {"cell": one.cell_id, "metric": one.metric, "matrix": matrix}
+            ).fetchall()
+            points = list(map(HistoryPoint._make, rows))
+            # SQLite stores a NaN median as NULL; the few there are become NaN again.
+            out[(one.cell_id, one.metric)] = [
+                p if p.median is not None else p._replace(median=math.nan) for p in points
+            ]
+    return out
 
 
 # --- checking ------------------------------------------------------------------------------------

@@ -181,6 +181,26 @@ def test_history_of_one_matrix(results: Path) -> None:
     assert [r for r, _ in iops(results, matrix="other")] == ["other-1"]
 
 
+def test_every_series_at_once_equals_each_history(results: Path) -> None:
+    """histories() (the dashboard's one connection) gives what history() gives, series by
+    series, for every matrix; series_of lists each cell x metric once with its label."""
+    write_run(results, real_run("spine-1", at(1)))
+    write_run(results, real_run("other-1", at(2), scale=5.0, matrix_name="other"))
+    write_run(results, real_run("spine-2", at(3), scale=2.0))
+    archive.update_index(results)
+    series = archive.series_of(results)
+    record = load_run(SAMPLE)
+    measured = [e for e in record.cells if e.result.repetitions]
+    assert len(series) == len(measured) * METRICS_PER_CELL
+    labels = {e.cell.id: e.cell.label for e in record.cells}
+    assert all(s.label == labels[s.cell_id] for s in series)
+    for matrix in (None, "spine", "other"):
+        together = archive.histories(results, series, matrix=matrix)
+        for one in series:
+            alone = archive.history(results, one.cell_id, one.metric, matrix=matrix)
+            assert together[(one.cell_id, one.metric)] == alone
+
+
 def test_history_of_a_missing_folder_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(IomatrixError, match="no such results folder"):
         archive.history(tmp_path / "nothing", CELL, "write_iops")

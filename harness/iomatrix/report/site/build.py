@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from iomatrix.analysis import compare, trend
+from iomatrix.analysis import compare, metrics, trend
 from iomatrix.errors import IomatrixError
 from iomatrix.report.site import history_page
 from iomatrix.report.site.comparison_page import render_comparison_page
@@ -136,14 +136,15 @@ def build_archive_site(
         since_at = next((r.created_at for r in runs if r.run_id == since), None)
         if since_at is None:
             raise IomatrixError(f"--since {since}: no such run in the archive at {results_dir}")
+    # Every point only of the series the pages draw (the headline metrics); the rest are judged by
+    # find_trends on their recent runs and listed on the changes page.
+    all_series = archive.series_of(results_dir, matrix=matrix)
+    drawn = [s for s in all_series if metrics.is_headline(s.metric)]
+    points_of = archive.histories(results_dir, drawn, matrix=matrix)
     histories = []
-    for series in archive.series_of(results_dir, matrix=matrix):
+    for series in all_series:
         points = tuple(
-            p
-            for p in archive.history(
-                results_dir, series.cell_id, series.metric, matrix=matrix, refresh=False
-            )
-            if p.status == "ok"
+            p for p in points_of.get((series.cell_id, series.metric), ()) if p.status == "ok"
         )
         found = tuple(
             c for c in changes if c.cell_id == series.cell_id and c.metric == series.metric
