@@ -184,6 +184,8 @@ def test_until_decided_adds_rounds_until_a_ten_percent_slowdown_is_decided(
     assert 3 < n <= 10
     assert metric["look"]["ratio"] < 0.95
     assert "sequential A/B (alpha 0.05, up to 10 repetitions per side" in output
+    # The session's HTML report, written after the decisions, shows them as its gate.
+    assert "<h2>Sequential decisions</h2>" in (folder / "report" / "index.html").read_text()
     # The same session at its first three repetitions, compared as a fixed session: it could
     # not have told.
     base_run = load_run(folder / "base")

@@ -228,7 +228,6 @@ def cmd_ab(args: argparse.Namespace) -> int:
     )
     (session_dir / "comparison.json").write_text(comparison_report.render(result, "json"))
     (session_dir / "comparison.md").write_text(comparison_report.render(result, "markdown"))
-    write_report_or_warn(lambda: build.build_session_site(session_dir))
     text = comparison_report.render(result, args.format)
     if args.output is not None:
         args.output.write_text(text)
@@ -237,6 +236,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     if rules is None:
         print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
+        write_report_or_warn(lambda: build.build_session_site(session_dir))
         return ExitCode(compare.exit_code(result))
     # The gate of a sequential session is its own decisions: the comparison above tests each
     # row once at alpha, which after repeated looks would not keep alpha.
@@ -248,6 +248,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     print(
         f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md, sequential.json)"
     )
+    write_report_or_warn(lambda: build.build_session_site(session_dir))
     return ExitCode(sequential.gate(decisions))
 
 

@@ -16,6 +16,8 @@ from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.result import Applied, CellResult, RepetitionRecord
 from iomatrix.plan.ab import pair_cells
 from iomatrix.plan.boots import BootPlan
+from iomatrix.report import comparison as comparison_report
+from iomatrix.report.site import build
 from iomatrix.store import rundir
 from iomatrix.store.records_io import finished_repetitions, load_run, write_record
 from support import fake_vms
@@ -114,6 +116,11 @@ def test_a_clear_regression_gets_rounds_until_it_is_decided(
     # Every repetition is in the cell's result once, in order.
     for entry in (*base.cells, *new.cells):
         assert [r.index for r in entry.result.repetitions] == list(range(entry.cell.repeat))
+    # The session's HTML report shows the decisions as its gate, one row per pair and metric.
+    (folder / "sequential.json").write_text(comparison_report.sequential_json(decisions, rules))
+    page = build.build_session_site(folder).index.read_text()
+    section = page.split("<h2>Sequential decisions</h2>")[1].split("<h2>")[0]
+    assert section.count('class="verdict-regressed">regressed</td>') == len(decisions)
 
 
 def test_no_change_runs_to_the_cap_and_says_undecided_or_unchanged(

@@ -7,15 +7,18 @@ links to logs are relative and the folder can be kept as a CI artifact or publis
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from iomatrix.analysis import compare, metrics, trend
 from iomatrix.errors import IomatrixError
 from iomatrix.report.site import history_page
-from iomatrix.report.site.comparison_page import render_comparison_page
+from iomatrix.report.site.comparison_page import render_comparison_page, sequential_section
 from iomatrix.report.site.page import NavLink
 from iomatrix.report.site.run_page import DEFAULT_HEATMAP_AXES, render_run_page
 from iomatrix.store import archive, rundir
@@ -68,6 +71,7 @@ def build_comparison_site(
     out_dir: Path,
     *,
     title: str | None = None,
+    sequential: Mapping[str, Any] | None = None,
 ) -> BuiltSite:
     """index.html (the comparison), base.html and new.html (each run's page)."""
     nav = (
@@ -76,7 +80,11 @@ def build_comparison_site(
         NavLink(f"new {comparison.new.run_id}", "new.html"),
     )
     pages = [
-        _write(out_dir, "index.html", render_comparison_page(comparison, nav=nav, title=title))
+        _write(
+            out_dir,
+            "index.html",
+            render_comparison_page(comparison, nav=nav, title=title, sequential=sequential),
+        )
     ]
     for name, run_dir in (("base.html", base_dir), ("new.html", new_dir)):
         record = load_run(run_dir)
@@ -105,12 +113,23 @@ def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltS
         comparison = compare.compare_runs(
             load_run(session_dir / "base"), load_run(session_dir / "new"), force=True
         )
+    decisions = session_dir / "sequential.json"
+    sequential = None
+    if decisions.is_file():
+        try:
+            sequential = json.loads(decisions.read_text())
+            sequential_section(sequential)  # refuses a file it cannot show, naming it below
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise IomatrixError(
+                f"{decisions}: not sequential decisions this iomatrix reads: {exc!r}"
+            ) from exc
     return build_comparison_site(
         comparison,
         session_dir / "base",
         session_dir / "new",
         out_dir if out_dir is not None else session_dir / "report",
         title=f"iomatrix A/B session {session_dir.name}",
+        sequential=sequential,
     )
 
 

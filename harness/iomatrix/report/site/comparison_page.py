@@ -4,7 +4,8 @@ filters by verdict, axis and metric (the filters hide the plot's rows too)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from iomatrix.analysis.compare import Comparison, Row
 from iomatrix.model.axes import AXES, TITLES
@@ -136,11 +137,45 @@ def _axis_summary(comparison: Comparison) -> str:
     return "<h2>Per axis value</h2>" + table(header, rows)
 
 
+def sequential_section(data: Mapping[str, Any]) -> str:
+    """What `ab --until-decided` decided per pair (its sequential.json), each deciding metric's
+    last look: the session's gate, which the per-row verdicts below do not replace."""
+    rules = data["rules"]
+    rows = []
+    for pair in data["pairs"]:
+        for metric in pair["metrics"] or [{"metric": "-", "look": None}]:
+            seen = metric["look"]
+            ci = seen.get("ci") if seen else None
+            rows.append(
+                [
+                    pair["label"],
+                    metric["metric"],
+                    "-" if seen is None else f"{seen['n_base']} vs {seen['n_new']}",
+                    percent_cell(None if not seen or seen["ratio"] is None else seen["ratio"] - 1),
+                    "-" if not ci else f"{ci[0] - 1:+.1%} .. {ci[1] - 1:+.1%}",
+                    "-" if seen is None else f"{seen['p_value']:.3g}",
+                    Cell(
+                        text=pair["verdict"] if seen is None else seen["decision"],
+                        css=f"verdict-{pair['verdict']}",
+                    ),
+                    pair.get("reason", ""),
+                ]
+            )
+    header = ["pair", "metric", "reps", "change", "95% CI", "p", "decision", "reason"]
+    return (
+        f'<h2>Sequential decisions</h2><p class="note">Repetitions were added until each pair '
+        f"was decided or reached {e(rules['cap'])} per side; each look tested at the design's "
+        f"level, which keeps the false-positive rate at alpha {e(rules['alpha'])} over all "
+        "looks. This is the session's gate.</p>" + table(header, rows)
+    )
+
+
 def render_comparison_page(
     comparison: Comparison,
     *,
     nav: Sequence[NavLink] = (),
     title: str | None = None,
+    sequential: Mapping[str, Any] | None = None,
 ) -> str:
     rows = sorted(comparison.rows, key=_row_key)
     settings = comparison.settings
@@ -151,6 +186,8 @@ def render_comparison_page(
         "the baseline's CoV) per row"
     )
     body = [f"<p><b>{e(verdict_line(comparison))}</b></p>"]
+    if sequential is not None:
+        body.append(sequential_section(sequential))
     if comparison.marker:
         body.append(f'<p class="forced">{e(comparison.marker)}</p>')
     if comparison.differences:
