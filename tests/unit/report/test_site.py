@@ -228,3 +228,41 @@ def test_long_series_are_drawn_in_buckets_with_every_point_counted() -> None:
     drawn = chart.split('class="series" points="')[1].split('"')[0].split()
     assert len(drawn) == svg.MAX_DRAWN_POINTS
     assert len(chart) < 60_000
+
+
+def test_cpu_per_io_is_derived_only_when_the_workload_does_not_report_it(tmp_path: Path) -> None:
+    cells = matrix_cells()[:2]
+    record = run_of(
+        "r1",
+        "2026-11-20T00:00:00+00:00",
+        cells,
+        dict.fromkeys((c.id for c in cells), 900.0),
+        seed=3,
+    )
+    with_own = record.model_copy(
+        update={
+            "cells": tuple(
+                e.model_copy(
+                    update={
+                        "result": e.result.model_copy(
+                            update={
+                                "repetitions": tuple(
+                                    r.model_copy(
+                                        update={"metrics": {**r.metrics, "cpu_s_per_io": 1e-4}}
+                                    )
+                                    for r in e.result.repetitions
+                                )
+                            }
+                        )
+                    }
+                )
+                for e in record.cells
+            )
+        }
+    )
+    for run, derived in ((record, True), (with_own, False)):
+        folder = tmp_path / str(derived)
+        write_record(folder / "run.json", run)
+        page = build.build_run_site(folder).index.read_text()
+        assert ("guest CPU microseconds per I/O" in page) is derived
+        assert ("cpu_s_per_io: every repetition" in page) is not derived
