@@ -184,9 +184,20 @@ def test_the_pr_comment_comes_from_a_workflow_run_of_pr() -> None:
     assert comment["on"] == {"workflow_run": {"workflows": ["pr"], "types": ["completed"]}}
     # The artifact the comment reads is the one the A/B job uploads.
     uploads = [s["with"]["name"] for s in pr["jobs"]["ab"]["steps"] if "upload-artifact" in str(s)]
-    downloads = [s["with"]["name"] for s in comment["jobs"]["comment"]["steps"] if "with" in s]
+    steps = comment["jobs"]["comment"]["steps"]
+    downloads = [s["with"]["name"] for s in steps if "download-artifact" in s.get("uses", "")]
     assert "ab-report" in uploads
     assert downloads == ["ab-report"]
+    # The only code the comment job runs is the base repository's own sticky-comment rule: a
+    # sparse checkout of that one file, without credentials.
+    (checkout,) = [s for s in steps if "actions/checkout" in s.get("uses", "")]
+    assert checkout["with"]["sparse-checkout"] == "tools/sticky_comment.py"
+    assert checkout["with"]["persist-credentials"] is False
+    post = next(s["run"] for s in steps if "sticky_comment.py" in s.get("run", ""))
+    assert "decision=$(python3 base/tools/sticky_comment.py body.md old.md)" in post
+    assert "--report-url" in next(
+        s["run"] for s in pr["jobs"]["ab"]["steps"] if "iomatrix ab" in s.get("run", "")
+    )
     ab_run = next(s["run"] for s in pr["jobs"]["ab"]["steps"] if "iomatrix ab" in s.get("run", ""))
     assert "iomatrix ab .ab-base/matrix/pr.yaml matrix/pr.yaml --results results/ab" in ab_run
     assert "--format markdown --output results/ab/report.md" in ab_run

@@ -64,9 +64,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except compare.EnvironmentMismatchError as exc:
         if args.output is not None:
             # Publish why there is no verdict (a PR comment, a job summary), then fail (exit 2).
-            args.output.write_text(comparison_report.render(exc.comparison, args.format))
+            args.output.write_text(
+                comparison_report.render(exc.comparison, args.format, report_url=args.report_url)
+            )
         raise
-    text = comparison_report.render(result, args.format)
+    text = comparison_report.render(result, args.format, report_url=args.report_url)
     if args.output is not None:
         args.output.write_text(text)
         print(comparison_report.verdict_line(result))

@@ -189,6 +189,11 @@ def comparison(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write the report to FILE and print only the verdict line",
     )
+    p.add_argument(
+        "--report-url",
+        metavar="URL",
+        help="Markdown: link the HTML report there (e.g. the CI run's artifacts page)",
+    )
 
 
 def baseline(p: argparse.ArgumentParser) -> None:

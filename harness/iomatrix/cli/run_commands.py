@@ -227,8 +227,10 @@ def cmd_ab(args: argparse.Namespace) -> int:
         pairs=[(a.id, b.id) for a, b in pairs],
     )
     (session_dir / "comparison.json").write_text(comparison_report.render(result, "json"))
-    (session_dir / "comparison.md").write_text(comparison_report.render(result, "markdown"))
-    text = comparison_report.render(result, args.format)
+    (session_dir / "comparison.md").write_text(
+        comparison_report.render(result, "markdown", report_url=args.report_url)
+    )
+    text = comparison_report.render(result, args.format, report_url=args.report_url)
     if args.output is not None:
         args.output.write_text(text)
         print(comparison_report.verdict_line(result))

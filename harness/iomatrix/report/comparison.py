@@ -4,6 +4,7 @@ job summary or PR comment, JSON, JUnit XML; and the one verdict line every rende
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
@@ -213,9 +214,53 @@ def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]
 MARKDOWN_BUDGET = 60000
 
 
-def render_markdown(comparison: Comparison) -> str:
-    """For a GitHub job summary or PR comment: verdict line, regressions, improvements, details."""
+def verdict_marker(comparison: Comparison) -> str:
+    """A hidden line saying what the verdict is, for a workflow to tell whether a new report
+    changes anything: the verdict's head and a hash of every row's (cell, metric, verdict), so
+    new p-values or medians with the same verdicts give the same marker."""
+    head = verdict_line(comparison).split(":", 1)[0].split(" (")[0]
+    triples = sorted((r.cell_id, r.metric, r.verdict) for r in comparison.rows)
+    digest = hashlib.sha256(json.dumps(triples).encode()).hexdigest()[:12]
+    return f"<!-- iomatrix-verdict: {head} {digest} -->"
+
+
+# Bars of the Markdown chart: one per axis value, at most this many.
+MERMAID_BARS = 20
+
+
+def mermaid_chart(comparison: Comparison) -> list[str]:
+    """A Mermaid bar chart (GitHub draws it) of the change per axis value of the first gated
+    headline metric: the geometric mean of median(new)/median(base) over the cells with that
+    value, in percent. Empty when the comparison has no per-axis summary."""
+    metrics_seen = [a.metric for a in comparison.axes if a.direction != "informational"]
+    if not metrics_seen:
+        return []
+    metric = metrics_seen[0]
+    bars = [a for a in comparison.axes if a.metric == metric][:MERMAID_BARS]
+    labels = [
+        "all cells" if a.axis == "all" else f"{a.axis}={a.value}".replace('"', "'") for a in bars
+    ]
+    values = [round(100 * (a.geomean_ratio - 1), 1) for a in bars]
+    top = max(5.0, *(abs(v) for v in values))
+    return [
+        "```mermaid",
+        "xychart-beta",
+        f'    title "{metric}: change per axis value (%, geometric mean of new / base)"',
+        "    x-axis [" + ", ".join(f'"{label}"' for label in labels) + "]",
+        f'    y-axis "change (%)" {-top:g} --> {top:g}',
+        "    bar [" + ", ".join(f"{v:g}" for v in values) + "]",
+        "```",
+        "",
+    ]
+
+
+def render_markdown(comparison: Comparison, *, report_url: str | None = None) -> str:
+    """For a GitHub job summary or PR comment: verdict line, a link to the HTML report, a chart
+    of the change per axis value, regressions (largest first), improvements, details; and a
+    hidden marker of the verdict (verdict_marker)."""
     lines = [f"**iomatrix compare: {verdict_line(comparison)}**", ""]
+    if report_url:
+        lines += [f"[HTML report (forest plot, every repetition)]({report_url})", ""]
     if comparison.marker:
         lines += [f"> **{_md(comparison.marker)}**", ""]
     lines += [f"- {_md(note)}" for note in comparison.notes]
@@ -224,7 +269,12 @@ def render_markdown(comparison: Comparison) -> str:
     change_header = ("cell", "metric", "base", "new", "change", "95% CI", "p_adj")
 
     def change_rows(verdict: Verdict) -> list[list[str]]:
-        return [[r.cell, *_detail_cells(r)[:6]] for r in comparison.rows if r.verdict == verdict]
+        # The largest changes first: what a reviewer must see is at the top.
+        found = [r for r in comparison.rows if r.verdict == verdict]
+        found.sort(key=lambda r: -abs((r.ratio or 1.0) - 1))
+        return [[r.cell, *_detail_cells(r)[:6]] for r in found]
+
+    lines += mermaid_chart(comparison)
 
     sections: tuple[tuple[str, Verdict], ...] = (
         ("Regressions", "regressed"),
@@ -265,7 +315,7 @@ def render_markdown(comparison: Comparison) -> str:
     lines += [f"<details><summary>All {len(comparison.rows)} comparisons</summary>", "", *kept]
     if cut:
         lines += ["", f"({cut} rows cut to fit a GitHub comment; the JSON report has them all)"]
-    lines += ["", "</details>"]
+    lines += ["", "</details>", "", verdict_marker(comparison)]
     return "\n".join(lines) + "\n"
 
 
@@ -333,12 +383,12 @@ def render_junit(comparison: Comparison) -> str:
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def render(comparison: Comparison, fmt: str) -> str:
-    """Render in one of: table, markdown, json, junit."""
+def render(comparison: Comparison, fmt: str, *, report_url: str | None = None) -> str:
+    """Render in one of: table, markdown, json, junit (Markdown links report_url)."""
     if fmt == "table":
         return render_table(comparison) + "\n"
     if fmt == "markdown":
-        return render_markdown(comparison)
+        return render_markdown(comparison, report_url=report_url)
     if fmt == "json":
         return render_json(comparison)
     if fmt == "junit":

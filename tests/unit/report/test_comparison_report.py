@@ -103,7 +103,49 @@ def test_markdown_starts_with_the_verdict_then_regressions_then_improvements() -
     improvements = text.index("### Improvements (1)")
     details = text.index("<details><summary>All")
     assert regressions < improvements < details
-    assert text.rstrip().endswith("</details>")
+    # The details close the comment; only the hidden verdict marker follows.
+    assert text.rstrip().endswith("</details>\n\n" + comparison_report.verdict_marker(result))
+
+
+def test_markdown_charts_the_change_per_axis_value_with_mermaid() -> None:
+    result = mixed()
+    text = comparison_report.render_markdown(result)
+    block = text.split("```mermaid\n")[1].split("```")[0]
+    assert block.startswith("xychart-beta\n")
+    metric = next(a.metric for a in result.axes if a.direction != "informational")
+    shown = [a for a in result.axes if a.metric == metric]
+    # One bar per axis value of the chart's metric, its value the geometric mean's change in %.
+    bars = block.split("bar [")[1].split("]")[0].split(", ")
+    assert [float(b) for b in bars] == [round(100 * (a.geomean_ratio - 1), 1) for a in shown]
+    labels = block.split("x-axis [")[1].split("]")[0]
+    assert labels.count('"') == 2 * len(shown)
+    assert f'title "{metric}:' in block
+    # Before the regressions: a reviewer sees the picture first.
+    assert text.index("```mermaid") < text.index("### Regressions")
+
+
+def test_the_verdict_marker_changes_with_a_verdict_not_with_the_numbers() -> None:
+    result = mixed()
+    marker = comparison_report.verdict_marker(result)
+    assert marker.startswith("<!-- iomatrix-verdict: regressed ")
+    rows = list(result.rows)
+    other_p = [r.model_copy(update={"p_value": 0.5, "new_median": 1.0}) for r in rows]
+    assert (
+        comparison_report.verdict_marker(result.model_copy(update={"rows": tuple(other_p)}))
+        == marker
+    )
+    flipped = rows[:]
+    index = next(i for i, r in enumerate(rows) if r.verdict == "regressed")
+    flipped[index] = rows[index].model_copy(update={"verdict": "unchanged"})
+    changed = result.model_copy(update={"rows": tuple(flipped)})
+    assert comparison_report.verdict_marker(changed) != marker
+
+
+def test_the_html_report_is_linked_only_when_given() -> None:
+    result = mixed()
+    url = "https://github.com/o/r/actions/runs/1"
+    assert url in comparison_report.render(result, "markdown", report_url=url)
+    assert "HTML report" not in comparison_report.render(result, "markdown")
 
 
 def test_markdown_stays_below_githubs_comment_limit() -> None:
