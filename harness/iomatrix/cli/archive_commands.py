@@ -23,7 +23,7 @@ from iomatrix.report.tables import (
     run_table,
 )
 from iomatrix.report.timeline import format_timeline
-from iomatrix.store import archive, merge, rundir
+from iomatrix.store import archive, export, merge, rundir
 from iomatrix.store.records_io import load_run
 
 
@@ -248,6 +248,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_archive(args: argparse.Namespace) -> int:
     results = Path(args.results)
+    if args.action == "export":
+        if args.out is None:
+            raise IomatrixError("archive export: --out FILE is required (e.g. results.parquet)")
+        fmt: export.Format = args.format or ("csv" if args.out.suffix == ".csv" else "parquet")
+        rows = export.export(results, args.out, fmt, matrix=args.matrix)
+        print(f"exported {rows} rows ({fmt}) to {args.out}")
+        return ExitCode.OK
     if args.action == "reindex":
         for problem in archive.rebuild_index(results):
             print(f"iomatrix: warning: not indexed: {problem}", file=sys.stderr)
@@ -438,18 +445,28 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     p = sub.add_parser(
         "archive",
-        help="check the archive's files, or rebuild its index",
+        help="check the archive's files, rebuild its index, or export it as a table",
         description=(
             "check: load every run.json and cells/*/result.json and list each file that does "
             "not load, with the reason (exit 1 if any). reindex: rebuild <results>/index.sqlite "
-            "from the run folders."
+            "from the run folders. export: one row per run x cell x repetition x metric (run_id, "
+            "created_at, matrix, cell_id, cell, the axes, status, repetition, metric, value) as "
+            "Parquet or CSV, which DuckDB and pandas read directly."
         ),
     )
     p.add_argument(
         "action",
-        choices=["check", "reindex"],
-        help="check: list every file that does not load; reindex: rebuild the index",
+        choices=["check", "reindex", "export"],
+        help="check: list every file that does not load; reindex: rebuild the index; export: "
+        "every repetition's every metric as one tidy table (Parquet or CSV)",
     )
     options.results(p)
     options.json_output(p)
+    p.add_argument("--out", type=Path, metavar="FILE", help="export: the file to write")
+    p.add_argument(
+        "--format",
+        choices=["parquet", "csv"],
+        help="export: the file's format (default: csv for a .csv file, else parquet)",
+    )
+    p.add_argument("--matrix", metavar="NAME", help="export: only runs of this matrix")
     p.set_defaults(func=cmd_archive)
