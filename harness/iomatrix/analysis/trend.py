@@ -15,8 +15,8 @@ A nightly examines about a thousand series, so what it reports must not cry wolf
   76 of the 100 steps of 5% at 2% noise.
 - `since`: only the changes whose first run after is that run or newer: what is new tonight, not
   the whole history's changes again.
-- `known`: changes someone has looked at (a cell, a metric glob, the first run after, a note),
-  reported as known instead of as news.
+- `known`: the triage file's entries (analysis/triage.py): an acknowledged change is reported as
+  known instead of as news, an ignored one is marked so that reports leave it out.
 """
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ from pathlib import Path
 
 from pydantic import Field
 
-from iomatrix.analysis import metrics, stats
+from iomatrix.analysis import metrics, stats, triage
 from iomatrix.analysis.changepoint import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_SIZE,
     ChangePoint,
     detect_change_points,
 )
+from iomatrix.analysis.triage import TriageEntry
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Record
 from iomatrix.store import archive
@@ -64,25 +65,10 @@ class TrendChange(Record):
     # after_median / before_median - 1, and the smallest change that counted (see the module).
     median_change: float | None = None
     min_change: float | None = None
-    # The note of the known change this is (KnownChange), or None: news.
+    # What the triage file says about this change ("acknowledged by alice: why"), or None: news.
     known: str | None = Field(default=None)
-
-
-class KnownChange(Record):
-    """A change someone has looked at: by cell (id or label glob), metric glob and the first run
-    after it; trend reports it as known, with the note, instead of as news."""
-
-    cell: str
-    metric: str
-    first_run_after: str
-    note: str
-
-    def matches(self, change: TrendChange) -> bool:
-        return (
-            (self.cell == change.cell_id or fnmatch.fnmatchcase(change.label, self.cell))
-            and fnmatch.fnmatchcase(change.metric, self.metric)
-            and self.first_run_after == change.first_run_after
-        )
+    # The triage file's decision: acknowledged (listed apart), ignored (not listed), None: news.
+    triage: str | None = Field(default=None)
 
 
 def _verdict(metric: str, relative: float | None) -> str:
@@ -103,7 +89,7 @@ def find_trends(
     min_size: int = DEFAULT_MIN_SIZE,
     min_change: float | None = None,
     since: str | None = None,
-    known: Sequence[KnownChange] = (),
+    known: Sequence[TriageEntry] = (),
     limit: int | None = None,
 ) -> tuple[list[TrendChange], int]:
     """Change points of every matching series, and how many series were examined.
@@ -157,8 +143,12 @@ def find_trends(
                 median_change=median_change,
                 min_change=floor,
             )
-            note = next((k.note for k in known if k.matches(change)), None)
-            changes.append(change.model_copy(update={"known": note}))
+            entry = triage.matching(known, cell_id, label, metric, change.first_run_after)
+            if entry is not None:
+                change = change.model_copy(
+                    update={"known": entry.describe(), "triage": entry.status}
+                )
+            changes.append(change)
     return changes, examined
 
 

@@ -1,4 +1,5 @@
-"""Commands over archived runs: show, compare, repetitions, history, trend, merge, archive."""
+"""Commands over archived runs: show, compare, repetitions, history, trend, triage, merge,
+archive."""
 
 from __future__ import annotations
 
@@ -7,10 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-from pydantic import ValidationError
-
-from iomatrix.analysis import compare, planning, stats, trend
+from iomatrix.analysis import compare, planning, stats, trend, triage
 from iomatrix.cli import options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
@@ -153,13 +151,14 @@ def cmd_trend(args: argparse.Namespace) -> int:
         min_size=args.min_size,
         min_change=args.min_change,
         since=args.since,
-        known=_known_changes(args.known) if args.known is not None else (),
+        known=triage_entries(results, args.known),
     )
     if args.json:
         print(json.dumps([c.model_dump(mode="json") for c in changes], indent=1))
         return ExitCode.OK
-    news = [c for c in changes if c.known is None]
-    known = [c for c in changes if c.known is not None]
+    news = [c for c in changes if c.triage is None]
+    known = [c for c in changes if c.triage == "acknowledged"]
+    ignored = sum(c.triage == "ignored" for c in changes)
     size = (
         f"at least {args.min_change:.1%}"
         if args.min_change is not None
@@ -170,6 +169,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         f"{examined} series with at least {2 * args.min_size} ok runs examined; "
         f"{len(news)} change point(s){since} at alpha {args.alpha:g} and {size}"
         + (f"; {len(known)} known" if known else "")
+        + (f"; {ignored} ignored (triage file)" if ignored else "")
     )
     for shown in (news, known):
         if not shown:
@@ -180,26 +180,25 @@ def cmd_trend(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _known_changes(path: Path) -> list[trend.KnownChange]:
-    """The known-changes file: a YAML list of {cell, metric, first_run_after, note}."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise IomatrixError(f"{path}: cannot read the known changes: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise IomatrixError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(data, list):
-        raise IomatrixError(f"{path}: expected a list of known changes")
-    out = []
-    for index, item in enumerate(data):
-        try:
-            out.append(trend.KnownChange.model_validate(item))
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg']}" for e in exc.errors()
-            )
-            raise IomatrixError(f"{path}: known change {index + 1}: {problems}") from exc
-    return out
+def triage_entries(results: Path, path: Path | None) -> tuple[triage.TriageEntry, ...]:
+    """--triage FILE, else the archive's own triage file when it has one."""
+    return triage.load_triage(path if path is not None else triage.default_path(results))
+
+
+def cmd_triage(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    path = args.file if args.file is not None else triage.default_path(results)
+    entry = triage.TriageEntry(
+        cell=args.cell,
+        metric=args.metric,
+        first_run_after=args.first_run_after,
+        status="acknowledged" if args.action == "ack" else "ignored",
+        who=args.who,
+        why=args.why,
+    )
+    triage.append(path, entry)
+    print(f"{path}: {entry.describe()} ({entry.cell} {entry.metric} from {entry.first_run_after})")
+    return ExitCode.OK
 
 
 def _print_changes(changes: list[trend.TrendChange]) -> None:
@@ -294,8 +293,31 @@ def _add_repetitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
     p.set_defaults(func=cmd_repetitions)
 
 
+def _add_triage_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "triage",
+        help="acknowledge or ignore a change point, in the archive's triage file",
+        description=(
+            "Add an entry to the triage file (<results>/triage.yaml unless --file): trend and "
+            "the HTML report then list the change as known (ack) or leave it out (ignore), "
+            "with who decided and why."
+        ),
+    )
+    p.add_argument("action", choices=["ack", "ignore"], help="ack: known; ignore: not listed")
+    p.add_argument("--cell", required=True, metavar="ID|GLOB", help="a cell id or label glob")
+    p.add_argument("--metric", required=True, metavar="GLOB", help="e.g. write_iops or '*_iops'")
+    p.add_argument(
+        "--first-run-after", required=True, metavar="RUN", help="the change's first run after"
+    )
+    p.add_argument("--who", required=True, metavar="NAME", help="who decided")
+    p.add_argument("--why", required=True, metavar="TEXT", help="why")
+    p.add_argument("--file", type=Path, metavar="FILE", help="another triage file")
+    options.results(p)
+    p.set_defaults(func=cmd_triage)
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """show, compare, repetitions, history, trend, merge and archive."""
+    """show, compare, repetitions, history, trend, triage, merge and archive."""
     p = sub.add_parser(
         "compare",
         help="compare two runs cell by cell: regressions, improvements, noise",
@@ -393,16 +415,22 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="only changes whose first run after is RUN or newer: what is new since RUN",
     )
     p.add_argument(
+        "--triage",
         "--known",
+        dest="known",
         type=Path,
         metavar="FILE",
         help=(
-            "a YAML list of changes already looked at ({cell: ID or label glob, metric: glob, "
-            "first_run_after: RUN, note: why}): listed apart as known, not as news"
+            "the triage file: changes already looked at ({cell: ID or label glob, metric: glob, "
+            "first_run_after: RUN, status: acknowledged|ignored, who, why}); acknowledged ones "
+            "are listed apart as known, ignored ones only counted (default: <results>/triage.yaml "
+            "when it exists; iomatrix triage adds to it)"
         ),
     )
     options.json_output(p)
     p.set_defaults(func=cmd_trend)
+
+    _add_triage_parser(sub)
 
     p = sub.add_parser(
         "history",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.analysis import trend
+from iomatrix.analysis import trend, triage
 from iomatrix.analysis.changepoint import detect_change_points
 from iomatrix.cli import main as cli
 from iomatrix.store.records_io import write_record
@@ -148,10 +148,38 @@ def test_since_shows_only_what_is_new_and_known_changes_are_set_apart(
     assert "0 change point(s) at alpha 0.01 and at least max(3%, 1.5 x CoV of the noisier" in out
     assert "; 1 known" in out
     assert "known changes:" in out
-    assert "(known: the writeback patch, expected)" in out
-    # A known-changes file that is not one is bad input, naming the file and the entry.
-    known.write_text("- cell: x\n  metric: y\n")
+    assert "(known: acknowledged: the writeback patch, expected)" in out
+    # A triage file that is not one is bad input, naming the file, the entry and its line.
+    known.write_text(
+        "- cell: x\n  metric: y\n  first_run_after: r\n  why: w\n- cell: x\n  metric: y\n"
+    )
     assert cli.main(argv) == 2
-    assert "known change 1: first_run_after: Field required" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{known}: triage entry 2 (line 5): first_run_after: Field required" in err
+
+
+def test_the_archives_triage_file_acknowledges_or_ignores_a_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_history(tmp_path, [1000.0 if n < STEP_AT else 900.0 for n in range(40)], [500.0] * 40)
+    (change,) = trend.find_trends(tmp_path, metric_patterns=["*_iops"])[0]
+    assert change.triage is None
+    base = ["triage", "--results", str(tmp_path), "--cell", change.cell_id, "--metric"]
+    where = ["--first-run-after", change.first_run_after, "--who", "alice"]
+    assert cli.main([*base[:1], "ack", *base[1:], "write_iops", *where, "--why", "expected"]) == 0
+    capsys.readouterr()
+    # Read from <results>/triage.yaml without being named: listed apart, with who and why.
+    assert cli.main(["trend", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "; 1 known" in out
+    assert "(known: acknowledged by alice: expected)" in out
+    # A later decision about the same change wins: ignored, it is only counted.
+    assert cli.main([*base[:1], "ignore", *base[1:], "*_iops", *where, "--why", "noise"]) == 0
+    capsys.readouterr()
+    assert cli.main(["trend", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "; 1 ignored (triage file)" in out
+    assert change.first_run_after not in out
+    assert len(triage.load_triage(tmp_path / "triage.yaml")) == 2
     # An unknown --since run too.
     assert cli.main(["trend", "--results", str(tmp_path), "--since", "nope"]) == 2

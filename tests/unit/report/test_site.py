@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from iomatrix.analysis import compare
+from iomatrix.analysis import compare, triage
 from iomatrix.cli import main as cli
 from iomatrix.report.site import build, svg
 from iomatrix.report.site.run_page import headline_metrics, latency_cdf
@@ -266,3 +266,24 @@ def test_cpu_per_io_is_derived_only_when_the_workload_does_not_report_it(tmp_pat
         page = build.build_run_site(folder).index.read_text()
         assert ("guest CPU microseconds per I/O" in page) is derived
         assert ("cpu_s_per_io: every repetition" in page) is not derived
+
+
+def test_the_archive_site_respects_the_triage_file(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    nightly = write_nightly_archive(results)
+    step = nightly.first_run_after_step
+    entry = triage.TriageEntry(
+        cell=nightly.stepped_cell.id, metric="write_*", first_run_after=step, who="bob", why="known"
+    )
+    triage.append(triage.default_path(results), entry)
+    build.build_archive_site(results)
+    changes = read(results / "site" / "changes.html")
+    assert [r["data-status"] for r in changes.rows] == ["known", "known"]
+    assert "acknowledged by bob: known" in changes.text
+    triage.append(triage.default_path(results), entry.model_copy(update={"status": "ignored"}))
+    build.build_archive_site(results)
+    changes = read(results / "site" / "changes.html")
+    assert changes.rows == []
+    assert "2 ignored by the triage file" in changes.text
+    # Ignored changes are not drawn either.
+    assert 'class="change-point"' not in (results / "site" / "history.html").read_text()

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from iomatrix.analysis import compare, metrics, trend
+from iomatrix.analysis import compare, metrics, trend, triage
 from iomatrix.errors import IomatrixError
 from iomatrix.report.site import history_page
 from iomatrix.report.site.comparison_page import render_comparison_page, sequential_section
@@ -149,7 +149,11 @@ def build_archive_site(
     runs = archive.run_summaries(results_dir, matrix=matrix)
     if not runs:
         raise IomatrixError(f"{results_dir}: no runs in the archive to report on")
-    changes, examined = trend.find_trends(results_dir, matrix=matrix, limit=window)
+    # The archive's triage file: acknowledged changes are shown as known, ignored ones left out.
+    decided = triage.load_triage(triage.default_path(results_dir))
+    found, examined = trend.find_trends(results_dir, matrix=matrix, limit=window, known=decided)
+    changes = [c for c in found if c.triage != "ignored"]
+    ignored = len(found) - len(changes)
     since_at = None
     if since is not None:
         since_at = next((r.created_at for r in runs if r.run_id == since), None)
@@ -165,10 +169,10 @@ def build_archive_site(
         points = tuple(
             p for p in points_of.get((series.cell_id, series.metric), ()) if p.status == "ok"
         )
-        found = tuple(
+        its = tuple(
             c for c in changes if c.cell_id == series.cell_id and c.metric == series.metric
         )
-        histories.append(history_page.SeriesHistory(series, points, found))
+        histories.append(history_page.SeriesHistory(series, points, its))
     linked: dict[str, str] = {}
     pages = []
     for run in runs[:run_pages]:
@@ -200,7 +204,9 @@ def build_archive_site(
         _write(
             out,
             "changes.html",
-            history_page.render_changes(changes, examined=examined, since=since, since_at=since_at),
+            history_page.render_changes(
+                changes, examined=examined, since=since, since_at=since_at, ignored=ignored
+            ),
         )
     )
     return BuiltSite(index=index, pages=tuple(pages))

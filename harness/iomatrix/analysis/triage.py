@@ -1,0 +1,132 @@
+"""The triage file: change points someone has looked at, kept with the archive.
+
+`<results>/triage.yaml` (on the nightly's results branch: `runs/triage.yaml`, committed with the
+runs) is a YAML list; each entry names one change by cell (its id or a glob of its label), metric
+(a glob) and the first run after it, says what was decided about it and by whom:
+
+    - cell: '*xfs*mq-deadline*'
+      metric: '*_iops'
+      first_run_after: 20261203T021500Z-nightly-merged-1a2b
+      status: acknowledged          # or: ignored
+      who: alice
+      why: the writeback throttling patch, expected
+
+`iomatrix trend` and the HTML report respect it: an acknowledged change is listed apart as known
+(with who and why), an ignored one is not listed, only counted. `iomatrix triage ack|ignore`
+appends an entry. The older known-changes form ({cell, metric, first_run_after, note}) still
+reads, as acknowledged with the note as why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import ValidationError, model_validator
+
+from iomatrix.errors import IomatrixError
+from iomatrix.model.cell import Record
+from iomatrix.store.files import write_text_atomic
+
+TRIAGE_FILE = "triage.yaml"
+Status = Literal["acknowledged", "ignored"]
+
+
+class TriageEntry(Record):
+    """One change point someone has looked at, and what they decided."""
+
+    cell: str
+    metric: str
+    first_run_after: str
+    status: Status = "acknowledged"
+    who: str = ""
+    why: str = ""
+    # When the entry was added (iomatrix triage writes it); free text otherwise.
+    at: str = ""
+    # The older known-changes form's only explanation; read as `why`.
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _needs_a_reason(self) -> TriageEntry:
+        if not (self.why or self.note):
+            raise ValueError("why: say why the change is acknowledged or ignored")
+        return self
+
+    @property
+    def reason(self) -> str:
+        return self.why or self.note
+
+    def describe(self) -> str:
+        """What a report says about a change this entry matches."""
+        by = f" by {self.who}" if self.who else ""
+        return f"{self.status}{by}: {self.reason}"
+
+    def matches(self, cell_id: str, label: str, metric: str, first_run_after: str) -> bool:
+        return (
+            (self.cell == cell_id or fnmatch.fnmatchcase(label, self.cell))
+            and fnmatch.fnmatchcase(metric, self.metric)
+            and self.first_run_after == first_run_after
+        )
+
+
+def default_path(results_dir: Path) -> Path:
+    return results_dir / TRIAGE_FILE
+
+
+def load_triage(path: Path) -> tuple[TriageEntry, ...]:
+    """The entries of a triage file; a missing file has none. Bad content is an error naming
+    the file, the entry, its line and the field."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return ()
+    except OSError as exc:
+        raise IomatrixError(f"{path}: cannot read the triage file: {exc.strerror}") from exc
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise IomatrixError(f"{path}: not valid YAML: {exc}") from exc
+    if data is None:
+        return ()
+    if not isinstance(data, list) or not isinstance(node, yaml.SequenceNode):
+        raise IomatrixError(f"{path}: expected a list of triage entries")
+    out = []
+    for index, item in enumerate(data):
+        line = node.value[index].start_mark.line + 1
+        try:
+            out.append(TriageEntry.model_validate(item))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg']}" for e in exc.errors()
+            )
+            raise IomatrixError(
+                f"{path}: triage entry {index + 1} (line {line}): {problems}"
+            ) from exc
+    return tuple(out)
+
+
+def matching(
+    entries: Sequence[TriageEntry], cell_id: str, label: str, metric: str, first_run_after: str
+) -> TriageEntry | None:
+    """The last entry about this change (a later decision overrides an earlier one)."""
+    found = [e for e in entries if e.matches(cell_id, label, metric, first_run_after)]
+    return found[-1] if found else None
+
+
+def append(path: Path, entry: TriageEntry) -> None:
+    """Add an entry to the triage file (created when missing), replacing the file whole; the
+    existing entries must load, so a damaged file is never overwritten."""
+    existing = load_triage(path)
+    stamped = (
+        entry
+        if entry.at
+        else entry.model_copy(update={"at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")})
+    )
+    items = [e.model_dump(exclude_defaults=True) for e in (*existing, stamped)]
+    header = "# Change points looked at (iomatrix triage); see iomatrix/analysis/triage.py\n"
+    write_text_atomic(path, header + yaml.safe_dump(items, sort_keys=False, allow_unicode=True))
