@@ -6,7 +6,7 @@
 #
 #   tools/nightly-archive.sh --shards DIR --matrix FILE --report FILE
 #                            [--repo DIR] [--branch results] [--push] [--work DIR]
-#                            [--canaries FILE]
+#                            [--canaries FILE] [--site DIR]
 #
 # --shards   a folder holding the shard run folders (the downloaded artifacts, side by side)
 # --matrix   the matrix file the shards ran: the cells that should be there (missing-cell accounting)
@@ -20,6 +20,8 @@
 # --canaries tonight's canary outcomes (tools/canaries.sh --ledger, a JSON-lines file): added to
 #            the branch's canaries.jsonl, and the gate's false-positive and miss rates over every
 #            night in it written to the report; an empty or missing file is reported as such
+# --site     write the archive's HTML dashboard there (iomatrix report: every series' history, the
+#            changes new tonight, tonight's run); the workflow publishes it to GitHub Pages
 #
 # Exit status: 0 all cells ran; 1 cells are missing (or the push failed), the report says which;
 # 2 nothing to merge or the merge was refused. The report is written in every case.
@@ -28,7 +30,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-${VENV:-$root/.venv}/bin}
 IOMATRIX=$BIN/iomatrix
 
-shards='' matrix='' report='' repo=. branch=results push='' work='' canaries=''
+shards='' matrix='' report='' repo=. branch=results push='' work='' canaries='' site=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --shards) shards=$2; shift 2 ;;
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
     --push) push=1; shift ;;
     --work) work=$2; shift 2 ;;
     --canaries) canaries=$2; shift 2 ;;
+    --site) site=$2; shift 2 ;;
     *) echo "iomatrix: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
   esac
 done
@@ -149,6 +152,15 @@ fi
 md "## Change points over the archived history" ""
 "$IOMATRIX" trend --results "$archive/runs" --matrix "$matrix_name" >"$work/trend.txt" 2>&1 || true
 fence "$work/trend.txt"
+if [ -n "$site" ]; then
+  if "$IOMATRIX" report --results "$archive/runs" --matrix "$matrix_name" --since "$run_id" \
+    --out "$site" >"$work/site.txt" 2>&1; then
+    md "" "The HTML dashboard (history of every series, the changes new tonight) is in \`$site/\`."
+  else
+    md "" "The HTML dashboard could not be written:"
+    fence "$work/site.txt"
+  fi
+fi
 if [ -n "$canaries" ]; then
   md ""
   if [ -s "$canaries" ]; then

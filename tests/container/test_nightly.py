@@ -158,10 +158,23 @@ def test_two_nights_are_merged_archived_on_the_results_branch_trended_and_report
     }
 
     # The next night: compared with the previous one, appended to the branch's history.
-    second = archive(shards, matrix, checkout, tmp_path / "night-2.md", push=True)
+    site = tmp_path / "site"
+    second = archive(
+        shards, matrix, checkout, tmp_path / "night-2.md", "--site", str(site), push=True
+    )
     assert second.returncode == 0, second.stdout + second.stderr
     report = (tmp_path / "night-2.md").read_text()
     assert f"Against `{first_id}`" in report
+    # The HTML dashboard of the branch's whole history: both nights, the newest run's page.
+    assert (
+        f"The HTML dashboard (history of every series, the changes new tonight) is in `{site}/`"
+        in report
+    )
+    dashboard = (site / "index.html").read_text()
+    assert first_id in dashboard
+    assert dashboard.count('data-kind="sparkline"') > 0
+    assert (site / "history.html").is_file()
+    assert len(list((site / "runs").glob("*.html"))) == 2
     assert "| cell | metric | base | new |" in report
     log = git("log", "--format=%s", "results", cwd=bare).splitlines()
     assert len(log) == 2

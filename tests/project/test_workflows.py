@@ -172,8 +172,12 @@ def test_only_the_jobs_that_write_have_write_permissions() -> None:
     }
     assert writers == {
         ("nightly.yml", "merge"): {"contents": "write"},
+        # Deploys the dashboard the merge job built; it checks out and runs nothing.
+        ("nightly.yml", "pages"): {"pages": "write", "id-token": "write"},
         ("pr-comment.yml", "comment"): {"actions": "read", "pull-requests": "write"},
     }
+    pages = workflow("nightly.yml")["jobs"]["pages"]
+    assert [s["uses"].split("@")[0] for s in pages["steps"]] == ["actions/deploy-pages"]
 
 
 def test_the_pr_comment_comes_from_a_workflow_run_of_pr() -> None:
