@@ -169,6 +169,22 @@ def _permutation_p(
     return (1 + exceed) / (1 + permutations)
 
 
+def refined_p(segment: Sequence[float], *, min_size: int, permutations: int) -> float:
+    """The permutation p-value of the best split of a segment with `permutations` shuffles and
+    no early stop: for a change whose p must be resolved below 1/200 (a false discovery rate
+    across many series needs p near alpha / series)."""
+    values = [float(v) for v in segment]
+    _t, observed = _best_split(values, min_size)
+    return _permutation_p(
+        values,
+        observed,
+        min_size=min_size,
+        permutations=permutations,
+        alpha=1.0,
+        seed=_seed(values, -1),
+    )
+
+
 def detect_change_points(
     series: Sequence[float],
     *,

@@ -152,6 +152,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         min_change=args.min_change,
         since=args.since,
         known=triage_entries(results, args.known),
+        fdr=args.fdr,
     )
     if args.json:
         print(json.dumps([c.model_dump(mode="json") for c in changes], indent=1))
@@ -210,7 +211,7 @@ def _print_changes(changes: list[trend.TrendChange]) -> None:
                 c.verdict,
                 f"{c.before_median:.6g} -> {c.after_median:.6g}",
                 "-" if c.median_change is None else f"{100 * c.median_change:+.1f}%",
-                f"{c.p_value:.3g}",
+                f"{c.p_value:.3g}" + ("" if c.q_value is None else f" (q {c.q_value:.2g})"),
                 f"{c.runs_before} | {c.runs_after}",
                 c.first_run_after + (f" (known: {c.known})" if c.known else ""),
             ]
@@ -293,6 +294,72 @@ def _add_repetitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
     p.set_defaults(func=cmd_repetitions)
 
 
+def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "trend",
+        help="change points in the archived history of every cell and metric",
+        description=(
+            "Change-point detection (E-divisive means with a permutation test) on each cell and "
+            "metric's history of per-run medians in the archive: lists each change with its size, "
+            "its significance and the runs on each side. A change is judged on whole segments of "
+            "runs, never against the single previous run."
+        ),
+    )
+    options.results(p)
+    p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
+    p.add_argument("--cell", action="append", metavar="ID", help="only this cell (repeatable)")
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="PATTERN",
+        help="only metrics matching this pattern, e.g. '*_iops' (repeatable)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=options.fraction,
+        default=0.01,
+        metavar="A",
+        help="significance level (default 0.01)",
+    )
+    p.add_argument(
+        "--min-size",
+        type=options.at_least(2),
+        default=5,
+        metavar="N",
+        help="fewest runs on each side of a change (default 5)",
+    )
+    p.add_argument(
+        "--min-change",
+        type=options.fraction,
+        metavar="F",
+        help=(
+            "smallest change of the median that counts, e.g. 5%% (default: max(3%%, 1.5 x the "
+            "larger CoV of the runs before and after it))"
+        ),
+    )
+    p.add_argument(
+        "--since",
+        metavar="RUN",
+        help="only changes whose first run after is RUN or newer: what is new since RUN",
+    )
+    options.fdr(p)
+    p.add_argument(
+        "--triage",
+        "--known",
+        dest="known",
+        type=Path,
+        metavar="FILE",
+        help=(
+            "the triage file: changes already looked at ({cell: ID or label glob, metric: glob, "
+            "first_run_after: RUN, status: acknowledged|ignored, who, why}); acknowledged ones "
+            "are listed apart as known, ignored ones only counted (default: <results>/triage.yaml "
+            "when it exists; iomatrix triage adds to it)"
+        ),
+    )
+    options.json_output(p)
+    p.set_defaults(func=cmd_trend)
+
+
 def _add_triage_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "triage",
@@ -367,68 +434,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     options.json_output(p)
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser(
-        "trend",
-        help="change points in the archived history of every cell and metric",
-        description=(
-            "Change-point detection (E-divisive means with a permutation test) on each cell and "
-            "metric's history of per-run medians in the archive: lists each change with its size, "
-            "its significance and the runs on each side. A change is judged on whole segments of "
-            "runs, never against the single previous run."
-        ),
-    )
-    options.results(p)
-    p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
-    p.add_argument("--cell", action="append", metavar="ID", help="only this cell (repeatable)")
-    p.add_argument(
-        "--metric",
-        action="append",
-        metavar="PATTERN",
-        help="only metrics matching this pattern, e.g. '*_iops' (repeatable)",
-    )
-    p.add_argument(
-        "--alpha",
-        type=options.fraction,
-        default=0.01,
-        metavar="A",
-        help="significance level (default 0.01)",
-    )
-    p.add_argument(
-        "--min-size",
-        type=options.at_least(2),
-        default=5,
-        metavar="N",
-        help="fewest runs on each side of a change (default 5)",
-    )
-    p.add_argument(
-        "--min-change",
-        type=options.fraction,
-        metavar="F",
-        help=(
-            "smallest change of the median that counts, e.g. 5%% (default: max(3%%, 1.5 x the "
-            "larger CoV of the runs before and after it))"
-        ),
-    )
-    p.add_argument(
-        "--since",
-        metavar="RUN",
-        help="only changes whose first run after is RUN or newer: what is new since RUN",
-    )
-    p.add_argument(
-        "--triage",
-        "--known",
-        dest="known",
-        type=Path,
-        metavar="FILE",
-        help=(
-            "the triage file: changes already looked at ({cell: ID or label glob, metric: glob, "
-            "first_run_after: RUN, status: acknowledged|ignored, who, why}); acknowledged ones "
-            "are listed apart as known, ignored ones only counted (default: <results>/triage.yaml "
-            "when it exists; iomatrix triage adds to it)"
-        ),
-    )
-    options.json_output(p)
-    p.set_defaults(func=cmd_trend)
+    _add_trend_parser(sub)
 
     _add_triage_parser(sub)
 

@@ -209,6 +209,19 @@ def baseline(p: argparse.ArgumentParser) -> None:
     )
 
 
+def fdr(p: argparse.ArgumentParser) -> None:
+    """--fdr: trends judged across every series at once (trend, report)."""
+    p.add_argument(
+        "--fdr",
+        action="store_true",
+        help=(
+            "control the false discovery rate across every series examined (Benjamini-Hochberg "
+            "at --alpha): each candidate's p is resolved with up to 50,000 permutations, seconds "
+            "per candidate"
+        ),
+    )
+
+
 def json_output(p: argparse.ArgumentParser) -> None:
     """--json on every command that lists or shows something: one JSON document on stdout."""
     p.add_argument("--json", action="store_true", help="machine-readable output (JSON on stdout)")

@@ -51,7 +51,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     targets: list[str] = args.targets
     if not targets:
         site = build.build_archive_site(
-            results, out, matrix=args.matrix, since=args.since, window=args.window
+            results, out, matrix=args.matrix, since=args.since, window=args.window, fdr=args.fdr
         )
     elif len(targets) == 1 and build.is_session(Path(targets[0])):
         site = build.build_session_site(Path(targets[0]), out)
@@ -132,6 +132,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help=f"archive: look for change points in each series' last N runs (default "
         f"{build.TREND_WINDOW})",
     )
+    options.fdr(p)
     p.add_argument(
         "--force",
         action="store_true",

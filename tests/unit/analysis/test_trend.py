@@ -183,3 +183,64 @@ def test_the_archives_triage_file_acknowledges_or_ignores_a_change(
     assert len(triage.load_triage(tmp_path / "triage.yaml")) == 2
     # An unknown --since run too.
     assert cli.main(["trend", "--results", str(tmp_path), "--since", "nope"]) == 2
+
+
+def candidates(
+    series_list: list[list[float]], alpha: float
+) -> tuple[list[trend.TrendChange], list[list[float]]]:
+    """Every change point of every series at alpha with no minimum magnitude, as
+    find_trends would list them before the false-discovery-rate step, and their segments."""
+    changes, segments = [], []
+    for number, series in enumerate(series_list):
+        for cp, median_change, _floor in trend.large_changes(series, alpha=alpha, min_change=0.0):
+            changes.append(
+                trend.TrendChange(
+                    metric="write_iops",
+                    cell_id=f"c{number}",
+                    label=f"series {number}",
+                    direction="higher",
+                    last_run_before=f"r{cp.index - 1}",
+                    first_run_after=f"r{cp.index}",
+                    first_after_at="",
+                    runs_before=cp.before_n,
+                    runs_after=cp.after_n,
+                    before_median=cp.before_median,
+                    after_median=cp.after_median,
+                    relative_change=cp.relative_change,
+                    p_value=cp.p_value,
+                    verdict="regressed" if median_change < 0 else "improved",
+                    median_change=median_change,
+                )
+            )
+            segments.append(series[cp.index - cp.before_n : cp.index + cp.after_n])
+    return changes, segments
+
+
+def test_the_false_discovery_rate_across_series_drops_flat_series_and_keeps_a_real_step() -> None:
+    # 300 flat 40-night series at 2% noise and one with a 10% step. Judged one by one at alpha
+    # 0.05 without a minimum magnitude, flat series "change" (seeded: this set has several);
+    # judged together (Benjamini-Hochberg over 301 series, each candidate's p resolved with
+    # 12,040 shuffles), only the step remains.
+    flat = [sample(7000 + n, 1000.0, 0.02, 40) for n in range(300)]
+    step = sample(1, 1000.0, 0.02, 20) + sample(2, 900.0, 0.02, 20)
+    changes, segments = candidates([*flat, step], alpha=0.05)
+    false = [c for c in changes if c.cell_id != "c300"]
+    assert len(false) >= 3, "the seeds must give the single tests something to get wrong"
+    kept = trend.fdr_filter(changes, segments, 301, alpha=0.05, min_size=5)
+    assert [c.cell_id for c in kept] == ["c300"]
+    (found,) = kept
+    assert found.q_value is not None
+    assert found.refined_p is not None
+    assert found.refined_p < found.p_value  # resolved below the first test's floor of 1/200
+    assert found.q_value <= 0.05
+    assert found.first_run_after == "r20"
+
+
+def test_trend_with_fdr_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_history(tmp_path, [1000.0 if n < STEP_AT else 900.0 for n in range(40)], [500.0] * 40)
+    assert cli.main(["trend", "--results", str(tmp_path), "--fdr", "--json"]) == 0
+    (change,) = json.loads(capsys.readouterr().out)
+    assert change["metric"] == "write_iops"
+    assert change["q_value"] <= 0.01

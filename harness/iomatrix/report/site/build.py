@@ -141,6 +141,7 @@ def build_archive_site(
     since: str | None = None,
     window: int = TREND_WINDOW,
     run_pages: int = ARCHIVE_RUN_PAGES,
+    fdr: bool = False,
 ) -> BuiltSite:
     """The archive's dashboard (index.html), history.html, changes.html, and the newest runs'
     pages under runs/."""
@@ -151,7 +152,9 @@ def build_archive_site(
         raise IomatrixError(f"{results_dir}: no runs in the archive to report on")
     # The archive's triage file: acknowledged changes are shown as known, ignored ones left out.
     decided = triage.load_triage(triage.default_path(results_dir))
-    found, examined = trend.find_trends(results_dir, matrix=matrix, limit=window, known=decided)
+    found, examined = trend.find_trends(
+        results_dir, matrix=matrix, limit=window, known=decided, fdr=fdr
+    )
     changes = [c for c in found if c.triage != "ignored"]
     ignored = len(found) - len(changes)
     since_at = None
@@ -169,9 +172,7 @@ def build_archive_site(
         points = tuple(
             p for p in points_of.get((series.cell_id, series.metric), ()) if p.status == "ok"
         )
-        its = tuple(
-            c for c in changes if c.cell_id == series.cell_id and c.metric == series.metric
-        )
+        its = tuple(c for c in changes if c.cell_id == series.cell_id and c.metric == series.metric)
         histories.append(history_page.SeriesHistory(series, points, its))
     linked: dict[str, str] = {}
     pages = []

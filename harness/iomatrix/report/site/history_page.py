@@ -225,7 +225,7 @@ def _change_rows(changes: Sequence[TrendChange], since_at: str | None) -> str:
     attributes = []
     for c in ordered:
         new = since_at is not None and c.first_after_at >= since_at
-        q = getattr(c, "q_value", None)
+        q = c.q_value
         rows.append(
             [
                 Cell(
