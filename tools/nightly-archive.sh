@@ -6,7 +6,7 @@
 #
 #   tools/nightly-archive.sh --shards DIR --matrix FILE --report FILE
 #                            [--repo DIR] [--branch results] [--push] [--work DIR]
-#                            [--canaries FILE] [--site DIR]
+#                            [--canaries FILE] [--site DIR] [--new-changes FILE]
 #
 # --shards   a folder holding the shard run folders (the downloaded artifacts, side by side)
 # --matrix   the matrix file the shards ran: the cells that should be there (missing-cell accounting)
@@ -22,6 +22,8 @@
 #            night in it written to the report; an empty or missing file is reported as such
 # --site     write the archive's HTML dashboard there (iomatrix report: every series' history, the
 #            changes new tonight, tonight's run); the workflow publishes it to GitHub Pages
+# --new-changes  write the change points new tonight (iomatrix trend --since tonight's run
+#            --json) there: the workflow opens an issue per new regression (regression_issue.py)
 #
 # Exit status: 0 all cells ran; 1 cells are missing (or the push failed), the report says which;
 # 2 nothing to merge or the merge was refused. The report is written in every case.
@@ -30,7 +32,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-${VENV:-$root/.venv}/bin}
 IOMATRIX=$BIN/iomatrix
 
-shards='' matrix='' report='' repo=. branch=results push='' work='' canaries='' site=''
+shards='' matrix='' report='' repo=. branch=results push='' work='' canaries='' site='' new_changes=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --shards) shards=$2; shift 2 ;;
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
     --work) work=$2; shift 2 ;;
     --canaries) canaries=$2; shift 2 ;;
     --site) site=$2; shift 2 ;;
+    --new-changes) new_changes=$2; shift 2 ;;
     *) echo "iomatrix: unknown argument $1 (see the top of $0)" >&2; exit 2 ;;
   esac
 done
@@ -152,6 +155,10 @@ fi
 md "## Change points over the archived history" ""
 "$IOMATRIX" trend --results "$archive/runs" --matrix "$matrix_name" >"$work/trend.txt" 2>&1 || true
 fence "$work/trend.txt"
+if [ -n "$new_changes" ]; then
+  "$IOMATRIX" trend --results "$archive/runs" --matrix "$matrix_name" --since "$run_id" --json \
+    >"$new_changes" 2>"$work/new-changes.txt" || md "(the list of new changes failed)"
+fi
 if [ -n "$site" ]; then
   if "$IOMATRIX" report --results "$archive/runs" --matrix "$matrix_name" --since "$run_id" \
     --out "$site" >"$work/site.txt" 2>&1; then

@@ -9,6 +9,7 @@ over the archive and writes the Markdown report.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -159,8 +160,17 @@ def test_two_nights_are_merged_archived_on_the_results_branch_trended_and_report
 
     # The next night: compared with the previous one, appended to the branch's history.
     site = tmp_path / "site"
+    new_changes = tmp_path / "new-changes.json"
     second = archive(
-        shards, matrix, checkout, tmp_path / "night-2.md", "--site", str(site), push=True
+        shards,
+        matrix,
+        checkout,
+        tmp_path / "night-2.md",
+        "--site",
+        str(site),
+        "--new-changes",
+        str(new_changes),
+        push=True,
     )
     assert second.returncode == 0, second.stdout + second.stderr
     report = (tmp_path / "night-2.md").read_text()
@@ -175,6 +185,8 @@ def test_two_nights_are_merged_archived_on_the_results_branch_trended_and_report
     assert dashboard.count('data-kind="sparkline"') > 0
     assert (site / "history.html").is_file()
     assert len(list((site / "runs").glob("*.html"))) == 2
+    # Tonight's new change points for the regression issues: two nights are too few for any.
+    assert json.loads(new_changes.read_text()) == []
     assert "| cell | metric | base | new |" in report
     log = git("log", "--format=%s", "results", cwd=bare).splitlines()
     assert len(log) == 2

@@ -171,7 +171,7 @@ def test_only_the_jobs_that_write_have_write_permissions() -> None:
         if "write" in job.get("permissions", {}).values()
     }
     assert writers == {
-        ("nightly.yml", "merge"): {"contents": "write"},
+        ("nightly.yml", "merge"): {"contents": "write", "issues": "write"},
         # Deploys the dashboard the merge job built; it checks out and runs nothing.
         ("nightly.yml", "pages"): {"pages": "write", "id-token": "write"},
         ("pr-comment.yml", "comment"): {"actions": "read", "pull-requests": "write"},

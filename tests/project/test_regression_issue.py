@@ -1,0 +1,71 @@
+"""tools/regression_issue.py: the nightly opens one GitHub issue per new confirmed regression,
+from `iomatrix trend --json` of a real (synthetic) archive."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from iomatrix.analysis import triage
+from support.archives import write_nightly_archive
+from support.paths import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "tools" / "regression_issue.py"
+
+
+def issues_of(
+    results: Path, tmp_path: Path, open_issues: list[dict[str, object]] | None = None
+) -> list[dict[str, str]]:
+    trend_json = tmp_path / "trend.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "iomatrix", "trend", "--results", str(results), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    trend_json.write_text(done.stdout)
+    (tmp_path / "open.json").write_text(json.dumps(open_issues or []))
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            str(trend_json),
+            "https://example.invalid/run/1",
+            str(tmp_path / "open.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_one_issue_per_new_regression_and_none_once_triaged(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    nightly = write_nightly_archive(results)
+    found = issues_of(results, tmp_path)
+    # The stepped cell's IOPS fell and its p99 latency rose: two regressions, two issues.
+    assert len(found) == 2
+    titles = sorted(i["title"] for i in found)
+    assert all(nightly.first_run_after_step in t for t in titles)
+    assert any(t.startswith("iomatrix nightly: write_iops of ") for t in titles)
+    assert all("https://example.invalid/run/1" in i["body"] for i in found)
+    assert all("iomatrix triage ack|ignore --cell" in i["body"] for i in found)
+    assert {i["action"] for i in found} == {"create"}
+    # The next night reports the same change: a comment on the issue already open.
+    again = issues_of(results, tmp_path, [{"number": 7, "title": titles[0]}])
+    assert sorted((i["action"], i.get("number")) for i in again) == [
+        ("comment", 7),
+        ("create", None),
+    ]
+    entry = triage.TriageEntry(
+        cell=nightly.stepped_cell.id,
+        metric="write_*",
+        first_run_after=nightly.first_run_after_step,
+        who="ci",
+        why="expected",
+    )
+    triage.append(triage.default_path(results), entry)
+    assert issues_of(results, tmp_path) == []

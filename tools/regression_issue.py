@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""The GitHub issues the nightly opens for new confirmed regressions.
+
+    iomatrix trend --results runs --since RUN --json > trend.json
+    gh issue list --label performance-regression --json number,title > open.json
+    tools/regression_issue.py trend.json RUN_URL open.json > issues.jsonl
+
+reads the change points `iomatrix trend --json` lists and writes one JSON line per new
+regression (verdict "regressed", not in the triage file): its issue title and body, and whether
+to create the issue or comment on the open one of the same title (the title is the change's
+identity: cell, metric, first run after), so a change reported on two nights gets one issue.
+Standard library only: the workflow runs it without a virtualenv.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def issues(changes: list[dict[str, Any]], run_url: str) -> list[dict[str, str]]:
+    out = []
+    for change in changes:
+        if change.get("verdict") != "regressed" or change.get("triage") is not None:
+            continue
+        size = change.get("median_change")
+        how_much = "" if size is None else f" {100 * size:+.1f}%"
+        title = (
+            f"iomatrix nightly: {change['metric']} of {change['label']} regressed{how_much} "
+            f"from {change['first_run_after']}"
+        )
+        body = "\n".join(
+            [
+                f"A change point in the nightly history ([run]({run_url})):",
+                "",
+                f"- cell: `{change['label']}` (`{change['cell_id']}`)",
+                f"- metric: `{change['metric']}`",
+                f"- median {change['before_median']:.6g} -> {change['after_median']:.6g}"
+                f" ({how_much.strip() or 'n/a'}), p {change['p_value']:.3g}"
+                + ("" if change.get("q_value") is None else f", q {change['q_value']:.3g}"),
+                f"- runs before | after: {change['runs_before']} | {change['runs_after']}",
+                f"- last run before: `{change['last_run_before']}`, first run after: "
+                f"`{change['first_run_after']}`",
+                "",
+                "Acknowledge or ignore it with `iomatrix triage ack|ignore --cell "
+                f"{change['cell_id']} --metric {change['metric']} --first-run-after "
+                f"{change['first_run_after']} --who NAME --why TEXT` on the results branch.",
+            ]
+        )
+        out.append({"title": title, "body": body})
+    return out
+
+
+def with_actions(
+    found: list[dict[str, str]], open_issues: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each issue with "action": "comment" and the open issue's "number" when one has its
+    title, else "create"."""
+    numbers = {str(i["title"]): int(i["number"]) for i in open_issues}
+    out: list[dict[str, Any]] = []
+    for issue in found:
+        number = numbers.get(issue["title"])
+        action = {"action": "create"} if number is None else {"action": "comment", "number": number}
+        out.append({**issue, **action})
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (3, 4):
+        print(
+            "usage: tools/regression_issue.py TREND_JSON RUN_URL [OPEN_ISSUES_JSON]",
+            file=sys.stderr,
+        )
+        return 2
+    changes = json.loads(Path(argv[1]).read_text() or "[]")
+    open_issues = json.loads(Path(argv[3]).read_text() or "[]") if len(argv) == 4 else []
+    for issue in with_actions(issues(changes, argv[2]), open_issues):
+        print(json.dumps(issue))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
