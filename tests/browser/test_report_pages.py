@@ -16,8 +16,8 @@ from selenium.webdriver.support.ui import Select
 
 from iomatrix.analysis import compare
 from iomatrix.report.site import build
-from iomatrix.store.records_io import load_run, write_record
-from support.archives import BASE_IOPS, matrix_cells, run_of, write_nightly_archive
+from iomatrix.store.records_io import load_run
+from support.archives import write_nightly_archive, write_pair
 from support.browser import Browser
 
 pytestmark = pytest.mark.browser
@@ -38,13 +38,8 @@ def assert_charts_drawn(browser: Browser, *, kinds: set[str]) -> None:
 def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One site of each kind: a run, a comparison, an archive."""
     tmp = tmp_path_factory.mktemp("sites")
-    cells = matrix_cells()
     results = tmp / "results"
-    base = {c.id: BASE_IOPS[c.filesystem.name] for c in cells}
-    new = {**base, cells[0].id: base[cells[0].id] * 0.7, cells[1].id: base[cells[1].id] * 1.3}
-    for run_id, iops, seed in (("base", base, 1), ("new", new, 2)):
-        record = run_of(run_id, "2026-11-20T00:00:00+00:00", cells, iops, seed=seed, repeat=8)
-        write_record(results / run_id / "run.json", record)
+    write_pair(results)
     comparison = compare.compare_runs(load_run(results / "base"), load_run(results / "new"))
     compared = build.build_comparison_site(
         comparison, results / "base", results / "new", tmp / "comparison"

@@ -131,3 +131,15 @@ def write_nightly_archive(
             log.write_text(f"log of {cell.id}\n")
         run_ids.append(run_id)
     return Nightly(tuple(run_ids), tuple(cells), stepped, run_ids[step_at])
+
+
+def write_pair(results: Path, *, repeat: int = 8) -> tuple[Path, Path]:
+    """Two runs of the four cells, base and new: in the new one the first cell is 30% slower and
+    the second 30% faster, the others unchanged (a comparison with every verdict to show)."""
+    cells = matrix_cells()
+    base = {c.id: BASE_IOPS[c.filesystem.name] for c in cells}
+    new = {**base, cells[0].id: base[cells[0].id] * 0.7, cells[1].id: base[cells[1].id] * 1.3}
+    for run_id, iops, seed in (("base", base, 1), ("new", new, 2)):
+        record = run_of(run_id, "2026-11-20T00:00:00+00:00", cells, iops, seed=seed, repeat=repeat)
+        write_record(results / run_id / "run.json", record)
+    return results / "base", results / "new"

@@ -16,7 +16,7 @@ from iomatrix.cli import main as cli
 from iomatrix.report.site import build, svg
 from iomatrix.report.site.run_page import headline_metrics, latency_cdf
 from iomatrix.store.records_io import load_run, write_record
-from support.archives import BASE_IOPS, matrix_cells, run_of, write_nightly_archive
+from support.archives import BASE_IOPS, matrix_cells, run_of, write_nightly_archive, write_pair
 
 
 class Page(HTMLParser):
@@ -124,19 +124,7 @@ def test_latency_cdf_rises_to_100_percent_in_latency_order() -> None:
 
 @pytest.fixture
 def pair(tmp_path: Path) -> tuple[Path, Path]:
-    cells = matrix_cells()
-    results = tmp_path / "results"
-    base = {c.id: BASE_IOPS[c.filesystem.name] for c in cells}
-    # One cell 30% slower in the new run, another 30% faster.
-    new = dict(base)
-    new[cells[0].id] *= 0.7
-    new[cells[1].id] *= 1.3
-    for run_id, iops, seed in (("base", base, 1), ("new", new, 2)):
-        write_record(
-            results / run_id / "run.json",
-            run_of(run_id, "2026-11-20T00:00:00+00:00", cells, iops, seed=seed, repeat=8),
-        )
-    return results / "base", results / "new"
+    return write_pair(tmp_path / "results")
 
 
 def test_a_comparison_page_plots_every_ratio_and_filters_by_verdict(
