@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from iomatrix.adapters.kconfig import fragment_lines, is_config_line
 from iomatrix.errors import MatrixError
 from iomatrix.matrix.fio_jobs import (
     builtin_estimate,
@@ -45,12 +46,13 @@ from iomatrix.matrix.schema import (
     FileSpec,
     FilesystemSpec,
     IncludeSpec,
+    KernelEntrySpec,
     MatrixSpec,
     OptionSetSpec,
     TimeoutsSpec,
     VmSpec,
     WorkloadSpec,
-    check_kernel,
+    check_kernel_ref,
     check_workload_ref,
     option_tokens,
 )
@@ -64,14 +66,17 @@ from iomatrix.model.cell import (
     DeviceProfile,
     FilesystemChoice,
     FioPhase,
+    KernelBuild,
     Matrix,
     MountOptionSet,
+    SourceFile,
     Timeouts,
     VmSettings,
     Workload,
     axis_values,
     cell_id,
 )
+from iomatrix.model.kernel_spec import DEBIAN_SUITES, parse_spec
 
 # --- stage 2: the merged file into cells ------------------------------------------------------
 
@@ -125,6 +130,8 @@ class Expander:
         self._workloads: dict[str, Workload] = {}
         self._workload_files: dict[Path, tuple[str, str, float, int | None]] = {}
         self._phase_estimates: dict[str, float] = {}
+        # kernel axis value -> how to build it, for kernels built from source.
+        self.kernel_builds: dict[str, KernelBuild] = {}
 
     def source_of(self, loc: Loc) -> Source:
         return source_of(self.origins, self.root, loc)
@@ -157,6 +164,7 @@ class Expander:
         ):
             return None
         kernels = list(dict.fromkeys(m.kernel))
+        self._define_kernels(kernels)
         schedulers = list(dict.fromkeys(m.scheduler))
         filesystems = self._filesystem_axis(m.filesystem)
         self._define_option_sets(m.mount_options or {}, filesystems)
@@ -185,6 +193,7 @@ class Expander:
                 device=c.device,
                 workload=c.workload,
                 repeat=c.repeat or default_repeat,
+                kernel_build=self.kernel_builds.get(c.kernel),
             )
             for c in combos
         )
@@ -246,6 +255,76 @@ class Expander:
         return Timeouts.model_validate(values)
 
     # definitions
+
+    def _define_kernels(self, axis: Sequence[str]) -> None:
+        """The build recipe of every kernel axis value built from source: a name defined under
+        kernels:, or a git:, source: or debian-source: spec written on the axis itself."""
+        for i, value in enumerate(axis):
+            self._define_kernel(value, ("matrix", "kernel", i))
+
+    def _define_kernel(self, value: str, loc: Loc) -> None:
+        if value in self.kernel_builds:
+            return
+        if ":" in value:
+            if parse_spec(value).from_source:
+                self.kernel_builds[value] = KernelBuild(source=value)
+            return
+        defined = self.spec.kernels or {}
+        entry = defined.get(value)
+        if entry is None:
+            # A Debian suite without its scheme is the likeliest slip of all.
+            hint = (
+                f"; did you mean 'debian:{value}'?"
+                if value in DEBIAN_SUITES
+                else did_you_mean(value, list(defined))
+            )
+            self.error(
+                loc,
+                f"{show(value)} is neither a kernel spec (it has no scheme: debian:, path:, "
+                f"git:, source:, debian-source:) nor a kernel defined under kernels: "
+                f"(defined: {listing(list(defined))}){hint}",
+            )
+            return
+        build = self._kernel_entry(value, entry)
+        if build is not None:
+            self.kernel_builds[value] = build
+
+    def _kernel_entry(self, name: str, entry: KernelEntrySpec) -> KernelBuild | None:
+        errors_before = len(self.errors)
+        if entry.source is None:
+            self.error(
+                ("kernels", name, "source"),
+                "missing; give the source to build: git:<tree>@<ref>, source:<dir> or "
+                "debian-source:<X.Y|version>",
+            )
+        patches: list[SourceFile] = []
+        for i, patch in enumerate(entry.patches or ()):
+            try:
+                data = read_limited(Path(patch))
+            except (OSError, ValueError) as exc:
+                reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
+                self.error(("kernels", name, "patches", i), f"cannot read patch {patch}: {reason}")
+                continue
+            patches.append(SourceFile(path=patch, sha256=hashlib.sha256(data).hexdigest()))
+        config: list[str] = []
+        for i, item in enumerate(entry.config or ()):
+            if is_config_line(item):
+                config.append(item)
+                continue
+            loc: Loc = ("kernels", name, "config", i)
+            try:
+                text = read_limited(Path(item)).decode("utf-8", errors="replace")
+            except (OSError, ValueError) as exc:
+                reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
+                self.error(loc, f"cannot read config fragment {item}: {reason}")
+                continue
+            lines, problems = fragment_lines(text)
+            for problem in problems:
+                self.error(loc, f"config fragment {item}: line {problem.line}: {problem.reason}")
+            config.extend(lines)
+        if len(self.errors) > errors_before or entry.source is None:
+            return None
+        return KernelBuild(source=entry.source, patches=tuple(patches), config=tuple(config))
 
     def _define_devices(self) -> None:
         for name, dev in (self.spec.devices or {}).items():
@@ -710,9 +789,11 @@ class Expander:
         errors_before = len(self.errors)
         kernel = values["kernel"]
         try:
-            check_kernel(kernel)
+            check_kernel_ref(kernel)
         except ValueError as exc:
             self.error((*loc, "kernel"), str(exc))
+        else:
+            self._define_kernel(kernel, (*loc, "kernel"))
         fs = self.filesystems.get(values["filesystem"])
         if fs is None and values["filesystem"] in FILESYSTEM_TYPES:
             fs = FilesystemChoice(name=values["filesystem"], fstype=values["filesystem"])

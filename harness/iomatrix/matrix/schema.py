@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from iomatrix.adapters.kconfig import FRAGMENT_RULE, is_config_line
 from iomatrix.errors import KernelError
 from iomatrix.matrix.rules import (
     DEFAULT_OPTIONS,
@@ -83,6 +84,62 @@ def check_kernel(value: str) -> str:
     except KernelError as exc:
         raise ValueError(f"{show(value)} is not a kernel spec: {exc.reason}") from None
     return value
+
+
+def check_kernel_ref(value: str) -> str:
+    """A kernel axis value: a spec (it has a scheme) or the name of an entry under kernels:."""
+    if ":" in value:
+        return check_kernel(value)
+    if not NAME_RE.fullmatch(value):
+        raise ValueError(
+            f"{show(value)} is neither a kernel spec (debian:, path:, git:, source:, "
+            f"debian-source:) nor a name defined under kernels: ({NAME_RULE})"
+        )
+    return value
+
+
+def _check_source_kernel(value: str) -> str:
+    check_kernel(value)
+    spec = parse_spec(value)
+    if not spec.from_source:
+        raise ValueError(
+            f"{show(value)} is a kernel fetched ready to boot; kernels: entries build from "
+            "source: give git:<tree>@<ref>, source:<dir> or debian-source:<X.Y|version>"
+        )
+    return value
+
+
+def _build_file(value: str, info: ValidationInfo, what: str) -> str:
+    """A patch or config fragment named relative to the declaring file, resolved against its
+    directory in stage 1 (as job files are); stage 2 sees the absolute path."""
+    context = info.context if isinstance(info.context, dict) else {}
+    base = context.get("base_dir")
+    if not isinstance(base, Path):
+        return value
+    _check_rel_path(value, what)
+    path = base / value
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise ValueError(f"{show(value)}: cannot use {what} {path}: {os_reason(exc)}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{show(value)}: {what} {path} is not a regular file")
+    if st.st_size > MAX_FILE_BYTES:
+        raise ValueError(f"{show(value)}: {what} {path} is larger than 1 MiB")
+    return str(path.resolve())
+
+
+def _check_patch(value: str, info: ValidationInfo) -> str:
+    return _build_file(value, info, "patch")
+
+
+def _check_config_item(value: str, info: ValidationInfo) -> str:
+    """An inline option line (CONFIG_X=y, # CONFIG_X is not set) or a fragment file."""
+    if is_config_line(value):
+        return value
+    if value.startswith(("CONFIG_", "# CONFIG_")):
+        raise ValueError(f"{show(value)} is not a config option line: write {FRAGMENT_RULE}")
+    return _build_file(value, info, "config fragment")
 
 
 def option_tokens(value: str) -> tuple[str, ...]:
@@ -237,6 +294,10 @@ def _check_host_device(value: str) -> str:
 Name = Annotated[str, AfterValidator(_check_name)]
 HostDevicePath = Annotated[str, AfterValidator(_check_host_device)]
 KernelSpecText = Annotated[str, AfterValidator(check_kernel)]
+KernelRef = Annotated[str, AfterValidator(check_kernel_ref)]
+SourceKernelSpec = Annotated[str, AfterValidator(_check_source_kernel)]
+PatchFile = Annotated[str, AfterValidator(_check_patch)]
+ConfigItem = Annotated[str, AfterValidator(_check_config_item)]
 MkfsArg = Annotated[str, AfterValidator(_check_mkfs_arg)]
 JobFile = Annotated[str, AfterValidator(_check_job_file)]
 DeviceSize = Annotated[int, BeforeValidator(_device_size)]
@@ -491,8 +552,19 @@ class IncludeSpec(ExcludeSpec):
         return self
 
 
+class KernelEntrySpec(_Schema):
+    """A kernel built from source: `kernels: {name: {source, patches, config}}`."""
+
+    source: SourceKernelSpec | None = None
+    # Applied in order with `git apply` on top of the source (files relative to this file).
+    patches: list[PatchFile] | None = None
+    # Fragment files (relative paths) and inline option lines, applied in order after
+    # iomatrix's own fragment.
+    config: list[ConfigItem] | None = None
+
+
 class MatrixSpec(_Schema):
-    kernel: Annotated[list[KernelSpecText], Field(min_length=1)] | None = None
+    kernel: Annotated[list[KernelRef], Field(min_length=1)] | None = None
     filesystem: Annotated[list[FilesystemEntry], Field(min_length=1)] | None = None
     mount_options: dict[Name, Annotated[list[OptionSetEntry], Field(min_length=1)]] | None = None
     scheduler: Annotated[list[Scheduler], Field(min_length=1)] | None = None
@@ -530,4 +602,5 @@ class FileSpec(_Schema):
     max_cells: Annotated[int, Field(ge=1, le=MAX_CELLS_LIMIT)] | None = None
     devices: dict[Name, _DeviceSpec] | None = None
     workloads: dict[Name, WorkloadSpec] | None = None
+    kernels: dict[Name, KernelEntrySpec] | None = None
     matrix: MatrixSpec | None = None

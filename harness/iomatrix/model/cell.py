@@ -65,6 +65,26 @@ class Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
+class SourceFile(Record):
+    """A file a kernel build reads (a patch), pinned by the hash of its content at load time."""
+
+    path: str
+    sha256: str
+
+
+class KernelBuild(Record):
+    """How to build a kernel from source: what a `kernels:` entry of a matrix resolves to.
+
+    source is a spec of a SOURCE_KINDS kind; patches are applied in order on top of it; config
+    holds the fragment lines (CONFIG_X=y, CONFIG_X=m, CONFIG_X="text", # CONFIG_X is not set)
+    from the entry's config files and inline options, in order, applied after iomatrix's own.
+    """
+
+    source: str
+    patches: tuple[SourceFile, ...] = ()
+    config: tuple[str, ...] = ()
+
+
 class LoopStack(Record):
     """A loop device over a file on an outer filesystem: the cell's filesystem (the inner one)
     is made on the loop device, the outer one on the test disk(s)."""
@@ -266,6 +286,10 @@ class Cell(Record):
     device: DeviceProfile
     workload: Workload
     repeat: int = Field(default=1, ge=1)
+    # How to build the kernel, when the kernel axis names one built from source (a git:,
+    # source: or debian-source: spec, or an entry of the matrix's kernels:); None for kernels
+    # fetched ready to boot. Part of the cell, so a run folder says what was built.
+    kernel_build: KernelBuild | None = Field(default=None, exclude_if=is_none)
 
     def axis_value(self, axis: str) -> str:
         """The name of this cell's value on an axis (a record's name, or the text itself)."""

@@ -8,11 +8,20 @@ parse_spec is pure, so matrix validation uses it without touching the network or
                             any suite
   path:<vmlinuz>[,modules=<dir>]  a kernel the user built; absolute paths; the modules folder is
                             the one that would be /lib/modules/<release> (optional)
+Kernels built from source by iomatrix (host/kernels/build.py), out of tree, never writing into
+the tree they are read from:
+  git:<tree>@<ref>          any commit-ish of a local kernel git tree (absolute path)
+  source:<dir>              a kernel source tree without git (absolute path), e.g. an unpacked
+                            release tarball
+  debian-source:<X.Y>       Debian's linux-source-X.Y package (the newest in the archive), or
+  debian-source:<version>   that package at a version, e.g. debian-source:6.1.176-1
+A matrix gives a source kernel patches and config fragments under `kernels:` (cell.KernelBuild).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Literal
 
 from iomatrix.errors import KernelError
@@ -29,7 +38,15 @@ _PACKAGE_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?-\d+([~+.][A-Za-z0-9.~+]+)?$")
 # would treat specially (commas separate our own sub-options; QEMU splits on them too).
 _SAFE_PATH = re.compile(r"^/[A-Za-z0-9._+/-]+$")
 
-SpecKind = Literal["debian-suite", "debian-abi", "debian-version", "path"]
+SpecKind = Literal[
+    "debian-suite", "debian-abi", "debian-version", "path", "git", "source", "debian-source"
+]
+# The kinds iomatrix builds from source rather than fetches ready to boot.
+SOURCE_KINDS: tuple[SpecKind, ...] = ("git", "source", "debian-source")
+# A git ref as `git rev-parse` takes it: branch and tag names, hashes, and the ~N ^N suffixes;
+# never an option (no leading '-') and nothing a shell would read specially.
+_GIT_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/~^+-]{0,199}$")
+_SOURCE_SERIES = re.compile(r"^\d+\.\d+$")
 
 
 class KernelSpec(Record):
@@ -37,6 +54,12 @@ class KernelSpec(Record):
     kind: SpecKind
     value: str
     modules: str | None = None
+    # The commit-ish of a git: spec.
+    ref: str | None = None
+
+    @property
+    def from_source(self) -> bool:
+        return self.kind in SOURCE_KINDS
 
 
 def parse_spec(raw: str) -> KernelSpec:
@@ -44,35 +67,84 @@ def parse_spec(raw: str) -> KernelSpec:
     scheme, sep, rest = raw.partition(":")
     if not sep or not rest:
         raise KernelError(
-            raw, "expected debian:<suite|abi-release|package-version> or path:<vmlinuz>"
+            raw,
+            "expected debian:<suite|abi-release|package-version>, path:<vmlinuz>, "
+            "git:<tree>@<ref>, source:<dir> or debian-source:<X.Y|version>",
         )
-    if scheme == "debian":
-        if rest in DEBIAN_SUITES:
-            return KernelSpec(raw=raw, kind="debian-suite", value=rest)
-        if _ABI_RELEASE.fullmatch(rest):
-            return KernelSpec(raw=raw, kind="debian-abi", value=rest)
-        if _PACKAGE_VERSION.fullmatch(rest):
-            return KernelSpec(raw=raw, kind="debian-version", value=rest)
+    parser = _SCHEMES.get(scheme)
+    if parser is None:
+        raise KernelError(raw, f"unknown scheme {scheme!r}: use {', '.join(_SCHEMES)}")
+    return parser(raw, rest)
+
+
+def _debian(raw: str, rest: str) -> KernelSpec:
+    if rest in DEBIAN_SUITES:
+        return KernelSpec(raw=raw, kind="debian-suite", value=rest)
+    if _ABI_RELEASE.fullmatch(rest):
+        return KernelSpec(raw=raw, kind="debian-abi", value=rest)
+    if _PACKAGE_VERSION.fullmatch(rest):
+        return KernelSpec(raw=raw, kind="debian-version", value=rest)
+    raise KernelError(
+        raw,
+        f"unknown Debian kernel {rest!r}: use a suite ({', '.join(DEBIAN_SUITES)}), "
+        "an ABI release such as 6.1.0-28-amd64, or a package version such as 6.1.176-1",
+    )
+
+
+def _path(raw: str, rest: str) -> KernelSpec:
+    image, _, extra = rest.partition(",")
+    modules: str | None = None
+    if extra:
+        key, eq, value = extra.partition("=")
+        if key != "modules" or not eq:
+            raise KernelError(raw, f"unknown path option {extra!r}: only modules=<dir> is allowed")
+        modules = value
+    for what, p in (("vmlinuz", image), ("modules", modules)):
+        if p is not None:
+            _check_path(raw, what, p)
+    return KernelSpec(raw=raw, kind="path", value=image, modules=modules)
+
+
+def _git(raw: str, rest: str) -> KernelSpec:
+    tree, at, ref = rest.rpartition("@")
+    if not at or not tree or not ref:
+        raise KernelError(raw, "expected git:<absolute path of a kernel git tree>@<ref>")
+    _check_path(raw, "tree", tree)
+    if not _GIT_REF.fullmatch(ref):
         raise KernelError(
             raw,
-            f"unknown Debian kernel {rest!r}: use a suite ({', '.join(DEBIAN_SUITES)}), "
-            "an ABI release such as 6.1.0-28-amd64, or a package version such as 6.1.176-1",
+            f"ref {ref!r} is not a git commit-ish iomatrix accepts: letters, digits and "
+            "._/~^+- not starting with - or .",
         )
-    if scheme == "path":
-        image, _, extra = rest.partition(",")
-        modules: str | None = None
-        if extra:
-            key, eq, value = extra.partition("=")
-            if key != "modules" or not eq:
-                raise KernelError(
-                    raw, f"unknown path option {extra!r}: only modules=<dir> is allowed"
-                )
-            modules = value
-        for what, p in (("vmlinuz", image), ("modules", modules)):
-            if p is not None and not _SAFE_PATH.fullmatch(p):
-                raise KernelError(
-                    raw,
-                    f"{what} path {p!r} must be absolute and use only letters, digits and ._+-/",
-                )
-        return KernelSpec(raw=raw, kind="path", value=image, modules=modules)
-    raise KernelError(raw, f"unknown scheme {scheme!r}: use debian: or path:")
+    return KernelSpec(raw=raw, kind="git", value=tree, ref=ref)
+
+
+def _source(raw: str, rest: str) -> KernelSpec:
+    _check_path(raw, "source tree", rest)
+    return KernelSpec(raw=raw, kind="source", value=rest)
+
+
+def _debian_source(raw: str, rest: str) -> KernelSpec:
+    if _SOURCE_SERIES.fullmatch(rest) or _PACKAGE_VERSION.fullmatch(rest):
+        return KernelSpec(raw=raw, kind="debian-source", value=rest)
+    raise KernelError(
+        raw,
+        f"unknown Debian source {rest!r}: use a series such as 6.1 (the package "
+        "linux-source-6.1) or a package version such as 6.1.176-1",
+    )
+
+
+_SCHEMES: dict[str, Callable[[str, str], KernelSpec]] = {
+    "debian": _debian,
+    "path": _path,
+    "git": _git,
+    "source": _source,
+    "debian-source": _debian_source,
+}
+
+
+def _check_path(raw: str, what: str, path: str) -> None:
+    if not _SAFE_PATH.fullmatch(path):
+        raise KernelError(
+            raw, f"{what} path {path!r} must be absolute and use only letters, digits and ._+-/"
+        )

@@ -338,7 +338,7 @@ def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
             ("colour",),
             "colour",
             "format, name, description, extends, quick, vm, timeouts, repeat, fresh_boot, "
-            "max_cells, devices, workloads, matrix",
+            "max_cells, devices, workloads, kernels, matrix",
         ),
         (("vm", "disk"), "vm.disk", "memory, cpus"),
         (("timeouts", "fio"), "timeouts.fio", "boot, cell, grace"),
@@ -695,7 +695,7 @@ def test_missing_matrix(ws: Path) -> None:
     [
         ("debian:potato", "unknown Debian kernel 'potato'"),
         ("ubuntu:noble", "unknown scheme 'ubuntu'"),
-        ("bookworm", "expected debian:<suite|abi-release|package-version> or path:<vmlinuz>"),
+        ("debian:", "expected debian:<suite|abi-release|package-version>, path:<vmlinuz>"),
         ("path:boot/vmlinuz", "must be absolute"),
         ("path:/boot/vmlinuz;reboot", "must be absolute and use only letters"),
         ("debian:6.1.176-1\n", "spaces and control characters are not allowed"),

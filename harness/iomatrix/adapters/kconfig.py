@@ -1,0 +1,187 @@
+"""Kernel configuration: the fragment grammar, reading a built kernel's .config, and what each
+cell needs from the kernel it boots.
+
+Pure knowledge, as the other adapters: no files are read here but the texts handed in.
+
+iomatrix builds every source kernel with ONE fragment of its own (`IOMATRIX_FRAGMENT`): every
+filesystem, I/O scheduler, disk bus and device stack iomatrix can put in a cell, built in. It is
+the same for every matrix, so one build serves the quick matrix, a seed and a shard alike (the
+build cache key does not depend on which cells a run happens to hold), and an A/B of two refs
+differs only in the refs. What a cell needs is checked against the built .config before any VM
+boots (`missing_options`): a user fragment that turns an option off, or a kernel too old to have
+it, refuses that cell, naming the option.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from iomatrix.model.axes import Bus, Scheduler
+from iomatrix.model.cell import Cell
+
+# One line of a config fragment as `scripts/kconfig/merge_config.sh` and olddefconfig read it.
+_SET = re.compile(r'CONFIG_[A-Z0-9_]+=(y|m|n|-?[0-9]+|0x[0-9A-Fa-f]+|"[^"\\\n]{0,200}")')
+_UNSET = re.compile(r"# (CONFIG_[A-Z0-9_]+) is not set")
+FRAGMENT_RULE = 'CONFIG_<NAME>=y|m|n|<number>|"<text>", or "# CONFIG_<NAME> is not set"'
+
+
+def is_config_line(line: str) -> bool:
+    return bool(_SET.fullmatch(line) or _UNSET.fullmatch(line))
+
+
+@dataclass(frozen=True)
+class FragmentProblem:
+    line: int
+    reason: str
+
+
+def fragment_lines(text: str) -> tuple[tuple[str, ...], tuple[FragmentProblem, ...]]:
+    """The option lines of a fragment file (blank lines and other comments skipped), and every
+    line that is neither."""
+    lines: list[str] = []
+    problems: list[FragmentProblem] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if is_config_line(line):
+            lines.append(line)
+        elif line.startswith("#"):
+            continue
+        else:
+            problems.append(FragmentProblem(number, f"{line[:80]!r} is not {FRAGMENT_RULE}"))
+    return tuple(lines), tuple(problems)
+
+
+def option_of(line: str) -> tuple[str, str]:
+    """(CONFIG_NAME, value) of a fragment line; "n" for "is not set"."""
+    unset = _UNSET.fullmatch(line)
+    if unset:
+        return unset.group(1), "n"
+    name, _, value = line.partition("=")
+    return name, value
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """A .config as {CONFIG_NAME: value}; options "not set" (or absent) are not in it."""
+    options: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if _SET.fullmatch(line):
+            name, value = option_of(line)
+            if value != "n":
+                options[name] = value
+    return options
+
+
+# --- what iomatrix needs -----------------------------------------------------------------------
+
+# Each filesystem type the adapters know, the options that build it in.
+FILESYSTEM_OPTIONS: dict[str, tuple[str, ...]] = {
+    "ext4": ("CONFIG_EXT4_FS",),
+    # ext2 is mounted by the ext4 driver on kernels that have no ext2 driver of their own.
+    "ext2": ("CONFIG_EXT4_FS", "CONFIG_EXT4_USE_FOR_EXT2"),
+    "xfs": ("CONFIG_XFS_FS",),
+    "btrfs": ("CONFIG_BTRFS_FS",),
+    "f2fs": ("CONFIG_F2FS_FS",),
+}
+SCHEDULER_OPTIONS: dict[Scheduler, tuple[str, ...]] = {
+    "none": (),
+    "mq-deadline": ("CONFIG_MQ_IOSCHED_DEADLINE",),
+    "bfq": ("CONFIG_IOSCHED_BFQ",),
+    "kyber": ("CONFIG_MQ_IOSCHED_KYBER",),
+}
+BUS_OPTIONS: dict[Bus, tuple[str, ...]] = {
+    "virtio-blk": ("CONFIG_VIRTIO_BLK",),
+    "nvme": ("CONFIG_BLK_DEV_NVME",),
+    "scsi": ("CONFIG_SCSI_VIRTIO", "CONFIG_BLK_DEV_SD"),
+}
+LOOP_OPTIONS = ("CONFIG_BLK_DEV_LOOP",)
+# What the guest agent and its tools use on every cell: fio's libaio and io_uring engines, the
+# pressure and schedstat files it reads, and modules (so `modprobe` of a built-in driver
+# answers from modules.builtin instead of failing).
+GUEST_OPTIONS = (
+    "CONFIG_MODULES",
+    "CONFIG_AIO",
+    "CONFIG_IO_URING",
+    "CONFIG_PSI",
+    "CONFIG_SCHEDSTATS",
+    "CONFIG_TASK_IO_ACCOUNTING",
+    "CONFIG_TASKSTATS",
+    "CONFIG_TASK_DELAY_ACCT",
+    "CONFIG_BLK_CGROUP",
+    "CONFIG_BLK_DEV_THROTTLING",
+)
+
+
+def _unique(groups: Iterable[Iterable[str]]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(option for group in groups for option in group))
+
+
+def iomatrix_options() -> tuple[str, ...]:
+    """Every option iomatrix's own fragment turns on: the union of what any cell can need."""
+    return _unique(
+        [
+            GUEST_OPTIONS,
+            *FILESYSTEM_OPTIONS.values(),
+            *SCHEDULER_OPTIONS.values(),
+            *BUS_OPTIONS.values(),
+            LOOP_OPTIONS,
+        ]
+    )
+
+
+# Bumped whenever the fragment's text changes: it is part of every build's cache key anyway
+# (its hash), the version is for people reading a manifest.
+FRAGMENT_VERSION = 1
+
+
+def iomatrix_fragment() -> str:
+    lines = [f"# iomatrix's own kernel config fragment, version {FRAGMENT_VERSION}"]
+    lines += [f"{option}=y" for option in iomatrix_options()]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Need:
+    option: str
+    why: str
+
+
+def cell_needs(cell: Cell) -> tuple[Need, ...]:
+    """The options a cell cannot run without, each with the axis value that needs it."""
+    needs: list[Need] = []
+    fs = cell.filesystem
+    for fstype in dict.fromkeys((fs.fstype, fs.disk_fstype)):
+        needs += [Need(o, f"filesystem {fstype}") for o in FILESYSTEM_OPTIONS.get(fstype, ())]
+    if fs.loop is not None:
+        needs += [Need(o, "the loop stack") for o in LOOP_OPTIONS]
+    needs += [Need(o, f"scheduler {cell.scheduler}") for o in SCHEDULER_OPTIONS[cell.scheduler]]
+    needs += [Need(o, f"bus {cell.device.bus}") for o in BUS_OPTIONS[cell.device.bus]]
+    if cell.workload.kind == "fio":
+        needs.append(Need("CONFIG_AIO", "fio"))
+    return tuple({n.option: n for n in needs}.values())
+
+
+def missing_options(cell: Cell, config: Mapping[str, str]) -> tuple[Need, ...]:
+    """The needs of a cell that a kernel's config does not build in or as a module."""
+    return tuple(n for n in cell_needs(cell) if config.get(n.option) not in ("y", "m"))
+
+
+def describe_missing(kernel: str, missing: Sequence[Need]) -> str:
+    what = "; ".join(f"{n.option} (for {n.why})" for n in missing)
+    return f"kernel {kernel} was built without what this cell needs: {what}"
+
+
+def dropped_options(requested: Sequence[str], config: Mapping[str, str]) -> tuple[str, ...]:
+    """Fragment lines the final .config does not honour: olddefconfig drops an option whose
+    dependencies are not met, silently; iomatrix says so instead."""
+    dropped: list[str] = []
+    for line in requested:
+        name, value = option_of(line)
+        actual = config.get(name, "n")
+        if actual != value:
+            dropped.append(f"{line} (the built config has {name}={actual})")
+    return tuple(dropped)
