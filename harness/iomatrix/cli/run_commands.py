@@ -146,6 +146,14 @@ def _show_commands(
         pool = cores.CorePool(cores.available_cpus(), matrix.vm.cpus, share=share)
         slots = [pool.acquire() for _ in range(jobs)]
     for index, group in enumerate(split_boots(boot_groups(cells, str(run_dir)), split)):
+        recipe = group.cells[0].kernel_build
+        if recipe is not None:
+            # A dry run builds nothing: the image's path is known only once it is built.
+            print(
+                f"# boot {group.boot_id}: {len(group.cells)} cells on kernel {group.kernel}, "
+                f"built from {recipe.source} when the run starts"
+            )
+            continue
         kernel = fetch(group.kernel)
         ctx = boot.BootContext(
             group=group,

@@ -15,12 +15,13 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TextIO
 
+from iomatrix.adapters import kconfig
 from iomatrix.errors import IomatrixError, ResultFormatError
 from iomatrix.host import cores, environment, kernels, vm
 from iomatrix.host.boot import (
@@ -33,7 +34,7 @@ from iomatrix.host.boot import (
     now_iso,
     run_boot,
 )
-from iomatrix.model.cell import Cell, Matrix, Timeouts, VmSettings
+from iomatrix.model.cell import Cell, KernelBuild, Matrix, Timeouts, VmSettings
 from iomatrix.model.result import (
     MEASUREMENT_ENVIRONMENT,
     BootRecord,
@@ -156,21 +157,62 @@ def _collect(
     return entries
 
 
+# Builds a kernel from source: the kernel axis value and its recipe.
+Build = Callable[[str, KernelBuild], kernels.Kernel]
+
+
 def _fetch_kernels(
-    specs: Sequence[str], fetch: Callable[[str], kernels.Kernel], out: TextIO
+    wanted: Mapping[str, KernelBuild | None],
+    fetch: Callable[[str], kernels.Kernel],
+    build: Build,
+    out: TextIO,
 ) -> tuple[dict[str, kernels.Kernel], dict[str, str]]:
-    """Fetch each kernel once; a kernel that cannot be had fails its cells, not the run."""
+    """Fetch or build each kernel once; a kernel that cannot be had (a failed download, a
+    failed build) fails its cells, not the run."""
     fetched: dict[str, kernels.Kernel] = {}
     errors: dict[str, str] = {}
-    for spec in dict.fromkeys(specs):
+    for spec, recipe in wanted.items():
         print(f"iomatrix: kernel {spec} ...", file=out)
         try:
-            fetched[spec] = fetch(spec)
+            fetched[spec] = fetch(spec) if recipe is None else build(spec, recipe)
             print(f"iomatrix: kernel {spec} -> {fetched[spec].release}", file=out)
         except IomatrixError as exc:
             errors[spec] = str(exc)
             print(f"iomatrix: {exc}", file=out)
     return fetched, errors
+
+
+def _kernels_wanted(cells: Sequence[Cell]) -> dict[str, KernelBuild | None]:
+    """Each kernel axis value once, with its recipe when it is built from source. One name must
+    mean one kernel: an A/B session of two matrices that build a name differently would boot
+    both sides on one of them."""
+    wanted: dict[str, KernelBuild | None] = {}
+    for cell in cells:
+        if cell.kernel in wanted and wanted[cell.kernel] != cell.kernel_build:
+            raise IomatrixError(
+                f"kernel {cell.kernel!r} is built differently by the cells of this session; "
+                "give each build a name of its own (and compare them with ab --split kernel)"
+            )
+        wanted[cell.kernel] = cell.kernel_build
+    return wanted
+
+
+def _refusals(cells: Sequence[Cell], fetched: Mapping[str, kernels.Kernel]) -> dict[str, str]:
+    """Cells whose kernel was built without an option they need (a matrix fragment turned it
+    off, or the source is too old to have it): cell id -> why, decided before any VM boots."""
+    configs: dict[str, dict[str, str]] = {}
+    refused: dict[str, str] = {}
+    for cell in cells:
+        kernel = fetched.get(cell.kernel)
+        if kernel is None or kernel.build is None:
+            continue
+        if cell.kernel not in configs:
+            text = Path(kernel.build.config).read_text(encoding="utf-8", errors="replace")
+            configs[cell.kernel] = kconfig.parse_config(text)
+        missing = kconfig.missing_options(cell, configs[cell.kernel])
+        if missing:
+            refused[cell.id] = kconfig.describe_missing(cell.kernel, missing)
+    return refused
 
 
 def _shared_fs(out: TextIO) -> vm.SharedFs:
@@ -219,7 +261,11 @@ def _start_record(
         environment=environment.capture(prepared.accelerator, prepared.shared_fs),
         kernels={
             spec: KernelInfo(
-                spec=spec, release=k.release, source=k.source, vmlinuz_sha256=k.vmlinuz_sha256
+                spec=spec,
+                release=k.release,
+                source=k.source,
+                vmlinuz_sha256=k.vmlinuz_sha256,
+                build=k.build,
             )
             for spec, k in prepared.fetched.items()
         },
@@ -284,6 +330,7 @@ class _Session:
     scratch: Path
     fetched: dict[str, kernels.Kernel]
     fetch_errors: dict[str, str]
+    refused: dict[str, str]
     accelerator: vm.Accelerator
     vm_settings: VmSettings
     timeouts: Timeouts
@@ -306,20 +353,41 @@ class _Prepared:
     fetch_errors: dict[str, str]
     accelerator: vm.Accelerator
     shared_fs: vm.SharedFs
+    # Cells refused before boot, by id: their kernel lacks an option they need.
+    refused: dict[str, str]
 
 
 def _prepare(
-    specs: Sequence[str],
+    cells: Sequence[Cell],
     fetch: Callable[[str], kernels.Kernel] | None,
+    build: Build | None,
     clock: RunClock,
     out: TextIO,
 ) -> _Prepared:
+    wanted = _kernels_wanted(cells)
     with clock.span("kernels"):
-        fetched, fetch_errors = _fetch_kernels(specs, fetch or kernels.fetch, out)
+        fetched, fetch_errors = _fetch_kernels(
+            wanted, fetch or kernels.fetch, build or _build_logged(out), out
+        )
+    refused = _refusals(cells, fetched)
+    for cell_id_, why in refused.items():
+        print(f"iomatrix: cell {cell_id_} refused: {why}", file=out)
     with clock.span("accelerator"):
         accelerator = _accelerator(list(fetched.values()), out)
         shared_fs = _shared_fs(out)
-    return _Prepared(fetched, fetch_errors, accelerator, shared_fs)
+    return _Prepared(fetched, fetch_errors, accelerator, shared_fs, refused)
+
+
+def _build_logged(out: TextIO) -> Build:
+    def build(name: str, recipe: KernelBuild) -> kernels.Kernel:
+        return kernels.build(
+            name,
+            recipe,
+            offline=kernels.offline_requested(),
+            log=lambda message: print(f"iomatrix: {message}", file=out),
+        )
+
+    return build
 
 
 def _session(
@@ -338,6 +406,7 @@ def _session(
         scratch=(options.scratch_dir / scratch_id).resolve(),
         fetched=prepared.fetched,
         fetch_errors=prepared.fetch_errors,
+        refused=prepared.refused,
         accelerator=prepared.accelerator,
         vm_settings=matrix.vm,
         timeouts=matrix.timeouts,
@@ -458,13 +527,21 @@ def _run_group(
     cancel: threading.Event | None = None,
 ) -> None:
     touched = {by_dir[s.run_dir] for s in group.steps if s.run_dir in by_dir}
+    refused = [s for s in group.steps if s.cell.id in session.refused]
+    for step in refused:
+        if not rundir.cell_result(cell_dir(step)).exists():
+            host_side_result(Path(step.run_dir), step.cell, "error", session.refused[step.cell.id])
+    if refused:
+        group = group.model_copy(
+            update={"steps": tuple(s for s in group.steps if s.cell.id not in session.refused)}
+        )
     if group.kernel in session.fetch_errors:
         for step in group.steps:
             if not rundir.cell_result(cell_dir(step)).exists():
                 host_side_result(
                     Path(step.run_dir), step.cell, "error", session.fetch_errors[group.kernel]
                 )
-    else:
+    elif group.steps:
         ctx = BootContext(
             group=group,
             kernel=session.fetched[group.kernel],
@@ -511,6 +588,7 @@ def run_matrix(
     cells: Sequence[Cell] | None = None,
     out: TextIO = sys.stderr,
     fetch: Callable[[str], kernels.Kernel] | None = None,
+    build: Build | None = None,
     resume: Path | None = None,
 ) -> tuple[RunRecord, Path]:
     """Run the matrix (or the given subset of its cells); returns the run record and its folder.
@@ -535,7 +613,7 @@ def run_matrix(
     else:
         to_run = selected
 
-    prepared = _prepare([c.kernel for c in to_run], fetch, clock, out)
+    prepared = _prepare(to_run, fetch, build, clock, out)
     run_id = previous.run_id if previous else (options.run_id or new_run_id(matrix.name))
     with clock.span("environment"):
         record = _start_record(matrix, run_id, shard=options.shard, prepared=prepared)
@@ -614,6 +692,7 @@ def run_ab(
     *,
     out: TextIO = sys.stderr,
     fetch: Callable[[str], kernels.Kernel] | None = None,
+    build: Build | None = None,
     more: MoreRounds | None = None,
 ) -> tuple[RunRecord, RunRecord, Path]:
     """An A/B session: both sides' repetitions interleaved ABAB in the same VMs (one VM per
@@ -629,7 +708,7 @@ def run_ab(
         )
     clock = RunClock()
     host_cpus = _concurrency(options, base.vm, out)
-    prepared = _prepare([c.kernel for pair in pairs for c in pair], fetch, clock, out)
+    prepared = _prepare([c for pair in pairs for c in pair], fetch, build, clock, out)
     session_id = new_run_id(f"ab-{new.name}")
     session_dir = (options.results_dir / session_id).resolve()
     sides = []

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from iomatrix.model.cell import Cell, Record, is_empty, is_none, is_one
+from iomatrix.model.cell import Cell, Record, SourceFile, is_empty, is_none, is_one
 
 RUN_FORMAT = 1
 CELL_FORMAT = 1
@@ -205,11 +205,34 @@ class RunTimeline(Record):
     spans: tuple[Span, ...]
 
 
+class KernelBuildInfo(Record):
+    """What a kernel built from source was made of: enough to build the same image again."""
+
+    # The exact source: the commit (of the user's tree, or of iomatrix's import of a tree or
+    # of Debian's linux-source tarball) and where it came from, in words.
+    commit: str
+    origin: str
+    patches: tuple[SourceFile, ...] = ()
+    # The build cache key: commit, patches, every config fragment, the compiler and make.
+    key: str
+    compiler: str
+    # sha256 of the final .config (what olddefconfig made of the fragments).
+    config_sha256: str
+    # Fragment lines the final .config does not honour (dependencies unmet), said, not hidden.
+    dropped: tuple[str, ...] = ()
+    # Seconds the build took (0 when it came from the build cache); the log of the build that
+    # made it, and the .config, as host paths.
+    build_s: float
+    log: str
+    config: str
+
+
 class KernelInfo(Record):
     spec: str
     release: str
     source: str
     vmlinuz_sha256: str
+    build: KernelBuildInfo | None = Field(default=None, exclude_if=is_none)
 
 
 class Environment(Record):

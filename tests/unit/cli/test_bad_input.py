@@ -107,9 +107,18 @@ CASES = [
     ),
     Case(
         "unknown-kernel-scheme",
-        matrix(kernel="git:v6.1"),
+        matrix(kernel="svn:v6.1"),
         "matrix.kernel[0]",
-        ("'git:v6.1' is not a kernel spec: unknown scheme 'git': use debian: or path:",),
+        (
+            "'svn:v6.1' is not a kernel spec: unknown scheme 'svn': use debian, path, git, "
+            "source, debian-source",
+        ),
+    ),
+    Case(
+        "git-kernel-without-a-ref",
+        matrix(kernel="git:/src/linux"),
+        "matrix.kernel[0]",
+        ("'git:/src/linux' is not a kernel spec: expected git:<absolute path of a kernel git",),
     ),
     Case(
         "kernel-with-a-newline",

@@ -16,10 +16,13 @@ Fetching (fetch, verify, cached) keeps everything under cache_root():
                             archive cannot be reached (or offline use is asked for) the
                             newest one whose kernel is cached serves, whatever its age
 path: kernels are not copied anywhere; their release is read from the bzImage header.
+Kernels built from source (build, with sources) live under builds/, sources/, kbuild/ and
+ccache/ of the same cache: see build.py.
 """
 
 from __future__ import annotations
 
+from iomatrix.host.kernels.build import build
 from iomatrix.host.kernels.bzimage import read_release, release_from_bzimage
 from iomatrix.host.kernels.cache import MAX_AGE_S, cache_root, cached, verify
 from iomatrix.host.kernels.debian_packages import (
@@ -56,6 +59,7 @@ __all__ = [
     "apt_failure",
     "apt_options",
     "apt_sources_list",
+    "build",
     "cache_root",
     "cached",
     "compare_debian_versions",

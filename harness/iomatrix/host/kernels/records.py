@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from iomatrix.model.cell import Record
+from iomatrix.model.result import KernelBuildInfo
 
 Log = Callable[[str], None]
 
@@ -28,6 +29,8 @@ class Kernel(Record):
     source: str
     packages: tuple[DebPackage, ...] = ()
     vmlinuz_sha256: str
+    # Set for a kernel iomatrix built from source: what it was built from, and how.
+    build: KernelBuildInfo | None = None
 
 
 class AptPackage(Record):

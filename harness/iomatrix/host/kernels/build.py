@@ -1,0 +1,397 @@
+"""build: a kernel from source, out of tree, cached by what determines the image.
+
+One build, in order (each step's failure is a KernelError in the tool's own words, which fails
+that kernel's cells and nothing else):
+  1. the source spec resolved to a commit of a cache-owned repository (sources.py), with the
+     build lock of that source held: concurrent runs wait and then share the build;
+  2. the cache key: the commit, each patch's hash, the config fragments' text, the compiler's
+     and virtme-ng's versions. A finished build under builds/<key>/ is returned as it is;
+  3. checkout of the commit (`git checkout --force`: only files that differ are rewritten, so
+     the output folder's objects stay valid and the build is incremental), `git clean`, then
+     each patch with `git apply`;
+  4. config: virtme-ng's minimal config (`virtme-configkernel --defconfig`), then iomatrix's
+     fragment (adapters/kconfig.py: what any cell needs, built in; what a test VM never uses,
+     off, debug info first) and the matrix's own fragments, last so they win, settled by
+     `make olddefconfig`; fragment lines the final .config does not honour are recorded;
+  5. `make bzImage modules` in kbuild/<source>/out with ccache, all host cores, and the log
+     kept; `make modules_install` into the entry, whose manifest is written last.
+
+  <cache>/builds/<key>/            vmlinuz, lib/modules/<release>/, config, build.log, manifest
+  <cache>/builds/logs/<key>.log    the log of a build that failed (or is under way)
+  <cache>/kbuild/<source>/         the output folder (make O=), reused by the next build
+  <cache>/ccache/                  the compiler cache
+The release is <version>-iomatrix-<key[:8]>: two builds never share a release or a modules
+folder, and a result names the build it ran on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+from iomatrix import proc
+from iomatrix.adapters.kconfig import (
+    dropped_options,
+    iomatrix_fragment,
+    iomatrix_options,
+    parse_config,
+)
+from iomatrix.errors import KernelError
+from iomatrix.host.kernels.cache import MANIFEST, cache_root, load_manifest, quiet
+from iomatrix.host.kernels.records import Kernel, Log
+from iomatrix.host.kernels.sources import Source, git, resolve, source_id
+from iomatrix.model.cell import KernelBuild
+from iomatrix.model.kernel_spec import parse_spec
+from iomatrix.model.result import KernelBuildInfo
+from iomatrix.store.files import locked, sha256_file, write_text_atomic
+
+# A from-scratch build of iomatrix's config takes minutes on 2 cores; a default config with debug
+# info took far longer. Hours means a hung compiler, not a slow one.
+BUILD_TIMEOUT_S = 3 * 3600.0
+_CONFIG_TIMEOUT_S = 600.0
+# Written before make starts and removed once make has ended by itself (success or a compile
+# error, after which make has deleted the target it failed on). Still there at the next build:
+# make was killed mid-write (a timeout, Ctrl-C, a lost machine), and an object file may be cut
+# short with a fresh time stamp, so the output folder is started again (ccache makes that cheap).
+_INCOMPLETE = ".iomatrix-incomplete"
+# What iomatrix turns off in virtme-ng's config: nothing a test VM uses, and each costs build
+# time (debug info most: it doubles compile and link time).
+TRIM_FRAGMENT = """\
+# iomatrix: not needed in a test VM, and each costs build time
+CONFIG_DEBUG_INFO_NONE=y
+# CONFIG_DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT is not set
+# CONFIG_VIRTUALIZATION is not set
+# CONFIG_DRM is not set
+# CONFIG_SOUND is not set
+# CONFIG_USB_SUPPORT is not set
+# CONFIG_FTRACE is not set
+# CONFIG_KPROBES is not set
+# CONFIG_PROFILING is not set
+# CONFIG_HIBERNATION is not set
+# CONFIG_SUSPEND is not set
+# CONFIG_MEDIA_SUPPORT is not set
+# CONFIG_AGP is not set
+# CONFIG_INPUT_MOUSE is not set
+# CONFIG_INPUT_JOYSTICK is not set
+# CONFIG_INPUT_TABLET is not set
+# CONFIG_INPUT_TOUCHSCREEN is not set
+# CONFIG_MACINTOSH_DRIVERS is not set
+# CONFIG_HAMRADIO is not set
+# CONFIG_ATA is not set
+# CONFIG_EFI is not set
+# CONFIG_MICROCODE is not set
+# CONFIG_DEBUG_KERNEL is not set
+"""
+# The compiler's own words: gcc's and ld's errors, and make's summary as a last resort.
+_ERROR_LINE = re.compile(r"(error:|undefined reference|No rule to make target|Error \d+)")
+
+
+def _tool_versions(spec: str) -> str:
+    """What else determines the image: the compiler, and virtme-ng (whose config is the base)."""
+    try:
+        gcc = proc.run(["gcc", "--version"], timeout_s=60).stdout.splitlines()[0]
+        make = proc.run(["make", "--version"], timeout_s=60).stdout.splitlines()[0]
+    except proc.CommandError as exc:
+        raise KernelError(
+            spec,
+            f"cannot build kernels on this host ({exc.reason or exc}): install gcc, make, "
+            "flex, bison, bc, libelf-dev, libssl-dev and ccache (make run installs them)",
+        ) from exc
+    return f"{gcc}; {make}; virtme-ng {version('virtme-ng')}"
+
+
+def fragments(build: KernelBuild) -> str:
+    """Everything appended to virtme-ng's config, in order: iomatrix's needs, its trims, then
+    the matrix's own lines."""
+    user = "".join(f"{line}\n" for line in build.config)
+    return f"{iomatrix_fragment()}{TRIM_FRAGMENT}# from the matrix\n{user}"
+
+
+def build_key(source: Source, build: KernelBuild, tools: str) -> str:
+    digest = hashlib.sha256()
+    for part in (
+        source.commit,
+        *(p.sha256 for p in build.patches),
+        fragments(build),
+        tools,
+    ):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:24]
+
+
+def build(
+    name: str,
+    recipe: KernelBuild,
+    *,
+    cache: Path | None = None,
+    log: Log | None = None,
+    offline: bool = False,
+    jobs: int | None = None,
+) -> Kernel:
+    """The kernel a recipe makes, built unless the build cache has it. name is the kernel axis
+    value (what messages and the Kernel record call it)."""
+    say = log or quiet
+    spec = parse_spec(recipe.source)
+    root = (cache or cache_root()).absolute()
+    builds = root / "builds"
+    builds.mkdir(parents=True, exist_ok=True)
+    tools = _tool_versions(name)
+    with locked(
+        builds / f"{source_id(spec)}.lock",
+        held=f"the build of {recipe.source}",
+        on_wait=lambda: say(f"waiting for another iomatrix building from {recipe.source}"),
+    ):
+        source = resolve(spec, root, say, offline=offline)
+        key = build_key(source, recipe, tools)
+        entry = builds / key
+        if (entry / MANIFEST).is_file():
+            kernel = load_manifest(entry)
+            say(f"{name}: built before ({kernel.release}, {source.origin})")
+            return kernel.model_copy(update={"spec": name})
+        job = _Job(
+            name=name,
+            recipe=recipe,
+            source=source,
+            key=key,
+            tools=tools,
+            root=root,
+            say=say,
+            jobs=jobs or os.cpu_count() or 1,
+        )
+        return _build(job)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One build under way: what every step reads."""
+
+    name: str
+    recipe: KernelBuild
+    source: Source
+    key: str
+    tools: str
+    root: Path
+    say: Log
+    jobs: int
+
+    @property
+    def builds(self) -> Path:
+        return self.root / "builds"
+
+    @property
+    def out(self) -> Path:
+        """make's output folder: one per source repository, kept for incremental builds."""
+        return self.root / "kbuild" / self.source.source_id
+
+    @property
+    def log_path(self) -> Path:
+        """Stays where it is when the build fails (the error names it); copied into the entry
+        when it succeeds."""
+        return self.builds / "logs" / f"{self.key}.log"
+
+    @property
+    def suffix(self) -> str:
+        return f"-iomatrix-{self.key[:8]}"
+
+    def make(self, *targets: str) -> list[str]:
+        return ["make", "-C", str(self.source.repo), f"O={self.out}", *targets]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout_s: float,
+        *,
+        what: str,
+        env: dict[str, str] | None = None,
+        keep_marker: Path | None = None,
+    ) -> None:
+        _run_logged(
+            self.name,
+            argv,
+            self.source.repo,
+            self.log_path,
+            timeout_s,
+            what=what,
+            env=env,
+            keep_marker=keep_marker,
+        )
+
+
+def _build(job: _Job) -> Kernel:
+    if (job.out / _INCOMPLETE).exists():
+        job.say(f"{job.out}: the last build there was interrupted; starting that folder again")
+        shutil.rmtree(job.out)
+    job.out.mkdir(parents=True, exist_ok=True)
+    job.log_path.parent.mkdir(exist_ok=True)
+    job.log_path.write_text(
+        f"# iomatrix build of {job.name} ({job.recipe.source}), key {job.key}\n"
+    )
+    stage = Path(tempfile.mkdtemp(prefix=f".partial-{job.key}-", dir=job.builds))
+    started = time.monotonic()
+    try:
+        _checkout(job)
+        dropped = _configure(job)
+        job.say(f"{job.name}: building {job.source.origin} (log: {job.log_path})")
+        _make(job)
+        release = (job.out / "include" / "config" / "kernel.release").read_text().strip()
+        _install(job, stage)
+        shutil.copyfile(job.out / ".config", stage / "config")
+        shutil.copyfile(job.log_path, stage / "build.log")
+        final = job.builds / job.key
+        info = KernelBuildInfo(
+            commit=job.source.commit,
+            origin=job.source.origin,
+            patches=job.recipe.patches,
+            key=job.key,
+            compiler=job.tools,
+            config_sha256=sha256_file(stage / "config"),
+            dropped=dropped,
+            build_s=round(time.monotonic() - started, 1),
+            log=str(final / "build.log"),
+            config=str(final / "config"),
+        )
+        has_modules = (stage / "lib" / "modules" / release).is_dir()
+        kernel = Kernel(
+            spec=job.name,
+            release=release,
+            vmlinuz=str(final / "vmlinuz"),
+            modules_dir=str(final / "lib" / "modules" / release) if has_modules else None,
+            source=f"built from {job.source.origin}",
+            vmlinuz_sha256=sha256_file(stage / "vmlinuz"),
+            build=info,
+        )
+        stage.rename(final)
+        write_text_atomic(final / MANIFEST, kernel.model_dump_json(indent=2) + "\n")
+        job.log_path.unlink(missing_ok=True)
+        job.say(f"{job.name}: built {release} in {info.build_s:.0f} s")
+        return kernel
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _checkout(job: _Job) -> None:
+    repo = str(job.source.repo)
+    git(job.name, ["-C", repo, "checkout", "--quiet", "--force", "--detach", job.source.commit])
+    git(job.name, ["-C", repo, "clean", "--quiet", "-d", "--force", "-x"])
+    for patch in job.recipe.patches:
+        path = Path(patch.path)
+        try:
+            actual = sha256_file(path)
+        except OSError as exc:
+            raise KernelError(job.name, f"cannot read patch {path}: {exc.strerror}") from exc
+        if actual != patch.sha256:
+            raise KernelError(job.name, f"patch {path} changed since the matrix was loaded")
+        git(
+            job.name,
+            ["-C", repo, "apply", "--whitespace=nowarn", str(path)],
+            what=f"patch {path.name} does not apply to {job.source.origin}:",
+        )
+    with job.log_path.open("a", encoding="utf-8") as log:
+        patches = ", ".join(Path(p.path).name for p in job.recipe.patches) or "none"
+        log.write(f"# iomatrix: {job.source.origin}; patches: {patches}\n")
+
+
+def _configure(job: _Job) -> tuple[str, ...]:
+    """virtme-ng's config, then the fragments; returns the lines olddefconfig did not honour."""
+    configkernel = Path(os.environ.get("VIRTUAL_ENV", "")) / "bin" / "virtme-configkernel"
+    tool = str(configkernel) if configkernel.is_file() else "virtme-configkernel"
+    job.run(
+        [tool, "--defconfig"],
+        _CONFIG_TIMEOUT_S,
+        env={**os.environ, "KBUILD_OUTPUT": str(job.out)},
+        what="virtme-configkernel --defconfig",
+    )
+    with (job.out / ".config").open("a", encoding="utf-8") as config:
+        config.write("\n" + fragments(job.recipe))
+    job.run(job.make("olddefconfig"), _CONFIG_TIMEOUT_S, what="make olddefconfig")
+    final = parse_config((job.out / ".config").read_text(encoding="utf-8", errors="replace"))
+    ours = [f"{option}=y" for option in iomatrix_options()]
+    return dropped_options([*ours, *job.recipe.config], final)
+
+
+def _make(job: _Job) -> None:
+    env = {
+        **os.environ,
+        "CCACHE_DIR": str(job.root / "ccache"),
+        # Builds of different commits share most objects; the timestamp and host name would
+        # otherwise differ in every image.
+        "KBUILD_BUILD_TIMESTAMP": "1970-01-01",
+        "KBUILD_BUILD_USER": "iomatrix",
+        "KBUILD_BUILD_HOST": "iomatrix",
+    }
+    compiler = ["CC=ccache gcc"] if shutil.which("ccache") else []
+    marker = job.out / _INCOMPLETE
+    marker.write_text("make is running or was killed\n")
+    job.run(
+        job.make(f"-j{job.jobs}", f"LOCALVERSION={job.suffix}", *compiler, "bzImage", "modules"),
+        BUILD_TIMEOUT_S,
+        env=env,
+        what="make",
+        keep_marker=marker,
+    )
+
+
+def _install(job: _Job, stage: Path) -> None:
+    shutil.copyfile(job.out / "arch" / "x86" / "boot" / "bzImage", stage / "vmlinuz")
+    job.run(
+        job.make(
+            f"LOCALVERSION={job.suffix}",
+            f"INSTALL_MOD_PATH={stage}",
+            "INSTALL_MOD_STRIP=1",
+            "modules_install",
+        ),
+        _CONFIG_TIMEOUT_S,
+        what="make modules_install",
+    )
+    # They point into the output folder and the source checkout, which the guest never needs.
+    for link in [*stage.glob("lib/modules/*/build"), *stage.glob("lib/modules/*/source")]:
+        link.unlink()
+
+
+def _run_logged(
+    name: str,
+    argv: Sequence[str],
+    cwd: Path,
+    log_path: Path,
+    timeout_s: float,
+    *,
+    what: str,
+    env: dict[str, str] | None = None,
+    keep_marker: Path | None = None,
+) -> None:
+    """Run a build step with its output appended to the build log. A step that exits by
+    itself removes keep_marker (see _INCOMPLETE); a killed one leaves it."""
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(f"\n$ {' '.join(argv)}\n")
+    try:
+        proc.run(argv, timeout_s=timeout_s, cwd=cwd, env=env, output_file=log_path)
+    except proc.CommandTimeout as exc:
+        raise KernelError(
+            name, f"{what} did not finish in {timeout_s:.0f} s; the build log: {log_path}"
+        ) from exc
+    except proc.CommandError as exc:
+        if keep_marker is not None:
+            keep_marker.unlink(missing_ok=True)
+        raise KernelError(name, f"{what} failed: {first_errors(log_path)}") from exc
+    if keep_marker is not None:
+        keep_marker.unlink(missing_ok=True)
+
+
+def first_errors(log_path: Path, most: int = 5) -> str:
+    """The compiler's own error lines from a build log (the first few), and where the log is."""
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    errors = [line.strip() for line in lines if _ERROR_LINE.search(line)]
+    tail = errors[:most] or [line.strip() for line in lines[-most:]]
+    return "; ".join(tail) + f" (the build log: {log_path})"

@@ -1,0 +1,275 @@
+"""Kernel source for builds: a source spec resolved to one commit of a git repository that
+iomatrix owns in its cache. Builds check out, patch and clean there, never in the tree they read.
+
+  <cache>/sources/git-<hash of the tree's path>/   `git clone --shared --no-checkout` of a
+      user's tree: its objects are read through git's alternates (nothing is copied, nothing is
+      written into the user's tree) and its work tree is where builds check out
+  <cache>/sources/dir-<hash of the path>/          a plain source tree (source:<dir>) imported
+      with `git add` reading the user's folder through an index of iomatrix's own: the commit
+      stands for the folder's content, so an unchanged folder builds from the cache
+  <cache>/sources/debian-linux-source-<X.Y>/       Debian's linux-source tarballs, imported the
+      same way; imported.json maps each package version to its commit, so a version once
+      imported builds offline
+
+Imports are commits with a fixed author and date: the same content always gives the same commit,
+hence the same build cache key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from iomatrix import proc
+from iomatrix.errors import ArchiveUnreachable, KernelError
+from iomatrix.host.kernels.debian_packages import compare_debian_versions, newest
+from iomatrix.host.kernels.mirror import debian_mirror
+from iomatrix.host.kernels.private_apt import PrivateApt
+from iomatrix.host.kernels.records import Log
+from iomatrix.model.kernel_spec import KernelSpec
+from iomatrix.store.files import write_text_atomic
+
+_GIT_TIMEOUT_S = 1800.0
+_UNPACK_TIMEOUT_S = 1800.0
+# An import's commit depends on the content only (and on git's object format).
+_IMPORT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "iomatrix",
+    "GIT_AUTHOR_EMAIL": "iomatrix@localhost",
+    "GIT_AUTHOR_DATE": "1970-01-01T00:00:00Z",
+    "GIT_COMMITTER_NAME": "iomatrix",
+    "GIT_COMMITTER_EMAIL": "iomatrix@localhost",
+    "GIT_COMMITTER_DATE": "1970-01-01T00:00:00Z",
+}
+
+
+@dataclass(frozen=True)
+class Source:
+    """One exact source snapshot: a commit of a cache-owned repository (whose work tree builds
+    check out), and where it came from, in words."""
+
+    source_id: str
+    repo: Path
+    commit: str
+    origin: str
+
+
+def source_id(spec: KernelSpec) -> str:
+    """The cache-owned repository a spec builds in: one per tree, folder or Debian series, so
+    builds of the same source share a checkout and an output folder (incremental builds)."""
+    if spec.kind == "debian-source":
+        series = spec.value if spec.value.count(".") == 1 else _series(spec.value)
+        return f"debian-linux-source-{series}"
+    prefix = "git" if spec.kind == "git" else "dir"
+    return f"{prefix}-{hashlib.sha256(spec.value.encode()).hexdigest()[:12]}"
+
+
+def _series(version: str) -> str:
+    """6.1 of a linux-source package version such as 6.1.176-1."""
+    major, minor, *_ = version.split(".")
+    return f"{major}.{minor}"
+
+
+def git(
+    spec: str,
+    args: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    ok_codes: Sequence[int] = (0,),
+    what: str | None = None,
+) -> proc.Completed:
+    """git with its own words in the KernelError when it fails."""
+    try:
+        return proc.run(
+            ["git", *args],
+            timeout_s=_GIT_TIMEOUT_S,
+            cwd=cwd,
+            env={**os.environ, **env} if env else None,
+            ok_codes=ok_codes,
+        )
+    except proc.CommandError as exc:
+        words = (exc.stderr or exc.reason or "").strip().splitlines()
+        detail = "; ".join(words[-3:]) if words else str(exc)
+        raise KernelError(spec, f"{what or 'git ' + args[0]} failed: {detail}") from exc
+
+
+def resolve(spec: KernelSpec, root: Path, log: Log, *, offline: bool) -> Source:
+    """The commit a source spec stands for now, in a repository under <root>/sources.
+    Called with the build lock of source_id(spec) held: it may clone or import."""
+    sources = root / "sources"
+    sources.mkdir(parents=True, exist_ok=True)
+    repo = sources / source_id(spec)
+    if spec.kind == "git":
+        return _from_git(spec, repo, log)
+    if spec.kind == "source":
+        return _from_folder(spec, Path(spec.value), repo, log)
+    return _from_debian(spec, root, repo, log, offline=offline)
+
+
+def _from_git(spec: KernelSpec, repo: Path, log: Log) -> Source:
+    tree = Path(spec.value)
+    if not tree.is_dir():
+        raise KernelError(spec.raw, f"the kernel tree {tree} does not exist")
+    # Read-only questions to the user's tree: is it a repository, and which commit is the ref.
+    git(spec.raw, ["-C", str(tree), "rev-parse", "--git-dir"], what=f"{tree} is not a git tree:")
+    found = git(
+        spec.raw,
+        [
+            "-C",
+            str(tree),
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            f"{spec.ref}^{{commit}}",
+        ],
+        ok_codes=(0, 1),
+    )
+    if found.returncode != 0:
+        raise KernelError(spec.raw, f"{spec.ref!r} is not a commit of {tree}")
+    commit = found.stdout.strip()
+    if not (repo / ".git").is_dir():
+        log(f"sharing the objects of {tree} (git clone --shared) into {repo}")
+        partial = Path(tempfile.mkdtemp(prefix=f".partial-{repo.name}-", dir=repo.parent))
+        try:
+            git(
+                spec.raw,
+                ["clone", "--quiet", "--shared", "--no-checkout", str(tree), str(partial / "r")],
+            )
+            (partial / "r").rename(repo)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    return Source(source_id(spec), repo, commit, f"{tree} at {spec.ref} ({commit[:12]})")
+
+
+def _init_repo(spec: str, repo: Path) -> None:
+    if not (repo / ".git").is_dir():
+        repo.mkdir(parents=True, exist_ok=True)
+        git(spec, ["init", "--quiet", str(repo)])
+
+
+def import_folder(spec: str, folder: Path, repo: Path) -> str:
+    """Commit a folder's content into repo without writing into the folder: git reads it as
+    the work tree through an index of repo's own (kept, so re-imports only look at changed
+    files). Returns the commit."""
+    _init_repo(spec, repo)
+    env = {
+        **_IMPORT_IDENTITY,
+        "GIT_DIR": str(repo / ".git"),
+        "GIT_WORK_TREE": str(folder),
+        "GIT_INDEX_FILE": str(repo / ".git" / "import-index"),
+    }
+    git(spec, ["add", "--all", "--force", "."], cwd=folder, env=env, what=f"importing {folder}")
+    tree = git(spec, ["write-tree"], cwd=folder, env=env).stdout.strip()
+    commit = git(
+        spec, ["commit-tree", tree, "-m", f"iomatrix import of {folder}"], cwd=folder, env=env
+    ).stdout.strip()
+    # A ref keeps the import from git's garbage collection.
+    git(spec, ["-C", str(repo), "update-ref", f"refs/imports/{commit}", commit])
+    return commit
+
+
+def _from_folder(spec: KernelSpec, folder: Path, repo: Path, log: Log) -> Source:
+    if not (folder / "Makefile").is_file() or not (folder / "Kconfig").is_file():
+        raise KernelError(
+            spec.raw, f"{folder} is not a kernel source tree (it has no Makefile and Kconfig)"
+        )
+    log(f"importing {folder} (only changed files are read again)")
+    commit = import_folder(spec.raw, folder, repo)
+    return Source(source_id(spec), repo, commit, f"{folder} (content {commit[:12]})")
+
+
+def _imported(repo: Path) -> dict[str, str]:
+    try:
+        data = json.loads((repo / "imported.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _from_debian(spec: KernelSpec, root: Path, repo: Path, log: Log, *, offline: bool) -> Source:
+    package = f"linux-source-{source_id(spec).removeprefix('debian-linux-source-')}"
+    imported = _imported(repo)
+    wanted: str | None = None if spec.value.count(".") == 1 else spec.value
+    if wanted is not None and wanted in imported:
+        return _debian_source(spec, repo, package, wanted, imported[wanted])
+    try:
+        if offline:
+            raise ArchiveUnreachable(spec.raw, "offline use was asked for")
+        apt = PrivateApt(root / "apt", debian_mirror(spec.raw), spec.raw, log)
+        apt.prepare(refresh=False)
+        found = apt.show([package])
+    except ArchiveUnreachable as why:
+        have = sorted(imported, key=_DebianVersion)
+        if wanted is None and have:
+            log(f"{spec.raw}: the archive cannot be asked ({why.reason}); using {have[-1]}")
+            return _debian_source(spec, repo, package, have[-1], imported[have[-1]])
+        raise KernelError(
+            spec.raw, f"{why.reason}, and no version of {package} has been imported yet"
+        ) from why
+    if not found:
+        raise KernelError(spec.raw, f"the Debian archive has no package {package}")
+    if wanted is None:
+        chosen = newest(found)
+    else:
+        exact = [p for p in found if p.version == wanted]
+        if not exact:
+            versions = ", ".join(p.version for p in found)
+            raise KernelError(
+                spec.raw, f"{package} {wanted} is not in the archive (it has {versions})"
+            )
+        chosen = exact[0]
+    if chosen.version in imported:
+        return _debian_source(spec, repo, package, chosen.version, imported[chosen.version])
+    work = Path(tempfile.mkdtemp(prefix=".partial-debian-", dir=repo.parent))
+    try:
+        log(f"downloading {package} {chosen.version} ({chosen.size / 1e6:.0f} MB)")
+        (deb,) = apt.download([chosen], work)
+        unpacked = work / "deb"
+        _unpack(spec.raw, ["dpkg-deb", "-x", str(deb), str(unpacked)])
+        tarballs = sorted((unpacked / "usr" / "src").glob("linux-source-*.tar.*"))
+        if not tarballs:
+            raise KernelError(spec.raw, f"{deb.name} holds no usr/src/linux-source-*.tar.*")
+        (work / "src").mkdir()
+        log(f"unpacking {tarballs[0].name}")
+        _unpack(spec.raw, ["tar", "-xf", str(tarballs[0]), "-C", str(work / "src")])
+        (top,) = [p for p in (work / "src").iterdir() if p.is_dir()]
+        log(f"importing {package} {chosen.version}")
+        commit = import_folder(spec.raw, top, repo)
+        # The import index names files of a folder that is about to go; it only speeds up
+        # re-imports of the same folder.
+        with contextlib.suppress(OSError):
+            (repo / ".git" / "import-index").unlink()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    imported[chosen.version] = commit
+    write_text_atomic(repo / "imported.json", json.dumps(imported, indent=2, sort_keys=True) + "\n")
+    return _debian_source(spec, repo, package, chosen.version, commit)
+
+
+def _debian_source(spec: KernelSpec, repo: Path, package: str, version: str, commit: str) -> Source:
+    return Source(source_id(spec), repo, commit, f"Debian {package} {version} ({commit[:12]})")
+
+
+def _unpack(spec: str, argv: Sequence[str]) -> None:
+    try:
+        proc.run(argv, timeout_s=_UNPACK_TIMEOUT_S)
+    except proc.CommandError as exc:
+        raise KernelError(spec, f"{argv[0]} failed: {exc}") from exc
+
+
+class _DebianVersion:
+    """A sort key in dpkg's version order."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+
+    def __lt__(self, other: _DebianVersion) -> bool:
+        return compare_debian_versions(self.version, other.version) < 0
