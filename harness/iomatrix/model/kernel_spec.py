@@ -8,7 +8,7 @@ parse_spec is pure, so matrix validation uses it without touching the network or
                             any suite
   path:<vmlinuz>[,modules=<dir>]  a kernel the user built; absolute paths; the modules folder is
                             the one that would be /lib/modules/<release> (optional)
-Kernels built from source by iomatrix (host/kernels/build.py), out of tree, never writing into
+Kernels built from source by iomatrix (host/kernels/builder.py), out of tree, never writing into
 the tree they are read from:
   git:<tree>@<ref>          any commit-ish of a local kernel git tree (absolute path)
   source:<dir>              a kernel source tree without git (absolute path), e.g. an unpacked

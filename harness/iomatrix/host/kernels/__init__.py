@@ -17,12 +17,12 @@ Fetching (fetch, verify, cached) keeps everything under cache_root():
                             newest one whose kernel is cached serves, whatever its age
 path: kernels are not copied anywhere; their release is read from the bzImage header.
 Kernels built from source (build, with sources) live under builds/, sources/, kbuild/ and
-ccache/ of the same cache: see build.py.
+ccache/ of the same cache: see builder.py.
 """
 
 from __future__ import annotations
 
-from iomatrix.host.kernels.build import build
+from iomatrix.host.kernels.builder import build
 from iomatrix.host.kernels.bzimage import read_release, release_from_bzimage
 from iomatrix.host.kernels.cache import MAX_AGE_S, cache_root, cached, verify
 from iomatrix.host.kernels.debian_packages import (

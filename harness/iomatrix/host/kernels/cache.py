@@ -66,8 +66,10 @@ def load_manifest(release_dir: Path) -> Kernel:
         raise KernelError(release_dir.name, f"{manifest} is missing (unfinished fetch)") from exc
     except (OSError, ValidationError) as exc:
         raise KernelError(release_dir.name, f"{manifest} is unreadable: {exc}") from exc
-    if kernel.release != release_dir.name:
-        raise KernelError(kernel.spec, f"{manifest} names release {kernel.release}")
+    # A fetched kernel's folder is named by its release, a built one's by its build key.
+    what, named = ("build", kernel.build.key) if kernel.build else ("release", kernel.release)
+    if named != release_dir.name:
+        raise KernelError(kernel.spec, f"{manifest} names {what} {named}")
     verify(kernel)
     return kernel
 

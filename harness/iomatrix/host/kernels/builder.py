@@ -30,6 +30,7 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -302,8 +303,9 @@ def _checkout(job: _Job) -> None:
 
 def _configure(job: _Job) -> tuple[str, ...]:
     """virtme-ng's config, then the fragments; returns the lines olddefconfig did not honour."""
-    configkernel = Path(os.environ.get("VIRTUAL_ENV", "")) / "bin" / "virtme-configkernel"
-    tool = str(configkernel) if configkernel.is_file() else "virtme-configkernel"
+    # virtme-ng's scripts sit beside the interpreter running iomatrix (its virtualenv's bin).
+    beside = Path(sys.executable).parent / "virtme-configkernel"
+    tool = str(beside) if beside.is_file() else "virtme-configkernel"
     job.run(
         [tool, "--defconfig"],
         _CONFIG_TIMEOUT_S,
@@ -381,6 +383,8 @@ def _run_logged(
     except proc.CommandError as exc:
         if keep_marker is not None:
             keep_marker.unlink(missing_ok=True)
+        if exc.returncode is None:  # it never started
+            raise KernelError(name, f"{what} failed: {exc}") from exc
         raise KernelError(name, f"{what} failed: {first_errors(log_path)}") from exc
     if keep_marker is not None:
         keep_marker.unlink(missing_ok=True)

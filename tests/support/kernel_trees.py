@@ -1,0 +1,82 @@
+"""Source trees for the kernel-build tests: real git repositories made in a test's folder, and a
+toy tree whose Makefile answers the targets iomatrix's build calls (defconfig, olddefconfig,
+bzImage, modules, modules_install) by compiling real C with the real compiler, so a build's
+steps, cache and failures are tested in seconds; the real kernel build is tests/vm/."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@localhost",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@localhost",
+}
+
+# make's recipes need tabs. O= (or KBUILD_OUTPUT, as virtme-configkernel passes it) is the output
+# folder, as in Kbuild; LOCALVERSION goes into the release as Kbuild puts it there.
+TOY_MAKEFILE = """\
+O ?= $(KBUILD_OUTPUT)
+CC ?= gcc
+.PHONY: defconfig x86_64_defconfig olddefconfig bzImage modules modules_install
+defconfig x86_64_defconfig:
+\tmkdir -p $(O)
+\techo CONFIG_TOY=y > $(O)/.config
+olddefconfig:
+\t@true
+bzImage:
+\tmkdir -p $(O)/include/config $(O)/arch/x86/boot
+\t$(CC) -c $(CURDIR)/toy.c -o $(O)/toy.o
+\techo "$$(cat $(CURDIR)/VERSION)$(LOCALVERSION)" > $(O)/include/config/kernel.release
+\tcp $(O)/toy.o $(O)/arch/x86/boot/bzImage
+modules:
+\t@true
+modules_install:
+\tmkdir -p $(INSTALL_MOD_PATH)/lib/modules/$$(cat $(O)/include/config/kernel.release)
+\ttouch $(INSTALL_MOD_PATH)/lib/modules/$$(cat $(O)/include/config/kernel.release)/modules.dep
+"""
+
+
+def git(tree: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(tree), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+    )
+    return done.stdout.strip()
+
+
+def commit_all(tree: Path, message: str) -> str:
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", message)
+    return git(tree, "rev-parse", "HEAD")
+
+
+def toy_tree(path: Path, *, source: str = "int toy(void) { return 1; }\n") -> Path:
+    """A git repository holding the toy kernel tree, one commit, tagged v1."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q")
+    (path / "Makefile").write_text(TOY_MAKEFILE)
+    (path / "Kconfig").write_text("config TOY\n\tbool\n")
+    (path / "VERSION").write_text("6.99.0\n")
+    (path / "toy.c").write_text(source)
+    commit_all(path, "toy kernel")
+    git(path, "tag", "v1")
+    return path
+
+
+def snapshot(tree: Path) -> dict[str, tuple[str, int]]:
+    """Every file below tree (.git included) -> (content hash, mtime in ns): what a test
+    compares to prove that nothing wrote into the tree."""
+    seen: dict[str, tuple[str, int]] = {}
+    for path in sorted(tree.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            seen[str(path.relative_to(tree))] = (digest, path.stat().st_mtime_ns)
+    return seen

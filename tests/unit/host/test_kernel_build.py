@@ -1,0 +1,215 @@
+"""Kernels built from source: resolving sources, the cache key, the build steps and their
+failures, with real git and the real compiler on a toy tree (tests/support/kernel_trees.py).
+The real kernel build, booted, is tests/vm/test_kernel_build_vm.py."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from iomatrix import proc
+from iomatrix.errors import KernelError
+from iomatrix.host.kernels import builder as build_module
+from iomatrix.host.kernels import sources
+from iomatrix.host.kernels.builder import build, build_key, first_errors
+from iomatrix.model.cell import KernelBuild, SourceFile
+from iomatrix.model.kernel_spec import parse_spec
+from support.kernel_trees import commit_all, git, snapshot, toy_tree
+
+
+def patch_file(tmp_path: Path, name: str, text: str) -> SourceFile:
+    path = tmp_path / name
+    path.write_text(text)
+    return SourceFile(path=str(path), sha256=hashlib.sha256(text.encode()).hexdigest())
+
+
+TWO_PATCH = """\
+--- a/toy.c
++++ b/toy.c
+@@ -1 +1 @@
+-int toy(void) { return 1; }
++int toy(void) { return 2; }
+"""
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    return tmp_path / "cache"
+
+
+def test_a_git_tree_is_built_out_of_tree_and_left_untouched(tmp_path: Path, cache: Path) -> None:
+    tree = toy_tree(tmp_path / "linux")
+    before = snapshot(tree)
+    recipe = KernelBuild(
+        source=f"git:{tree}@v1",
+        patches=(patch_file(tmp_path, "two.patch", TWO_PATCH),),
+        config=("CONFIG_EXTRA=y",),
+    )
+    kernel = build("patched", recipe, cache=cache)
+    assert snapshot(tree) == before
+    assert kernel.spec == "patched"
+    assert kernel.build is not None
+    assert kernel.release == f"6.99.0-iomatrix-{kernel.build.key[:8]}"
+    assert kernel.build.commit == git(tree, "rev-parse", "v1")
+    assert kernel.build.patches == recipe.patches
+    assert Path(kernel.vmlinuz).is_file()
+    assert kernel.modules_dir is not None
+    assert (Path(kernel.modules_dir) / "modules.dep").is_file()
+    # The patch reached the compiler: the object differs from the unpatched tree's.
+    plain = build("plain", KernelBuild(source=f"git:{tree}@v1"), cache=cache)
+    assert plain.vmlinuz_sha256 != kernel.vmlinuz_sha256
+    # The config fragments were appended to virtme-ng's config, the matrix's last.
+    config = Path(kernel.build.config).read_text()
+    assert config.index("CONFIG_EXT4_FS=y") < config.index("CONFIG_EXTRA=y")
+    assert Path(kernel.build.log).is_file()
+
+
+def test_a_second_build_of_the_same_recipe_comes_from_the_cache(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = toy_tree(tmp_path / "linux")
+    recipe = KernelBuild(source=f"git:{tree}@v1")
+    first = build("k", recipe, cache=cache)
+    made: list[list[str]] = []
+    real_run = proc.run
+
+    def counting(argv: list[str], **kwargs: object) -> proc.Completed:
+        made.append([str(a) for a in argv])
+        return real_run(argv, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(proc, "run", counting)
+    again = build("other-name", recipe, cache=cache)
+    assert again.vmlinuz == first.vmlinuz
+    assert again.spec == "other-name"
+    assert not [argv for argv in made if "bzImage" in argv or "olddefconfig" in argv]
+    assert ["git", "-C", str(tree), "rev-parse", "--git-dir"] in made
+
+
+def test_the_key_follows_commit_patches_config_and_tools(tmp_path: Path) -> None:
+    source = sources.Source("s", tmp_path, "a" * 40, "o")
+    other = sources.Source("s", tmp_path, "b" * 40, "o")
+    plain = KernelBuild(source="git:/l@v1")
+    patched = plain.model_copy(update={"patches": (SourceFile(path="/p", sha256="1" * 64),)})
+    configured = plain.model_copy(update={"config": ("CONFIG_X=y",)})
+    keys = {
+        build_key(source, plain, "gcc 12"),
+        build_key(other, plain, "gcc 12"),
+        build_key(source, patched, "gcc 12"),
+        build_key(source, configured, "gcc 12"),
+        build_key(source, plain, "gcc 13"),
+    }
+    assert len(keys) == 5
+    assert build_key(source, plain, "gcc 12") == build_key(source, plain, "gcc 12")
+
+
+def test_a_ref_that_is_not_a_commit_is_named(tmp_path: Path, cache: Path) -> None:
+    tree = toy_tree(tmp_path / "linux")
+    with pytest.raises(KernelError, match=r"'v2' is not a commit of"):
+        build("k", KernelBuild(source=f"git:{tree}@v2"), cache=cache)
+
+
+def test_a_folder_that_is_no_git_tree_is_named(tmp_path: Path, cache: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(KernelError, match=r"is not a git tree"):
+        build("k", KernelBuild(source=f"git:{tmp_path / 'plain'}@v1"), cache=cache)
+
+
+def test_a_patch_that_does_not_apply_names_the_patch_and_gits_words(
+    tmp_path: Path, cache: Path
+) -> None:
+    tree = toy_tree(tmp_path / "linux")
+    bad = patch_file(tmp_path, "bad.patch", TWO_PATCH.replace("return 1", "return 7"))
+    with pytest.raises(KernelError) as info:
+        build("k", KernelBuild(source=f"git:{tree}@v1", patches=(bad,)), cache=cache)
+    assert "patch bad.patch does not apply to" in info.value.reason
+    assert "patch does not apply" in info.value.reason  # git's own words
+
+
+def test_a_patch_changed_after_loading_is_refused(tmp_path: Path, cache: Path) -> None:
+    tree = toy_tree(tmp_path / "linux")
+    patch = patch_file(tmp_path, "two.patch", TWO_PATCH)
+    Path(patch.path).write_text(TWO_PATCH + "\n")
+    with pytest.raises(KernelError, match="changed since the matrix was loaded"):
+        build("k", KernelBuild(source=f"git:{tree}@v1", patches=(patch,)), cache=cache)
+
+
+def test_a_compile_error_fails_with_the_compilers_words_and_keeps_the_log(
+    tmp_path: Path, cache: Path
+) -> None:
+    tree = toy_tree(tmp_path / "linux", source="int toy(void) { return 1 }\n")
+    with pytest.raises(KernelError) as info:
+        build("broken", KernelBuild(source=f"git:{tree}@v1"), cache=cache)
+    reason = info.value.reason
+    assert reason.startswith("make failed: ")
+    assert "toy.c:1:" in reason
+    assert "error: expected" in reason
+    log = Path(reason.rsplit("(the build log: ", 1)[1].rstrip(")"))
+    assert log.is_file()
+    assert "error: expected" in log.read_text()
+    # The next commit fixes it; the same cache builds it.
+    (tree / "toy.c").write_text("int toy(void) { return 1; }\n")
+    commit_all(tree, "fix")
+    assert build("fixed", KernelBuild(source=f"git:{tree}@HEAD"), cache=cache).release
+
+
+def test_a_killed_make_leaves_its_output_folder_to_be_started_again(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = toy_tree(tmp_path / "linux")
+    makefile = (tree / "Makefile").read_text()
+    (tree / "Makefile").write_text(makefile.replace("bzImage:\n", "bzImage:\n\tsleep 30\n"))
+    commit_all(tree, "slow")
+    monkeypatch.setattr(build_module, "BUILD_TIMEOUT_S", 2.0)
+    with pytest.raises(KernelError, match="did not finish in 2 s"):
+        build("slow", KernelBuild(source=f"git:{tree}@HEAD"), cache=cache)
+    (out,) = (cache / "kbuild").iterdir()
+    assert (out / ".iomatrix-incomplete").exists()
+    stale = out / "stale.o"
+    stale.write_text("cut short")
+    monkeypatch.setattr(build_module, "BUILD_TIMEOUT_S", 600.0)
+    (tree / "Makefile").write_text(makefile)
+    commit_all(tree, "fast again")
+    messages: list[str] = []
+    build("fast", KernelBuild(source=f"git:{tree}@HEAD"), cache=cache, log=messages.append)
+    assert not stale.exists()
+    assert any("was interrupted; starting that folder again" in m for m in messages)
+
+
+def test_a_plain_folder_is_imported_by_content_and_left_untouched(
+    tmp_path: Path, cache: Path
+) -> None:
+    tree = toy_tree(tmp_path / "linux")
+    git(tree, "archive", "-o", str(tmp_path / "t.tar"), "HEAD")
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    proc.run(["tar", "-xf", str(tmp_path / "t.tar"), "-C", str(folder)], timeout_s=60)
+    before = snapshot(folder)
+    spec = parse_spec(f"source:{folder}")
+    first = sources.resolve(spec, cache, print, offline=True)
+    assert sources.resolve(spec, cache, print, offline=True).commit == first.commit
+    assert snapshot(folder) == before
+    (folder / "toy.c").write_text("int toy(void) { return 3; }\n")
+    assert sources.resolve(spec, cache, print, offline=True).commit != first.commit
+    kernel = build("plain", KernelBuild(source=f"source:{folder}"), cache=cache)
+    assert kernel.build is not None
+    assert str(folder) in kernel.build.origin
+
+
+def test_a_folder_without_makefile_and_kconfig_is_no_kernel_tree(
+    tmp_path: Path, cache: Path
+) -> None:
+    with pytest.raises(KernelError, match="is not a kernel source tree"):
+        build("k", KernelBuild(source=f"source:{tmp_path}"), cache=cache)
+
+
+def test_the_compilers_error_lines_come_first(tmp_path: Path) -> None:
+    log = tmp_path / "build.log"
+    log.write_text(
+        "  CC  a.o\nfs/ext4/inode.c:12:3: error: 'x' undeclared\n"
+        "make[2]: *** [a.o] Error 1\nmake: *** [all] Error 2\n"
+    )
+    text = first_errors(log)
+    assert text.startswith("fs/ext4/inode.c:12:3: error: 'x' undeclared; make[2]")
+    assert text.endswith(f"(the build log: {log})")
