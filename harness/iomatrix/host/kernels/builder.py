@@ -2,8 +2,8 @@
 
 One build, in order (each step's failure is a KernelError in the tool's own words, which fails
 that kernel's cells and nothing else):
-  1. the source spec resolved to a commit of a cache-owned repository (sources.py), with the
-     build lock of that source held: concurrent runs wait and then share the build;
+  1. the source spec resolved to a commit of the cache-owned repository (sources.py), with the
+     build lock held: concurrent runs wait, then find the build done;
   2. the cache key: the commit, each patch's hash, the config fragments' text, the compiler's
      and virtme-ng's versions. A finished build under builds/<key>/ is returned as it is;
   3. checkout of the commit (`git checkout --force`: only files that differ are rewritten, so
@@ -13,12 +13,12 @@ that kernel's cells and nothing else):
      fragment (adapters/kconfig.py: what any cell needs, built in; what a test VM never uses,
      off, debug info first) and the matrix's own fragments, last so they win, settled by
      `make olddefconfig`; fragment lines the final .config does not honour are recorded;
-  5. `make bzImage modules` in kbuild/<source>/out with ccache, all host cores, and the log
+  5. `make bzImage modules` in kbuild/ (the one output folder) with ccache, all cores, the log
      kept; `make modules_install` into the entry, whose manifest is written last.
 
   <cache>/builds/<key>/            vmlinuz, lib/modules/<release>/, config, build.log, manifest
   <cache>/builds/logs/<key>.log    the log of a build that failed (or is under way)
-  <cache>/kbuild/<source>/         the output folder (make O=), reused by the next build
+  <cache>/kbuild/                  the output folder (make O=), reused by the next build
   <cache>/ccache/                  the compiler cache
 The release is <version>-iomatrix-<key[:8]>: two builds never share a release or a modules
 folder, and a result names the build it ran on.
@@ -48,7 +48,7 @@ from iomatrix.adapters.kconfig import (
 from iomatrix.errors import KernelError
 from iomatrix.host.kernels.cache import MANIFEST, cache_root, load_manifest, quiet
 from iomatrix.host.kernels.records import Kernel, Log
-from iomatrix.host.kernels.sources import Source, git, resolve, source_id
+from iomatrix.host.kernels.sources import Source, git, resolve
 from iomatrix.model.cell import KernelBuild
 from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.model.result import KernelBuildInfo
@@ -147,7 +147,7 @@ def build(
     builds.mkdir(parents=True, exist_ok=True)
     tools = _tool_versions(name)
     with locked(
-        builds / f"{source_id(spec)}.lock",
+        builds / ".lock",
         held=f"the build of {recipe.source}",
         on_wait=lambda: say(f"waiting for another iomatrix building from {recipe.source}"),
     ):
@@ -190,8 +190,8 @@ class _Job:
 
     @property
     def out(self) -> Path:
-        """make's output folder: one per source repository, kept for incremental builds."""
-        return self.root / "kbuild" / self.source.source_id
+        """make's output folder, one as the checkout is one, kept for incremental builds."""
+        return self.root / "kbuild"
 
     @property
     def log_path(self) -> Path:

@@ -17,7 +17,6 @@ hence the same build cache key.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -51,28 +50,21 @@ _IMPORT_IDENTITY = {
 
 @dataclass(frozen=True)
 class Source:
-    """One exact source snapshot: a commit of a cache-owned repository (whose work tree builds
+    """One exact source snapshot: a commit of the cache-owned repository (whose work tree builds
     check out), and where it came from, in words."""
 
-    source_id: str
     repo: Path
     commit: str
     origin: str
 
 
-def source_id(spec: KernelSpec) -> str:
-    """The cache-owned repository a spec builds in: one per tree, folder or Debian series, so
-    builds of the same source share a checkout and an output folder (incremental builds)."""
-    if spec.kind == "debian-source":
-        series = spec.value if spec.value.count(".") == 1 else _series(spec.value)
-        return f"debian-linux-source-{series}"
-    prefix = "git" if spec.kind == "git" else "dir"
-    return f"{prefix}-{hashlib.sha256(spec.value.encode()).hexdigest()[:12]}"
+def repository(root: Path) -> Path:
+    return root / "sources" / "linux"
 
 
-def _series(version: str) -> str:
-    """6.1 of a linux-source package version such as 6.1.176-1."""
-    major, minor, *_ = version.split(".")
+def _series(spec: KernelSpec) -> str:
+    """6.1 of debian-source:6.1 or of debian-source:6.1.176-1."""
+    major, minor, *_ = spec.value.split(".")
     return f"{major}.{minor}"
 
 
@@ -101,11 +93,10 @@ def git(
 
 
 def resolve(spec: KernelSpec, root: Path, log: Log, *, offline: bool) -> Source:
-    """The commit a source spec stands for now, in a repository under <root>/sources.
-    Called with the build lock of source_id(spec) held: it may clone or import."""
-    sources = root / "sources"
-    sources.mkdir(parents=True, exist_ok=True)
-    repo = sources / source_id(spec)
+    """The commit a source spec stands for now, in the repository under <root>/sources.
+    Called with the build lock held: it may lend objects or import."""
+    repo = repository(root)
+    _init_repo(spec.raw, repo)
     if spec.kind == "git":
         return _from_git(spec, repo, log)
     if spec.kind == "source":
@@ -135,18 +126,16 @@ def _from_git(spec: KernelSpec, repo: Path, log: Log) -> Source:
     if found.returncode != 0:
         raise KernelError(spec.raw, f"{spec.ref!r} is not a commit of {tree}")
     commit = found.stdout.strip()
-    if not (repo / ".git").is_dir():
-        log(f"sharing the objects of {tree} (git clone --shared) into {repo}")
-        partial = Path(tempfile.mkdtemp(prefix=f".partial-{repo.name}-", dir=repo.parent))
-        try:
-            git(
-                spec.raw,
-                ["clone", "--quiet", "--shared", "--no-checkout", str(tree), str(partial / "r")],
-            )
-            (partial / "r").rename(repo)
-        finally:
-            shutil.rmtree(partial, ignore_errors=True)
-    return Source(source_id(spec), repo, commit, f"{tree} at {spec.ref} ({commit[:12]})")
+    objects = git(
+        spec.raw, ["-C", str(tree), "rev-parse", "--path-format=absolute", "--git-path", "objects"]
+    ).stdout.strip()
+    alternates = repo / ".git" / "objects" / "info" / "alternates"
+    known = alternates.read_text().splitlines() if alternates.is_file() else []
+    if objects not in known:
+        log(f"reading the objects of {tree} through git's alternates (nothing is copied)")
+        alternates.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(alternates, "".join(f"{line}\n" for line in [*known, objects]))
+    return Source(repo, commit, f"{tree} at {spec.ref} ({commit[:12]})")
 
 
 def _init_repo(spec: str, repo: Path) -> None:
@@ -155,16 +144,19 @@ def _init_repo(spec: str, repo: Path) -> None:
         git(spec, ["init", "--quiet", str(repo)])
 
 
+def import_index(repo: Path, folder: Path) -> Path:
+    return repo.parent / f"index-{hashlib.sha256(str(folder).encode()).hexdigest()[:12]}"
+
+
 def import_folder(spec: str, folder: Path, repo: Path) -> str:
     """Commit a folder's content into repo without writing into the folder: git reads it as
-    the work tree through an index of repo's own (kept, so re-imports only look at changed
+    the work tree through an index of its own (kept, so re-imports only look at changed
     files). Returns the commit."""
-    _init_repo(spec, repo)
     env = {
         **_IMPORT_IDENTITY,
         "GIT_DIR": str(repo / ".git"),
         "GIT_WORK_TREE": str(folder),
-        "GIT_INDEX_FILE": str(repo / ".git" / "import-index"),
+        "GIT_INDEX_FILE": str(import_index(repo, folder)),
     }
     git(spec, ["add", "--all", "--force", "."], cwd=folder, env=env, what=f"importing {folder}")
     tree = git(spec, ["write-tree"], cwd=folder, env=env).stdout.strip()
@@ -183,23 +175,24 @@ def _from_folder(spec: KernelSpec, folder: Path, repo: Path, log: Log) -> Source
         )
     log(f"importing {folder} (only changed files are read again)")
     commit = import_folder(spec.raw, folder, repo)
-    return Source(source_id(spec), repo, commit, f"{folder} (content {commit[:12]})")
+    return Source(repo, commit, f"{folder} (content {commit[:12]})")
 
 
-def _imported(repo: Path) -> dict[str, str]:
+def _imported(path: Path) -> dict[str, str]:
     try:
-        data = json.loads((repo / "imported.json").read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def _from_debian(spec: KernelSpec, root: Path, repo: Path, log: Log, *, offline: bool) -> Source:
-    package = f"linux-source-{source_id(spec).removeprefix('debian-linux-source-')}"
-    imported = _imported(repo)
+    package = f"linux-source-{_series(spec)}"
+    record = repo.parent / f"debian-{package}.json"
+    imported = _imported(record)
     wanted: str | None = None if spec.value.count(".") == 1 else spec.value
     if wanted is not None and wanted in imported:
-        return _debian_source(spec, repo, package, wanted, imported[wanted])
+        return _debian_source(repo, package, wanted, imported[wanted])
     try:
         if offline:
             raise ArchiveUnreachable(spec.raw, "offline use was asked for")
@@ -210,7 +203,7 @@ def _from_debian(spec: KernelSpec, root: Path, repo: Path, log: Log, *, offline:
         have = sorted(imported, key=_DebianVersion)
         if wanted is None and have:
             log(f"{spec.raw}: the archive cannot be asked ({why.reason}); using {have[-1]}")
-            return _debian_source(spec, repo, package, have[-1], imported[have[-1]])
+            return _debian_source(repo, package, have[-1], imported[have[-1]])
         raise KernelError(
             spec.raw, f"{why.reason}, and no version of {package} has been imported yet"
         ) from why
@@ -227,7 +220,7 @@ def _from_debian(spec: KernelSpec, root: Path, repo: Path, log: Log, *, offline:
             )
         chosen = exact[0]
     if chosen.version in imported:
-        return _debian_source(spec, repo, package, chosen.version, imported[chosen.version])
+        return _debian_source(repo, package, chosen.version, imported[chosen.version])
     work = Path(tempfile.mkdtemp(prefix=".partial-debian-", dir=repo.parent))
     try:
         log(f"downloading {package} {chosen.version} ({chosen.size / 1e6:.0f} MB)")
@@ -243,19 +236,17 @@ def _from_debian(spec: KernelSpec, root: Path, repo: Path, log: Log, *, offline:
         (top,) = [p for p in (work / "src").iterdir() if p.is_dir()]
         log(f"importing {package} {chosen.version}")
         commit = import_folder(spec.raw, top, repo)
-        # The import index names files of a folder that is about to go; it only speeds up
-        # re-imports of the same folder.
-        with contextlib.suppress(OSError):
-            (repo / ".git" / "import-index").unlink()
+        # That index names the files of a folder that is about to go.
+        import_index(repo, top).unlink(missing_ok=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     imported[chosen.version] = commit
-    write_text_atomic(repo / "imported.json", json.dumps(imported, indent=2, sort_keys=True) + "\n")
-    return _debian_source(spec, repo, package, chosen.version, commit)
+    write_text_atomic(record, json.dumps(imported, indent=2, sort_keys=True) + "\n")
+    return _debian_source(repo, package, chosen.version, commit)
 
 
-def _debian_source(spec: KernelSpec, repo: Path, package: str, version: str, commit: str) -> Source:
-    return Source(source_id(spec), repo, commit, f"Debian {package} {version} ({commit[:12]})")
+def _debian_source(repo: Path, package: str, version: str, commit: str) -> Source:
+    return Source(repo, commit, f"Debian {package} {version} ({commit[:12]})")
 
 
 def _unpack(spec: str, argv: Sequence[str]) -> None:
