@@ -1,4 +1,4 @@
-"""Commands about kernels and the accelerator: kernels (list, fetch), accel."""
+"""Commands about kernels and the accelerator: kernels (list, fetch, build), accel."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ import argparse
 import functools
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from iomatrix.cli import options
 from iomatrix.cli.exit_codes import ExitCode
+from iomatrix.errors import IomatrixError, KernelError
 from iomatrix.host import kernels, vm
+from iomatrix.matrix.loader import load_matrix
 from iomatrix.report.tables import format_table
 
 
@@ -18,7 +21,40 @@ def fetcher(args: argparse.Namespace) -> Callable[[str], kernels.Kernel]:
     return functools.partial(kernels.fetch, offline=kernels.offline_requested(args.offline))
 
 
+def _build_matrix_kernels(args: argparse.Namespace) -> int:
+    """`kernels build MATRIX`: every kernel the matrix builds from source (or the named ones),
+    built or found in the build cache; what a pull-request job runs before its A/B gate."""
+    matrix = load_matrix(args.matrix)
+    recipes = {c.kernel: c.kernel_build for c in matrix.cells if c.kernel_build is not None}
+    unknown = [name for name in args.kernel or () if name not in recipes]
+    if unknown:
+        raise IomatrixError(
+            f"{args.matrix}: builds no kernel named {', '.join(unknown)}; it builds: "
+            f"{', '.join(recipes) or 'none'}"
+        )
+    failed = 0
+    for name, recipe in recipes.items():
+        if args.kernel and name not in args.kernel:
+            continue
+        try:
+            kernel = kernels.build(
+                name, recipe, offline=kernels.offline_requested(args.offline), log=print
+            )
+        except KernelError as exc:
+            print(f"iomatrix: {exc}")
+            failed += 1
+            continue
+        assert kernel.build is not None
+        print(f"{name}: {kernel.release} ({kernel.source})")
+        print(f"  build {kernel.build.key}, {kernel.build.build_s:.0f} s; log {kernel.build.log}")
+        for line in kernel.build.dropped:
+            print(f"  warning: the built config does not honour {line}")
+    return ExitCode.NOT_OK if failed else ExitCode.OK
+
+
 def cmd_kernels(args: argparse.Namespace) -> int:
+    if args.action == "build":
+        return _build_matrix_kernels(args)
     if args.action == "fetch":
         for spec in args.specs:
             kernel = kernels.fetch(
@@ -80,6 +116,20 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--refresh", action="store_true", help="re-resolve suites against the archive"
     )
     options.offline(network)
+    build = actions.add_parser(
+        "build",
+        help="build the kernels a matrix builds from source (git:, source:, debian-source:)",
+        description=(
+            "Build every kernel the matrix builds from source, out of tree, into the build cache "
+            "(~/.cache/iomatrix/builds/<key>/); a build that is there already is not made again. "
+            "run and ab build them too; this builds them ahead (a CI job's first step)."
+        ),
+    )
+    build.add_argument("matrix", type=Path, metavar="MATRIX")
+    build.add_argument(
+        "--kernel", action="append", metavar="NAME", help="only this kernel (repeatable)"
+    )
+    options.offline(build)
     p.set_defaults(func=cmd_kernels)
 
     p = sub.add_parser(

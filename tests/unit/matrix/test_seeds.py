@@ -61,7 +61,18 @@ def test_seed_001_is_4k_random_writes_at_queue_depth_16() -> None:
     text = Path(m.cells[0].workload.job_file).read_text()
     for option in ("rw=randwrite", "bs=4k", "iodepth=16", "direct=1"):
         assert option in text
-    assert [c.filesystem.name for c in m.cells] == ["xfs", "ext4", "btrfs"]
+    # The seed's variable was a patch: the same source built without and with it, on ext4
+    # (the filesystem the patch changes).
+    assert [c.kernel for c in m.cells] == ["unpatched", "patched"]
+    assert {c.filesystem.name for c in m.cells} == {"ext4"}
+    unpatched, patched = (c.kernel_build for c in m.cells)
+    assert unpatched is not None
+    assert patched is not None
+    assert unpatched.source == patched.source == "debian-source:6.1"
+    assert unpatched.patches == ()
+    (patch,) = patched.patches
+    assert patch.path.endswith("0001-ext4-checksum-direct-write-data.patch")
+    assert "+++ b/fs/ext4/file.c" in Path(patch.path).read_text()
 
 
 def test_seed_002_is_btrfs_raid10_over_four_disks_under_four_schedulers() -> None:
