@@ -1,0 +1,152 @@
+"""The bisection engine on simulated measurements: each candidate's metric drawn around a level
+the test sets (the real measurements, kernels built and booted, are tests/vm/)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from iomatrix.analysis import bisect
+from iomatrix.analysis.bisect import BisectState, Candidate, Settings
+
+
+def state_of(n: int, **settings: object) -> BisectState:
+    return BisectState(
+        what="test",
+        settings=Settings(metric="write_iops", **settings),  # type: ignore[arg-type]
+        candidates=tuple(Candidate(label=f"c{i}") for i in range(n)),
+    )
+
+
+class Simulated:
+    """IOPS around `level(index)` with 2% noise; `broken` candidates cannot be measured."""
+
+    def __init__(
+        self,
+        levels: Mapping[int, float] | Sequence[float],
+        *,
+        broken: Sequence[int] = (),
+        seed: int = 1,
+    ) -> None:
+        self.levels = dict(enumerate(levels)) if isinstance(levels, Sequence) else dict(levels)
+        self.broken = set(broken)
+        self.rng = random.Random(seed)
+        self.calls: list[tuple[tuple[str, ...], int]] = []
+
+    def __call__(self, labels: Sequence[str], rounds: int) -> dict[str, list[float] | str]:
+        self.calls.append((tuple(labels), rounds))
+        out: dict[str, list[float] | str] = {}
+        for label in labels:
+            index = int(label[1:])
+            if index in self.broken:
+                out[label] = "make failed: fs/ext4/file.c:12: error: expected ';'"
+            else:
+                level = self.levels[index]
+                out[label] = [self.rng.gauss(level, level * 0.02) for _ in range(rounds)]
+        return out
+
+    @property
+    def measured(self) -> set[str]:
+        return {label for labels, _ in self.calls for label in labels}
+
+
+def step_change(n: int, first_bad: int, good: float = 1000.0, bad: float = 750.0) -> list[float]:
+    return [good if i < first_bad else bad for i in range(n)]
+
+
+def test_a_step_change_is_found_with_few_steps() -> None:
+    measure = Simulated(step_change(16, 11))
+    state = bisect.run(state_of(16), measure)
+    assert state.outcome == "found", state.summary
+    assert state.summary.startswith("the first bad is c11 (the last good is c10)")
+    # A binary search over 14 candidates: 4 steps, not 14.
+    assert len(state.steps) == 4
+    assert all(s.verdict in ("good", "bad") for s in state.steps)
+    for step in state.steps:
+        assert step.verdict == ("bad" if step.index >= 11 else "good")
+        vs_good, vs_bad = step.evidence
+        assert vs_good.against == "good"
+        assert vs_good.step_n >= 3
+        assert vs_good.ratio is not None
+
+
+def test_a_candidate_that_cannot_be_built_is_skipped_like_git_bisect_skip() -> None:
+    measure = Simulated(step_change(8, 5), broken=[3])
+    state = bisect.run(state_of(8), measure)
+    assert state.outcome == "found", state.summary
+    assert state.summary.startswith("the first bad is c5")
+    (skipped,) = [s for s in state.steps if s.verdict == "skip"]
+    assert skipped.label == "c3"
+    assert "error: expected ';'" in skipped.reason
+
+
+def test_a_skipped_neighbour_of_the_first_bad_makes_the_result_ambiguous() -> None:
+    measure = Simulated(step_change(6, 3), broken=[2])
+    state = bisect.run(state_of(6), measure)
+    assert state.outcome == "ambiguous"
+    assert "the first bad is c3 or one of the candidates before it" in state.summary
+    assert "c2 (skip" in state.summary
+
+
+def test_a_step_between_the_levels_is_undecided_and_never_guessed() -> None:
+    # c2 sits halfway: neither like good nor like bad, at any number of repetitions.
+    levels = [1000.0, 1000.0, 875.0, 750.0, 750.0]
+    state = bisect.run(state_of(5, cap=6), Simulated(levels))
+    undecided = [s for s in state.steps if s.verdict == "undecided"]
+    assert [s.label for s in undecided] == ["c2"]
+    assert "after 6 repetitions" in undecided[0].reason
+    assert state.outcome == "ambiguous"
+    assert "c2 (undecided" in state.summary
+
+
+def test_ends_that_do_not_differ_are_refused_without_a_single_step() -> None:
+    measure = Simulated([1000.0] * 8)
+    state = bisect.run(state_of(8), measure)
+    assert state.outcome == "refused"
+    assert state.summary.startswith("refusing to bisect: c7 is ")
+    assert "a bisection of noise names a random commit" in state.summary
+    assert state.steps == ()
+    assert measure.measured == {"c0", "c7"}
+
+
+def test_an_end_that_cannot_be_measured_fails_the_bisection() -> None:
+    state = bisect.run(state_of(4), Simulated(step_change(4, 2), broken=[0]))
+    assert state.outcome == "failed"
+    assert "the end c0 could not be measured" in state.summary
+
+
+def test_an_interrupted_bisection_resumes_with_what_it_had_measured(tmp_path: Path) -> None:
+    path = tmp_path / "bisect.json"
+    levels = step_change(16, 6)
+    interrupted = Simulated(levels, seed=3)
+
+    def stop_after_five(labels: Sequence[str], rounds: int) -> dict[str, list[float] | str]:
+        if len(interrupted.calls) == 5:
+            raise KeyboardInterrupt
+        return interrupted(labels, rounds)
+
+    with pytest.raises(KeyboardInterrupt):
+        bisect.run(state_of(16), stop_after_five, save=lambda s: bisect.save_state(s, path))
+    saved = bisect.load_state(path)
+    assert saved.outcome == "running"
+    kept = sum(len(v) for v in saved.values.values())
+    assert kept > 0
+    resumed = Simulated(levels, seed=4)
+    state = bisect.run(saved, resumed, save=lambda s: bisect.save_state(s, path))
+    assert state.outcome == "found"
+    assert state.summary.startswith("the first bad is c6")
+    assert bisect.load_state(path) == state
+    # Nothing measured before the interruption was measured again: the confirmation was done.
+    assert resumed.calls[0][0] != ("c0", "c15")
+
+
+def test_next_index_picks_the_middle_of_what_is_left() -> None:
+    state = state_of(9)
+    assert bisect.next_index(state) == 4
+    state = state.model_copy(
+        update={"steps": (bisect.Step(index=4, label="c4", verdict="skip", reason="x"),)}
+    )
+    assert bisect.next_index(state) == 3
