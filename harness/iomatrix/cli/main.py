@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from iomatrix import __version__
 from iomatrix.cli import (
     archive_commands,
+    bisect_commands,
     canary_commands,
     completion,
     kernel_commands,
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_commands.add_parsers(sub)
     canary_commands.add_parsers(sub)
     kernel_commands.add_parsers(sub)
+    bisect_commands.add_parsers(sub)
 
     p = sub.add_parser(
         "completion",

@@ -1,0 +1,282 @@
+"""bisect: find the commit (or axis value) where a measured change happened.
+
+The engine decides (analysis/bisect.py); this module measures for it: each candidate is the
+chosen cell on another kernel (a commit of a git tree, built out of tree like any source
+kernel) or with another value of an axis, run in real VMs through the same session code as
+`iomatrix run`, one repetition per candidate per round so that good, step and bad interleave.
+
+  <results>/bisect-<time>-<name>/bisect.json   the state: candidates, every value, every step
+                                   result.md    the evidence of every step, as Markdown
+                                   runs/        each round's run folder (logs, consoles)
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from iomatrix.analysis import bisect
+from iomatrix.cli import options
+from iomatrix.cli.exit_codes import ExitCode
+from iomatrix.cli.kernel_commands import fetcher
+from iomatrix.errors import IomatrixError
+from iomatrix.host import session
+from iomatrix.host.kernels.sources import git
+from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.axes import AXES
+from iomatrix.model.cell import Cell, KernelBuild, Matrix
+from iomatrix.model.kernel_spec import parse_spec
+from iomatrix.report import bisect_report
+from iomatrix.store.rundir import new_run_id
+
+# A bisection's history is this many commits at most: 2^10 steps would take days in VMs.
+MAX_CANDIDATES = 1024
+
+
+def _chosen_cell(cells: Sequence[Cell], wanted: str | None, what: str) -> Cell:
+    if wanted is not None:
+        found = [c for c in cells if wanted in (c.id, c.label)]
+        if not found:
+            listed = ", ".join(f"{c.id} ({c.label})" for c in cells)
+            raise IomatrixError(f"--cell {wanted!r} is not one of {what}: {listed}")
+        return found[0]
+    if len(cells) != 1:
+        listed = ", ".join(f"{c.id} ({c.label})" for c in cells)
+        raise IomatrixError(f"{what} are {len(cells)} cells; choose one with --cell: {listed}")
+    return cells[0]
+
+
+def _git_candidates(
+    matrix: Matrix, args: argparse.Namespace
+) -> tuple[Cell, KernelBuild, str, list[bisect.Candidate]]:
+    """The cell, its kernel's recipe, the tree, and good, every commit after it up to bad."""
+    built = {c.kernel: c.kernel_build for c in matrix.cells if c.kernel_build is not None}
+    gits = {
+        name: recipe
+        for name, recipe in built.items()
+        if parse_spec(recipe.source).kind == "git" and (args.kernel in (None, name))
+    }
+    if len(gits) != 1:
+        raise IomatrixError(
+            f"{args.matrix}: bisecting commits needs one kernel built from a git tree"
+            f"{' named ' + args.kernel if args.kernel else ''} (git:<tree>@<ref>); it has "
+            f"{', '.join(gits) or 'none'}{': choose one with --kernel' if gits else ''}"
+        )
+    ((name, recipe),) = gits.items()
+    tree = parse_spec(recipe.source).value
+    cell = _chosen_cell([c for c in matrix.cells if c.kernel == name], args.cell, "its cells")
+    ends = []
+    for ref in (args.good, args.bad):
+        found = git(
+            name,
+            [
+                "-C",
+                tree,
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                "--end-of-options",
+                f"{ref}^{{commit}}",
+            ],
+            ok_codes=(0, 1),
+        )
+        if found.returncode != 0:
+            raise IomatrixError(f"{ref!r} is not a commit of {tree}")
+        ends.append(found.stdout.strip())
+    good, bad = ends
+    listed = git(
+        name,
+        [
+            "-C",
+            tree,
+            "rev-list",
+            "--reverse",
+            "--topo-order",
+            "--ancestry-path",
+            "--format=%H %s",
+            "--no-commit-header",
+            f"{good}..{bad}",
+        ],
+    ).stdout.splitlines()
+    if not listed or listed[-1].split(" ", 1)[0] != bad:
+        raise IomatrixError(f"{args.bad} is not a descendant of {args.good} in {tree}")
+    subject = git(name, ["-C", tree, "log", "-1", "--format=%s", good]).stdout.strip()
+    candidates = [bisect.Candidate(label=good, detail=subject)]
+    for line in listed:
+        sha, _, text = line.partition(" ")
+        candidates.append(bisect.Candidate(label=sha, detail=text))
+    if len(candidates) > MAX_CANDIDATES:
+        raise IomatrixError(f"{len(candidates)} commits to bisect; at most {MAX_CANDIDATES}")
+    return cell, recipe, tree, candidates
+
+
+def _axis_candidates(
+    matrix: Matrix, args: argparse.Namespace
+) -> tuple[Cell, list[bisect.Candidate]]:
+    """The axis's values in the matrix's order: the first is good, the last bad."""
+    if args.axis not in AXES:
+        raise IomatrixError(f"--axis {args.axis!r} is not an axis; axes: {', '.join(AXES)}")
+    values = list(dict.fromkeys(c.axis_value(args.axis) for c in matrix.cells))
+    if len(values) < 3:
+        raise IomatrixError(
+            f"{args.matrix}: the {args.axis} axis has {len(values)} values; bisecting needs a "
+            "good one, a bad one and something between (for two, run iomatrix ab --split)"
+        )
+    first = [c for c in matrix.cells if c.axis_value(args.axis) == values[0]]
+    cell = _chosen_cell(first, args.cell, f"the cells with {args.axis} {values[0]}")
+    return cell, [bisect.Candidate(label=v) for v in values]
+
+
+class _Measure:
+    """Runs the chosen cell on candidates in real VMs: one run folder per call."""
+
+    def __init__(
+        self, matrix: Matrix, cells: dict[str, Cell], runs: Path, args: argparse.Namespace
+    ) -> None:
+        self.matrix = matrix
+        self.cells = cells
+        self.runs = runs
+        self.args = args
+
+    def __call__(self, labels: Sequence[str], rounds: int) -> dict[str, list[float] | str]:
+        out: dict[str, list[float] | str] = {}
+        for _ in range(rounds):
+            cells = [self.cells[label].model_copy(update={"repeat": 1}) for label in labels]
+            record, _run_dir = session.run_matrix(
+                self.matrix.model_copy(update={"cells": tuple(cells)}),
+                session.RunOptions(
+                    results_dir=self.runs, scratch_dir=session.default_scratch_dir()
+                ),
+                out=sys.stderr,
+                fetch=fetcher(self.args),
+            )
+            by_id = {e.cell.id: e for e in record.cells}
+            for label, cell in zip(labels, cells, strict=True):
+                if isinstance(out.get(label), str):
+                    continue
+                entry = by_id.get(cell.id)
+                if entry is None or entry.result.status != "ok":
+                    why = (entry.result.reason or entry.result.status) if entry else "no result"
+                    out[label] = why
+                    continue
+                got = [
+                    rep.metrics[self.args.metric]
+                    for rep in entry.result.repetitions
+                    if self.args.metric in rep.metrics
+                ]
+                if not got:
+                    out[label] = f"the cell reported no {self.args.metric}"
+                    continue
+                values = out.setdefault(label, [])
+                assert isinstance(values, list)
+                values.extend(got)
+        return out
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    matrix = load_matrix(args.matrix)
+    if (args.axis is None) == (args.good is None or args.bad is None):
+        raise IomatrixError("give --good REF and --bad REF (commits), or --axis AXIS (values)")
+    cells: dict[str, Cell] = {}
+    if args.axis is None:
+        cell, recipe, tree, candidates = _git_candidates(matrix, args)
+        for c in candidates:
+            name = f"bisect-{c.label[:12]}"
+            build = recipe.model_copy(update={"source": f"git:{tree}@{c.label}"})
+            cells[c.label] = cell.model_copy(update={"kernel": name, "kernel_build": build})
+        what = f"{cell.label} on the commits of {tree}"
+    else:
+        cell, candidates = _axis_candidates(matrix, args)
+        by_values = {tuple(sorted(c.axis_values().items())): c for c in matrix.cells}
+        for c in candidates:
+            wanted = {**cell.axis_values(), args.axis: c.label}
+            found = by_values.get(tuple(sorted(wanted.items())))
+            if found is None:
+                raise IomatrixError(f"the matrix has no cell {wanted} (an exclude removed it?)")
+            cells[c.label] = found
+        what = f"{cell.label} over the values of {args.axis}"
+    if args.resume is not None:
+        folder = args.resume.resolve()
+        state = bisect.load_state(folder / "bisect.json")
+        if [c.label for c in state.candidates] != [c.label for c in candidates]:
+            raise IomatrixError(f"{folder}: that bisection had other candidates; start a new one")
+    else:
+        folder = (Path(args.results) / new_run_id(f"bisect-{matrix.name}")).resolve()
+        folder.mkdir(parents=True)
+        state = bisect.BisectState(
+            what=what,
+            settings=bisect.Settings(
+                metric=args.metric,
+                alpha=args.alpha,
+                min_effect=args.min_effect,
+                first=args.first,
+                cap=args.cap,
+            ),
+            candidates=tuple(candidates),
+        )
+    print(
+        f"iomatrix: bisecting {args.metric} of {what}: {len(candidates)} candidates, "
+        f"state in {folder / 'bisect.json'}",
+        file=sys.stderr,
+    )
+    measure = _Measure(matrix, cells, folder / "runs", args)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        state = bisect.run(
+            state,
+            measure,
+            save=lambda s: bisect.save_state(s, folder / "bisect.json"),
+            log=lambda message: print(f"iomatrix: {message}", file=sys.stderr),
+        )
+    except KeyboardInterrupt:
+        print(
+            f"\niomatrix: bisection interrupted; resume it with --resume {folder}", file=sys.stderr
+        )
+        return ExitCode.INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    (folder / "result.md").write_text(bisect_report.markdown(state))
+    sys.stdout.write(bisect_report.text(state))
+    print(f"\nbisection: {folder} (bisect.json, result.md, runs/)")
+    return ExitCode.OK if state.outcome == "found" else ExitCode.NOT_OK
+
+
+def _terminate(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "bisect",
+        help="find the commit (or axis value) where a measured change happened",
+        description=(
+            "Confirm with an interleaved A/B that the good and the bad end differ (a bisection "
+            "of noise is refused), then binary-search the commits between them (each built "
+            "out of tree) or the values of an axis, each step measured against both ends until "
+            "decided; commits that do not build or boot are skipped. Exit 0 when the first bad "
+            "is found, 1 when refused or ambiguous."
+        ),
+    )
+    p.add_argument("matrix", type=Path, metavar="MATRIX")
+    p.add_argument("--good", metavar="REF", help="a commit-ish that is good")
+    p.add_argument("--bad", metavar="REF", help="a later commit-ish that is bad")
+    p.add_argument("--kernel", metavar="NAME", help="the git-built kernel to bisect (if several)")
+    p.add_argument("--axis", metavar="AXIS", help="bisect the values of this axis instead")
+    p.add_argument("--cell", metavar="ID", help="the cell (id or label) when there are several")
+    p.add_argument("--metric", default="write_iops", help="the metric (default: write_iops)")
+    p.add_argument("--alpha", type=options.fraction, default=0.05)
+    p.add_argument(
+        "--min-effect",
+        type=options.fraction,
+        default=None,
+        help="smallest change that counts (default: from the good end's noise)",
+    )
+    p.add_argument("--first", type=options.at_least(2), default=3, help="repetitions before a look")
+    p.add_argument("--cap", type=options.at_least(2), default=10, help="repetitions at most")
+    p.add_argument("--resume", type=Path, metavar="DIR", help="continue an interrupted bisection")
+    options.results(p)
+    options.offline(p)
+    p.set_defaults(func=cmd_bisect)

@@ -1,0 +1,83 @@
+"""A bisection's result with the evidence of every step, as text and as Markdown (its JSON is the
+state itself, bisect.json)."""
+
+from __future__ import annotations
+
+from iomatrix.analysis.bisect import BisectState, Evidence
+from iomatrix.report.tables import format_table
+
+
+def _short(label: str) -> str:
+    # A commit is shown as git shows one; an axis value as it is.
+    return label[:12] if len(label) == 40 and all(c in "0123456789abcdef" for c in label) else label
+
+
+def _evidence(e: Evidence | None) -> str:
+    if e is None:
+        return ""
+    ratio = f"{e.ratio:.3f}" if e.ratio is not None else "-"
+    ci = f" [{e.ci[0]:.3f}, {e.ci[1]:.3f}]" if e.ci else ""
+    return f"{ratio}{ci} p {e.p_value:.3g} ({e.step_n}/{e.end_n}) {e.decision}"
+
+
+def _rows(state: BisectState) -> list[list[str]]:
+    details = {c.label: c.detail for c in state.candidates}
+    rows = []
+    for number, step in enumerate(state.steps, start=1):
+        by = {e.against: e for e in step.evidence}
+        good, bad = by.get("good"), by.get("bad")
+        median = good.step_median if good else None
+        rows.append(
+            [
+                str(number),
+                f"{_short(step.label)} {details.get(step.label, '')}".strip(),
+                step.verdict,
+                f"{median:,.4g}" if median is not None else "-",
+                _evidence(good),
+                _evidence(bad),
+                step.reason,
+            ]
+        )
+    return rows
+
+
+HEADER = ["step", "candidate", "verdict", "median", "vs good", "vs bad", "why"]
+
+
+def _head(state: BisectState) -> list[str]:
+    s = state.settings
+    lines = [
+        f"bisect {s.metric} of {state.what}",
+        f"good {_short(state.good)}, bad {_short(state.bad)}: "
+        f"{len(state.candidates) - 2} candidates between them",
+    ]
+    if state.confirmation:
+        (e,) = state.confirmation[:1]
+        lines.append(
+            f"ends: good median {e.end_median:,.4g}, bad median {e.step_median:,.4g}; "
+            f"bad/good {_evidence(e)}"
+        )
+    return lines
+
+
+def text(state: BisectState) -> str:
+    lines = _head(state)
+    if state.steps:
+        lines += ["", format_table(HEADER, _rows(state))]
+    lines += ["", f"result: {state.outcome}: {state.summary}"]
+    return "\n".join(lines) + "\n"
+
+
+def markdown(state: BisectState) -> str:
+    lines = [f"## {state.outcome}: {state.summary}", ""]
+    lines += [f"- {line}" for line in _head(state)]
+    if state.steps:
+        lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+        for row in _rows(state):
+            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    lines.append("")
+    lines.append(
+        "Each step ran interleaved with both ends; ratio = step / end median, 95% bootstrap CI, "
+        "Mann-Whitney p, repetitions (step/end)."
+    )
+    return "\n".join(lines) + "\n"
