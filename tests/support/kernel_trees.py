@@ -80,3 +80,57 @@ def snapshot(tree: Path) -> dict[str, tuple[str, int]]:
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             seen[str(path.relative_to(tree))] = (digest, path.stat().st_mtime_ns)
     return seen
+
+
+# --- a real kernel tree with a history to bisect -----------------------------------------------
+
+# Commits made with fixed names and dates: the same change gives the same commit on every run,
+# so the build cache serves every run after the first.
+FIXED_DATES = {
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+}
+
+
+def linux_test_tree(cache: Path, source_repo: Path, commit: str) -> Path:
+    """A git tree of the kernel at `commit` (Debian's 6.1 as iomatrix imported it), a local
+    clone kept in the cache under test-trees/ so later runs reuse it; branch `base` is the
+    commit."""
+    tree = cache / "test-trees" / "linux-6.1"
+    if not (tree / ".git").is_dir():
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        partial = tree.with_name(tree.name + ".partial")
+        subprocess.run(["rm", "-rf", str(partial)], check=True)
+        subprocess.run(
+            ["git", "clone", "--quiet", "--no-checkout", str(source_repo), str(partial)],
+            check=True,
+        )
+        partial.rename(tree)
+    git(tree, "checkout", "--quiet", "--force", "-B", "base", commit)
+    return tree
+
+
+def commit_edit(tree: Path, path: str, old: str, new: str, message: str) -> str:
+    """Replace `old` with `new` in one file and commit it (fixed dates); returns the commit."""
+    file = tree / path
+    text = file.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    file.write_text(text.replace(old, new, 1))
+    subprocess.run(
+        ["git", "-C", str(tree), "commit", "--quiet", "-a", "-m", message],
+        check=True,
+        env={**os.environ, **GIT_ENV, **FIXED_DATES},
+    )
+    return git(tree, "rev-parse", "HEAD")
+
+
+EXT4_DIO_WRITE = (
+    "static ssize_t ext4_dio_write_iter(struct kiocb *iocb, struct iov_iter *from)\n{\n"
+)
+# 3 ms per direct write: slower than the test disk's throttle allows (600 IOPS at queue depth
+# 16 is about 27 ms per I/O in flight, 1.7 ms per submission), so IOPS fall to about 330.
+SLOW_DIO_WRITE = (
+    "#include <linux/delay.h>\n\n"
+    + EXT4_DIO_WRITE
+    + "\tmdelay(3); /* iomatrix bisection test: a slower write path */\n"
+)

@@ -68,9 +68,13 @@ def test_a_step_change_is_found_with_few_steps() -> None:
     for step in state.steps:
         assert step.verdict == ("bad" if step.index >= 11 else "good")
         vs_good, vs_bad = step.evidence
-        assert vs_good.against == "good"
+        assert (vs_good.against, vs_bad.against) == ("good", "bad")
         assert vs_good.step_n >= 3
         assert vs_good.ratio is not None
+        # The step is unchanged from the end it is like, and changed from the other.
+        like, other = (vs_bad, vs_good) if step.verdict == "bad" else (vs_good, vs_bad)
+        assert like.decision == "unchanged"
+        assert other.decision in ("regressed", "improved")
 
 
 def test_a_candidate_that_cannot_be_built_is_skipped_like_git_bisect_skip() -> None:
