@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iomatrix.adapters import bonnie, cpustat, fio
+from iomatrix.adapters import bonnie, cpustat, fio, proc_cpu
 from iomatrix.errors import ResultFormatError
 from iomatrix.guest import builtin as builtin_workloads
 from iomatrix.guest.context import (
@@ -161,11 +161,16 @@ class _FioRun:
         data: dict[str, Any] | None,
         stopped: bool,
         cpu: tuple[cpustat.CpuTimes, cpustat.CpuTimes],
+        processes: tuple[proc_cpu.ChildTimes, proc_cpu.ChildTimes],
+        threads: tuple[dict[int, proc_cpu.KernelThread], dict[int, proc_cpu.KernelThread]] | None,
     ) -> None:
         self.data = data
         self.stopped = stopped
         self.cpu = cpu
         self.usage = cpustat.usage(*cpu)
+        # fio's own processes (rusage of the waited-for children) and the kernel threads.
+        self.processes = processes
+        self.threads = threads
 
 
 def _run_fio_once(
@@ -185,11 +190,17 @@ def _run_fio_once(
     argv = fio.fio_argv(
         job_file, str(MOUNTPOINT), str(out), runtime_s=clock.runtime_s(), file_size_bytes=file_cap
     )
+    threads_before = proc_cpu.kernel_threads()
+    children_before = proc_cpu.children_times()
     before = cpustat.read()
     with ctx.phase("workload"):
         _done, stopped = ctx.run_bounded(argv, what="fio", cwd=MOUNTPOINT, reached=reached)
     # From fio's start, or from the command's when fio was done before that was noticed.
     cpu = (at_start[0] if at_start else before, cpustat.read())
+    processes = (children_before, proc_cpu.children_times())
+    threads_after = proc_cpu.kernel_threads()
+    # No schedstat (a kernel without CONFIG_SCHED_INFO): no kernel thread figures at all.
+    threads = (threads_before, threads_after) if threads_after else None
     try:
         data = fio.parse_file(out)
     except (OSError, ResultFormatError):
@@ -200,7 +211,7 @@ def _run_fio_once(
         errors = fio.job_errors(data)
         if errors:
             raise CellFailed("fio reported errors: " + "; ".join(errors))
-    return _FioRun(data, stopped, cpu)
+    return _FioRun(data, stopped, cpu, processes, threads)
 
 
 def _cpu_metrics(usage: CpuUsage, ios: int, prefix: str = "") -> dict[str, float]:
@@ -211,6 +222,16 @@ def _cpu_metrics(usage: CpuUsage, ios: int, prefix: str = "") -> dict[str, float
     if ios > 0:
         # Guest CPU seconds (usr + sys, all CPUs) per completed I/O: the cost of one I/O.
         out[f"{prefix}cpu_s_per_io"] = usage.busy_cpu_s / ios
+    return out
+
+
+def _phase_metrics(run: _FioRun, data: dict[str, Any], ios: int, prefix: str) -> dict[str, float]:
+    """fio's metrics, and the CPU of fio's processes and of the kernel threads; a phase's own
+    guest CPU (the repetition's, all phases, is added once at the end)."""
+    out = {f"{prefix}{k}": v for k, v in fio.metrics(data).items()}
+    if prefix:
+        out.update(_cpu_metrics(run.usage, ios, prefix))
+    out.update(proc_cpu.metrics(run.processes, run.threads, ios, prefix))
     return out
 
 
@@ -264,10 +285,7 @@ def run_fio(ctx: CellContext, index: int) -> Repetition:
             break
         phase_ios = fio.total_ios(run.data)
         ios += phase_ios
-        prefix = "" if single else f"{name}."
-        metrics.update({f"{prefix}{k}": v for k, v in fio.metrics(run.data).items()})
-        if not single:
-            metrics.update(_cpu_metrics(run.usage, phase_ios, prefix))
+        metrics.update(_phase_metrics(run, run.data, phase_ios, "" if single else f"{name}."))
         reports[name] = run.data
         if run.stopped:
             break
