@@ -47,7 +47,7 @@ ACTIONLINT_DIR := .tools/actionlint-$(ACTIONLINT_VERSION)
 ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
 
 .PHONY: run test setup host-packages venv venv-dev lock kernel lint actionlint shellcheck typecheck \
-	unit expand validate bench clean help venv-stamps image container-tools container-image nightly \
+	unit test-nightly expand validate bench clean help venv-stamps image container-tools container-image nightly \
 	canaries \
 	nightly-shard fresh-machine
 
@@ -63,6 +63,7 @@ help:
 	@echo "make validate|expand [MATRIX=...]                check a matrix / list its cells"
 	@echo "make bench                                       side by side: archive index vs files, report vs its targets, harness vs script"
 	@echo "make canaries                                    the nightly's A/A and injected canary sessions, into the ledger"
+	@echo "make test-nightly                                the tests too slow for make test (a whole kernel bisection)"
 	@echo "make setup                                       only install what run and test need"
 	@echo "make lock                                        re-pin requirements/*.lock from pyproject.toml"
 
@@ -81,6 +82,9 @@ nightly: nightly-shard container-image
 	$(CONTAINER_MAKE)
 
 canaries: container-image
+	$(CONTAINER_MAKE)
+
+test-nightly: container-image
 	$(CONTAINER_MAKE)
 
 # actionlint is built on the host (it needs Go, which the image does not have) and used inside.
@@ -207,6 +211,12 @@ typecheck: venv-dev
 
 unit: venv-dev
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The tests too slow for make test and .ci/run (marked nightly: a whole bisection of a kernel
+# history, each candidate built and booted); the nightly workflow runs this target.
+test-nightly: HOST_PACKAGES = test
+test-nightly: setup venv-dev
+	$(BIN)/pytest --nightly -m nightly $(PYTEST_ARGS)
 
 validate: venv
 	$(BIN)/iomatrix validate $(MATRIX)

@@ -42,3 +42,21 @@ def browser() -> Iterator[Browser]:
     from support.browser import start  # noqa: PLC0415
 
     yield from start()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--nightly",
+        action="store_true",
+        help="also run the tests marked nightly (make test-nightly; too slow for make test)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked nightly are skipped, saying where they run, unless --nightly is given."""
+    if config.getoption("--nightly"):
+        return
+    skip = pytest.mark.skip(reason="nightly only: make test-nightly (the nightly workflow runs it)")
+    for item in items:
+        if "nightly" in item.keywords:
+            item.add_marker(skip)

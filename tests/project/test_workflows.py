@@ -415,3 +415,14 @@ def test_the_nightly_runs_the_canaries_and_the_merge_reports_them() -> None:
     assert "canaries" in merge["needs"]
     merged = "\n".join(step.get("run", "") for step in merge["steps"])
     assert "--canaries canaries/canaries.jsonl" in merged
+
+
+def test_the_kernel_pr_gate_template_passes_actionlint(tmp_path: Path) -> None:
+    # docs/workflows/kernel-pr-gate.yml is for a kernel repository; linted as if it were ours.
+    template = REPO / "docs" / "workflows" / "kernel-pr-gate.yml"
+    pinned = re.compile(r"@[0-9a-f]{40}(\s*#\s*)(v\d+)\.\d+\.\d+")
+    text = pinned.sub(lambda m: f"@{m[2]}{m[1]}{m[2]}", template.read_text())
+    assert "iomatrix kernels build gate.yaml" in text
+    assert "--split kernel" in text
+    done = lint(tmp_path, {"kernel-pr-gate.yml": text})
+    assert done.returncode == 0, done.stdout + done.stderr

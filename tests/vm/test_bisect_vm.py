@@ -116,3 +116,30 @@ def test_ends_that_do_not_differ_are_refused(tmp_path: Path, base_tree: Path) ->
     assert state["outcome"] == "refused"
     assert "a bisection of noise names a random commit" in str(state["summary"])
     assert state["steps"] == []
+
+
+@pytest.mark.nightly
+def test_a_whole_search_skips_a_commit_that_does_not_build(tmp_path: Path, base_tree: Path) -> None:
+    """base, two harmless commits, one that does not compile (at the first midpoint), its fix,
+    the slow commit, one more: the search skips the broken one, as git bisect skip does, and
+    still names the slow commit (the broken one lies before the last good)."""
+    git(base_tree, "checkout", "--quiet", "-B", "search", "base")
+    edit = "fs/ext4/file.c"
+    marker = "/* iomatrix bisection test */\n"
+    commit_edit(base_tree, edit, EXT4_DIO_WRITE, marker + EXT4_DIO_WRITE, "ext4: comment 1")
+    commit_edit(base_tree, edit, marker, "/* iomatrix bisection test, 2 */\n", "ext4: comment 2")
+    broken = commit_edit(
+        base_tree, edit, EXT4_DIO_WRITE, EXT4_DIO_WRITE + "\tthis does not compile;\n", "broken"
+    )
+    commit_edit(base_tree, edit, "\tthis does not compile;\n", "", "fix the build")
+    slow = commit_edit(base_tree, edit, EXT4_DIO_WRITE, SLOW_DIO_WRITE, "ext4: a slower dio write")
+    commit_edit(base_tree, edit, "a slower write path", "a slower write", "comment 3")
+    code, state, output = bisect(tmp_path, base_tree, "--good", "base", "--bad", "search")
+    assert code == 0, output[-4000:]
+    assert state["outcome"] == "found", state["summary"]
+    assert str(state["summary"]).startswith(f"the first bad is {slow}")
+    verdicts = {s["label"]: s["verdict"] for s in state["steps"]}
+    assert verdicts[broken] == "skip"
+    (skipped,) = [s for s in state["steps"] if s["verdict"] == "skip"]
+    assert "error:" in skipped["reason"]  # the compiler's own words
+    assert verdicts[slow] == "bad"
