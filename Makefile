@@ -227,7 +227,8 @@ expand: venv
 # History queries through the archive index vs loading run.json files (about a minute).
 # Side by side, in one run: history through the archive index vs loading run.json files (about a
 # minute), then `iomatrix run matrix/quick.yaml` vs a hand-written script doing the same work in the
-# same VM, alternated BENCH_ROUNDS times each (about 3.5 minutes a round under TCG).
+# same VM, alternated BENCH_ROUNDS times each (about 3.5 minutes a round under TCG), then a kernel
+# built from source from scratch and again after a one-file change (benchmarks/bench_kernel_build.py).
 BENCH_ROUNDS ?= 3
 # The report's benchmark loads its page in chromium (selenium, from the dev lock): the test set-up.
 bench: HOST_PACKAGES = test
@@ -235,6 +236,7 @@ bench: setup venv-dev
 	$(BIN)/python benchmarks/bench_archive.py
 	$(BIN)/python benchmarks/bench_report.py
 	$(BIN)/python benchmarks/bench_harness.py --rounds $(BENCH_ROUNDS)
+	$(BIN)/python benchmarks/bench_kernel_build.py
 
 nightly-shard:
 	@test -n "$(SHARD)" || { echo "make nightly needs SHARD=I/N;" \
