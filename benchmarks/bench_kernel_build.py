@@ -61,6 +61,8 @@ def main() -> int:
         started = time.monotonic()
         second = kernels.build("bench", KernelBuild(source=f"git:{tree}@bench"), cache=work)
         rebuild = time.monotonic() - started
+        # The change reached the image: a different build, the same output folder.
+        assert second.vmlinuz_sha256 != first.vmlinuz_sha256
     finally:
         shutil.rmtree(work, ignore_errors=True)
         git(tree, "checkout", "--quiet", "base")
