@@ -66,8 +66,17 @@ def write_matrix(tmp_path: Path, tree: Path) -> Path:
 
 def bisect(tmp_path: Path, tree: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     matrix = write_matrix(tmp_path, tree)
+    # Three repetitions per boot: the throttled disk makes repetitions alike, and under TCG a
+    # boot costs more than a repetition.
     done = iomatrix(
-        "bisect", str(matrix), "--results", str(tmp_path / "results"), *args, timeout_s=3600
+        "bisect",
+        str(matrix),
+        "--results",
+        str(tmp_path / "results"),
+        "--per-boot",
+        "3",
+        *args,
+        timeout_s=3600,
     )
     (folder,) = (tmp_path / "results").iterdir()
     state = json.loads((folder / "bisect.json").read_text())

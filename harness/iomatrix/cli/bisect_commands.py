@@ -3,7 +3,8 @@
 The engine decides (analysis/bisect.py); this module measures for it: each candidate is the
 chosen cell on another kernel (a commit of a git tree, built out of tree like any source
 kernel) or with another value of an axis, run in real VMs through the same session code as
-`iomatrix run`, one repetition per candidate per round so that good, step and bad interleave.
+`iomatrix run`, one repetition per candidate per round so that good, step and bad interleave
+(`--per-boot N` runs up to N of them in one boot, where boots cost more than repetitions).
 
   <results>/bisect-<time>-<name>/bisect.json   the state: candidates, every value, every step
                                    result.md    the evidence of every step, as Markdown
@@ -143,8 +144,13 @@ class _Measure:
 
     def __call__(self, labels: Sequence[str], rounds: int) -> dict[str, list[float] | str]:
         out: dict[str, list[float] | str] = {}
-        for _ in range(rounds):
-            cells = [self.cells[label].model_copy(update={"repeat": 1}) for label in labels]
+        left = rounds
+        while left > 0:
+            # --per-boot N: up to N repetitions of a candidate in one boot (fewer boots, coarser
+            # interleaving: good, step and bad still alternate boot by boot).
+            repeat = min(self.args.per_boot, left)
+            left -= repeat
+            cells = [self.cells[label].model_copy(update={"repeat": repeat}) for label in labels]
             record, _run_dir = session.run_matrix(
                 self.matrix.model_copy(update={"cells": tuple(cells)}),
                 session.RunOptions(
@@ -276,6 +282,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("--first", type=options.at_least(2), default=3, help="repetitions before a look")
     p.add_argument("--cap", type=options.at_least(2), default=10, help="repetitions at most")
+    p.add_argument(
+        "--per-boot",
+        type=options.at_least(1),
+        default=1,
+        metavar="N",
+        help="repetitions of a candidate per boot (default 1: every repetition interleaved; "
+        "more saves boots where a boot costs more than a repetition, as under TCG)",
+    )
     p.add_argument("--resume", type=Path, metavar="DIR", help="continue an interrupted bisection")
     options.results(p)
     options.offline(p)

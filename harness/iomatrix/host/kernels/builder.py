@@ -90,6 +90,27 @@ CONFIG_DEBUG_INFO_NONE=y
 # CONFIG_EFI is not set
 # CONFIG_MICROCODE is not set
 # CONFIG_DEBUG_KERNEL is not set
+# CONFIG_BPF_SYSCALL is not set
+# CONFIG_BPF_JIT is not set
+# CONFIG_PERF_EVENTS_INTEL_UNCORE is not set
+# CONFIG_PERF_EVENTS_AMD_UNCORE is not set
+# CONFIG_KEXEC is not set
+# CONFIG_CRASH_DUMP is not set
+# CONFIG_IP_MULTICAST is not set
+# CONFIG_IP_ADVANCED_ROUTER is not set
+# CONFIG_IP_PNP is not set
+# CONFIG_NET_SCHED is not set
+# CONFIG_HWMON is not set
+# CONFIG_THERMAL is not set
+# CONFIG_FB is not set
+# CONFIG_X86_PLATFORM_DEVICES is not set
+# CONFIG_AMD_IOMMU is not set
+# CONFIG_INTEL_IOMMU is not set
+# CONFIG_VIRTIO_IOMMU is not set
+# CONFIG_ISO9660_FS is not set
+# CONFIG_SQUASHFS is not set
+# CONFIG_HUGETLBFS is not set
+# CONFIG_PROVIDE_OHCI1394_DMA_INIT is not set
 """
 # The compiler's own words: gcc's and ld's errors, and make's summary as a last resort.
 _ERROR_LINE = re.compile(r"(error:|undefined reference|No rule to make target|Error \d+)")
