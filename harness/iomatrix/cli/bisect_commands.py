@@ -25,7 +25,7 @@ from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.cli.kernel_commands import fetcher
 from iomatrix.errors import IomatrixError
 from iomatrix.host import session
-from iomatrix.host.kernels.sources import git
+from iomatrix.host.kernels.sources import commit_of, git
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.axes import AXES
 from iomatrix.model.cell import Cell, KernelBuild, Matrix
@@ -69,25 +69,7 @@ def _git_candidates(
     ((name, recipe),) = gits.items()
     tree = parse_spec(recipe.source).value
     cell = _chosen_cell([c for c in matrix.cells if c.kernel == name], args.cell, "its cells")
-    ends = []
-    for ref in (args.good, args.bad):
-        found = git(
-            name,
-            [
-                "-C",
-                tree,
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                "--end-of-options",
-                f"{ref}^{{commit}}",
-            ],
-            ok_codes=(0, 1),
-        )
-        if found.returncode != 0:
-            raise IomatrixError(f"{ref!r} is not a commit of {tree}")
-        ends.append(found.stdout.strip())
-    good, bad = ends
+    good, bad = (commit_of(name, tree, ref) for ref in (args.good, args.bad))
     listed = git(
         name,
         [

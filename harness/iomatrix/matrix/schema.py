@@ -110,8 +110,8 @@ def _check_source_kernel(value: str) -> str:
 
 
 def _build_file(value: str, info: ValidationInfo, what: str) -> str:
-    """A patch or config fragment named relative to the declaring file, resolved against its
-    directory in stage 1 (as job files are); stage 2 sees the absolute path."""
+    """A file (job file, patch, config fragment) named relative to the declaring file, resolved
+    against its directory in stage 1; stage 2 sees the absolute path."""
     context = info.context if isinstance(info.context, dict) else {}
     base = context.get("base_dir")
     if not isinstance(base, Path):
@@ -216,21 +216,7 @@ def _check_job_file(value: str, info: ValidationInfo) -> str:
 
     In stage 2 (no base_dir in the context) the value is the absolute path stage 1 produced.
     """
-    context = info.context if isinstance(info.context, dict) else {}
-    base = context.get("base_dir")
-    if not isinstance(base, Path):
-        return value
-    _check_rel_path(value, "job file")
-    path = base / value
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise ValueError(f"{show(value)}: cannot use job file {path}: {os_reason(exc)}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ValueError(f"{show(value)}: job file {path} is not a regular file")
-    if st.st_size > MAX_FILE_BYTES:
-        raise ValueError(f"{show(value)}: job file {path} is larger than 1 MiB")
-    return str(path.resolve())
+    return _build_file(value, info, "job file")
 
 
 def _size_in_range(

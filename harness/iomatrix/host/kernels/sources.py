@@ -104,14 +104,10 @@ def resolve(spec: KernelSpec, root: Path, log: Log, *, offline: bool) -> Source:
     return _from_debian(spec, root, repo, log, offline=offline)
 
 
-def _from_git(spec: KernelSpec, repo: Path, log: Log) -> Source:
-    tree = Path(spec.value)
-    if not tree.is_dir():
-        raise KernelError(spec.raw, f"the kernel tree {tree} does not exist")
-    # Read-only questions to the user's tree: is it a repository, and which commit is the ref.
-    git(spec.raw, ["-C", str(tree), "rev-parse", "--git-dir"], what=f"{tree} is not a git tree:")
+def commit_of(spec: str, tree: Path | str, ref: str) -> str:
+    """The commit a ref names in a tree (a read-only question); KernelError when none."""
     found = git(
-        spec.raw,
+        spec,
         [
             "-C",
             str(tree),
@@ -119,13 +115,22 @@ def _from_git(spec: KernelSpec, repo: Path, log: Log) -> Source:
             "--verify",
             "--quiet",
             "--end-of-options",
-            f"{spec.ref}^{{commit}}",
+            f"{ref}^{{commit}}",
         ],
         ok_codes=(0, 1),
     )
     if found.returncode != 0:
-        raise KernelError(spec.raw, f"{spec.ref!r} is not a commit of {tree}")
-    commit = found.stdout.strip()
+        raise KernelError(spec, f"{ref!r} is not a commit of {tree}")
+    return found.stdout.strip()
+
+
+def _from_git(spec: KernelSpec, repo: Path, log: Log) -> Source:
+    tree = Path(spec.value)
+    if not tree.is_dir():
+        raise KernelError(spec.raw, f"the kernel tree {tree} does not exist")
+    # Read-only questions to the user's tree: is it a repository, and which commit is the ref.
+    git(spec.raw, ["-C", str(tree), "rev-parse", "--git-dir"], what=f"{tree} is not a git tree:")
+    commit = commit_of(spec.raw, tree, spec.ref or "")
     objects = git(
         spec.raw, ["-C", str(tree), "rev-parse", "--path-format=absolute", "--git-path", "objects"]
     ).stdout.strip()
