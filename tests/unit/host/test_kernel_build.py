@@ -213,3 +213,33 @@ def test_the_compilers_error_lines_come_first(tmp_path: Path) -> None:
     text = first_errors(log)
     assert text.startswith("fs/ext4/inode.c:12:3: error: 'x' undeclared; make[2]")
     assert text.endswith(f"(the build log: {log})")
+
+
+def test_kernels_build_builds_a_matrixs_source_kernels_and_fails_on_a_broken_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from iomatrix.cli import main as cli_main
+
+    good = toy_tree(tmp_path / "good")
+    broken = toy_tree(tmp_path / "broken", source="int toy(void) { return }\n")
+    monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        "format: 1\n"
+        "devices: {d: {size: 1GiB}}\n"
+        "workloads: {w: {builtin: sync-write}}\n"
+        "kernels:\n"
+        f"  good: {{source: 'git:{good}@v1'}}\n"
+        f"  broken: {{source: 'git:{broken}@v1'}}\n"
+        "matrix: {kernel: [good, broken, debian:bookworm], filesystem: [ext4], "
+        "scheduler: [none], device: [d], workload: [w]}\n"
+    )
+    assert cli_main.main(["kernels", "build", str(matrix), "--kernel", "good"]) == 0
+    out = capsys.readouterr().out
+    assert "good: 6.99.0-iomatrix-" in out
+    assert cli_main.main(["kernels", "build", str(matrix)]) == 1
+    out = capsys.readouterr().out
+    assert "good: built before" in out
+    assert "kernel 'broken': make failed:" in out
+    assert "error: expected expression" in out
+    assert cli_main.main(["kernels", "build", str(matrix), "--kernel", "nope"]) == 2
