@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix import proc
+from iomatrix.cli import main as cli_main
 from iomatrix.errors import KernelError
 from iomatrix.host.kernels import builder as build_module
 from iomatrix.host.kernels import sources
@@ -218,8 +219,6 @@ def test_the_compilers_error_lines_come_first(tmp_path: Path) -> None:
 def test_kernels_build_builds_a_matrixs_source_kernels_and_fails_on_a_broken_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from iomatrix.cli import main as cli_main
-
     good = toy_tree(tmp_path / "good")
     broken = toy_tree(tmp_path / "broken", source="int toy(void) { return }\n")
     monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
