@@ -75,6 +75,8 @@ def bisect(tmp_path: Path, tree: Path, *args: str) -> tuple[int, dict[str, Any],
         str(tmp_path / "results"),
         "--per-boot",
         "3",
+        "--metric",
+        "write_iops",
         *args,
         timeout_s=3600,
     )

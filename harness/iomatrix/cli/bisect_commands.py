@@ -14,12 +14,13 @@ kernel) or with another value of an axis, run in real VMs through the same sessi
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from iomatrix.analysis import bisect
+from iomatrix.analysis import bisect, compare
 from iomatrix.cli import options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.cli.kernel_commands import fetcher
@@ -30,6 +31,7 @@ from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.axes import AXES
 from iomatrix.model.cell import Cell, KernelBuild, Matrix
 from iomatrix.model.kernel_spec import parse_spec
+from iomatrix.model.result import RunRecord
 from iomatrix.report import bisect_report
 from iomatrix.store.rundir import new_run_id
 
@@ -52,8 +54,9 @@ def _chosen_cell(cells: Sequence[Cell], wanted: str | None, what: str) -> Cell:
 
 def _git_candidates(
     matrix: Matrix, args: argparse.Namespace
-) -> tuple[Cell, KernelBuild, str, list[bisect.Candidate]]:
-    """The cell, its kernel's recipe, the tree, and good, every commit after it up to bad."""
+) -> tuple[list[Cell], KernelBuild, str, list[bisect.Candidate]]:
+    """The cells to choose from, the kernel's recipe, the tree, and good, every commit after it
+    up to bad."""
     built = {c.kernel: c.kernel_build for c in matrix.cells if c.kernel_build is not None}
     gits = {
         name: recipe
@@ -68,7 +71,9 @@ def _git_candidates(
         )
     ((name, recipe),) = gits.items()
     tree = parse_spec(recipe.source).value
-    cell = _chosen_cell([c for c in matrix.cells if c.kernel == name], args.cell, "its cells")
+    on_kernel = [c for c in matrix.cells if c.kernel == name]
+    if args.cell is not None:
+        on_kernel = [_chosen_cell(on_kernel, args.cell, "its cells")]
     good, bad = (commit_of(name, tree, ref) for ref in (args.good, args.bad))
     listed = git(
         name,
@@ -93,12 +98,12 @@ def _git_candidates(
         candidates.append(bisect.Candidate(label=sha, detail=text))
     if len(candidates) > MAX_CANDIDATES:
         raise IomatrixError(f"{len(candidates)} commits to bisect; at most {MAX_CANDIDATES}")
-    return cell, recipe, tree, candidates
+    return on_kernel, recipe, tree, candidates
 
 
 def _axis_candidates(
     matrix: Matrix, args: argparse.Namespace
-) -> tuple[Cell, list[bisect.Candidate]]:
+) -> tuple[list[Cell], list[bisect.Candidate]]:
     """The axis's values in the matrix's order: the first is good, the last bad."""
     if args.axis not in AXES:
         raise IomatrixError(f"--axis {args.axis!r} is not an axis; axes: {', '.join(AXES)}")
@@ -109,20 +114,88 @@ def _axis_candidates(
             "good one, a bad one and something between (for two, run iomatrix ab --split)"
         )
     first = [c for c in matrix.cells if c.axis_value(args.axis) == values[0]]
-    cell = _chosen_cell(first, args.cell, f"the cells with {args.axis} {values[0]}")
-    return cell, [bisect.Candidate(label=v) for v in values]
+    if args.cell is not None:
+        first = [_chosen_cell(first, args.cell, f"the cells with {args.axis} {values[0]}")]
+    return first, [bisect.Candidate(label=v) for v in values]
+
+
+def _largest_change(
+    matrix: Matrix,
+    pairs: Sequence[tuple[Cell, Cell]],
+    args: argparse.Namespace,
+    folder: Path,
+) -> tuple[int, str, list[float], list[float]] | str:
+    """No cell or metric chosen: an interleaved A/B of the good and the bad end on every cell
+    (args.first repetitions each), and the cell x metric with the largest confirmed change:
+    (the pair's index, the metric, the good end's values, the bad end's), or why there is none."""
+    repeat = {"repeat": args.first}
+    pairs = [(a.model_copy(update=repeat), b.model_copy(update=repeat)) for a, b in pairs]
+    print(
+        f"iomatrix: choosing the cell x metric with the largest change: an A/B of the ends "
+        f"on {len(pairs)} cells",
+        file=sys.stderr,
+    )
+    base, new, _session_dir = session.run_ab(
+        matrix,
+        matrix,
+        pairs,
+        session.RunOptions(
+            results_dir=folder / "choose", scratch_dir=session.default_scratch_dir()
+        ),
+        out=sys.stderr,
+        fetch=fetcher(args),
+    )
+    result = compare.compare_runs(
+        base,
+        new,
+        alpha=args.alpha,
+        min_effect=args.min_effect,
+        metrics=[args.metric] if args.metric else None,
+        pairs=[(a.id, b.id) for a, b in pairs],
+    )
+    changed = [
+        r
+        for r in result.rows
+        if r.verdict in ("regressed", "improved") and r.ratio is not None and r.ratio > 0
+    ]
+    if not changed:
+        return (
+            "refusing to bisect: no cell x metric of the good and the bad end differs beyond "
+            f"the minimum effect after {args.first} repetitions each (the A/B session is in "
+            f"{folder / 'choose'}): a bisection of noise names a random commit"
+        )
+    row = max(changed, key=lambda r: abs(math.log(r.ratio or 1.0)))
+    index = next(i for i, (a, _b) in enumerate(pairs) if a.id == row.cell_id)
+
+    def values(record: RunRecord, cell: Cell) -> list[float]:
+        entry = next(e for e in record.cells if e.cell.id == cell.id)
+        return [r.metrics[row.metric] for r in entry.result.repetitions if row.metric in r.metrics]
+
+    good_cell, bad_cell = pairs[index]
+    print(
+        f"iomatrix: the largest confirmed change: {row.metric} of {good_cell.label}, "
+        f"{row.verdict} ({row.ratio:.3f})",
+        file=sys.stderr,
+    )
+    return index, row.metric, values(base, good_cell), values(new, bad_cell)
 
 
 class _Measure:
     """Runs the chosen cell on candidates in real VMs: one run folder per call."""
 
     def __init__(
-        self, matrix: Matrix, cells: dict[str, Cell], runs: Path, args: argparse.Namespace
+        self,
+        matrix: Matrix,
+        cells: dict[str, Cell],
+        runs: Path,
+        args: argparse.Namespace,
+        metric: str,
     ) -> None:
         self.matrix = matrix
         self.cells = cells
         self.runs = runs
         self.args = args
+        self.metric = metric
 
     def __call__(self, labels: Sequence[str], rounds: int) -> dict[str, list[float] | str]:
         out: dict[str, list[float] | str] = {}
@@ -151,12 +224,12 @@ class _Measure:
                     out[label] = why
                     continue
                 got = [
-                    rep.metrics[self.args.metric]
+                    rep.metrics[self.metric]
                     for rep in entry.result.repetitions
-                    if self.args.metric in rep.metrics
+                    if self.metric in rep.metrics
                 ]
                 if not got:
-                    out[label] = f"the cell reported no {self.args.metric}"
+                    out[label] = f"the cell reported no {self.metric}"
                     continue
                 values = out.setdefault(label, [])
                 assert isinstance(values, list)
@@ -164,61 +237,126 @@ class _Measure:
         return out
 
 
+def _on_candidates(
+    matrix: Matrix,
+    args: argparse.Namespace,
+    base: Cell,
+    candidates: Sequence[bisect.Candidate],
+    *,
+    recipe: KernelBuild | None,
+    tree: str | None,
+) -> dict[str, Cell]:
+    """The chosen cell as each candidate: on its commit's kernel, or with its axis value."""
+    cells: dict[str, Cell] = {}
+    if recipe is not None and tree is not None:
+        for c in candidates:
+            build = recipe.model_copy(update={"source": f"git:{tree}@{c.label}"})
+            cells[c.label] = base.model_copy(
+                update={"kernel": f"bisect-{c.label[:12]}", "kernel_build": build}
+            )
+        return cells
+    by_values = {tuple(sorted(c.axis_values().items())): c for c in matrix.cells}
+    for c in candidates:
+        wanted = {**base.axis_values(), args.axis: c.label}
+        found = by_values.get(tuple(sorted(wanted.items())))
+        if found is None:
+            raise IomatrixError(f"the matrix has no cell {wanted} (an exclude removed it?)")
+        cells[c.label] = found
+    return cells
+
+
+def _new_state(
+    matrix: Matrix,
+    args: argparse.Namespace,
+    choices: Sequence[Cell],
+    candidates: Sequence[bisect.Candidate],
+    *,
+    recipe: KernelBuild | None,
+    tree: str | None,
+    where: str,
+    folder: Path,
+) -> tuple[bisect.BisectState, dict[str, Cell]]:
+    """A new bisection of the chosen cell and metric, or of the cell x metric with the largest
+    confirmed change between the ends (whose values it starts with)."""
+    seeded: dict[str, list[float]] = {}
+    metric = args.metric
+    refused = ""
+    cell = choices[0]
+    if len(choices) > 1 or metric is None:
+        ends = [candidates[0], candidates[-1]]
+        per_cell = [
+            _on_candidates(matrix, args, c, ends, recipe=recipe, tree=tree) for c in choices
+        ]
+        pairs = [(m[ends[0].label], m[ends[1].label]) for m in per_cell]
+        chosen = _largest_change(matrix, pairs, args, folder)
+        if isinstance(chosen, str):
+            refused = chosen
+            metric = metric or "(none)"
+        else:
+            index, metric, good_values, bad_values = chosen
+            cell = choices[index]
+            seeded = {ends[0].label: good_values, ends[1].label: bad_values}
+    state = bisect.BisectState(
+        what=f"{cell.label} on {where}",
+        settings=bisect.Settings(
+            metric=metric,
+            alpha=args.alpha,
+            min_effect=args.min_effect,
+            first=args.first,
+            cap=args.cap,
+        ),
+        candidates=tuple(candidates),
+        values=seeded,
+        outcome="refused" if refused else "running",
+        summary=refused,
+    )
+    return state, _on_candidates(matrix, args, cell, candidates, recipe=recipe, tree=tree)
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     if (args.axis is None) == (args.good is None or args.bad is None):
         raise IomatrixError("give --good REF and --bad REF (commits), or --axis AXIS (values)")
-    cells: dict[str, Cell] = {}
+    recipe: KernelBuild | None = None
+    tree: str | None = None
     if args.axis is None:
-        cell, recipe, tree, candidates = _git_candidates(matrix, args)
-        for c in candidates:
-            name = f"bisect-{c.label[:12]}"
-            build = recipe.model_copy(update={"source": f"git:{tree}@{c.label}"})
-            cells[c.label] = cell.model_copy(update={"kernel": name, "kernel_build": build})
-        what = f"{cell.label} on the commits of {tree}"
+        choices, recipe, tree, candidates = _git_candidates(matrix, args)
+        where = f"the commits of {tree}"
     else:
-        cell, candidates = _axis_candidates(matrix, args)
-        by_values = {tuple(sorted(c.axis_values().items())): c for c in matrix.cells}
-        for c in candidates:
-            wanted = {**cell.axis_values(), args.axis: c.label}
-            found = by_values.get(tuple(sorted(wanted.items())))
-            if found is None:
-                raise IomatrixError(f"the matrix has no cell {wanted} (an exclude removed it?)")
-            cells[c.label] = found
-        what = f"{cell.label} over the values of {args.axis}"
+        choices, candidates = _axis_candidates(matrix, args)
+        where = f"the values of {args.axis}"
     if args.resume is not None:
         folder = args.resume.resolve()
         state = bisect.load_state(folder / "bisect.json")
         if [c.label for c in state.candidates] != [c.label for c in candidates]:
             raise IomatrixError(f"{folder}: that bisection had other candidates; start a new one")
+        measured = [c for c in choices if state.what == f"{c.label} on {where}"]
+        if not measured:
+            raise IomatrixError(f"{folder}: that bisection measured another cell ({state.what})")
+        cell = measured[0]
+        cells = _on_candidates(matrix, args, cell, candidates, recipe=recipe, tree=tree)
     else:
         folder = (Path(args.results) / new_run_id(f"bisect-{matrix.name}")).resolve()
         folder.mkdir(parents=True)
-        state = bisect.BisectState(
-            what=what,
-            settings=bisect.Settings(
-                metric=args.metric,
-                alpha=args.alpha,
-                min_effect=args.min_effect,
-                first=args.first,
-                cap=args.cap,
-            ),
-            candidates=tuple(candidates),
+        state, cells = _new_state(
+            matrix, args, choices, candidates, recipe=recipe, tree=tree, where=where, folder=folder
         )
     print(
-        f"iomatrix: bisecting {args.metric} of {what}: {len(candidates)} candidates, "
-        f"state in {folder / 'bisect.json'}",
+        f"iomatrix: bisecting {state.settings.metric} of {state.what}: {len(candidates)} "
+        f"candidates, state in {folder / 'bisect.json'}",
         file=sys.stderr,
     )
-    measure = _Measure(matrix, cells, folder / "runs", args)
+    measure = _Measure(matrix, cells, folder / "runs", args, state.settings.metric)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        state = bisect.run(
-            state,
-            measure,
-            save=lambda s: bisect.save_state(s, folder / "bisect.json"),
-            log=lambda message: print(f"iomatrix: {message}", file=sys.stderr),
-        )
+        if state.outcome == "running":
+            state = bisect.run(
+                state,
+                measure,
+                save=lambda s: bisect.save_state(s, folder / "bisect.json"),
+                log=lambda message: print(f"iomatrix: {message}", file=sys.stderr),
+            )
+        bisect.save_state(state, folder / "bisect.json")
     except KeyboardInterrupt:
         print(
             f"\niomatrix: bisection interrupted; resume it with --resume {folder}", file=sys.stderr
@@ -253,8 +391,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--bad", metavar="REF", help="a later commit-ish that is bad")
     p.add_argument("--kernel", metavar="NAME", help="the git-built kernel to bisect (if several)")
     p.add_argument("--axis", metavar="AXIS", help="bisect the values of this axis instead")
-    p.add_argument("--cell", metavar="ID", help="the cell (id or label) when there are several")
-    p.add_argument("--metric", default="write_iops", help="the metric (default: write_iops)")
+    p.add_argument(
+        "--cell",
+        metavar="ID",
+        help="the cell (id or label); default: the only one, or the cell with the largest "
+        "confirmed change between the ends",
+    )
+    p.add_argument(
+        "--metric",
+        help="the metric; default: the one with the largest confirmed change between the ends",
+    )
     p.add_argument("--alpha", type=options.fraction, default=0.05)
     p.add_argument(
         "--min-effect",
