@@ -65,13 +65,14 @@ def cmd_kernels(args: argparse.Namespace) -> int:
             )
             print(f"{spec}: {kernel.release} ({kernel.source})\n  {kernel.vmlinuz}")
         return ExitCode.OK
-    cached = kernels.cached()
+    cached = kernels.cached() + kernels.cached_builds()
     if args.json:
         print(json.dumps([k.model_dump(mode="json") for k in cached], indent=1))
         return ExitCode.OK
     rows = [[k.release, k.spec, k.source] for k in cached]
     print(format_table(["release", "spec", "source"], rows) if rows else "no kernels cached")
-    print(f"\ncache: {kernels.cache_root() / 'kernels'}")
+    root = kernels.cache_root()
+    print(f"\ncache: {root / 'kernels'} (fetched), {root / 'builds'} (built from source)")
     return ExitCode.OK
 
 

@@ -358,7 +358,10 @@ def test_kernels_list_empty_cache(
 ) -> None:
     monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path))
     assert cli.main(["kernels", "list"]) == 0
-    assert capsys.readouterr().out == f"no kernels cached\n\ncache: {tmp_path / 'kernels'}\n"
+    assert capsys.readouterr().out == (
+        f"no kernels cached\n\ncache: {tmp_path / 'kernels'} (fetched), "
+        f"{tmp_path / 'builds'} (built from source)\n"
+    )
     assert no_commands == []
 
 

@@ -242,3 +242,9 @@ def test_kernels_build_builds_a_matrixs_source_kernels_and_fails_on_a_broken_one
     assert "kernel 'broken': make failed:" in out
     assert "error: expected expression" in out
     assert cli_main.main(["kernels", "build", str(matrix), "--kernel", "nope"]) == 2
+    capsys.readouterr()
+    assert cli_main.main(["kernels", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert "good  " in listed
+    assert "built from " in listed
+    assert "broken" not in listed

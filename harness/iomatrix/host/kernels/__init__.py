@@ -22,7 +22,7 @@ ccache/ of the same cache: see builder.py.
 
 from __future__ import annotations
 
-from iomatrix.host.kernels.builder import build
+from iomatrix.host.kernels.builder import build, cached_builds
 from iomatrix.host.kernels.bzimage import read_release, release_from_bzimage
 from iomatrix.host.kernels.cache import MAX_AGE_S, cache_root, cached, verify
 from iomatrix.host.kernels.debian_packages import (
@@ -62,6 +62,7 @@ __all__ = [
     "build",
     "cache_root",
     "cached",
+    "cached_builds",
     "compare_debian_versions",
     "debian_mirror",
     "fetch",

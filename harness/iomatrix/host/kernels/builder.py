@@ -130,6 +130,18 @@ def _tool_versions(spec: str) -> str:
     return f"{gcc}; {make}; virtme-ng {version('virtme-ng')}"
 
 
+def cached_builds(cache: Path | None = None, *, log: Log | None = None) -> list[Kernel]:
+    """The finished builds in the cache (broken entries reported through log and left out)."""
+    builds = (cache or cache_root()) / "builds"
+    found: list[Kernel] = []
+    for entry in sorted(builds.glob("*/" + MANIFEST)):
+        try:
+            found.append(load_manifest(entry.parent))
+        except KernelError as exc:
+            (log or quiet)(f"skipping broken build {entry.parent}: {exc.reason}")
+    return found
+
+
 def fragments(build: KernelBuild) -> str:
     """Everything appended to virtme-ng's config, in order: iomatrix's needs, its trims, then
     the matrix's own lines."""
