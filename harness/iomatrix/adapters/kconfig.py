@@ -107,7 +107,8 @@ GUEST_OPTIONS = (
     "CONFIG_AIO",
     "CONFIG_IO_URING",
     "CONFIG_PSI",
-    "CONFIG_SCHEDSTATS",
+    # /proc/<pid>/schedstat (adapters/proc_cpu.py); hidden, selected by TASK_DELAY_ACCT.
+    "CONFIG_SCHED_INFO",
     "CONFIG_TASK_IO_ACCOUNTING",
     "CONFIG_TASKSTATS",
     "CONFIG_TASK_DELAY_ACCT",
