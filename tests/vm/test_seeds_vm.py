@@ -36,7 +36,7 @@ def test_seed_001_quick_builds_both_kernels_and_compares_them(tmp_path: Path) ->
     # One repetition per side cannot show a significant change, so the gate passes (exit 0);
     # what this test holds is that both sides ran, each on its own build.
     assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-4000:]
-    (session,) = [p for p in tmp_path.iterdir() if p.name.startswith("ab-")]
+    (session,) = list(tmp_path.iterdir())
     base, new = load_run(session / "base"), load_run(session / "new")
     assert set(base.kernels) == {"unpatched"}
     assert set(new.kernels) == {"patched"}
@@ -65,5 +65,14 @@ def test_seed_001_quick_builds_both_kernels_and_compares_them(tmp_path: Path) ->
         assert rep.metrics["cpu_s_per_io"] == pytest.approx(
             rep.cpu.busy_cpu_s / total_ios(rep.fio), rel=0.01
         )
+        # Seed 001's other figure: the CPU of fio's processes and of the kernel threads.
+        assert rep.metrics["fio_cpu_s_per_io"] > 0
+        assert rep.metrics["kthreads_cpu_s"] > 0
+        assert rep.metrics["kthread_kworker_cpu_s"] > 0
     comparison = json.loads((session / "comparison.json").read_text())
-    assert {row["metric"] for row in comparison["rows"]} >= {"write_iops", "cpu_s_per_io"}
+    assert {row["metric"] for row in comparison["rows"]} >= {
+        "write_iops",
+        "cpu_s_per_io",
+        "fio_cpu_s_per_io",
+        "kthreads_cpu_s_per_io",
+    }

@@ -169,6 +169,8 @@ def test_a_killed_make_leaves_its_output_folder_to_be_started_again(
     assert (out / ".iomatrix-incomplete").exists()
     stale = out / "stale.o"
     stale.write_text("cut short")
+    # What a build killed with SIGKILL leaves besides: its staging folder.
+    (cache / "builds" / ".partial-killed").mkdir()
     monkeypatch.setattr(build_module, "BUILD_TIMEOUT_S", 600.0)
     (tree / "Makefile").write_text(makefile)
     commit_all(tree, "fast again")
@@ -176,6 +178,7 @@ def test_a_killed_make_leaves_its_output_folder_to_be_started_again(
     build("fast", KernelBuild(source=f"git:{tree}@HEAD"), cache=cache, log=messages.append)
     assert not stale.exists()
     assert any("was interrupted; starting that folder again" in m for m in messages)
+    assert not (cache / "builds" / ".partial-killed").exists()
 
 
 def test_a_plain_folder_is_imported_by_content_and_left_untouched(

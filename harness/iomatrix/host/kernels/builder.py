@@ -184,6 +184,9 @@ def build(
         held=f"the build of {recipe.source}",
         on_wait=lambda: say(f"waiting for another iomatrix building from {recipe.source}"),
     ):
+        # With the lock held, a staging folder is a leftover of a build that was killed.
+        for leftover in builds.glob(".partial-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
         source = resolve(spec, root, say, offline=offline)
         key = build_key(source, recipe, tools)
         entry = builds / key
