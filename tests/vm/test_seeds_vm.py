@@ -38,8 +38,10 @@ def test_seed_001_quick_builds_both_kernels_and_compares_them(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-4000:]
     (session,) = list(tmp_path.iterdir())
     base, new = load_run(session / "base"), load_run(session / "new")
-    assert set(base.kernels) == {"unpatched"}
-    assert set(new.kernels) == {"patched"}
+    assert [e.cell.kernel for e in base.cells] == ["unpatched"]
+    assert [e.cell.kernel for e in new.cells] == ["patched"]
+    # A session records every kernel it booted, in both of its runs.
+    assert base.kernels == new.kernels
     unpatched, patched = base.kernels["unpatched"], new.kernels["patched"]
     assert unpatched.build is not None
     assert patched.build is not None
