@@ -45,7 +45,7 @@ matrix:
   filesystem: [ext4]
   scheduler: [none]
   device: [throttled]
-  workload: [randwrite-4k]
+  workload: [{workload}]
 """
 
 
@@ -60,7 +60,8 @@ def base_tree() -> Path:
 def write_matrix(tmp_path: Path, tree: Path) -> Path:
     path = tmp_path / "bisect.yaml"
     presets = os.path.relpath(REPO_ROOT / "matrix" / "presets" / "base.yaml", tmp_path)
-    path.write_text(MATRIX.format(presets=presets, tree=tree))
+    workload = os.path.relpath(REPO_ROOT / "matrix" / "workloads" / "randwrite-4k.fio", tmp_path)
+    path.write_text(MATRIX.format(presets=presets, tree=tree, workload=workload))
     return path
 
 
@@ -80,7 +81,9 @@ def bisect(tmp_path: Path, tree: Path, *args: str) -> tuple[int, dict[str, Any],
         *args,
         timeout_s=3600,
     )
-    (folder,) = (tmp_path / "results").iterdir()
+    results = tmp_path / "results"
+    assert results.is_dir(), done.stdout[-4000:] + done.stderr[-4000:]
+    (folder,) = results.iterdir()
     state = json.loads((folder / "bisect.json").read_text())
     return done.returncode, state, done.stdout + done.stderr
 

@@ -29,7 +29,7 @@ from iomatrix.host import session
 from iomatrix.host.kernels.sources import commit_of, git
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.axes import AXES
-from iomatrix.model.cell import Cell, KernelBuild, Matrix
+from iomatrix.model.cell import Cell, KernelBuild, Matrix, cell_id
 from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.model.result import RunRecord
 from iomatrix.report import bisect_report
@@ -251,8 +251,11 @@ def _on_candidates(
     if recipe is not None and tree is not None:
         for c in candidates:
             build = recipe.model_copy(update={"source": f"git:{tree}@{c.label}"})
+            kernel = f"bisect-{c.label[:12]}"
+            # A cell's id follows its axis values: each candidate is a cell of its own.
+            values = {**base.axis_values(), "kernel": kernel}
             cells[c.label] = base.model_copy(
-                update={"kernel": f"bisect-{c.label[:12]}", "kernel_build": build}
+                update={"kernel": kernel, "kernel_build": build, "id": cell_id(values)}
             )
         return cells
     by_values = {tuple(sorted(c.axis_values().items())): c for c in matrix.cells}

@@ -83,3 +83,22 @@ def test_the_command_wants_refs_or_an_axis(
     path = matrix_file(tmp_path, "  k: {source: 'debian-source:6.1'}\n", "[k]")
     assert cli_main.main(["bisect", str(path)]) == 2
     assert "give --good REF and --bad REF (commits), or --axis AXIS" in capsys.readouterr().err
+
+
+def test_each_candidate_is_a_cell_of_its_own(tmp_path: Path) -> None:
+    tree = toy_tree(tmp_path / "linux")
+    (tree / "toy.c").write_text("int toy(void) { return 9; }\n")
+    commit_all(tree, "later")
+    path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]")
+    matrix = load_matrix(path)
+    cells, recipe, found_tree, candidates = bisect_commands._git_candidates(
+        matrix, args(path, good="v1", bad="HEAD")
+    )
+    on = bisect_commands._on_candidates(
+        matrix, args(path), cells[0], candidates, recipe=recipe, tree=found_tree
+    )
+    # Distinct ids, or the runs of one round would write each other's results.
+    assert len({c.id for c in on.values()}) == len(candidates)
+    for label, cell in on.items():
+        assert cell.kernel_build is not None
+        assert cell.kernel_build.source == f"git:{tree}@{label}"

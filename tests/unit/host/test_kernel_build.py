@@ -201,6 +201,19 @@ def test_a_plain_folder_is_imported_by_content_and_left_untouched(
     assert str(folder) in kernel.build.origin
 
 
+def test_the_same_content_imports_as_the_same_commit_wherever_it_is(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    git(repo.parent, "init", "-q", str(repo))
+    commits = []
+    for place in ("a", "b/c"):
+        folder = tmp_path / place
+        folder.mkdir(parents=True)
+        (folder / "Makefile").write_text("all:\n")
+        (folder / "fs.c").write_text("int x;\n")
+        commits.append(sources.import_folder("s", folder, repo, what="a kernel source tree"))
+    assert commits[0] == commits[1]
+
+
 def test_a_folder_without_makefile_and_kconfig_is_no_kernel_tree(
     tmp_path: Path, cache: Path
 ) -> None:

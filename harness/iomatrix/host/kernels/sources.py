@@ -153,10 +153,11 @@ def import_index(repo: Path, folder: Path) -> Path:
     return repo.parent / f"index-{hashlib.sha256(str(folder).encode()).hexdigest()[:12]}"
 
 
-def import_folder(spec: str, folder: Path, repo: Path) -> str:
+def import_folder(spec: str, folder: Path, repo: Path, *, what: str) -> str:
     """Commit a folder's content into repo without writing into the folder: git reads it as
     the work tree through an index of its own (kept, so re-imports only look at changed
-    files). Returns the commit."""
+    files). Returns the commit, which depends on the content and `what` (its message) only:
+    never on where the folder is, so the same source imports as the same commit anywhere."""
     env = {
         **_IMPORT_IDENTITY,
         "GIT_DIR": str(repo / ".git"),
@@ -166,7 +167,7 @@ def import_folder(spec: str, folder: Path, repo: Path) -> str:
     git(spec, ["add", "--all", "--force", "."], cwd=folder, env=env, what=f"importing {folder}")
     tree = git(spec, ["write-tree"], cwd=folder, env=env).stdout.strip()
     commit = git(
-        spec, ["commit-tree", tree, "-m", f"iomatrix import of {folder}"], cwd=folder, env=env
+        spec, ["commit-tree", tree, "-m", f"iomatrix import of {what}"], cwd=folder, env=env
     ).stdout.strip()
     # A ref keeps the import from git's garbage collection.
     git(spec, ["-C", str(repo), "update-ref", f"refs/imports/{commit}", commit])
@@ -179,7 +180,7 @@ def _from_folder(spec: KernelSpec, folder: Path, repo: Path, log: Log) -> Source
             spec.raw, f"{folder} is not a kernel source tree (it has no Makefile and Kconfig)"
         )
     log(f"importing {folder} (only changed files are read again)")
-    commit = import_folder(spec.raw, folder, repo)
+    commit = import_folder(spec.raw, folder, repo, what="a kernel source tree")
     return Source(repo, commit, f"{folder} (content {commit[:12]})")
 
 
@@ -240,7 +241,7 @@ def _from_debian(spec: KernelSpec, root: Path, repo: Path, log: Log, *, offline:
         _unpack(spec.raw, ["tar", "-xf", str(tarballs[0]), "-C", str(work / "src")])
         (top,) = [p for p in (work / "src").iterdir() if p.is_dir()]
         log(f"importing {package} {chosen.version}")
-        commit = import_folder(spec.raw, top, repo)
+        commit = import_folder(spec.raw, top, repo, what=f"{package} {chosen.version}")
         # That index names the files of a folder that is about to go.
         import_index(repo, top).unlink(missing_ok=True)
     finally:
