@@ -67,15 +67,19 @@ def write_matrix(tmp_path: Path, tree: Path) -> Path:
 
 def bisect(tmp_path: Path, tree: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     matrix = write_matrix(tmp_path, tree)
-    # Three repetitions per boot: the throttled disk makes repetitions alike, and under TCG a
+    # Five repetitions per boot: the throttled disk makes repetitions alike, and under TCG a
     # boot costs more than a repetition.
     done = iomatrix(
         "bisect",
         str(matrix),
         "--results",
         str(tmp_path / "results"),
+        # Five repetitions before the first look: the rank test can decide there (with three
+        # it cannot reach p < 0.05), so each candidate boots about once.
+        "--first",
+        "5",
         "--per-boot",
-        "3",
+        "5",
         "--metric",
         "write_iops",
         *args,

@@ -34,7 +34,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from iomatrix.analysis import sequential, stats
+from iomatrix.analysis import sequential
 from iomatrix.model.cell import Record
 from iomatrix.store.files import write_text_atomic
 
@@ -195,9 +195,12 @@ def judge_step(
     s = state.settings
     values = state.values
     step, good, bad = values.get(label, []), values[state.good], values[state.bad]
-    effect = s.min_effect if s.min_effect is not None else stats.minimum_effect(stats.cov(good))
-    vs_good = sequential.look(good, step, design, metric=s.metric, min_effect=effect)
-    vs_bad = sequential.look(bad, step, design, metric=s.metric, min_effect=effect)
+    # Each end is the base of its comparison, and its own noise sets the minimum effect there
+    # (the comparison's rule, max(3%, 2 x base CoV)): the bad end of a regression is often the
+    # noisier one, and held to the good end's effect a step just like it would never be
+    # "unchanged".
+    vs_good = sequential.look(good, step, design, metric=s.metric, min_effect=s.min_effect)
+    vs_bad = sequential.look(bad, step, design, metric=s.metric, min_effect=s.min_effect)
     evidence = (_evidence("good", vs_good, step, good), _evidence("bad", vs_bad, step, bad))
     like_good = vs_good.decision == "unchanged" and _changed(vs_bad.decision)
     like_bad = vs_bad.decision == "unchanged" and _changed(vs_good.decision)
