@@ -184,6 +184,15 @@ def _evidence(
     )
 
 
+def _position(step: Sequence[float], good: Sequence[float], bad: Sequence[float]) -> float | None:
+    if not step:
+        return None
+    span = statistics.median(bad) - statistics.median(good)
+    if span == 0:
+        return None
+    return (statistics.median(step) - statistics.median(good)) / span
+
+
 def _changed(decision: str) -> bool:
     return decision in ("regressed", "improved", "changed")
 
@@ -202,12 +211,25 @@ def judge_step(
     vs_good = sequential.look(good, step, design, metric=s.metric, min_effect=s.min_effect)
     vs_bad = sequential.look(bad, step, design, metric=s.metric, min_effect=s.min_effect)
     evidence = (_evidence("good", vs_good, step, good), _evidence("bad", vs_bad, step, bad))
-    like_good = vs_good.decision == "unchanged" and _changed(vs_bad.decision)
-    like_bad = vs_bad.decision == "unchanged" and _changed(vs_good.decision)
+    # Where the step's median lies between the ends: 0 at the good one, 1 at the bad one.
+    position = _position(step, good, bad)
+    # A step is like an end when it differs from the OTHER end (significant, beyond the minimum
+    # effect) and either is shown equivalent to this end, or is not distinguishable from it and
+    # lies within the quarter of the way next to it. A step halfway (a partial change) is
+    # neither, at any number of repetitions: undecided at the cap.
+    like_good = _changed(vs_bad.decision) and (
+        vs_good.decision == "unchanged"
+        or (not _changed(vs_good.decision) and position is not None and position <= 0.25)
+    )
+    like_bad = _changed(vs_good.decision) and (
+        vs_bad.decision == "unchanged"
+        or (not _changed(vs_bad.decision) and position is not None and position >= 0.75)
+    )
+    where = f"{position:.2f} of the way from good to bad" if position is not None else ""
     if like_good:
-        return "good", "unchanged from the good end, changed from the bad end", evidence
+        return "good", f"changed from the bad end, not from the good one ({where})", evidence
     if like_bad:
-        return "bad", "unchanged from the bad end, changed from the good end", evidence
+        return "bad", f"changed from the good end, not from the bad one ({where})", evidence
     if len(step) >= s.cap:
         return (
             "undecided",
