@@ -17,6 +17,7 @@ from iomatrix.host.kernels import sources
 from iomatrix.host.kernels.builder import build, build_key, first_errors
 from iomatrix.model.cell import KernelBuild, SourceFile
 from iomatrix.model.kernel_spec import parse_spec
+from iomatrix.store.records_io import load_run
 from support.kernel_trees import commit_all, git, snapshot, toy_tree
 
 
@@ -264,3 +265,32 @@ def test_kernels_build_builds_a_matrixs_source_kernels_and_fails_on_a_broken_one
     assert "good  " in listed
     assert "built from " in listed
     assert "broken" not in listed
+
+
+def test_a_run_whose_kernel_does_not_build_fails_those_cells_with_the_compilers_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """iomatrix run, for real up to the boot: the build fails, so no VM is started; the cells
+    are errors naming gcc's message, and the run folder is complete and valid."""
+    broken = toy_tree(tmp_path / "broken", source="int toy(void) { return }\n")
+    monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        "format: 1\n"
+        "devices: {d: {size: 1GiB}}\n"
+        "workloads: {w: {builtin: sync-write}}\n"
+        f"kernels: {{broken: {{source: 'git:{broken}@v1'}}}}\n"
+        "matrix: {kernel: [broken], filesystem: [ext4, xfs], scheduler: [none], device: [d], "
+        "workload: [w]}\n"
+    )
+    results = tmp_path / "results"
+    code = cli_main.main(["run", str(matrix), "--results", str(results), "--no-progress"])
+    assert code == 1
+    (run_dir,) = [p for p in results.iterdir() if (p / "run.json").exists()]
+    record = load_run(run_dir)
+    assert record.status == "complete"
+    assert [e.result.status for e in record.cells] == ["error", "error"]
+    for entry in record.cells:
+        assert "kernel 'broken': make failed:" in (entry.result.reason or "")
+        assert "error: expected expression" in (entry.result.reason or "")
+    assert record.boots == ()
