@@ -16,7 +16,7 @@ from iomatrix.analysis.bisect import BisectState, Candidate, Settings
 def state_of(n: int, **settings: object) -> BisectState:
     return BisectState(
         what="test",
-        settings=Settings(metric="write_iops", **settings),  # type: ignore[arg-type]
+        settings=Settings(metric="write_iops", **settings),
         candidates=tuple(Candidate(label=f"c{i}") for i in range(n)),
     )
 
