@@ -389,7 +389,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "is found, 1 when refused or ambiguous."
         ),
     )
-    p.add_argument("matrix", type=Path, metavar="MATRIX")
+    p.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix file")
     p.add_argument("--good", metavar="REF", help="a commit-ish that is good")
     p.add_argument("--bad", metavar="REF", help="a later commit-ish that is bad")
     p.add_argument("--kernel", metavar="NAME", help="the git-built kernel to bisect (if several)")
@@ -404,13 +404,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--metric",
         help="the metric; default: the one with the largest confirmed change between the ends",
     )
-    p.add_argument("--alpha", type=options.fraction, default=0.05)
     p.add_argument(
-        "--min-effect",
+        "--alpha",
         type=options.fraction,
-        default=None,
-        help="smallest change that counts (default: from the good end's noise)",
+        default=0.05,
+        metavar="A",
+        help="significance level of the confirmation (each step: half of it against each end)",
     )
+    options.min_effect(p)
     p.add_argument("--first", type=options.at_least(2), default=3, help="repetitions before a look")
     p.add_argument("--cap", type=options.at_least(2), default=10, help="repetitions at most")
     p.add_argument(

@@ -126,7 +126,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "run and ab build them too; this builds them ahead (a CI job's first step)."
         ),
     )
-    build.add_argument("matrix", type=Path, metavar="MATRIX")
+    build.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix file")
     build.add_argument(
         "--kernel", action="append", metavar="NAME", help="only this kernel (repeatable)"
     )

@@ -140,14 +140,19 @@ def concurrency(p: argparse.ArgumentParser) -> None:
     )
 
 
-def judging(p: argparse.ArgumentParser, *, target_required: bool = False) -> None:
-    """How a change is judged: compare, ab, repetitions and run's --baseline plan alike."""
+def min_effect(p: argparse.ArgumentParser) -> None:
+    """The smallest change that counts: the judging commands and bisect alike."""
     p.add_argument(
         "--min-effect",
         type=fraction,
         metavar="F",
         help="fixed minimum relative change, e.g. 0.05 (default: max(0.03, 2 x baseline CoV))",
     )
+
+
+def judging(p: argparse.ArgumentParser, *, target_required: bool = False) -> None:
+    """How a change is judged: compare, ab, repetitions and run's --baseline plan alike."""
+    min_effect(p)
     p.add_argument(
         "--target-effect",
         type=fraction,
