@@ -41,6 +41,21 @@ modules_install:
 """
 
 
+def matrix_file(tmp_path: Path, kernels: str, axis: str, filesystems: str = "[ext4]") -> Path:
+    """A one-workload matrix whose kernels: section is `kernels` (YAML lines) and kernel axis
+    `axis`: no VM is needed to load it or to build its kernels."""
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "format: 1\n"
+        "devices: {d: {size: 1GiB}}\n"
+        "workloads: {w: {builtin: sync-write}}\n"
+        f"kernels:\n{kernels}"
+        f"matrix: {{kernel: {axis}, filesystem: {filesystems}, scheduler: [none], "
+        "device: [d], workload: [w]}\n"
+    )
+    return path
+
+
 def git(tree: Path, *args: str) -> str:
     done = subprocess.run(
         ["git", "-C", str(tree), *args],

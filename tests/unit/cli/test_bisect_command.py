@@ -12,20 +12,7 @@ from iomatrix.cli import bisect_commands
 from iomatrix.cli import main as cli_main
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
-from support.kernel_trees import commit_all, git, toy_tree
-
-
-def matrix_file(tmp_path: Path, kernels: str, axis: str, filesystems: str = "[ext4]") -> Path:
-    path = tmp_path / "m.yaml"
-    path.write_text(
-        "format: 1\n"
-        "devices: {d: {size: 1GiB}}\n"
-        "workloads: {w: {builtin: sync-write}}\n"
-        f"kernels:\n{kernels}"
-        f"matrix: {{kernel: {axis}, filesystem: {filesystems}, scheduler: [none], "
-        "device: [d], workload: [w]}\n"
-    )
-    return path
+from support.kernel_trees import commit_all, git, matrix_file, toy_tree
 
 
 def args(path: Path, **extra: object) -> argparse.Namespace:

@@ -18,7 +18,7 @@ from iomatrix.host.kernels.builder import build, build_key, first_errors
 from iomatrix.model.cell import KernelBuild, SourceFile
 from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.store.records_io import load_run
-from support.kernel_trees import commit_all, git, snapshot, toy_tree
+from support.kernel_trees import commit_all, git, matrix_file, snapshot, toy_tree
 
 
 def patch_file(tmp_path: Path, name: str, text: str) -> SourceFile:
@@ -239,16 +239,10 @@ def test_kernels_build_builds_a_matrixs_source_kernels_and_fails_on_a_broken_one
     good = toy_tree(tmp_path / "good")
     broken = toy_tree(tmp_path / "broken", source="int toy(void) { return }\n")
     monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
-    matrix = tmp_path / "m.yaml"
-    matrix.write_text(
-        "format: 1\n"
-        "devices: {d: {size: 1GiB}}\n"
-        "workloads: {w: {builtin: sync-write}}\n"
-        "kernels:\n"
-        f"  good: {{source: 'git:{good}@v1'}}\n"
-        f"  broken: {{source: 'git:{broken}@v1'}}\n"
-        "matrix: {kernel: [good, broken, debian:bookworm], filesystem: [ext4], "
-        "scheduler: [none], device: [d], workload: [w]}\n"
+    matrix = matrix_file(
+        tmp_path,
+        f"  good: {{source: 'git:{good}@v1'}}\n  broken: {{source: 'git:{broken}@v1'}}\n",
+        "[good, broken, debian:bookworm]",
     )
     assert cli_main.main(["kernels", "build", str(matrix), "--kernel", "good"]) == 0
     out = capsys.readouterr().out
@@ -274,14 +268,8 @@ def test_a_run_whose_kernel_does_not_build_fails_those_cells_with_the_compilers_
     are errors naming gcc's message, and the run folder is complete and valid."""
     broken = toy_tree(tmp_path / "broken", source="int toy(void) { return }\n")
     monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
-    matrix = tmp_path / "m.yaml"
-    matrix.write_text(
-        "format: 1\n"
-        "devices: {d: {size: 1GiB}}\n"
-        "workloads: {w: {builtin: sync-write}}\n"
-        f"kernels: {{broken: {{source: 'git:{broken}@v1'}}}}\n"
-        "matrix: {kernel: [broken], filesystem: [ext4, xfs], scheduler: [none], device: [d], "
-        "workload: [w]}\n"
+    matrix = matrix_file(
+        tmp_path, f"  broken: {{source: 'git:{broken}@v1'}}\n", "[broken]", "[ext4, xfs]"
     )
     results = tmp_path / "results"
     code = cli_main.main(["run", str(matrix), "--results", str(results), "--no-progress"])
