@@ -109,7 +109,11 @@ def test_one_step_finds_the_commit_that_slowed_direct_writes(
     assert step["verdict"] == "bad"
     vs_good, vs_bad = step["evidence"]
     assert vs_good["ratio"] < 0.8  # IOPS fell
-    assert vs_bad["decision"] == "unchanged"
+    # Like the bad end: shown equivalent to it, or (the step rule) not distinguishable from it
+    # with the median in the last quarter of the way from good to bad. Either is a verdict.
+    assert vs_bad["decision"] in ("unchanged", "continue"), vs_bad
+    assert 0.8 < vs_bad["ratio"] < 1.25, vs_bad
+    assert "not from the bad one" in step["reason"], step
     assert (
         "the first bad is"
         in (tmp_path / "results")
