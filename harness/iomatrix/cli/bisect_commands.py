@@ -25,7 +25,7 @@ from iomatrix.cli import options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.cli.kernel_commands import fetcher
 from iomatrix.errors import IomatrixError
-from iomatrix.host import session
+from iomatrix.host import preflight, session
 from iomatrix.host.kernels.sources import commit_of, git
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.axes import AXES
@@ -328,6 +328,15 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     else:
         choices, candidates = _axis_candidates(matrix, args)
         where = f"the values of {args.axis}"
+    # The refusals every command that runs cells makes (a host device not confirmed or in use, a
+    # job file fio cannot parse), before the first build or boot, the confirmation's included.
+    preflight.preflight(
+        choices,
+        source=str(args.matrix),
+        allowed_host_devices=args.allow_host_device or (),
+        concurrency=preflight.Concurrency(),
+        vm_cpus=matrix.vm.cpus,
+    )
     if args.resume is not None:
         folder = args.resume.resolve()
         state = bisect.load_state(folder / "bisect.json")
@@ -425,4 +434,5 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--resume", type=Path, metavar="DIR", help="continue an interrupted bisection")
     options.results(p)
     options.offline(p)
+    options.allow_host_device(p)
     p.set_defaults(func=cmd_bisect)

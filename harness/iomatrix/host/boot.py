@@ -107,6 +107,11 @@ def disk_profiles(group: BootGroup) -> list[DeviceProfile]:
 
 def disk_image_path(ctx: BootContext, slot: int) -> Path:
     profile = disk_profiles(ctx.group)[slot]
+    if profile.backing == "host":
+        # The confirmed host block device itself (preflight refused it unless the command line
+        # named it and nothing uses it). It is never created, truncated or removed.
+        assert profile.path is not None  # DeviceProfile guarantees it
+        return Path(profile.path)
     if profile.backing == "ram":
         # /dev/shm is tmpfs: the disk lives in host RAM, the "fast device" profile.
         return Path("/dev/shm") / f"iomatrix-{ctx.rw_dir.name}-{ctx.group.boot_id}-{slot}.img"
@@ -298,8 +303,14 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     folder = boot_dir(ctx)
     write_record(rundir.plan_file(folder), plan)
     timeouts = ctx.timeouts
+    scratch_images = [
+        image
+        for image, profile in zip(images, disk_profiles(ctx.group), strict=True)
+        if profile.backing != "host"
+    ]
     for image, profile in zip(images, disk_profiles(ctx.group), strict=True):
-        create_disk(image, profile.size_bytes, preallocate=profile.backing == "file")
+        if profile.backing != "host":
+            create_disk(image, profile.size_bytes, preallocate=profile.backing == "file")
     try:
         for attempt in range(_MAX_RESTARTS + 1):
             pending = [s for s in ctx.group.steps if not _step_done(s)]
@@ -369,7 +380,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                 out=out,
             )
     finally:
-        for image in images:
+        for image in scratch_images:
             image.unlink(missing_ok=True)
     return records
 

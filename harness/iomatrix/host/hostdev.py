@@ -25,10 +25,6 @@ from iomatrix.model.cell import Cell, DeviceProfile
 
 SECTOR = 512  # /sys/class/block/<name>/size counts 512-byte sectors whatever the device's own
 ALLOW_FLAG = "--allow-host-device"
-# The runner does not attach a host device to the VM yet: it would give the VM a scratch image
-# instead, and the results would claim the device. Until it does, a run refuses host-backed cells
-# after every other check. Whoever wires the device into boot.py/vm.py sets this to True.
-RUNNER_ATTACHES_HOST_DEVICES = False
 
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
@@ -212,19 +208,36 @@ def check_host_devices(
         raise MatrixErrors(tuple(errors))
 
 
-def check_runner_support(cells: Sequence[Cell], *, source: str = "the matrix") -> None:
-    """Refuse host-backed cells while the runner cannot attach host devices (see above)."""
-    if RUNNER_ATTACHES_HOST_DEVICES:
-        return
-    errors = tuple(
-        MatrixError(
-            source,
-            f"devices.{profile.name}.backing",
-            f"backing: host passed every check, but this iomatrix cannot attach {profile.path} to "
-            "the VM yet (it would measure a scratch image instead); nothing ran",
-            loc=("devices", profile.name, "backing"),
-        )
-        for profile in _host_profiles(cells)
-    )
+def check_host_device_sharing(cells: Sequence[Cell], jobs: int, *, source: str) -> None:
+    """Refuse what would give one host device to two users at once: two profiles naming the same
+    path (QEMU would attach it twice to one VM), or boots running side by side (--jobs N)."""
+    errors: list[MatrixError] = []
+    first: dict[str, str] = {}
+    for profile in _host_profiles(cells):
+        assert profile.path is not None  # DeviceProfile guarantees a path with backing host
+        field = f"devices.{profile.name}.path"
+        loc = ("devices", profile.name, "path")
+        if profile.path in first:
+            errors.append(
+                MatrixError(
+                    source,
+                    field,
+                    f"{profile.path} is also the device of profile {first[profile.path]!r}; one "
+                    "host device can back only one profile",
+                    loc=loc,
+                )
+            )
+            continue
+        first[profile.path] = profile.name
+        if jobs > 1:
+            errors.append(
+                MatrixError(
+                    source,
+                    field,
+                    f"{profile.path} is one disk, and --jobs {jobs} would boot VMs side by side "
+                    "that format it at the same time; run host-device cells with --jobs 1",
+                    loc=loc,
+                )
+            )
     if errors:
-        raise MatrixErrors(errors)
+        raise MatrixErrors(tuple(errors))

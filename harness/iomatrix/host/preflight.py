@@ -2,9 +2,10 @@
 next): so that no command can skip a refusal another one makes.
 
 It refuses, naming the matrix file and field: a host block device the command line did not
-confirm, or one that is in use; a host-backed device while the runner cannot attach it (it would
-measure a scratch image instead); --jobs, --split-boots or --share-cores that do not fit; a fio
-job file the host's fio cannot parse. Nothing has been fetched, booted or written when it raises.
+confirm, or one that is in use, or one that two profiles name; a host device with --jobs above 1
+(VMs side by side would format the same disk); --jobs, --split-boots or --share-cores that do not
+fit; a fio job file the host's fio cannot parse. Nothing has been fetched, booted or written when
+it raises.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def preflight(
     sharing = check_concurrency(concurrency, vm_cpus)
     try:
         hostdev.check_host_devices(cells, allowed_host_devices, source=source)
-        hostdev.check_runner_support(cells, source=source)
+        hostdev.check_host_device_sharing(cells, concurrency.jobs, source=source)
     except MatrixErrors as exc:
         # file:line:column, as the loader's own errors have.
         raise MatrixErrors(place_errors(source, exc.errors)) from None

@@ -18,8 +18,8 @@ from iomatrix.cli import main as cli
 from iomatrix.errors import MatrixErrors
 from iomatrix.host import hostdev
 from iomatrix.host.hostdev import (
+    check_host_device_sharing,
     check_host_devices,
-    check_runner_support,
     device_family,
     device_users,
     host_device_problems,
@@ -317,19 +317,30 @@ def test_each_device_profile_is_reported(tmp_path: Path, sysfs: Path) -> None:
     assert [e.split(": ")[1] for e in errors] == ["devices.a.path", "devices.b.path"]
 
 
-def test_the_runner_cannot_attach_host_devices_yet(monkeypatch: pytest.MonkeyPatch) -> None:
-    check_runner_support([make_cell()])
-    with pytest.raises(MatrixErrors, match="cannot attach /dev/sdb to the VM yet"):
-        check_runner_support([host_cell(host_profile())], source="m.yaml")
-    monkeypatch.setattr(hostdev, "RUNNER_ATTACHES_HOST_DEVICES", True)
-    check_runner_support([host_cell(host_profile())])
+def test_one_host_device_is_never_given_to_two_users_at_once() -> None:
+    check_host_device_sharing([host_cell(host_profile())], 1, source="m.yaml")
+    check_host_device_sharing([make_cell()], 4, source="m.yaml")
+    with pytest.raises(MatrixErrors) as jobs:
+        check_host_device_sharing([host_cell(host_profile())], 2, source="m.yaml")
+    assert [str(e) for e in jobs.value.errors] == [
+        "m.yaml: devices.h.path: /dev/sdb is one disk, and --jobs 2 would boot VMs side by side "
+        "that format it at the same time; run host-device cells with --jobs 1"
+    ]
+    twice = [host_cell(host_profile(name="a")), host_cell(host_profile(name="b"))]
+    with pytest.raises(MatrixErrors) as shared:
+        check_host_device_sharing(twice, 1, source="m.yaml")
+    assert [str(e) for e in shared.value.errors] == [
+        "m.yaml: devices.b.path: /dev/sdb is also the device of profile 'a'; one host device "
+        "can back only one profile"
+    ]
 
 
-def test_the_cli_checks_before_show_command_and_refuses_until_attached(
+def test_show_command_attaches_the_confirmed_device_itself(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # A device that passes every check (the check is replaced here: no real idle disk to use)
-    # still does not run, since the runner would measure a scratch image in its place.
+    # The check is replaced here (no idle disk to probe in a unit test; tests/vm/test_hostdev_vm.py
+    # attaches a real loop device): the VM gets the device as a raw drive with the profile's
+    # cache and aio options, not a scratch image.
     seen: list[Sequence[str]] = []
 
     def passing(_cells: Sequence[Cell], allowed: Sequence[str], **_kwargs: object) -> None:
@@ -341,30 +352,28 @@ def test_the_cli_checks_before_show_command_and_refuses_until_attached(
     path = tmp_path / "m.yaml"
     path.write_text(
         "format: 1\n"
-        "devices: {h: {size: 1GiB, backing: host, path: /dev/sdq}}\n"
+        "devices: {h: {size: 1GiB, backing: host, path: /dev/sdq, aio: threads}}\n"
         "workloads: {w: {fio: workloads/w.fio}}\n"
         "matrix: {kernel: [debian:bookworm], filesystem: [ext4], scheduler: [none], "
         "device: [h], workload: [w]}\n"
     )
     flags = ["--allow-host-device", "/dev/sdq", "--allow-host-device", "/dev/sdr"]
-    assert cli.main(["run", "--show-command", *flags, str(path)]) == 2
+    assert cli.main(["run", "--show-command", *flags, str(path)]) == 0
     assert seen == [["/dev/sdq", "/dev/sdr"]]
-    assert capsys.readouterr().err == (
-        f"iomatrix: error: {path}:2:27: devices.h.backing: backing: host passed every check, but "
-        "this iomatrix cannot attach /dev/sdq to the VM yet (it would measure a scratch image "
-        "instead); nothing ran\n"
-    )
+    out = capsys.readouterr().out
+    assert "file=/dev/sdq,format=raw,if=none,id=iomx0,cache=none,aio=threads" in out
+    assert ".img" not in out
 
 
-@pytest.mark.parametrize("command", ["run", "ab"])
+@pytest.mark.parametrize("command", ["run", "ab", "bisect"])
 def test_run_and_ab_make_the_same_refusals_before_anything_runs(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     command: str,
 ) -> None:
-    # `ab` once skipped the runner-support check `run` makes, and would have measured a scratch
-    # image in the host device's place. Both go through host.preflight now.
+    # `ab` once skipped a check `run` makes, and would have measured a scratch image in the host
+    # device's place; `bisect` once skipped them all. Each goes through host.preflight now.
     (tmp_path / "workloads").mkdir()
     (tmp_path / "workloads" / "w.fio").write_text("[w]\nrw=write\n")
     path = tmp_path / "m.yaml"
@@ -372,24 +381,32 @@ def test_run_and_ab_make_the_same_refusals_before_anything_runs(
         "format: 1\n"
         "devices: {h: {size: 1GiB, backing: host, path: /dev/sdq}}\n"
         "workloads: {w: {fio: workloads/w.fio}}\n"
-        "matrix: {kernel: [debian:bookworm], filesystem: [ext4], scheduler: [none], "
+        "matrix: {kernel: [debian:bookworm], filesystem: [ext4, xfs, btrfs], scheduler: [none], "
         "device: [h], workload: [w]}\n"
     )
     results = tmp_path / "results"
-    args = [str(path), str(path)] if command == "ab" else [str(path)]
-    common = ["--results", str(results), "--no-progress"]
+    args = {
+        "run": [str(path)],
+        "ab": [str(path), str(path)],
+        "bisect": [str(path), "--axis", "filesystem"],
+    }[command]
+    common = ["--results", str(results)] + ([] if command == "bisect" else ["--no-progress"])
 
     # Not confirmed on the command line: refused by the real check, nothing probed.
     assert cli.main([command, *args, *common]) == 2
     assert "confirms it: add --allow-host-device /dev/sdq" in capsys.readouterr().err
 
-    # Confirmed and (with the probe replaced: no idle disk to use here) passing every check:
-    # still refused, since the runner cannot attach it.
+    assert not results.exists()  # nothing fetched, booted or written
+    if command == "bisect":
+        return  # one VM at a time: it has no --jobs
+    # Confirmed and (with the probe replaced: no idle disk to use here) passing every check,
+    # but with VMs side by side that would format it at once: refused by both.
     monkeypatch.setattr(hostdev, "check_host_devices", lambda *_a, **_k: None)
-    assert cli.main([command, *args, *common, "--allow-host-device", "/dev/sdq"]) == 2
+    confirmed = [*common, "--allow-host-device", "/dev/sdq", "--jobs", "2", "--share-cores"]
+    assert cli.main([command, *args, *confirmed]) == 2
     assert capsys.readouterr().err == (
-        f"iomatrix: error: {path}:2:27: devices.h.backing: backing: host passed every check, but "
-        "this iomatrix cannot attach /dev/sdq to the VM yet (it would measure a scratch image "
-        "instead); nothing ran\n"
+        f"iomatrix: error: {path}:2:42: devices.h.path: /dev/sdq is one disk, and --jobs 2 would "
+        "boot VMs side by side that format it at the same time; run host-device cells with "
+        "--jobs 1\n"
     )
     assert not results.exists()  # nothing fetched, booted or written
