@@ -16,7 +16,10 @@ Verdicts of a row (one cell x one metric):
                         side's CoV is above `noisy_cov`, the detectable effect is above the
                         target effect (when one is given), or there are too few repetitions to
                         ever reach p < alpha (the reason then starts with "insufficient
-                        repetitions"); the reason starts "too noisy to tell" otherwise
+                        repetitions"); the reason starts "too noisy to tell" otherwise; also a
+                        change whose CI lies wholly beyond the minimum effect but that is not
+                        significant after the correction over every row (more repetitions
+                        would tell), never "unchanged"
   missing               the cell (or the metric) is absent or not ok on one side; the reason
                         says which side and why
   incomparable          no ratio can be formed (base median 0), or the environments differ and
@@ -470,6 +473,18 @@ def _decide(row: Row, settings: Settings) -> tuple[Verdict, str]:
             return "changed", detail
         better = up == (row.direction == "higher")
         return ("improved" if better else "regressed"), detail
+    if (up or down) and not significant and stats.can_reach(row.base_n, row.new_n, settings.alpha):
+        # Large beyond doubt by its CI, yet not significant once corrected for every row of the
+        # comparison: five repetitions a side reach p = 0.008 at best, which Benjamini-Hochberg
+        # over a hundred rows can lift above alpha. That is not "unchanged" (a -25% step was
+        # once reported so): more repetitions would tell.
+        sign = "+" if up else "-"
+        return (
+            "noisy",
+            f"{sign}{format_percent(abs(row.ratio - 1))} with its CI beyond "
+            f"{sign}{format_percent(effect)}, but not significant after the correction for "
+            f"every row (p_adj {format_p(row.p_adjusted)}): more repetitions would tell",
+        )
     return _no_change(row, settings, significant=significant)
 
 
