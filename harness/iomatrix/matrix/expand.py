@@ -576,6 +576,15 @@ class Expander:
             if facts is None:
                 return None
             job_file, digest, _estimate, _declared = facts
+            budget = self._timeouts().cell_s
+            if pre.max_runtime >= budget:
+                self.error(
+                    ("workloads", ref, "precondition", "max_runtime"),
+                    f"{pre.max_runtime:g} s leaves nothing of a repetition's budget "
+                    f"(timeouts.cell: {budget:g} s) for the workload after the precondition; "
+                    "lower it or raise timeouts.cell",
+                )
+                return None
             steady = pre.steady_state
             update["precondition"] = Precondition(
                 job_file=job_file,

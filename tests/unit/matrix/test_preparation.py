@@ -293,6 +293,16 @@ def test_bad_values_name_file_line_field_and_reason(
     assert reason in text, text
 
 
+def test_a_precondition_must_leave_time_for_the_workload(ws: Path) -> None:
+    path = load(ws, "fio: w.fio\nprecondition: {fio: pre.fio, max_runtime: 600}")
+    text = str(only_error(path))
+    assert f"{path}:{line_of(path, 'max_runtime')}:" in text
+    assert "workloads.w.precondition.max_runtime: 600 s leaves nothing of a repetition's " in text
+    assert "budget (timeouts.cell: 600 s) for the workload" in text
+    path.write_text(path.read_text() + "timeouts: {cell: 900}\n")
+    assert load_matrix(path).cells[0].workload.precondition is not None
+
+
 def test_a_precondition_job_is_checked_like_any_job_file(ws: Path) -> None:
     (ws / "pre.fio").write_text("[pre]\nrw=write\nfilename=/dev/sda\n")
     path = load(ws, "fio: w.fio\nprecondition: {fio: pre.fio, max_runtime: 20}")
