@@ -220,3 +220,26 @@ def parse_only_problem(returncode: int, output: str) -> str | None:
     if returncode == 0 and not any(line.startswith("Bad option") for line in lines):
         return None
     return "; ".join(lines) or f"fio --parse-only exited with {returncode}"
+
+
+def steady_state_argv(criterion: str, duration_s: int, ramp_s: int) -> list[str]:
+    """fio's steady-state options as defaults before a job file (like --runtime): the job ends
+    once `criterion` held over the last `duration_s` seconds, counted after `ramp_s`."""
+    return [f"--ss={criterion}", f"--ss_dur={duration_s}", f"--ss_ramp={ramp_s}"]
+
+
+def steady_state(data: Mapping[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+    """fio's "steadystate" report (of the first job that has one, as fio writes it: criterion,
+    attained, max_deviation, slope, the last window's iops and bw) and whether every job that
+    checked for steady state attained it; (None, False) when no job did."""
+    reports = [
+        job["steadystate"] for job in data["jobs"] if isinstance(job.get("steadystate"), Mapping)
+    ]
+    if not reports:
+        return None, False
+    return dict(reports[0]), all(bool(r.get("attained")) for r in reports)
+
+
+def job_runtime_s(data: Mapping[str, Any]) -> float:
+    """The longest time any job of this output ran, in seconds (fio's job_runtime, ms)."""
+    return max((float(job.get("job_runtime", 0)) for job in data["jobs"]), default=0.0) / 1000.0

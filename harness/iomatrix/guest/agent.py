@@ -27,6 +27,7 @@ from iomatrix.adapters.filesystems import adapter
 from iomatrix.guest.context import MOUNTPOINT, CellContext, CellError, CellFailed, now_utc
 from iomatrix.guest.disks import find_disks, flush_device_caches, load_modules, set_scheduler
 from iomatrix.guest.plan_view import PlanView, StepView
+from iomatrix.guest.prepare import run_aging, run_precondition
 from iomatrix.guest.records import Applied, CellResult, Repetition, RepetitionRecord, write_json
 from iomatrix.guest.stack import (
     attach_loop,
@@ -61,12 +62,22 @@ def run_repetition(
         )
         applied = read_back(ctx, devices, target, scheduler_texts)
         ctx.log(f"applied: {applied}")
+        # The state the workload starts from (aging, then a precondition job), recorded apart.
+        aged = preconditioned = None
+        if cell.workload.aging is not None:
+            with ctx.phase("aging"):
+                aged = run_aging(ctx, index)
+        if cell.workload.precondition is not None:
+            with ctx.phase("precondition"):
+                preconditioned = run_precondition(ctx, index)
         with ctx.phase("flush"):
             flush_device_caches(ctx, [*dev_paths, *target])
         # The tool's own run is the "workload" phase; what the agent does around it (bounds,
         # reading /proc/stat, parsing the report, building the record) is "results".
         with ctx.phase("results"):
             rep = run_workload(ctx, index)
+        if aged is not None or preconditioned is not None:
+            rep = dataclasses.replace(rep, aging=aged, precondition=preconditioned)
     finally:
         # Always take the stack down so the next step's mkfs finds a free device: first stop
         # whatever of a killed workload still uses the filesystem.

@@ -167,6 +167,56 @@ class PhaseView:
 
 
 @dataclass(frozen=True)
+class SteadyStateView:
+    criterion: str
+    duration_s: int
+    ramp_s: int
+
+    @classmethod
+    def from_json(cls, data: Json) -> SteadyStateView:
+        return cls(
+            criterion=data["criterion"], duration_s=data["duration_s"], ramp_s=data["ramp_s"]
+        )
+
+
+@dataclass(frozen=True)
+class PreconditionView:
+    job_file: str
+    max_runtime_s: float
+    steady_state: SteadyStateView | None
+
+    @classmethod
+    def from_json(cls, data: Json) -> PreconditionView:
+        steady = data.get("steady_state")
+        return cls(
+            job_file=data["job_file"],
+            max_runtime_s=data["max_runtime_s"],
+            steady_state=SteadyStateView.from_json(steady) if steady is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class AgingView:
+    fullness_pct: float
+    cycles: int
+    seed: int
+    delete_pct: float
+    min_file_bytes: int
+    max_file_bytes: int
+
+    @classmethod
+    def from_json(cls, data: Json) -> AgingView:
+        return cls(
+            fullness_pct=data["fullness_pct"],
+            cycles=data["cycles"],
+            seed=data["seed"],
+            delete_pct=data["delete_pct"],
+            min_file_bytes=data["min_file_bytes"],
+            max_file_bytes=data["max_file_bytes"],
+        )
+
+
+@dataclass(frozen=True)
 class WorkloadView:
     name: str
     kind: str
@@ -178,10 +228,13 @@ class WorkloadView:
     builtin: BuiltinView | None
     bonnie: BonnieView | None
     phases: tuple[PhaseView, ...]
+    precondition: PreconditionView | None = None
+    aging: AgingView | None = None
 
     @classmethod
     def from_json(cls, data: Json) -> WorkloadView:
         builtin, bonnie = data.get("builtin"), data.get("bonnie")
+        precondition, aging = data.get("precondition"), data.get("aging")
         return cls(
             name=data["name"],
             kind=data["kind"],
@@ -192,6 +245,10 @@ class WorkloadView:
             builtin=BuiltinView.from_json(builtin) if builtin is not None else None,
             bonnie=BonnieView.from_json(bonnie) if bonnie is not None else None,
             phases=tuple(PhaseView.from_json(p) for p in data.get("phases", ())),
+            precondition=(
+                PreconditionView.from_json(precondition) if precondition is not None else None
+            ),
+            aging=AgingView.from_json(aging) if aging is not None else None,
         )
 
 

@@ -24,11 +24,14 @@ from iomatrix.adapters.cpustat import CpuUsage
 from iomatrix.store.files import write_text_atomic
 
 __all__ = [
+    "AgingCycle",
+    "AgingResult",
     "Applied",
     "CellResult",
     "CpuUsage",
     "Limits",
     "LoopApplied",
+    "PreconditionResult",
     "Repetition",
     "RepetitionRecord",
     "to_json",
@@ -114,10 +117,55 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class AgingCycle:
+    files_written: int
+    files_deleted: int
+    fullness_pct: float
+
+
+@dataclass(frozen=True)
+class AgingResult:
+    """What filesystem aging did (model.result.AgingResult)."""
+
+    target_fullness_pct: float
+    seed: int
+    cycles: int
+    files_written: int
+    files_deleted: int
+    files_left: int
+    bytes_written: int
+    bytes_deleted: int
+    capacity_bytes: int
+    fullness_before_pct: float
+    fullness_pct: float
+    used_bytes: int
+    enospc: bool
+    per_cycle: tuple[AgingCycle, ...]
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class PreconditionResult:
+    """A precondition job's run (model.result.PreconditionResult)."""
+
+    job_file: str
+    runtime_s: float
+    duration_s: float
+    outcome: str
+    stopped: bool
+    steady_state: dict[str, Any] | None
+    metrics: dict[str, float]
+    fio_version: str
+    fio: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Repetition:
     """One repetition's measurements (model.result.Repetition)."""
 
-    OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({"limits", "raw", "phases", "applied"})
+    OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset(
+        {"limits", "raw", "phases", "applied", "aging", "precondition"}
+    )
 
     index: int
     metrics: dict[str, float]
@@ -129,6 +177,8 @@ class Repetition:
     raw: dict[str, Any] | None = None
     phases: dict[str, float] | None = None
     applied: Applied | None = None
+    aging: AgingResult | None = None
+    precondition: PreconditionResult | None = None
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,9 @@ from iomatrix.model.cell import (
     KernelBuild,
     Matrix,
     MountOptionSet,
+    Precondition,
     SourceFile,
+    SteadyState,
     Timeouts,
     VmSettings,
     Workload,
@@ -130,6 +132,8 @@ class Expander:
         self._workloads: dict[str, Workload] = {}
         self._workload_files: dict[Path, tuple[str, str, float, int | None]] = {}
         self._phase_estimates: dict[str, float] = {}
+        # Defined workloads with their precondition and aging (None: an error was reported).
+        self._prepared: dict[str, Workload | None] = {}
         # kernel axis value -> how to build it, for kernels built from source.
         self.kernel_builds: dict[str, KernelBuild] = {}
 
@@ -552,7 +556,57 @@ class Expander:
         return None
 
     def _defined(self, ref: str, spec: WorkloadSpec) -> Workload | None:
-        """A workload defined under workloads: (one kind, checked)."""
+        """A workload defined under workloads: (one kind, checked), with the state it starts
+        from (aging, a precondition job) when the definition asks for one."""
+        workload = self._defined_kind(ref, spec)
+        if workload is None or (spec.precondition is None and spec.aging is None):
+            return workload
+        if ref not in self._prepared:
+            self._prepared[ref] = self._with_preparation(ref, spec, workload)
+        return self._prepared[ref]
+
+    def _with_preparation(
+        self, ref: str, spec: WorkloadSpec, workload: Workload
+    ) -> Workload | None:
+        update: dict[str, Any] = {}
+        extra_s = 0.0
+        if spec.precondition is not None:
+            pre = spec.precondition
+            facts = self._job_facts(Path(pre.fio), ("workloads", ref, "precondition", "fio"))
+            if facts is None:
+                return None
+            job_file, digest, _estimate, _declared = facts
+            budget = self._timeouts().cell_s
+            if pre.max_runtime >= budget:
+                self.error(
+                    ("workloads", ref, "precondition", "max_runtime"),
+                    f"{pre.max_runtime:g} s leaves nothing of a repetition's budget "
+                    f"(timeouts.cell: {budget:g} s) for the workload after the precondition; "
+                    "lower it or raise timeouts.cell",
+                )
+                return None
+            steady = pre.steady_state
+            update["precondition"] = Precondition(
+                job_file=job_file,
+                sha256=digest,
+                max_runtime_s=pre.max_runtime,
+                steady_state=(
+                    None
+                    if steady is None
+                    else SteadyState(
+                        criterion=steady.criterion, duration_s=steady.duration, ramp_s=steady.ramp
+                    )
+                ),
+            )
+            extra_s += pre.max_runtime
+        if spec.aging is not None:
+            update["aging"] = spec.aging.aging()
+            # For ETAs only: 3 cycles to 60% of 1 GiB took 73 s under TCG (2026-11-25).
+            extra_s += 25.0 * spec.aging.cycles
+        update["estimated_s"] = workload.estimated_s + extra_s
+        return workload.model_copy(update=update)
+
+    def _defined_kind(self, ref: str, spec: WorkloadSpec) -> Workload | None:
         if spec.fio is None:
             known = self._workloads.get(ref) or self._defined_workload(ref, spec)
             if known is not None:

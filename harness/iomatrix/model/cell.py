@@ -214,6 +214,58 @@ class FioPhase(Record):
     declared_size_bytes: int | None = Field(default=None, ge=0)
 
 
+# --- the state a workload starts from: a precondition run and filesystem aging ---------------
+
+# fio's steady-state criterion (--ss): a metric, whether its slope or its deviation from the mean
+# is limited, and the limit (a percentage of the mean, or an absolute value).
+STEADY_STATE_RE = re.compile(r"(iops|iops_slope|bw|bw_slope):[0-9]{1,9}(\.[0-9]{1,6})?%?")
+
+
+class SteadyState(Record):
+    """Run a precondition until fio's steady-state criterion holds (fio --ss, --ss_dur,
+    --ss_ramp): over the last `duration_s` seconds (after `ramp_s`), `criterion` is met."""
+
+    criterion: str
+    duration_s: int = Field(ge=1)
+    ramp_s: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _fio_criterion(self) -> SteadyState:
+        if not STEADY_STATE_RE.fullmatch(self.criterion):
+            raise ValueError(f"steady-state criterion {self.criterion!r} is not fio's form")
+        return self
+
+
+class Precondition(Record):
+    """A fio job file run on the filesystem under test before the measured workload, within its
+    own time bound; its results are kept apart from the measured ones (Repetition.precondition)."""
+
+    job_file: str
+    sha256: str
+    max_runtime_s: float = Field(gt=0)
+    steady_state: SteadyState | None = Field(default=None, exclude_if=is_none)
+
+
+class Aging(Record):
+    """Fill, fragment and delete cycles to a target fullness before the workload, from a seeded
+    recipe (iomatrix.guest.aging): each cycle writes files of sizes drawn between the smallest
+    and the largest until the target is reached, then (but the last) deletes `delete_pct` of
+    the files, picked by the seed."""
+
+    fullness_pct: float = Field(gt=0, le=95)
+    cycles: int = Field(default=1, ge=1, le=100)
+    seed: int = Field(ge=0)
+    delete_pct: float = Field(default=50.0, gt=0, lt=100)
+    min_file_bytes: int = Field(default=4096, ge=4096)
+    max_file_bytes: int = Field(default=4 * MIB_BYTES, ge=4096)
+
+    @model_validator(mode="after")
+    def _sizes_in_order(self) -> Aging:
+        if self.min_file_bytes > self.max_file_bytes:
+            raise ValueError("the smallest aging file is larger than the largest")
+        return self
+
+
 class Workload(Record):
     """What runs on the filesystem under test, by name: a fio job file (its text pinned by a
     hash so results say what ran), a builtin workload or bonnie++ (their parameters hashed)."""
@@ -239,6 +291,10 @@ class Workload(Record):
     # fio with several job files run one after another; job_file is then the first's, sha256
     # covers them all and declared_size_bytes is the largest.
     phases: tuple[FioPhase, ...] = Field(default=(), exclude_if=is_empty)
+    # Run before the workload, on the same filesystem: a fio job (its results kept apart), and
+    # filesystem aging (aging first, then the precondition).
+    precondition: Precondition | None = Field(default=None, exclude_if=is_none)
+    aging: Aging | None = Field(default=None, exclude_if=is_none)
 
     @model_validator(mode="after")
     def _consistent(self) -> Workload:

@@ -16,6 +16,9 @@ Format history of run.json (RUN_FORMAT):
        they were allowed to share host cores, and the host cores each boot was pinned to
        (taskset's list, e.g. "0-1"). Written only when not the default (jobs > 1, a pinned
        boot), so a run with --jobs 1 is the same file as before they existed.
+     - aging, precondition (repetition): the state a workload started from (filesystem aging,
+       a precondition job's results), kept apart from its metrics. Written only for workloads
+       that ask for them.
 Reading, writing and migrating these files: iomatrix.store.records_io.
 """
 
@@ -100,6 +103,60 @@ class Limits(Record):
     stopped: bool = False
 
 
+class AgingCycle(Record):
+    """One cycle of filesystem aging: files written, then deleted, and the fullness after."""
+
+    files_written: int
+    files_deleted: int
+    fullness_pct: float
+
+
+class AgingResult(Record):
+    """What filesystem aging (iomatrix.guest.aging) did before a repetition's workload; the
+    fullness is statvfs's (blocks less free blocks, of all blocks), before and after."""
+
+    target_fullness_pct: float
+    seed: int
+    cycles: int
+    files_written: int
+    files_deleted: int
+    files_left: int
+    bytes_written: int
+    bytes_deleted: int
+    capacity_bytes: int
+    fullness_before_pct: float
+    fullness_pct: float
+    used_bytes: int
+    # The filesystem ran out of space before the plan was done (it stopped there).
+    enospc: bool
+    per_cycle: tuple[AgingCycle, ...]
+    duration_s: float
+
+
+PreconditionOutcome = Literal["steady-state", "time-bound", "completed"]
+
+
+class PreconditionResult(Record):
+    """A precondition job's run before a repetition's workload, kept apart from the measured
+    metrics: `steady-state` when fio's criterion held (fio stopped the job there), `time-bound`
+    when it ran until its time bound (fio's runtime, or stopped by the agent) without that,
+    `completed` when the job ended on its own first (no steady state asked for, or a job that
+    ended by its size)."""
+
+    job_file: str
+    runtime_s: float  # the time bound it was run under
+    duration_s: float
+    outcome: PreconditionOutcome
+    # Whether the agent had to stop fio at the bound (fio's own --runtime was not enough).
+    stopped: bool
+    # fio's "steadystate" report of the job (criterion, attained, the last window's data); None
+    # when no steady state was asked for.
+    steady_state: dict[str, Any] | None
+    metrics: dict[str, float]
+    fio_version: str
+    fio: dict[str, Any]
+
+
 class Repetition(Record):
     index: int
     metrics: dict[str, float]
@@ -119,6 +176,10 @@ class Repetition(Record):
     # What the kernel applied for this repetition (scheduler, mount, stack), read back after
     # setting it up. The cell's `applied` is the last repetition's.
     applied: Applied | None = Field(default=None, exclude_if=is_none)
+    # The state the workload started from, never part of `metrics`: filesystem aging and a
+    # precondition job, as the cell's workload asked for them.
+    aging: AgingResult | None = Field(default=None, exclude_if=is_none)
+    precondition: PreconditionResult | None = Field(default=None, exclude_if=is_none)
 
     def all_metrics(self) -> dict[str, float]:
         """fio's metrics plus the guest CPU shares, as cpu_usr_pct, cpu_sys_pct, ..."""

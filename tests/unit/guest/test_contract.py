@@ -16,7 +16,7 @@ from iomatrix.adapters import cpustat
 from iomatrix.guest import plan_view, records
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model import result
-from iomatrix.model.cell import Cell
+from iomatrix.model.cell import Aging, Cell, Precondition, SteadyState
 from iomatrix.plan.boots import BootPlan, Disk, boot_groups
 from support.builders import guest_view, make_cell
 from support.paths import REPO_ROOT
@@ -77,6 +77,7 @@ def test_the_example_plans_use_every_part_of_the_view() -> None:
     assert any(c.workload.builtin is not None for c in cells)
     assert any(c.workload.bonnie is not None for c in cells)
     assert any(c.workload.phases for c in cells)
+    assert any(c.workload.aging is not None for c in cells)
     assert any(c.device.count > 1 for c in cells)
 
 
@@ -87,6 +88,26 @@ def test_the_guest_reads_a_workloads_bounds(cap: int | str) -> None:
     workload = cell.workload.model_copy(update={"max_runtime_s": 30.0, "file_size_cap": cap})
     cell = Cell.model_validate({**cell.model_dump(), "workload": workload.model_dump()})
     same(guest_view(cell), cell, "cell")
+
+
+def test_the_guest_reads_a_workloads_precondition_and_aging() -> None:
+    # No example matrix preconditions a workload; it still reaches the guest as the host set it.
+    cell = make_cell()
+    precondition = Precondition(
+        job_file="/jobs/pre.fio",
+        sha256="0" * 64,
+        max_runtime_s=60.0,
+        steady_state=SteadyState(criterion="iops_slope:0.3%", duration_s=20, ramp_s=5),
+    )
+    aging = Aging(fullness_pct=70.0, cycles=3, seed=1, delete_pct=25.0, max_file_bytes=1 << 20)
+    for update in ({"precondition": precondition}, {"aging": aging}):
+        workload = cell.workload.model_copy(update=update)
+        prepared = Cell.model_validate({**cell.model_dump(), "workload": workload.model_dump()})
+        same(guest_view(prepared), prepared, "cell")
+    bare = precondition.model_copy(update={"steady_state": None})
+    workload = cell.workload.model_copy(update={"precondition": bare})
+    prepared = Cell.model_validate({**cell.model_dump(), "workload": workload.model_dump()})
+    same(guest_view(prepared), prepared, "cell")
 
 
 def test_a_view_tells_a_field_the_host_renamed(tmp_path: Path) -> None:
@@ -111,6 +132,9 @@ PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
     (records.Applied, result.Applied),
     (records.Limits, result.Limits),
     (records.Repetition, result.Repetition),
+    (records.AgingCycle, result.AgingCycle),
+    (records.AgingResult, result.AgingResult),
+    (records.PreconditionResult, result.PreconditionResult),
     (records.RepetitionRecord, result.RepetitionRecord),
     (records.CellResult, result.CellResult),
 ]
@@ -177,6 +201,34 @@ FULL_REP = records.Repetition(
     raw={"tool": "bonnie++", "too_fast": ["seq_stat"]},
     phases={"setup": 0.5, "workload": 30.0},
     applied=STACKED,
+    aging=records.AgingResult(
+        target_fullness_pct=60.0,
+        seed=1,
+        cycles=3,
+        files_written=900,
+        files_deleted=300,
+        files_left=600,
+        bytes_written=900 << 20,
+        bytes_deleted=300 << 20,
+        capacity_bytes=1 << 30,
+        fullness_before_pct=0.4,
+        fullness_pct=60.2,
+        used_bytes=600 << 20,
+        enospc=False,
+        per_cycle=(records.AgingCycle(files_written=900, files_deleted=300, fullness_pct=60.2),),
+        duration_s=12.5,
+    ),
+    precondition=records.PreconditionResult(
+        job_file="/jobs/pre.fio",
+        runtime_s=60.0,
+        duration_s=9.5,
+        outcome="steady-state",
+        stopped=False,
+        steady_state={"ss": "iops:20.000000%", "attained": 1},
+        metrics={"write_iops": 100.0},
+        fio_version="fio-3.33",
+        fio={"fio version": "fio-3.33", "jobs": [{"jobname": "pre"}]},
+    ),
 )
 EXAMPLES: list[tuple[Any, type[BaseModel]]] = [
     (CPU, result.CpuUsage),

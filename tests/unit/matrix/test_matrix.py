@@ -350,7 +350,8 @@ def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
         (
             ("workloads", "randwrite", "kind"),
             "workloads.randwrite.kind",
-            "fio, max_runtime, max_file_size, builtin, block_size, count, line_length, bonnie",
+            "fio, max_runtime, max_file_size, builtin, block_size, count, line_length, bonnie, "
+            "precondition, aging",
         ),
         (
             ("matrix", "arch"),
