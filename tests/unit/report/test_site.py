@@ -203,6 +203,25 @@ def test_an_empty_archive_is_refused_with_the_reason(
     assert "no runs in the archive" in capsys.readouterr().err
 
 
+def heat_fills(chart: str) -> list[str]:
+    """The fill colour of each square of a heatmap, in order."""
+    return [mark.split('fill="', 1)[1].split('"')[0] for mark in chart.split('class="mark"')[1:]]
+
+
+def test_heatmap_shading_is_in_proportion_to_the_difference() -> None:
+    # 446 and 447 (0.2% apart) look alike; 200 and 400 span the whole scale.
+    close = heat_fills(
+        svg.heatmap(["a", "b"], ["r"], {("r", "a"): 446, ("r", "b"): 447}, title="t")
+    )
+    far = heat_fills(svg.heatmap(["a", "b"], ["r"], {("r", "a"): 200, ("r", "b"): 400}, title="t"))
+
+    def darkness(colour: str) -> int:
+        return 3 * 255 - sum(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+
+    assert abs(darkness(close[0]) - darkness(close[1])) < 0.02 * darkness(close[1])
+    assert darkness(far[1]) - darkness(far[0]) > 0.9 * (darkness("#08306b") - darkness("#f7fbff"))
+
+
 def test_a_bad_heatmap_option_names_the_axes(capsys: pytest.CaptureFixture[str]) -> None:
     code = cli.main(["report", "r1", "--heatmap", "filesystem,colour"])
     assert code == 2
