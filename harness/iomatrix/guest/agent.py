@@ -66,7 +66,7 @@ def run_repetition(
         # The tool's own run is the "workload" phase; what the agent does around it (bounds,
         # reading /proc/stat, parsing the report, building the record) is "results".
         with ctx.phase("results"):
-            rep = run_workload(ctx, index)
+            rep = run_workload(ctx, index, devices)
     finally:
         # Always take the stack down so the next step's mkfs finds a free device: first stop
         # whatever of a killed workload still uses the filesystem.

@@ -16,6 +16,8 @@ Format history of run.json (RUN_FORMAT):
        they were allowed to share host cores, and the host cores each boot was pinned to
        (taskset's list, e.g. "0-1"). Written only when not the default (jobs > 1, a pinned
        boot), so a run with --jobs 1 is the same file as before they existed.
+     - telemetry (repetition): the test disks' diskstats, vmstat and I/O pressure around each
+       fio run (model.telemetry). Written when known; an older iomatrix refuses it.
 Reading, writing and migrating these files: iomatrix.store.records_io.
 """
 
@@ -27,6 +29,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from iomatrix.model.cell import Cell, Record, SourceFile, is_empty, is_none, is_one
+from iomatrix.model.telemetry import Telemetry
 
 RUN_FORMAT = 1
 CELL_FORMAT = 1
@@ -119,6 +122,8 @@ class Repetition(Record):
     # What the kernel applied for this repetition (scheduler, mount, stack), read back after
     # setting it up. The cell's `applied` is the last repetition's.
     applied: Applied | None = Field(default=None, exclude_if=is_none)
+    # What the guest kernel saw of the workload (model.telemetry), one per fio run (phase).
+    telemetry: tuple[Telemetry, ...] = Field(default=(), exclude_if=is_empty)
 
     def all_metrics(self) -> dict[str, float]:
         """fio's metrics plus the guest CPU shares, as cpu_usr_pct, cpu_sys_pct, ..."""
