@@ -1,0 +1,76 @@
+"""Validity flags where people read results: under the run table (`iomatrix run`, `show`), in a
+comparison's table, Markdown and JSON, and as a gate of `compare --fail-on-invalid`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from iomatrix.analysis import compare
+from iomatrix.cli import main as cli
+from iomatrix.model.result import CellResult, CpuUsage, RunRecord
+from iomatrix.report import comparison as comparison_report
+from iomatrix.report.tables import run_table
+from iomatrix.store.records_io import write_record
+from support.builders import make_cell, make_rep, make_run
+
+BUSY = CpuUsage(usr_pct=45.0, sys_pct=52.0, iowait_pct=0.0, idle_pct=3.0, busy_cpu_s=11.6)
+CALM = CpuUsage(usr_pct=10.0, sys_pct=20.0, iowait_pct=30.0, idle_pct=40.0, busy_cpu_s=3.6)
+
+
+def run(cpu: CpuUsage, run_id: str) -> RunRecord:
+    cell = make_cell()
+    reps = tuple(make_rep(i, {"write_iops": 1000.0 + i}, cpu) for i in range(3))
+    return make_run(
+        [(cell, CellResult(cell_id=cell.id, status="ok", repetitions=reps))], run_id=run_id
+    )
+
+
+def test_the_run_table_lists_each_flagged_check_and_cell() -> None:
+    text = run_table(run(BUSY, "r1"))
+    tail = text.split("\n\n")[-1].splitlines()
+    assert tail[0].startswith("validity: 3 repetition(s) flagged (cpu-bound x3)")
+    assert tail[1].startswith("  cpu-bound  debian:bookworm/ext4/default/none/virtio-file/")
+    assert "rep 0,1,2" in tail[1]
+    assert "97% busy" in tail[1]
+
+
+def test_a_run_without_flags_has_no_validity_section() -> None:
+    assert "validity" not in run_table(run(CALM, "r1"))
+
+
+def test_a_comparison_shows_and_keeps_the_flags_and_gates_only_when_asked() -> None:
+    result = compare.compare_runs(run(CALM, "base"), run(BUSY, "new"))
+    assert {f.side for f in result.invalid} == {"new"}
+    assert len(result.invalid) == 3
+    table = comparison_report.render_table(result)
+    assert "validity: 3 repetition(s) flagged (cpu-bound x3)" in table
+    assert "  new  cpu-bound  debian:bookworm/" in table
+    assert "3 repetition(s) flagged invalid" in comparison_report.verdict_line(result)
+    markdown = comparison_report.render(result, "markdown")
+    assert "### Validity flags (3)" in markdown
+    data = json.loads(comparison_report.render(result, "json"))
+    assert data["invalid"][0]["flag"]["check"] == "cpu-bound"
+    assert compare.exit_code(result) == 0
+    assert compare.exit_code(result, fail_on_invalid=True) == 1
+
+
+def test_a_comparison_without_flags_writes_no_invalid_field() -> None:
+    result = compare.compare_runs(run(CALM, "base"), run(CALM, "new"))
+    assert result.invalid == ()
+    assert "invalid" not in json.loads(comparison_report.render(result, "json"))
+    assert compare.exit_code(result, fail_on_invalid=True) == 0
+
+
+def test_compare_fail_on_invalid_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results"
+    write_record(results / "base" / "run.json", run(CALM, "base"))
+    write_record(results / "new" / "run.json", run(BUSY, "new"))
+    args = ["compare", "base", "new", "--results", str(results)]
+    assert cli.main(args) == 0
+    assert "cpu-bound" in capsys.readouterr().out
+    assert cli.main([*args, "--fail-on-invalid"]) == 1
