@@ -12,6 +12,7 @@ from iomatrix.analysis import compare
 from iomatrix.cli import main as cli
 from iomatrix.model.result import CellResult, CpuUsage, RunRecord
 from iomatrix.report import comparison as comparison_report
+from iomatrix.report.site import run_page
 from iomatrix.report.tables import run_table
 from iomatrix.store.records_io import write_record
 from support.builders import make_cell, make_rep, make_run
@@ -74,3 +75,24 @@ def test_compare_fail_on_invalid_exits_1(
     assert cli.main(args) == 0
     assert "cpu-bound" in capsys.readouterr().out
     assert cli.main([*args, "--fail-on-invalid"]) == 1
+
+
+def test_the_html_run_page_has_the_flags_and_the_guest_kernels_view(tmp_path: Path) -> None:
+    record = run(BUSY, "r1")
+    entry = record.cells[0]
+    reps = tuple(
+        r.model_copy(
+            update={"metrics": {**r.metrics, "disk_w_per_s": 990.0, "disk_util_pct": 97.0}}
+        )
+        for r in entry.result.repetitions
+    )
+    result = entry.result.model_copy(update={"repetitions": reps})
+    record = record.model_copy(update={"cells": (entry.model_copy(update={"result": result}),)})
+    html = run_page.render_run_page(record, tmp_path, tmp_path)
+    assert "<h2>Validity</h2>" in html
+    assert "cpu-bound" in html
+    assert "view</h2>" in html
+    assert ">990<" in html
+    calm = run_page.render_run_page(run(CALM, "r2"), tmp_path, tmp_path)
+    assert "<h2>Validity</h2>" not in calm
+    assert "guest kernel" not in calm
