@@ -234,20 +234,37 @@ def _direct(cell: Cell, rep: Repetition) -> list[Flag]:
     return flags
 
 
-def declares_time_based(path: str, sha256: str | None = None) -> bool:
-    """Whether a job file (still there, and still the one that ran when `sha256` is given) sets
-    time_based: fio's JSON leaves a flag given without a value out of its options."""
+def time_based_jobs(path: str, sha256: str | None = None) -> set[str]:
+    """The jobs (section names) a job file makes time_based, a [global] section's setting
+    applying to the jobs after it; empty when the file is gone or is no longer the one that ran
+    (`sha256`). fio's JSON leaves a flag given without a value out of its options."""
     try:
         data = Path(path).read_bytes()
     except OSError:
-        return False
+        return set()
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-        return False
+        return set()
+    in_global = True
+    global_on = False
+    section = ""
+    jobs: dict[str, bool] = {}
     for raw in data.decode(errors="replace").splitlines():
-        key, eq, value = raw.split(";", 1)[0].split("#", 1)[0].strip().partition("=")
-        if key.strip() == "time_based" and (not eq or _true(value)):
-            return True
-    return False
+        line = raw.split(";", 1)[0].split("#", 1)[0].strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+            in_global = section == "global"
+            if not in_global:
+                jobs[section] = global_on
+            continue
+        key, eq, value = line.partition("=")
+        if key.strip() != "time_based":
+            continue
+        on = not eq or _true(value)
+        if in_global:
+            global_on = on
+        else:
+            jobs[section] = on
+    return {name for name, on in jobs.items() if on}
 
 
 def _job_files(cell: Cell) -> dict[str, tuple[str, str | None]]:
@@ -263,10 +280,11 @@ def _short(cell: Cell, rep: Repetition) -> list[Flag]:
     stopped = rep.limits is not None and rep.limits.stopped
     files = _job_files(cell)
     for phase, data in _reports(rep):
-        in_file = phase in files and declares_time_based(*files[phase])
+        in_file = time_based_jobs(*files[phase]) if phase in files else set()
         for job in _jobs(data):
             option = job_option(data, job, "time_based")
-            if not (_true(option) if option is not None else in_file):
+            timed = _true(option) if option is not None else job.get("jobname") in in_file
+            if not timed:
                 continue
             asked = fio_seconds(job_option(data, job, "runtime") or "")
             ran = float(job.get("job_runtime", 0) or 0) / 1000.0

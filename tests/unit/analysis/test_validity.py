@@ -227,22 +227,45 @@ def test_time_units_are_read() -> None:
 
 def test_a_bare_time_based_is_read_from_the_unchanged_job_file(tmp_path: Path) -> None:
     # fio's JSON drops `time_based` given without a value; the job file still says it.
-    text = b"[global]\ntime_based ; bare\nruntime=3\n[w]\nrw=randwrite\n"
+    text = b"[global]\ntime_based ; bare\nruntime=3\n[j]\nrw=randwrite\n"
     path = tmp_path / "w.fio"
     path.write_bytes(text)
     digest = hashlib.sha256(text).hexdigest()
-    assert validity.declares_time_based(str(path), digest)
-    assert not validity.declares_time_based(str(path), "0" * 64)  # not the file that ran
-    assert not validity.declares_time_based(str(tmp_path / "gone.fio"))
+    assert validity.time_based_jobs(str(path), digest) == {"j"}
+    assert validity.time_based_jobs(str(path), "0" * 64) == set()  # not the file that ran
+    assert validity.time_based_jobs(str(tmp_path / "gone.fio")) == set()
     cell = make_cell(workload_sha256=digest)
     cell = cell.model_copy(
         update={"workload": cell.workload.model_copy(update={"job_file": str(path)})}
     )
     short = rep(job(runtime_ms=1000, options={"runtime": "3"}))
     assert checks(cell, short) == ["short-runtime"]
-    path.write_bytes(b"[w]\nrw=randwrite\nruntime=3\ntime_based=0\n")
-    assert not validity.declares_time_based(str(path))
+    path.write_bytes(b"[j]\nrw=randwrite\nruntime=3\ntime_based=0\n")
+    assert validity.time_based_jobs(str(path)) == set()
     assert checks(cell, short) == []
+
+
+def test_time_based_is_per_job_section(tmp_path: Path) -> None:
+    # A size-bound writer, then a time-based reader: the writer finishing early is no fault.
+    path = tmp_path / "reread.fio"
+    path.write_bytes(b"[global]\nsize=8m\n[write]\nrw=write\n[reread]\nstonewall\ntime_based\n")
+    assert validity.time_based_jobs(str(path)) == {"reread"}
+    cell = make_cell()
+    cell = cell.model_copy(
+        update={
+            "workload": cell.workload.model_copy(
+                update={
+                    "job_file": str(path),
+                    "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                }
+            )
+        }
+    )
+    bound = {"runtime": "100"}  # iomatrix's --runtime bound lands in fio's global options
+    writer = job(name="write", runtime_ms=300, write=(1.0, 8 * MIB))
+    reader = job(name="reread", group=1, runtime_ms=1000, options={"runtime": "2"})
+    flags = validity.check_repetition(cell, rep(writer, reader, global_options=bound))
+    assert [(f.check, f.phase) for f in flags] == [("short-runtime", "reread")]
 
 
 @pytest.mark.parametrize(
