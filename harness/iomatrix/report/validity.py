@@ -35,7 +35,7 @@ def flag_lines(entries: Sequence[CellEntry], *, title: str = "validity") -> list
                 return lines
             first = cell_flags[0]
             where = f" [{first.phase}]" if first.phase else ""
-            reps_text = ",".join(str(f.repetition) for f in cell_flags)
+            reps_text = ",".join(str(r) for r in sorted({f.repetition for f in cell_flags}))
             lines.append(
                 f"  {check}  {labels.get(cell_id, cell_id)}  rep {reps_text}{where}: "
                 f"{first.sentence}"
@@ -67,6 +67,6 @@ def comparison_lines(invalid: Sequence[validity.SideFlag]) -> list[str]:
             break
         first = group[0].flag
         where = f" [{first.phase}]" if first.phase else ""
-        reps_text = ",".join(str(f.flag.repetition) for f in group)
+        reps_text = ",".join(str(r) for r in sorted({f.flag.repetition for f in group}))
         lines.append(f"  {side}  {check}  {cell}  rep {reps_text}{where}: {first.sentence}")
     return lines

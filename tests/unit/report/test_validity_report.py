@@ -96,3 +96,17 @@ def test_the_html_run_page_has_the_flags_and_the_guest_kernels_view(tmp_path: Pa
     calm = run_page.render_run_page(run(CALM, "r2"), tmp_path, tmp_path)
     assert "<h2>Validity</h2>" not in calm
     assert "guest kernel" not in calm
+
+
+def test_a_repetition_flagged_twice_by_one_check_is_listed_once() -> None:
+    cell = make_cell()
+    cell = cell.model_copy(update={"device": cell.device.model_copy(update={"iops_limit": 10})})
+    jobs = [
+        {"jobname": n, "groupid": g, "job_runtime": 1000, "write": {"iops": 500.0, "bw_bytes": 1.0}}
+        for n, g in (("a", 0), ("b", 1))
+    ]
+    r = make_rep(0, {"write_iops": 500.0}, CALM).model_copy(update={"fio": {"jobs": jobs}})
+    record = make_run([(cell, CellResult(cell_id=cell.id, status="ok", repetitions=(r,)))])
+    lines = run_table(record).split("\n\n")[-1].splitlines()
+    assert lines[0].startswith("validity: 1 repetition(s) flagged (above-throttle x2)")
+    assert "rep 0 [group 0]:" in lines[1]
