@@ -9,6 +9,7 @@ the repetition's end would do anyway. Stdlib only, as the guest agent needs it.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,9 +31,20 @@ def snapshot() -> Snapshot:
     return Snapshot(diskstats.read(), vmstat.read(), psi.read(), time.monotonic())
 
 
-def synced_disks() -> dict[str, diskstats.DiskCounters]:
-    """The disks' counters once everything dirty is written back."""
-    os.sync()
+def synced_disks(timeout_s: float) -> dict[str, diskstats.DiskCounters]:
+    """The disks' counters once everything dirty is written back; {} when the writeback takes
+    longer than `timeout_s` (what is left of the cell's budget): sync(2) cannot be interrupted,
+    so it runs in a thread of its own and the repetition goes on without the figure (the
+    unmount at its end waits for the writeback anyway, under its own budget)."""
+    done = threading.Event()
+
+    def work() -> None:
+        os.sync()
+        done.set()
+
+    threading.Thread(target=work, name="telemetry-sync", daemon=True).start()
+    if not done.wait(max(0.0, timeout_s)):
+        return {}
     return diskstats.read()
 
 

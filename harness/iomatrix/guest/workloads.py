@@ -220,7 +220,8 @@ def _run_fio_once(
         errors = fio.job_errors(data)
         if errors:
             raise CellFailed("fio reported errors: " + "; ".join(errors))
-    seen = (seen_before, seen_after, dict(telemetry.synced_disks()))
+    left = ctx.deadline - time.monotonic() - REPORT_RESERVE_S
+    seen = (seen_before, seen_after, telemetry.synced_disks(left))
     return _FioRun(data, stopped, cpu, processes, threads, seen=seen)
 
 

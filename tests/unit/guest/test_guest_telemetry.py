@@ -3,6 +3,12 @@ bytes and runtime from its report, and a record the host's model loads."""
 
 from __future__ import annotations
 
+import os
+import threading
+
+import pytest
+
+from iomatrix.adapters import diskstats
 from iomatrix.adapters.diskstats import DiskCounters
 from iomatrix.guest import records, telemetry
 from iomatrix.model.telemetry import Telemetry
@@ -56,3 +62,22 @@ def test_no_disks_named_no_disk_figures() -> None:
     rec, m = telemetry.record([], (s, s, s.disks), FIO)
     assert rec.disk is None
     assert not [k for k in m if k.startswith("disk_")]
+
+
+def test_a_sync_that_takes_longer_than_the_budget_gives_no_synced_figures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = threading.Event()
+    monkeypatch.setattr(os, "sync", lambda: release.wait(5))
+    try:
+        assert telemetry.synced_disks(0.05) == {}
+    finally:
+        release.set()
+    monkeypatch.setattr(os, "sync", lambda: None)
+    assert telemetry.synced_disks(5.0) == diskstats.read()
+    # No synced read: the record has no disk_synced and the metrics no write amplification.
+    s = snap(0, 0, 1.0)
+    rec, m = telemetry.record(["vdb"], (s, s, {}), FIO)
+    assert rec.disk is not None
+    assert rec.disk_synced is None
+    assert "write_amplification" not in m
