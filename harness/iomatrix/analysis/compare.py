@@ -41,11 +41,13 @@ from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 from typing import Literal
 
+from pydantic import Field
+
 from iomatrix.analysis import metrics as metric_rules
-from iomatrix.analysis import stats
+from iomatrix.analysis import stats, validity
 from iomatrix.errors import IomatrixError
 from iomatrix.model.axes import AXES
-from iomatrix.model.cell import Cell, Record
+from iomatrix.model.cell import Cell, Record, is_empty
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, CellEntry, Environment, RunRecord
 
 COMPARISON_FORMAT = 1
@@ -157,6 +159,10 @@ class Comparison(Record):
     notes: tuple[str, ...]
     rows: tuple[Row, ...]
     axes: tuple[AxisSummary, ...]
+    # Validity flags (analysis.validity) of either run's repetitions: numbers that are not the
+    # disk's. Shown beside the verdict; they fail the gate only when asked (fail_on_invalid).
+    # Left out while empty, so a comparison without flags is the file it always was.
+    invalid: tuple[validity.SideFlag, ...] = Field(default=(), exclude_if=is_empty)
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -658,6 +664,7 @@ def compare_runs(
             notes=tuple(_notes(base, new)),
             rows=tuple(rows),
             axes=(),
+            invalid=tuple(validity.side_flags(base, new)),
         )
 
     if differences and not force:
@@ -689,6 +696,9 @@ def compare_runs(
     return comparison.model_copy(update={"axes": tuple(_axis_summaries(rows))})
 
 
-def exit_code(comparison: Comparison) -> int:
-    """1 when any gated metric regressed, else 0 (missing or noisy rows do not fail the gate)."""
+def exit_code(comparison: Comparison, *, fail_on_invalid: bool = False) -> int:
+    """1 when any gated metric regressed, or with fail_on_invalid when either run has a
+    repetition the validity checks flagged; else 0 (missing or noisy rows do not fail it)."""
+    if fail_on_invalid and comparison.invalid:
+        return 1
     return 1 if comparison.gated_regressions() else 0

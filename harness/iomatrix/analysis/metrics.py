@@ -37,6 +37,15 @@ def _suffix(suffix: str) -> str:
 # cell, metrics are listed in this table's order (throughput, latency, CPU cost), informational
 # ones last.
 _RULES: tuple[_Rule, ...] = (
+    # The guest kernel's view of the workload (model.telemetry): the disks' rates as iostat
+    # computes them, vmstat, I/O pressure, write amplification, reads served without the disk.
+    # They explain a number, they are not the number: reported, never gated (disk_r_per_s is
+    # not an `iops` to win on).
+    _Rule(
+        "telemetry",
+        r"^(?:disk|vmstat|psi)_|^write_amplification$|^reads_without_disk_pct$",
+        "informational",
+    ),
     # Waiting for I/O and idling are consequences of the workload's shape, not costs or benefits:
     # a faster device can raise idle time. Reported, never gated.
     _Rule("cpu_iowait_pct", r"^cpu_iowait_pct$", "informational"),

@@ -72,7 +72,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(comparison_report.verdict_line(result))
     else:
         sys.stdout.write(text)
-    return ExitCode(compare.exit_code(result))
+    return ExitCode(compare.exit_code(result, fail_on_invalid=args.fail_on_invalid))
 
 
 def cmd_repetitions(args: argparse.Namespace) -> int:

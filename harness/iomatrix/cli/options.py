@@ -199,6 +199,15 @@ def comparison(p: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="Markdown: link the HTML report there (e.g. the CI run's artifacts page)",
     )
+    p.add_argument(
+        "--fail-on-invalid",
+        action="store_true",
+        help=(
+            "exit 1 when a repetition of either run is flagged by the validity checks (above "
+            "the throttle, page-cache reads, direct I/O not on the disk, a short run, a "
+            "CPU-bound guest), as for a gated regression; without it the flags are only shown"
+        ),
+    )
 
 
 def baseline(p: argparse.ArgumentParser) -> None:

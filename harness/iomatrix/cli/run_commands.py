@@ -247,7 +247,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     if rules is None:
         print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
         write_report_or_warn(lambda: build.build_session_site(session_dir))
-        return ExitCode(compare.exit_code(result))
+        return ExitCode(compare.exit_code(result, fail_on_invalid=args.fail_on_invalid))
     # The gate of a sequential session is its own decisions: the comparison above tests each
     # row once at alpha, which after repeated looks would not keep alpha.
     decisions = rules.decisions(base_run, new_run)

@@ -75,7 +75,7 @@ def run_repetition(
         # The tool's own run is the "workload" phase; what the agent does around it (bounds,
         # reading /proc/stat, parsing the report, building the record) is "results".
         with ctx.phase("results"):
-            rep = run_workload(ctx, index)
+            rep = run_workload(ctx, index, devices)
         if aged is not None or preconditioned is not None:
             rep = dataclasses.replace(rep, aging=aged, precondition=preconditioned)
     finally:

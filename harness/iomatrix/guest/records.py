@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from iomatrix.adapters.cpustat import CpuUsage
+from iomatrix.adapters.diskstats import DiskCounters
 from iomatrix.store.files import write_text_atomic
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "PreconditionResult",
     "Repetition",
     "RepetitionRecord",
+    "Telemetry",
     "to_json",
     "write_json",
 ]
@@ -160,11 +162,30 @@ class PreconditionResult:
 
 
 @dataclass(frozen=True)
+class Telemetry:
+    """The guest kernel's view of one fio run (model.telemetry.Telemetry; disk is a
+    model.telemetry.DiskDelta)."""
+
+    OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({"phase", "disk_synced"})
+
+    phase: str
+    devices: tuple[str, ...]
+    seconds: float
+    wall_s: float
+    fio_read_bytes: int
+    fio_write_bytes: int
+    disk: DiskCounters | None = None
+    disk_synced: DiskCounters | None = None
+    vmstat: dict[str, int] = field(default_factory=dict)
+    psi: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Repetition:
     """One repetition's measurements (model.result.Repetition)."""
 
     OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset(
-        {"limits", "raw", "phases", "applied", "aging", "precondition"}
+        {"limits", "raw", "phases", "applied", "aging", "precondition", "telemetry"}
     )
 
     index: int
@@ -179,6 +200,7 @@ class Repetition:
     applied: Applied | None = None
     aging: AgingResult | None = None
     precondition: PreconditionResult | None = None
+    telemetry: tuple[Telemetry, ...] = ()
 
 
 @dataclass(frozen=True)

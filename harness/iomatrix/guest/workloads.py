@@ -8,12 +8,14 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from iomatrix.adapters import bonnie, cpustat, fio, proc_cpu
 from iomatrix.errors import ResultFormatError
 from iomatrix.guest import builtin as builtin_workloads
+from iomatrix.guest import telemetry
 from iomatrix.guest.context import (
     MIB,
     MOUNTPOINT,
@@ -23,16 +25,17 @@ from iomatrix.guest.context import (
     CellFailed,
 )
 from iomatrix.guest.plan_view import WorkloadView
-from iomatrix.guest.records import CpuUsage, Limits, Repetition
+from iomatrix.guest.records import CpuUsage, Limits, Repetition, Telemetry
 
 
-def run_workload(ctx: CellContext, index: int) -> Repetition:
+def run_workload(ctx: CellContext, index: int, devices: Sequence[str] = ()) -> Repetition:
+    """`devices`: the cell's test disks (kernel names), whose diskstats fio's telemetry sums."""
     kind = ctx.cell.workload.kind
     if kind == "builtin":
         return run_builtin(ctx, index)
     if kind == "bonnie":
         return run_bonnie(ctx, index)
-    return run_fio(ctx, index)
+    return run_fio(ctx, index, devices)
 
 
 def run_builtin(ctx: CellContext, index: int) -> Repetition:
@@ -163,6 +166,8 @@ class _FioRun:
         cpu: tuple[cpustat.CpuTimes, cpustat.CpuTimes],
         processes: tuple[proc_cpu.ChildTimes, proc_cpu.ChildTimes],
         threads: tuple[dict[int, proc_cpu.KernelThread], dict[int, proc_cpu.KernelThread]] | None,
+        *,
+        seen: tuple[telemetry.Snapshot, telemetry.Snapshot, dict[str, Any]],
     ) -> None:
         self.data = data
         self.stopped = stopped
@@ -171,6 +176,8 @@ class _FioRun:
         # fio's own processes (rusage of the waited-for children) and the kernel threads.
         self.processes = processes
         self.threads = threads
+        # The guest kernel's view (diskstats, vmstat, PSI) before, after, and disks after sync.
+        self.seen = seen
 
 
 def _run_fio_once(
@@ -193,8 +200,10 @@ def _run_fio_once(
     threads_before = proc_cpu.kernel_threads()
     children_before = proc_cpu.children_times()
     before = cpustat.read()
+    seen_before = telemetry.snapshot()
     with ctx.phase("workload"):
         _done, stopped = ctx.run_bounded(argv, what="fio", cwd=MOUNTPOINT, reached=reached)
+    seen_after = telemetry.snapshot()
     # From fio's start, or from the command's when fio was done before that was noticed.
     cpu = (at_start[0] if at_start else before, cpustat.read())
     processes = (children_before, proc_cpu.children_times())
@@ -211,7 +220,9 @@ def _run_fio_once(
         errors = fio.job_errors(data)
         if errors:
             raise CellFailed("fio reported errors: " + "; ".join(errors))
-    return _FioRun(data, stopped, cpu, processes, threads)
+    left = ctx.deadline - time.monotonic() - REPORT_RESERVE_S
+    seen = (seen_before, seen_after, telemetry.synced_disks(left))
+    return _FioRun(data, stopped, cpu, processes, threads, seen=seen)
 
 
 def _cpu_metrics(usage: CpuUsage, ios: int, prefix: str = "") -> dict[str, float]:
@@ -235,7 +246,20 @@ def _phase_metrics(run: _FioRun, data: dict[str, Any], ios: int, prefix: str) ->
     return out
 
 
-def run_fio(ctx: CellContext, index: int) -> Repetition:
+def _telemetry(
+    run: _FioRun,
+    data: dict[str, Any],
+    devices: Sequence[str],
+    phase: str,
+    metrics: dict[str, float],
+) -> Telemetry:
+    """The guest kernel's view of one fio run; its figures added to `metrics`."""
+    rec, figures = telemetry.record(devices, run.seen, data, phase=phase)
+    metrics.update(figures)
+    return rec
+
+
+def run_fio(ctx: CellContext, index: int, devices: Sequence[str] = ()) -> Repetition:
     """The job file(s), unmodified, held to the bounds: --runtime and --filesize as defaults (see
     fio.fio_argv), and stopped at the time bound if still running (the report is kept).
 
@@ -262,6 +286,7 @@ def run_fio(ctx: CellContext, index: int) -> Repetition:
     metrics: dict[str, float] = {}
     intervals: list[tuple[cpustat.CpuTimes, cpustat.CpuTimes]] = []
     caps: list[int] = []
+    seen: list[Telemetry] = []
     stopped = False
     ios = 0
     for name, job_file, declared in phases:
@@ -286,6 +311,7 @@ def run_fio(ctx: CellContext, index: int) -> Repetition:
         phase_ios = fio.total_ios(run.data)
         ios += phase_ios
         metrics.update(_phase_metrics(run, run.data, phase_ios, "" if single else f"{name}."))
+        seen.append(_telemetry(run, run.data, devices, name, metrics))
         reports[name] = run.data
         if run.stopped:
             break
@@ -313,4 +339,5 @@ def run_fio(ctx: CellContext, index: int) -> Repetition:
         limits=Limits(
             runtime_s=round(bound, 1), file_size_bytes=max(caps) if caps else None, stopped=stopped
         ),
+        telemetry=tuple(seen),
     )

@@ -19,6 +19,8 @@ Format history of run.json (RUN_FORMAT):
      - aging, precondition (repetition): the state a workload started from (filesystem aging,
        a precondition job's results), kept apart from its metrics. Written only for workloads
        that ask for them.
+     - telemetry (repetition): the test disks' diskstats, vmstat and I/O pressure around each
+       fio run (model.telemetry). Written when known; an older iomatrix refuses it.
 Reading, writing and migrating these files: iomatrix.store.records_io.
 """
 
@@ -30,6 +32,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from iomatrix.model.cell import Cell, Record, SourceFile, is_empty, is_none, is_one
+from iomatrix.model.telemetry import Telemetry
 
 RUN_FORMAT = 1
 CELL_FORMAT = 1
@@ -180,6 +183,8 @@ class Repetition(Record):
     # precondition job, as the cell's workload asked for them.
     aging: AgingResult | None = Field(default=None, exclude_if=is_none)
     precondition: PreconditionResult | None = Field(default=None, exclude_if=is_none)
+    # What the guest kernel saw of the workload (model.telemetry), one per fio run (phase).
+    telemetry: tuple[Telemetry, ...] = Field(default=(), exclude_if=is_empty)
 
     def all_metrics(self) -> dict[str, float]:
         """fio's metrics plus the guest CPU shares, as cpu_usr_pct, cpu_sys_pct, ..."""

@@ -21,6 +21,7 @@ from iomatrix.analysis.compare import (
 )
 from iomatrix.analysis.sequential import PairDecision
 from iomatrix.analysis.sequential import Session as SequentialSession
+from iomatrix.report import validity as validity_report
 from iomatrix.report.tables import format_table
 
 _VERDICT_ORDER: tuple[Verdict, ...] = (
@@ -60,6 +61,9 @@ def verdict_line(comparison: Comparison) -> str:
         low, high = format_percent(seen[0]), format_percent(seen[-1])
         span = low if low == high else f"{low} to {high}"
         parts.append(f"the unchanged could have seen >= {span}")
+    if comparison.invalid:
+        flagged = {(f.side, f.flag.cell_id, f.flag.repetition) for f in comparison.invalid}
+        parts.append(f"{len(flagged)} repetition(s) flagged invalid")
     forced = " (FORCED: environments differ)" if comparison.forced else ""
     return (
         f"{head}{forced}: {', '.join(parts) or 'nothing to compare'} "
@@ -193,6 +197,8 @@ def render_table(comparison: Comparison) -> str:
                 AXIS_HEADER, [_axis_line(a) for a in comparison.axes], numeric={2, 3, 4, 5}
             ),
         ]
+    if comparison.invalid:
+        lines += ["", *validity_report.comparison_lines(comparison.invalid)]
     lines += ["", verdict_line(comparison)]
     return "\n".join(lines)
 
@@ -285,6 +291,17 @@ def render_markdown(comparison: Comparison, *, report_url: str | None = None) ->
         found = change_rows(verdict)
         if found:
             lines += [f"### {title} ({len(found)})", "", *_md_table(change_header, found), ""]
+    if comparison.invalid:
+        flag_rows = [
+            [f.side, f.flag.check, f.cell, str(f.flag.repetition), f.flag.sentence]
+            for f in comparison.invalid[: validity_report.MAX_LINES]
+        ]
+        lines += [
+            f"### Validity flags ({len(comparison.invalid)}): numbers that are not the disk's",
+            "",
+            *_md_table(("side", "check", "cell", "rep", "what"), flag_rows),
+            "",
+        ]
     missing = [[r.cell, r.metric, r.reason] for r in comparison.rows if r.verdict == "missing"]
     if missing:
         lines += [

@@ -9,6 +9,7 @@ from iomatrix.analysis import metrics
 from iomatrix.analysis.planning import RepetitionPlan
 from iomatrix.model.axes import AXES, REGISTRY
 from iomatrix.model.result import CellEntry, MetricSummary, RunRecord
+from iomatrix.report.validity import flags_text
 
 
 def _headline(summary: Mapping[str, MetricSummary]) -> dict[str, float | None]:
@@ -145,7 +146,9 @@ def run_table(record: RunRecord) -> str:
         f"matrix {record.matrix_name} on {env.host_cpu}, accelerator {env.accelerator}, "
         f"QEMU {env.qemu}, {env.fio}"
     )
-    return title + "\n\n" + format_table(HEADER, table_rows(record.cells))
+    table = title + "\n\n" + format_table(HEADER, table_rows(record.cells))
+    flags = flags_text(record.cells)
+    return table + "\n\n" + flags if flags else table
 
 
 # --- per-workload metric tables ---------------------------------------------------------------

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from iomatrix.adapters import cpustat
+from iomatrix.adapters import cpustat, diskstats
 from iomatrix.guest import plan_view, records
 from iomatrix.matrix.loader import load_matrix
-from iomatrix.model import result
+from iomatrix.model import result, telemetry
 from iomatrix.model.cell import Aging, Cell, Precondition, SteadyState
 from iomatrix.plan.boots import BootPlan, Disk, boot_groups
 from support.builders import guest_view, make_cell
@@ -131,6 +131,8 @@ PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
     (records.LoopApplied, result.LoopApplied),
     (records.Applied, result.Applied),
     (records.Limits, result.Limits),
+    (diskstats.DiskCounters, telemetry.DiskDelta),
+    (records.Telemetry, telemetry.Telemetry),
     (records.Repetition, result.Repetition),
     (records.AgingCycle, result.AgingCycle),
     (records.AgingResult, result.AgingResult),
@@ -187,6 +189,21 @@ STACKED = records.Applied(
         outer_mount_options=("rw",),
     ),
 )
+SEEN = records.Telemetry(
+    phase="seqwrite",
+    devices=("vda", "vdb"),
+    seconds=3.0,
+    wall_s=5.5,
+    fio_read_bytes=0,
+    fio_write_bytes=1 << 20,
+    disk=diskstats.DiskCounters(writes=256, sectors_written=2048, flushes=1),
+    disk_synced=diskstats.DiskCounters(writes=300, sectors_written=4096),
+    vmstat={"nr_dirtied": 256, "nr_dirty_after": 3},
+    psi={"psi_io_some_pct": 12.5},
+)
+BARE_SEEN = records.Telemetry(
+    phase="", devices=(), seconds=0.0, wall_s=0.1, fio_read_bytes=0, fio_write_bytes=0
+)
 BARE_REP = records.Repetition(
     index=0, metrics={"write_iops": 100.0}, cpu=CPU, duration_s=1.0, fio_version="", fio={}
 )
@@ -229,12 +246,15 @@ FULL_REP = records.Repetition(
         fio_version="fio-3.33",
         fio={"fio version": "fio-3.33", "jobs": [{"jobname": "pre"}]},
     ),
+    telemetry=(SEEN, BARE_SEEN),
 )
 EXAMPLES: list[tuple[Any, type[BaseModel]]] = [
     (CPU, result.CpuUsage),
     (PLAIN, result.Applied),
     (STACKED, result.Applied),
     (records.Limits(runtime_s=5.0), result.Limits),
+    (SEEN, telemetry.Telemetry),
+    (BARE_SEEN, telemetry.Telemetry),
     (BARE_REP, result.Repetition),
     (FULL_REP, result.Repetition),
     (records.RepetitionRecord(PLAIN, BARE_REP), result.RepetitionRecord),

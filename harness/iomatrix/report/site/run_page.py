@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from iomatrix.analysis import metrics
+from iomatrix.analysis import metrics, validity
 from iomatrix.model.axes import AXES, TITLES
 from iomatrix.model.result import CellEntry, Repetition, RunRecord
 from iomatrix.report.site import svg
@@ -321,6 +321,63 @@ def _cell_details(record: RunRecord) -> str:
     return "".join(out)
 
 
+_TELEMETRY = (
+    ("disk r/s", "disk_r_per_s"),
+    ("disk w/s", "disk_w_per_s"),
+    ("areq KiB", "disk_areq_sz_kib"),
+    ("aqu-sz", "disk_aqu_sz"),
+    ("util %", "disk_util_pct"),
+    ("write ampl.", "write_amplification"),
+    ("reads w/o disk %", "reads_without_disk_pct"),
+    ("I/O pressure %", "psi_io_some_pct"),
+)
+
+
+def _validity(record: RunRecord) -> str:
+    """Every flag of the run's repetitions, and the guest kernel's view of each cell (medians
+    of its single-phase telemetry metrics); "" when there is neither."""
+    labels = {c.cell.id: c.cell.label for c in record.cells}
+    flags = validity.check_run(record)
+    out = []
+    if flags:
+        out += [
+            "<h2>Validity</h2>",
+            f'<p class="note">{len(flags)} flag(s): numbers that are not the disk\'s '
+            f"({e(validity.summary(flags))}).</p>",
+            table(
+                ("check", "cell", "rep", "phase", "compared", "value", "limit", "what"),
+                [
+                    (
+                        f.check,
+                        labels.get(f.cell_id, f.cell_id),
+                        f.repetition,
+                        f.phase,
+                        f.compared,
+                        number_cell(f.value),
+                        number_cell(f.limit),
+                        f.sentence,
+                    )
+                    for f in flags
+                ],
+            ),
+        ]
+    rows = []
+    for entry in record.cells:
+        summary = entry.result.summary()
+        values = [summary.get(name) for _, name in _TELEMETRY]
+        if any(v is not None for v in values):
+            rows.append([entry.cell.label, *(number_cell(v.median if v else None) for v in values)])
+    if rows:
+        out += [
+            "<h2>The guest kernel's view</h2>",
+            '<p class="note">/proc/diskstats of the test disks over fio\'s runtime (as iostat '
+            "computes them), write amplification up to the sync after fio, reads served "
+            "without the disk, I/O pressure: medians over the repetitions.</p>",
+            table(("cell", *(title for title, _ in _TELEMETRY)), rows),
+        ]
+    return "".join(out)
+
+
 def render_run_page(
     record: RunRecord,
     run_dir: Path,
@@ -341,6 +398,7 @@ def render_run_page(
         '<p class="note">Read back in the guest after setting each cell up (mount options '
         "from /proc/mounts, the scheduler from sysfs), beside the exact QEMU drive options.</p>",
         _system_table(record, run_dir, out_dir),
+        _validity(record),
     ]
     for workload, cells in _by_workload(record.cells).items():
         names = [short_label(c, _varying_axes(cells)) for c in cells]
