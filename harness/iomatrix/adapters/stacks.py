@@ -201,3 +201,14 @@ def parse_lvs_json(text: str) -> list[dict[str, Any]]:
 def lvs_devices(field: str) -> tuple[str, ...]:
     """lvs's devices field ("/dev/vdb(0),/dev/vdc(0)") as the devices, extents dropped."""
     return tuple(part.split("(")[0] for part in field.split(",") if part)
+
+
+def parse_pvs_json(text: str) -> list[tuple[str, str]]:
+    """(pv_name, vg_name) of each row of `pvs --reportformat json -o pv_name,vg_name`; the group
+    is "" for a physical volume in none."""
+    try:
+        report = json.loads(text)["report"]
+        rows = [row for part in report for row in part.get("pv", [])]
+        return [(str(row["pv_name"]), str(row["vg_name"])) for row in rows]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a pvs JSON report ({exc}): {text[:200]!r}") from None

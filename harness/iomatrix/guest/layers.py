@@ -29,6 +29,7 @@ from iomatrix.adapters.stacks import (
     parse_dm_table,
     parse_lvs_json,
     parse_mdadm_detail,
+    parse_pvs_json,
     without_key,
 )
 from iomatrix.guest.context import CellContext, CellError, CellFailed
@@ -83,7 +84,8 @@ def layer_modules(fs: FilesystemView) -> list[str]:
     if fs.lvm is not None and fs.lvm.thin:
         modules.append("dm_thin_pool")
     if fs.crypt is not None:
-        modules += ["dm_crypt", *CIPHER_MODULES.get(fs.crypt.cipher, ())]
+        # algif_skcipher: cryptsetup encrypts the LUKS2 key slots through the kernel (AF_ALG).
+        modules += ["dm_crypt", "algif_skcipher", *CIPHER_MODULES.get(fs.crypt.cipher, ())]
     return modules
 
 
@@ -430,6 +432,20 @@ def _dm_maps() -> dict[str, str]:
     return maps
 
 
+def _physical_volumes(ctx: CellContext) -> tuple[set[str], list[str]]:
+    """The volume groups lvm sees, and the physical volumes of ours or of none (every one in the
+    guest is the agent's: it has no disks but its test disks). All of the group's, not only
+    those its volume used: a striped volume leaves the others unused, but labelled."""
+    argv = lvm_argv("pvs", [], "--reportformat", "json", "-o", "pv_name,vg_name")
+    try:
+        done = ctx.run(argv, what="pvs", cleanup=True)
+        rows = parse_pvs_json(done.stdout)
+    except (CellFailed, CellError, ValueError) as exc:
+        ctx.log(f"(tear down) {exc}")
+        return {VG}, []
+    return {vg for _pv, vg in rows}, [pv for pv, vg in rows if vg in (VG, "")]
+
+
 def tear_down_layers(ctx: CellContext) -> None:
     """Close the crypt mapping, remove the volume group and its physical volumes, stop the md
     arrays and zero their members' superblocks; the devices under each end up wiped. Safe on
@@ -440,10 +456,10 @@ def tear_down_layers(ctx: CellContext) -> None:
         if _try(ctx, [*DM_ENV, "cryptsetup", "close", CRYPT_NAME], "cryptsetup close") and under:
             _try(ctx, ["wipefs", "--all", "--quiet", *under], "wipefs after cryptsetup close")
     maps = _dm_maps()
-    if any(m.startswith(f"{VG}-") for m in maps):
-        pvs = sorted({s for m, dm in maps.items() if m.startswith(f"{VG}-") for s in _slaves(dm)})
-        pvs = [p for p in pvs if not Path(p).name.startswith("dm-")]
-        _try(ctx, lvm_argv("vgremove", [], "--yes", "-ff", VG), "vgremove")
+    if ctx.cell.filesystem.lvm is not None or any(m.startswith(f"{VG}-") for m in maps):
+        groups, pvs = _physical_volumes(ctx)
+        if VG in groups:
+            _try(ctx, lvm_argv("vgremove", [], "--yes", "-ff", VG), "vgremove")
         if pvs:
             _try(ctx, lvm_argv("pvremove", [], "--yes", "-ff", *pvs), "pvremove")
     # What the tools could not remove (a busy or half-made mapping), the latest made (the top

@@ -177,6 +177,7 @@ def test_md_levels_without_a_chunk_leave_it_to_mdadm() -> None:
         "dm_mod",
         "dm_thin_pool",
         "dm_crypt",
+        "algif_skcipher",
         "xts",
         "aes_generic",
     ]
@@ -208,26 +209,50 @@ def test_tear_down_takes_the_layers_down_innermost_first(seam: Seam, tmp_path: P
         return remove
 
     seam.effects = {"close": gone("dm-1"), "vgremove": gone("dm-0"), "--stop": gone("md0")}
+    # lvm sees the array in our group, and a disk left in none by an earlier cell.
+    seam.outputs = {"pvs": PVS_REPORT}
     ctx = stacked_ctx(tmp_path, md=MdStack(level="raid1"), lvm=LvmStack(), crypt=CryptStack())
     layers.tear_down_layers(ctx)
     assert seam.tools() == [
         "cryptsetup close",
         "wipefs --all",
+        "lvm pvs",
         "lvm vgremove",
         "lvm pvremove",
         "mdadm --stop",
         "mdadm --zero-superblock",
     ]
-    # The LUKS header's device is wiped, the volume group's physical volume is the array, and
-    # the array's members lose their superblocks.
+    # The LUKS header's device is wiped, the physical volumes of the group and of none lose
+    # their labels, and the array's members their superblocks.
     assert seam.calls[1][-1] == "/dev/dm-0"
-    assert seam.calls[3][-1] == "/dev/md0"
-    assert seam.calls[4][-1] == "/dev/md0"
-    assert seam.calls[5][-2:] == ["/dev/vdb", "/dev/vdc"]
-    # Called again on what is left (nothing): no command at all.
+    assert seam.calls[3][-1] == "iomatrix"
+    assert seam.calls[4][-2:] == ["/dev/md0", "/dev/vdd"]
+    assert seam.calls[5][-1] == "/dev/md0"
+    assert seam.calls[6][-2:] == ["/dev/vdb", "/dev/vdc"]
+    # Called again on what is left (nothing, and lvm sees no group): only lvm is asked.
     seam.calls.clear()
+    seam.outputs = {"pvs": '{"report": [{"pv": []}]}'}
     layers.tear_down_layers(ctx)
+    assert seam.tools() == ["lvm pvs"]
+    # A cell without LVM on disks without mappings runs no command at all.
+    seam.calls.clear()
+    layers.tear_down_layers(stacked_ctx(tmp_path, md=MdStack(level="raid1")))
     assert seam.calls == []
+
+
+PVS_REPORT = """
+  {
+      "report": [
+          {
+              "pv": [
+                  {"pv_name":"/dev/md0", "vg_name":"iomatrix"},
+                  {"pv_name":"/dev/vdd", "vg_name":""},
+                  {"pv_name":"/dev/vde", "vg_name":"other"}
+              ]
+          }
+      ]
+  }
+"""
 
 
 def test_a_mapping_the_tools_left_is_removed_by_dmsetup(seam: Seam, tmp_path: Path) -> None:
