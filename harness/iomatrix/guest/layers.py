@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from iomatrix.adapters.schedulers import active_scheduler, available_schedulers
 from iomatrix.adapters.stacks import (
@@ -304,6 +305,19 @@ def table_lines(targets: Sequence[DmTarget]) -> tuple[str, ...]:
     return tuple(without_key(t).line for t in targets)
 
 
+def volume_devices(
+    rows: Sequence[dict[str, Any]], own: Sequence[dict[str, Any]], pool: str
+) -> tuple[str, ...]:
+    """The physical volumes a volume is on, from lvs's rows (-a: hidden volumes too). A thin
+    volume's extents are its pool's, whose data and metadata are hidden volumes (pool_tdata,
+    pool_tmeta) on the physical volumes."""
+    carriers = own
+    if pool:
+        carriers = [r for r in rows if str(r.get("lv_name", "")).strip("[]").startswith(pool)]
+    devices = (d for r in carriers for d in lvs_devices(str(r.get("devices", ""))))
+    return tuple(dict.fromkeys(d for d in devices if d.startswith("/dev/")))
+
+
 def lvm_readback(ctx: CellContext, pvs: Sequence[str]) -> LvmApplied:
     fields = "lv_name,vg_name,segtype,stripes,stripe_size,lv_size,devices,pool_lv"
     done = ctx.run(
@@ -330,13 +344,7 @@ def lvm_readback(ctx: CellContext, pvs: Sequence[str]) -> LvmApplied:
     if not own:
         raise CellError(f"lvs does not list {VG}/{LV}: {done.stdout[:300]!r}")
     pool = str(own[0].get("pool_lv", ""))
-    # A thin volume's extents are its pool's: the physical volumes are the pool's data's.
-    carriers = (
-        [r for r in rows if str(r.get("lv_name", "")).strip("[]").startswith(pool)] if pool else own
-    )
-    physical = tuple(
-        dict.fromkeys(d for r in carriers for d in lvs_devices(str(r.get("devices", ""))))
-    )
+    physical = volume_devices(rows, own, pool)
     mapping = f"{VG}-{LV}"
     name = dm_name_of(mapping)
     text = stacked_scheduler(ctx, name)

@@ -266,3 +266,18 @@ def test_a_mapping_the_tools_left_is_removed_by_dmsetup(seam: Seam, tmp_path: Pa
 def test_a_mapping_without_sysfs_entry_is_an_error(seam: Seam) -> None:  # noqa: ARG001
     with pytest.raises(CellError, match="no /sys/block/dm-\\*/dm/name is 'iomatrix-vol'"):
         layers.dm_name_of("iomatrix-vol")
+
+
+def test_a_thin_volume_is_on_its_pools_physical_volumes() -> None:
+    # lvs -a of a thin volume: the volume has no devices of its own, the pool's data and
+    # metadata (hidden volumes) are on the array; the pool's own devices name volumes.
+    rows: list[dict[str, Any]] = [
+        {"lv_name": "[lvol0_pmspare]", "devices": "/dev/md0(0)", "pool_lv": ""},
+        {"lv_name": "pool", "devices": "pool_tdata(0)", "pool_lv": ""},
+        {"lv_name": "[pool_tdata]", "devices": "/dev/md0(2)", "pool_lv": ""},
+        {"lv_name": "[pool_tmeta]", "devices": "/dev/md0(330)", "pool_lv": ""},
+        {"lv_name": "vol", "devices": "", "pool_lv": "pool"},
+    ]
+    assert layers.volume_devices(rows, rows[-1:], "pool") == ("/dev/md0",)
+    linear = [{"lv_name": "vol", "devices": "/dev/vdb(0),/dev/vdc(0)", "pool_lv": ""}]
+    assert layers.volume_devices(linear, linear, "") == ("/dev/vdb", "/dev/vdc")
