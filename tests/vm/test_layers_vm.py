@@ -24,7 +24,8 @@ pytestmark = pytest.mark.vm
 
 @pytest.fixture(scope="module")
 def layers_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunRecord, Path]:
-    record, run_dir, _done = run_matrix(LAYERS, tmp_path_factory.mktemp("layer-results"))
+    # One cell fails on purpose (a mkfs refusal over md): exit 1.
+    record, run_dir, _done = run_matrix(LAYERS, tmp_path_factory.mktemp("layer-results"), expect=1)
     return record, run_dir
 
 
@@ -150,13 +151,50 @@ def test_dm_crypt_over_lvm_over_a_loop_device_over_a_file_on_btrfs(
     assert applied.md is None
 
 
-def test_every_layer_is_taken_down_after_each_cell(layers_run: tuple[RunRecord, Path]) -> None:
-    # Each cell found clean disks: the cell after an md one made its own stack and measured
-    # (every cell is ok), and each cell's log shows the tear-down of what it set up.
+def test_md_raid5_under_a_thin_volume_under_adiantum(layers_run: tuple[RunRecord, Path]) -> None:
+    record, _ = layers_run
+    applied = applied_of(entry(record, "ext4-md5-thin-adiantum"))
+    md, lvm, crypt = applied.md, applied.lvm, applied.crypt
+    assert md is not None
+    assert lvm is not None
+    assert crypt is not None
+    assert (md.level, md.raid_devices, md.chunk_bytes) == ("raid5", 4, 128 << 10)
+    assert md.layout == "left-symmetric"
+    assert md.sync_action == "idle"  # --assume-clean: no initial parity build
+    # A thin volume in a pool whose data is on the array.
+    assert (lvm.segtype, lvm.pool) == ("thin", "pool")
+    assert lvm.physical_volumes == (f"/dev/{md.device}",)
+    assert lvm.dm_table[0].split()[2] == "thin"
+    assert (crypt.cipher, crypt.key_bits) == ("xchacha12,aes-adiantum-plain64", 256)
+    assert crypt.underlying == "/dev/mapper/iomatrix-vol"
+
+
+def test_a_cell_that_fails_with_its_stack_made_leaves_clean_disks(
+    layers_run: tuple[RunRecord, Path],
+) -> None:
     record, run_dir = layers_run
-    assert len(record.cells) == 7
-    assert all(e.result.status == "ok" for e in record.cells), [
-        (e.cell.filesystem.name, e.result.reason) for e in record.cells
+    (bad,) = [e for e in record.cells if e.cell.filesystem.name == "ext4-md10-bad-mkfs"]
+    assert bad.result.status == "failed"
+    assert bad.result.reason is not None
+    assert "mkfs failed" in bad.result.reason
+    assert bad.result.log is not None
+    log = (run_dir / bad.result.log).read_text()
+    assert "$ mdadm --create /dev/md0" in log
+    assert "$ mdadm --stop /dev/md0" in log
+    assert "$ mdadm --zero-superblock" in log
+    # The next cell on the same disks made its own array and measured.
+    names = [e.cell.filesystem.name for e in record.cells]
+    assert names.index("ext4-md10") == names.index("ext4-md10-bad-mkfs") + 1
+    entry(record, "ext4-md10")
+
+
+def test_every_layer_is_taken_down_after_each_cell(layers_run: tuple[RunRecord, Path]) -> None:
+    # Each cell found clean disks: the cell after another one's stack made its own and measured
+    # (every other cell is ok), and each cell's log shows the tear-down of what it set up.
+    record, run_dir = layers_run
+    assert len(record.cells) == 9
+    assert [e.cell.filesystem.name for e in record.cells if e.result.status != "ok"] == [
+        "ext4-md10-bad-mkfs"
     ]
     for e in record.cells:
         assert e.result.log is not None
@@ -168,5 +206,6 @@ def test_every_layer_is_taken_down_after_each_cell(layers_run: tuple[RunRecord, 
         if fs.lvm is not None:
             assert "lvm vgremove" in log
             assert "lvm pvremove" in log
+            assert "dmsetup remove" not in log  # lvm removed all it made itself
         if fs.crypt is not None:
             assert "cryptsetup close iomatrix-crypt" in log
