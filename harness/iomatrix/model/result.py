@@ -16,6 +16,8 @@ Format history of run.json (RUN_FORMAT):
        they were allowed to share host cores, and the host cores each boot was pinned to
        (taskset's list, e.g. "0-1"). Written only when not the default (jobs > 1, a pinned
        boot), so a run with --jobs 1 is the same file as before they existed.
+     - md, lvm, crypt (applied): the layers under the filesystem as read back (MdApplied,
+       LvmApplied, CryptApplied). Written only for a cell that has them.
 Reading, writing and migrating these files: iomatrix.store.records_io.
 """
 
