@@ -160,10 +160,11 @@ def lvcreate_argv(lvm: LvmView, pvs: Sequence[str], vg_bytes: int | None = None)
         pool_bytes = (vg_bytes or 0) * 9 // 10 // (4 << 20) * (4 << 20)
         virtual = lvm.size_bytes if lvm.size_bytes is not None else pool_bytes
         return [
+            # lvcreate refuses --wipesignatures with a pool (it zeroes the pool's metadata).
             lvm_argv(
                 "lvcreate",
                 pvs,
-                *common,
+                "--yes",
                 "--type",
                 "thin-pool",
                 "-L",
