@@ -99,6 +99,40 @@ BUS_OPTIONS: dict[Bus, tuple[str, ...]] = {
     "scsi": ("CONFIG_SCSI_VIRTIO", "CONFIG_BLK_DEV_SD"),
 }
 LOOP_OPTIONS = ("CONFIG_BLK_DEV_LOOP",)
+# md RAID, each level a stack can ask for (model.cell.MD_LEVELS).
+MD_OPTIONS: dict[str, tuple[str, ...]] = {
+    "raid0": ("CONFIG_MD", "CONFIG_BLK_DEV_MD", "CONFIG_MD_RAID0"),
+    "raid1": ("CONFIG_MD", "CONFIG_BLK_DEV_MD", "CONFIG_MD_RAID1"),
+    "raid5": ("CONFIG_MD", "CONFIG_BLK_DEV_MD", "CONFIG_MD_RAID456"),
+    "raid10": ("CONFIG_MD", "CONFIG_BLK_DEV_MD", "CONFIG_MD_RAID10"),
+}
+# LVM: device-mapper (linear and striped targets are part of it), thin pools.
+LVM_OPTIONS = ("CONFIG_MD", "CONFIG_BLK_DEV_DM")
+THIN_OPTIONS = ("CONFIG_DM_THIN_PROVISIONING",)
+# dm-crypt, and the kernel crypto cryptsetup uses (its LUKS2 key slots through AF_ALG, the
+# volume key in the kernel keyring), and each cipher of the allow-list (model.cell.CRYPT_CIPHERS).
+CRYPT_OPTIONS = (
+    "CONFIG_MD",
+    "CONFIG_BLK_DEV_DM",
+    "CONFIG_DM_CRYPT",
+    "CONFIG_CRYPTO_USER_API_SKCIPHER",
+    "CONFIG_KEYS",
+)
+CIPHER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "aes-xts-plain64": ("CONFIG_CRYPTO_AES", "CONFIG_CRYPTO_XTS"),
+    "aes-cbc-essiv:sha256": (
+        "CONFIG_CRYPTO_AES",
+        "CONFIG_CRYPTO_CBC",
+        "CONFIG_CRYPTO_ESSIV",
+        "CONFIG_CRYPTO_SHA256",
+    ),
+    # ADIANTUM selects NHPOLY1305, which has no prompt a fragment could set.
+    "xchacha12,aes-adiantum-plain64": (
+        "CONFIG_CRYPTO_AES",
+        "CONFIG_CRYPTO_ADIANTUM",
+        "CONFIG_CRYPTO_CHACHA20",
+    ),
+}
 # What the guest agent and its tools use on every cell: fio's libaio and io_uring engines, the
 # pressure and schedstat files it reads, and modules (so `modprobe` of a built-in driver
 # answers from modules.builtin instead of failing).
@@ -130,13 +164,18 @@ def iomatrix_options() -> tuple[str, ...]:
             *SCHEDULER_OPTIONS.values(),
             *BUS_OPTIONS.values(),
             LOOP_OPTIONS,
+            *MD_OPTIONS.values(),
+            LVM_OPTIONS,
+            THIN_OPTIONS,
+            CRYPT_OPTIONS,
+            *CIPHER_OPTIONS.values(),
         ]
     )
 
 
 # Bumped whenever the fragment's text changes: it is part of every build's cache key anyway
-# (its hash), the version is for people reading a manifest.
-FRAGMENT_VERSION = 1
+# (its hash), the version is for people reading a manifest. 2: md, device-mapper, dm-crypt.
+FRAGMENT_VERSION = 2
 
 
 def iomatrix_fragment() -> str:
@@ -159,6 +198,15 @@ def cell_needs(cell: Cell) -> tuple[Need, ...]:
         needs += [Need(o, f"filesystem {fstype}") for o in FILESYSTEM_OPTIONS.get(fstype, ())]
     if fs.loop is not None:
         needs += [Need(o, "the loop stack") for o in LOOP_OPTIONS]
+    if fs.md is not None:
+        needs += [Need(o, f"md {fs.md.level}") for o in MD_OPTIONS[fs.md.level]]
+    if fs.lvm is not None:
+        needs += [Need(o, "LVM") for o in LVM_OPTIONS]
+        if fs.lvm.thin:
+            needs += [Need(o, "an LVM thin volume") for o in THIN_OPTIONS]
+    if fs.crypt is not None:
+        needs += [Need(o, "dm-crypt") for o in CRYPT_OPTIONS]
+        needs += [Need(o, f"cipher {fs.crypt.cipher}") for o in CIPHER_OPTIONS[fs.crypt.cipher]]
     needs += [Need(o, f"scheduler {cell.scheduler}") for o in SCHEDULER_OPTIONS[cell.scheduler]]
     needs += [Need(o, f"bus {cell.device.bus}") for o in BUS_OPTIONS[cell.device.bus]]
     if cell.workload.kind == "fio":

@@ -26,6 +26,7 @@ from typing import Any
 from iomatrix.adapters.filesystems import adapter
 from iomatrix.guest.context import MOUNTPOINT, CellContext, CellError, CellFailed, now_utc
 from iomatrix.guest.disks import find_disks, flush_device_caches, load_modules, set_scheduler
+from iomatrix.guest.layers import Built, build_layers, layer_modules
 from iomatrix.guest.plan_view import PlanView, StepView
 from iomatrix.guest.prepare import run_aging, run_precondition
 from iomatrix.guest.records import Applied, CellResult, Repetition, RepetitionRecord, write_json
@@ -49,9 +50,14 @@ def run_repetition(
     dev_paths = [f"/dev/{d}" for d in devices]
     try:
         target = dev_paths
+        built: Built | None = None
         if cell.filesystem.loop is not None:
             with ctx.phase("stack"):
                 target = [attach_loop(ctx, cell.filesystem.loop, dev_paths)]
+        if cell.filesystem.layered:
+            with ctx.phase("stack"):
+                built = build_layers(ctx, cell.filesystem, target)
+            target = [built.top]
         make_and_mount(
             ctx,
             fs,
@@ -60,7 +66,7 @@ def run_repetition(
             mount_options=cell.mount_options.options,
             mountpoint=MOUNTPOINT,
         )
-        applied = read_back(ctx, devices, target, scheduler_texts)
+        applied = read_back(ctx, devices, target, scheduler_texts, built)
         ctx.log(f"applied: {applied}")
         # The state the workload starts from (aging, then a precondition job), recorded apart.
         aged = preconditioned = None
@@ -71,7 +77,8 @@ def run_repetition(
             with ctx.phase("precondition"):
                 preconditioned = run_precondition(ctx, index)
         with ctx.phase("flush"):
-            flush_device_caches(ctx, [*dev_paths, *target])
+            layers = [*built.below, *built.devices] if built is not None else []
+            flush_device_caches(ctx, [*dev_paths, *layers, *target])
         # The tool's own run is the "workload" phase; what the agent does around it (bounds,
         # reading /proc/stat, parsing the report, building the record) is "results".
         with ctx.phase("results"):
@@ -157,6 +164,7 @@ def run_step(plan: PlanView, step: StepView) -> None:
             modules = list(adapter(cell.filesystem.fstype).modules)
             if cell.filesystem.loop is not None:
                 modules += [*adapter(cell.filesystem.loop.outer_fstype).modules, "loop"]
+            modules += layer_modules(cell.filesystem)
             # A filesystem module that fails to load shows as mkfs's or mount's own refusal.
             load_modules(ctx, modules)
             scheduler_texts = [set_scheduler(ctx, device) for device in devices]

@@ -75,11 +75,55 @@ class LoopView:
 
 
 @dataclass(frozen=True)
+class MdView:
+    level: str
+    chunk_bytes: int | None
+
+    @classmethod
+    def from_json(cls, data: Json) -> MdView:
+        return cls(level=data["level"], chunk_bytes=data.get("chunk_bytes"))
+
+
+@dataclass(frozen=True)
+class LvmView:
+    stripes: int
+    stripe_size_bytes: int | None
+    size_bytes: int | None
+    thin: bool
+
+    @classmethod
+    def from_json(cls, data: Json) -> LvmView:
+        return cls(
+            stripes=data["stripes"],
+            stripe_size_bytes=data.get("stripe_size_bytes"),
+            size_bytes=data.get("size_bytes"),
+            thin=data.get("thin", False),
+        )
+
+
+@dataclass(frozen=True)
+class CryptView:
+    cipher: str
+    key_bits: int
+
+    @classmethod
+    def from_json(cls, data: Json) -> CryptView:
+        return cls(cipher=data["cipher"], key_bits=data["key_bits"])
+
+
+@dataclass(frozen=True)
 class FilesystemView:
     name: str
     fstype: str
     mkfs_options: tuple[str, ...]
     loop: LoopView | None
+    md: MdView | None = None
+    lvm: LvmView | None = None
+    crypt: CryptView | None = None
+
+    @property
+    def layered(self) -> bool:
+        return self.md is not None or self.lvm is not None or self.crypt is not None
 
     @property
     def disk_fstype(self) -> str:
@@ -88,12 +132,15 @@ class FilesystemView:
 
     @classmethod
     def from_json(cls, data: Json) -> FilesystemView:
-        loop = data.get("loop")
+        loop, md, lvm, crypt = (data.get(k) for k in ("loop", "md", "lvm", "crypt"))
         return cls(
             name=data["name"],
             fstype=data["fstype"],
             mkfs_options=_strings(data["mkfs_options"]),
             loop=LoopView.from_json(loop) if loop is not None else None,
+            md=MdView.from_json(md) if md is not None else None,
+            lvm=LvmView.from_json(lvm) if lvm is not None else None,
+            crypt=CryptView.from_json(crypt) if crypt is not None else None,
         )
 
 

@@ -30,8 +30,11 @@ __all__ = [
     "Applied",
     "CellResult",
     "CpuUsage",
+    "CryptApplied",
     "Limits",
     "LoopApplied",
+    "LvmApplied",
+    "MdApplied",
     "PreconditionResult",
     "Repetition",
     "RepetitionRecord",
@@ -90,11 +93,68 @@ class LoopApplied:
 
 
 @dataclass(frozen=True)
+class MdApplied:
+    device: str
+    level: str
+    raid_devices: int
+    chunk_bytes: int
+    layout: str
+    state: str
+    members: tuple[str, ...]
+    assume_clean: bool
+    sync_action: str
+    mdstat: tuple[str, ...]
+    scheduler: str | None
+    schedulers_available: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LvmApplied:
+    vg: str
+    lv: str
+    device: str
+    segtype: str
+    stripes: int
+    stripe_size_bytes: int
+    size_bytes: int
+    physical_volumes: tuple[str, ...]
+    pool: str
+    dm_table: tuple[str, ...]
+    scheduler: str | None
+    schedulers_available: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CryptApplied:
+    name: str
+    device: str
+    type: str
+    cipher: str
+    key_bits: int
+    sector_size: int
+    underlying: str
+    offset_sectors: int
+    features: tuple[str, ...]
+    dm_table: tuple[str, ...]
+    scheduler: str | None
+    schedulers_available: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Applied:
     """What the guest kernel applied, read back after setting it up (model.result.Applied)."""
 
     OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset(
-        {"member_devices", "member_schedulers", "btrfs_profiles", "btrfs_devices", "loop"}
+        {
+            "member_devices",
+            "member_schedulers",
+            "btrfs_profiles",
+            "btrfs_devices",
+            "loop",
+            "md",
+            "lvm",
+            "crypt",
+        }
     )
 
     kernel_release: str
@@ -109,6 +169,9 @@ class Applied:
     btrfs_profiles: dict[str, str] = field(default_factory=dict)
     btrfs_devices: tuple[str, ...] = ()
     loop: LoopApplied | None = None
+    md: MdApplied | None = None
+    lvm: LvmApplied | None = None
+    crypt: CryptApplied | None = None
 
 
 @dataclass(frozen=True)

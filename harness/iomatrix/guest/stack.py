@@ -33,6 +33,7 @@ from iomatrix.guest.context import (
     CellFailed,
 )
 from iomatrix.guest.disks import scheduler_file
+from iomatrix.guest.layers import Built, layers_readback, tear_down_layers
 from iomatrix.guest.plan_view import LoopView
 from iomatrix.guest.records import Applied, LoopApplied
 
@@ -135,9 +136,11 @@ def loop_devices_backed_under(directory: Path) -> list[str]:
 
 
 def tear_down(ctx: CellContext) -> None:
-    """Undo a repetition's stack, innermost first: the filesystem under test, the loop devices
-    over files of the outer filesystem, the outer filesystem. Safe to call on any state."""
+    """Undo a repetition's stack, innermost first: the filesystem under test, dm-crypt, LVM and
+    md (guest.layers), the loop devices over files of the outer filesystem, the outer
+    filesystem. Safe to call on any state."""
     release(ctx, MOUNTPOINT)
+    tear_down_layers(ctx)
     for loop in loop_devices_backed_under(OUTER_MOUNTPOINT):
         try:
             ctx.run(["losetup", "-d", loop], what=f"detaching {loop}", cleanup=True)
@@ -200,15 +203,18 @@ def read_back(
     devices: Sequence[str],
     target: Sequence[str],
     scheduler_texts: Sequence[str],
+    built: Built | None = None,
 ) -> Applied:
     """What the kernel applied: the mount as /proc/mounts shows it, each disk's scheduler (as
-    set_scheduler read it back), the loop stack's layers and btrfs's own view, whatever the cell
-    asked for."""
+    set_scheduler read it back), the loop stack's layers, md, LVM and dm-crypt, and btrfs's own
+    view, whatever the cell asked for."""
     cell = ctx.cell
     with ctx.phase("readback"):
         loop_applied: LoopApplied | None = None
         if cell.filesystem.loop is not None:
-            loop_applied = loop_readback(ctx, cell.filesystem.loop, target[0], devices[0])
+            loop_device = built.below[0] if built is not None else target[0]
+            loop_applied = loop_readback(ctx, cell.filesystem.loop, loop_device, devices[0])
+        layers = layers_readback(ctx, built) if built is not None else None
         _source, fstype, options = mounted_options(MOUNTPOINT)
         return Applied(
             kernel_release=os.uname().release,
@@ -223,6 +229,9 @@ def read_back(
                 tuple(active_scheduler(t) for t in scheduler_texts) if len(devices) > 1 else ()
             ),
             loop=loop_applied,
+            md=layers.md if layers is not None else None,
+            lvm=layers.lvm if layers is not None else None,
+            crypt=layers.crypt if layers is not None else None,
             **btrfs_readback(
                 ctx,
                 cell.filesystem.disk_fstype,

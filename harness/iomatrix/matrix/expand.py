@@ -60,6 +60,7 @@ from iomatrix.matrix.yaml_reader import Position
 from iomatrix.model.axes import AXES, REQUIRED_AXES, SCHEDULERS, Scheduler
 from iomatrix.model.cell import (
     BUILTINS,
+    MD_MIN_DEVICES,
     BonnieParams,
     BuiltinParams,
     Cell,
@@ -128,6 +129,8 @@ class Expander:
         self.errors: list[MatrixError] = []
         self.devices: dict[str, DeviceProfile] = {}
         self.filesystems: dict[str, FilesystemChoice] = {}
+        # filesystem name -> its index in matrix.filesystem (where its errors are reported)
+        self.filesystem_index: dict[str, int] = {}
         self.option_sets: dict[str, list[MountOptionSet]] = {}
         self._workloads: dict[str, Workload] = {}
         self._workload_files: dict[Path, tuple[str, str, float, int | None]] = {}
@@ -211,21 +214,69 @@ class Expander:
         )
 
     def _check_device_counts(self, combos: Sequence[_Combo]) -> bool:
-        """A profile with several disks needs a filesystem that spans devices (btrfs)."""
+        """A profile with several disks needs a filesystem that spans devices (btrfs), or md or
+        LVM to make one device of them; each layer needs the devices its kind needs."""
         refused: dict[tuple[str, str], str] = {}
+        layer_errors = len(self.errors)
+        checked: set[tuple[str, str]] = set()
         for c in combos:
-            fstype = c.filesystem.disk_fstype
+            fs = c.filesystem
+            if (fs.name, c.device.name) in checked:
+                continue
+            checked.add((fs.name, c.device.name))
+            if fs.layered:
+                self._check_layers(fs, c.device)
+                if fs.loop is None:
+                    continue  # md or LVM make one device of the disks (or crypt is refused)
+            fstype = fs.disk_fstype
             if c.device.count > 1 and fstype not in MULTI_DEVICE_TYPES:
-                refused.setdefault((c.filesystem.name, c.device.name), fstype)
-        for (fs, device), fstype in refused.items():
+                refused.setdefault((fs.name, c.device.name), fstype)
+        for (fs_name, device), fstype in refused.items():
             count = self.devices[device].count
             self.error(
                 ("matrix", "device"),
-                f"filesystem {fs!r} ({fstype}) cannot use device {device!r}: it has {count} "
-                f"disks and {fstype} is made on one; only {listing(MULTI_DEVICE_TYPES)} spans "
-                "several. Exclude the combination or use a profile with count 1",
+                f"filesystem {fs_name!r} ({fstype}) cannot use device {device!r}: it has "
+                f"{count} disks and {fstype} is made on one; only {listing(MULTI_DEVICE_TYPES)} "
+                "spans several (or md or lvm under the filesystem). Exclude the combination or "
+                "use a profile with count 1",
             )
-        return not refused
+        return not refused and len(self.errors) == layer_errors
+
+    def _check_layers(self, fs: FilesystemChoice, device: DeviceProfile) -> None:
+        """md, LVM and dm-crypt over the devices under them: the disks of the profile, or the
+        one loop device of a loop stack (whose outer filesystem spans the disks)."""
+        below = 1 if fs.loop is not None else device.count
+        what = "the loop device" if fs.loop is not None else f"{below} disk(s) of {device.name!r}"
+        loc: Loc = ("matrix", "filesystem", self.filesystem_index.get(fs.name, 0))
+        if fs.md is not None:
+            need = MD_MIN_DEVICES[fs.md.level]
+            if below < need:
+                self.error(
+                    (*loc, "md", "level"),
+                    f"md {fs.md.level} needs at least {need} devices; with device {device.name!r}"
+                    f" it would be made on {what}. Use a profile with count: {max(need, 4)} "
+                    "(or another level), or exclude the combination",
+                )
+                return
+            below = 1
+            what = "the md array"
+        if fs.lvm is not None:
+            if fs.lvm.stripes > below:
+                self.error(
+                    (*loc, "lvm", "stripes"),
+                    f"{fs.lvm.stripes} stripes need as many physical volumes; with device "
+                    f"{device.name!r} the volume group has {what}. Use a profile with count: "
+                    f"{fs.lvm.stripes} or more, fewer stripes, or exclude the combination",
+                )
+                return
+            below = 1
+        if fs.crypt is not None and below > 1:
+            self.error(
+                (*loc, "crypt"),
+                f"dm-crypt is made on one device; device {device.name!r} has {below} disks. Put "
+                "md or lvm below it (they make one device of the disks), use a profile with "
+                "count 1, or exclude the combination",
+            )
 
     @property
     def limit(self) -> int:
@@ -435,6 +486,9 @@ class Expander:
                     fstype=entry.type or entry.name,
                     mkfs_options=tuple(entry.mkfs),
                     loop=entry.loop.stack() if entry.loop is not None else None,
+                    md=entry.md.stack() if entry.md is not None else None,
+                    lvm=entry.lvm.stack() if entry.lvm is not None else None,
+                    crypt=entry.crypt.stack() if entry.crypt is not None else None,
                 )
             if choice.name in seen:
                 earlier, j = seen[choice.name]
@@ -447,6 +501,7 @@ class Expander:
                 continue
             seen[choice.name] = (choice, i)
         self.filesystems = {name: choice for name, (choice, _) in seen.items()}
+        self.filesystem_index = {name: i for name, (_, i) in seen.items()}
         return list(self.filesystems.values())
 
     def _define_option_sets(

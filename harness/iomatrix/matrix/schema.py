@@ -64,7 +64,12 @@ from iomatrix.model.cell import (
     Backing,
     BuiltinName,
     CacheMode,
+    CryptCipher,
+    CryptStack,
     LoopStack,
+    LvmStack,
+    MdLevel,
+    MdStack,
 )
 from iomatrix.model.kernel_spec import parse_spec
 
@@ -580,11 +585,81 @@ class _LoopSpec(_Schema):
         )
 
 
+def _chunk_size(value: object) -> int:
+    size = _size_in_range(value, 4 * KIB, 256 * MIB, "a chunk or stripe size")
+    if size & (size - 1):
+        raise ValueError(f"{show(value)} ({format_size(size)}) is not a power of two")
+    return size
+
+
+ChunkSize = Annotated[int, BeforeValidator(_chunk_size)]
+
+
+def _volume_size(value: object) -> int:
+    return _size_in_range(value, LOOP_FILE_MIN, DEVICE_SIZE_MAX, "a logical volume")
+
+
+class _MdSpec(_Schema):
+    """`md:` of a filesystem entry: md RAID over the stack's devices (mdadm --create)."""
+
+    level: MdLevel
+    chunk: ChunkSize | None = None
+
+    @model_validator(mode="after")
+    def _chunk_not_raid1(self) -> _MdSpec:
+        if self.chunk is not None and self.level == "raid1":
+            raise ValueError("raid1 mirrors whole devices and has no chunk size; remove chunk")
+        return self
+
+    def stack(self) -> MdStack:
+        return MdStack(level=self.level, chunk_bytes=self.chunk)
+
+
+class _LvmSpec(_Schema):
+    """`lvm:` of a filesystem entry: a logical volume over a volume group of the devices."""
+
+    stripes: Annotated[int, Field(ge=1, le=MAX_DEVICE_COUNT)] = 1
+    stripe_size: ChunkSize | None = None
+    size: Annotated[int, BeforeValidator(_volume_size)] | None = None
+    thin: bool = False
+
+    @model_validator(mode="after")
+    def _stripe_size_needs_stripes(self) -> _LvmSpec:
+        if self.stripe_size is not None and self.stripes == 1:
+            raise ValueError(
+                "stripe_size is for a striped volume: give stripes (2 or more) or remove it"
+            )
+        if self.thin and self.stripes > 1:
+            raise ValueError("a thin volume is not striped here: give stripes 1 with thin")
+        return self
+
+    def stack(self) -> LvmStack:
+        return LvmStack(
+            stripes=self.stripes,
+            stripe_size_bytes=self.stripe_size,
+            size_bytes=self.size,
+            thin=self.thin,
+        )
+
+
+class _CryptSpec(_Schema):
+    """`crypt:` of a filesystem entry: dm-crypt (LUKS2) on top of the other layers."""
+
+    cipher: CryptCipher = "aes-xts-plain64"
+
+    def stack(self) -> CryptStack:
+        return CryptStack(cipher=self.cipher)
+
+
 class FilesystemSpec(_Schema):
     name: Name
     type: FsType | None = None
     mkfs: list[MkfsArg] = Field(default_factory=list)
+    # The layers under the filesystem, from the disks up: loop, md, lvm, crypt.
     loop: _LoopSpec | None = None
+    md: _MdSpec | None = None
+    lvm: _LvmSpec | None = None
+    crypt: _CryptSpec | None = None
 
     @model_validator(mode="after")
     def _type_matches_name(self) -> FilesystemSpec:

@@ -102,14 +102,80 @@ class LoopStack(Record):
     direct_io: bool = False
 
 
+# md RAID levels a stack may ask for, and the fewest devices each needs.
+MdLevel = Literal["raid0", "raid1", "raid5", "raid10"]
+MD_LEVELS: tuple[str, ...] = ("raid0", "raid1", "raid5", "raid10")
+MD_MIN_DEVICES: dict[str, int] = {"raid0": 2, "raid1": 2, "raid5": 3, "raid10": 2}
+# dm-crypt ciphers a stack may ask for (cryptsetup --cipher), each with its key size in bits.
+CryptCipher = Literal["aes-xts-plain64", "aes-cbc-essiv:sha256", "xchacha12,aes-adiantum-plain64"]
+CRYPT_CIPHERS: dict[str, int] = {
+    "aes-xts-plain64": 512,
+    "aes-cbc-essiv:sha256": 256,
+    "xchacha12,aes-adiantum-plain64": 256,
+}
+
+
+class MdStack(Record):
+    """md RAID over the stack's devices (the test disks, or the loop device): mdadm --create."""
+
+    level: MdLevel
+    # mdadm --chunk; None: mdadm's default (512 KiB). raid1 has no chunks.
+    chunk_bytes: int | None = Field(default=None, gt=0, exclude_if=is_none)
+
+
+class LvmStack(Record):
+    """One LVM logical volume over a volume group of the stack's devices (or the md array)."""
+
+    # 1: a linear volume; more: lvcreate --stripes N (N physical volumes).
+    stripes: int = Field(default=1, ge=1, le=16)
+    # lvcreate --stripesize; None: lvm's default (64 KiB). Only with stripes > 1.
+    stripe_size_bytes: int | None = Field(default=None, gt=0, exclude_if=is_none)
+    # The volume's size; None: all of the group (thin: 80% of it for the pool, the volume as
+    # large as the pool).
+    size_bytes: int | None = Field(default=None, gt=0, exclude_if=is_none)
+    # A thin pool over the group and a thin volume in it.
+    thin: bool = Field(default=False, exclude_if=is_empty)
+
+
+class CryptStack(Record):
+    """dm-crypt (LUKS2) on top of the stack: the filesystem is made on the opened mapping."""
+
+    cipher: CryptCipher = "aes-xts-plain64"
+    # cryptsetup --key-size: the cipher's own (CRYPT_CIPHERS), written out for the guest.
+    key_bits: int = 0
+
+    @model_validator(mode="after")
+    def _key_of_cipher(self) -> CryptStack:
+        if self.key_bits == 0:
+            object.__setattr__(self, "key_bits", CRYPT_CIPHERS[self.cipher])
+        elif self.key_bits != CRYPT_CIPHERS[self.cipher]:
+            raise ValueError(
+                f"cipher {self.cipher} takes a {CRYPT_CIPHERS[self.cipher]}-bit key, not "
+                f"{self.key_bits}"
+            )
+        return self
+
+
 class FilesystemChoice(Record):
-    """One value of the filesystem axis: a name, the filesystem type and its mkfs arguments."""
+    """One value of the filesystem axis: a name, the filesystem type and its mkfs arguments.
+
+    The layers under the filesystem, from the disks up, always in this order: a loop device over
+    a file on an outer filesystem, md RAID, LVM, dm-crypt; each one optional.
+    """
 
     name: str
     fstype: str
     mkfs_options: tuple[str, ...] = ()
     # A device stack under the filesystem; None: directly on the test disk(s).
     loop: LoopStack | None = Field(default=None, exclude_if=is_none)
+    md: MdStack | None = Field(default=None, exclude_if=is_none)
+    lvm: LvmStack | None = Field(default=None, exclude_if=is_none)
+    crypt: CryptStack | None = Field(default=None, exclude_if=is_none)
+
+    @property
+    def layered(self) -> bool:
+        """md, LVM or dm-crypt between the disks (or loop device) and the filesystem."""
+        return self.md is not None or self.lvm is not None or self.crypt is not None
 
     @property
     def disk_fstype(self) -> str:

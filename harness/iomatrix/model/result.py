@@ -21,6 +21,8 @@ Format history of run.json (RUN_FORMAT):
        that ask for them.
      - telemetry (repetition): the test disks' diskstats, vmstat and I/O pressure around each
        fio run (model.telemetry). Written when known; an older iomatrix refuses it.
+     - md, lvm, crypt (applied): the layers under the filesystem as read back (MdApplied,
+       LvmApplied, CryptApplied). Written only for a cell that has them.
 Reading, writing and migrating these files: iomatrix.store.records_io.
 """
 
@@ -70,6 +72,62 @@ class LoopApplied(Record):
     outer_missing_mount_options: tuple[str, ...] = ()
 
 
+class MdApplied(Record):
+    """md RAID under the filesystem as the guest read it back: sysfs (/sys/block/mdN/md/*),
+    `mdadm --detail` and /proc/mdstat."""
+
+    device: str  # md0
+    level: str  # sysfs md/level, e.g. raid10
+    raid_devices: int  # sysfs md/raid_disks
+    chunk_bytes: int  # sysfs md/chunk_size (0 for raid1)
+    layout: str  # mdadm --detail's Layout, e.g. near=2 ("" for levels without one)
+    state: str  # mdadm --detail's State, e.g. clean
+    members: tuple[str, ...]  # mdadm --detail's devices, e.g. /dev/vdb
+    # Created with --assume-clean: no initial resync ran (it would take most of a repetition
+    # under TCG and write under the measurement); sync_action (sysfs) shows what runs now.
+    assume_clean: bool
+    sync_action: str
+    mdstat: tuple[str, ...]  # the array's lines of /proc/mdstat
+    scheduler: str | None  # md is bio-based: 'none', with no other choice
+    schedulers_available: tuple[str, ...]
+
+
+class LvmApplied(Record):
+    """The LVM logical volume under the filesystem: `lvs --reportformat json` and its
+    device-mapper table."""
+
+    vg: str
+    lv: str
+    device: str  # dm-N
+    segtype: str  # linear, striped, thin
+    stripes: int
+    stripe_size_bytes: int  # 0 for a linear volume
+    size_bytes: int
+    physical_volumes: tuple[str, ...]  # the devices its segments are on (a thin pool's, if thin)
+    pool: str  # the thin pool, "" when not thin
+    dm_table: tuple[str, ...]
+    scheduler: str | None  # bio-based: 'none'
+    schedulers_available: tuple[str, ...]
+
+
+class CryptApplied(Record):
+    """dm-crypt under the filesystem: `cryptsetup status` and the crypt target's table (its
+    key never recorded: only its size)."""
+
+    name: str  # the mapping, /dev/mapper/<name>
+    device: str  # dm-N
+    type: str  # LUKS2
+    cipher: str  # as the kernel's table has it, e.g. aes-xts-plain64
+    key_bits: int
+    sector_size: int
+    underlying: str  # the device it encrypts, as cryptsetup names it
+    offset_sectors: int  # where the data starts on it (after the LUKS header)
+    features: tuple[str, ...]  # the table's optional parameters
+    dm_table: tuple[str, ...]
+    scheduler: str | None  # bio-based: 'none'
+    schedulers_available: tuple[str, ...]
+
+
 class Applied(Record):
     """What the guest kernel actually applied, read back after setting it up; never the request."""
 
@@ -92,6 +150,11 @@ class Applied(Record):
     # A loop stack: the loop device and the outer filesystem (the mount_* fields above are the
     # inner filesystem's, where the workload ran; btrfs_* are the outer one's).
     loop: LoopApplied | None = Field(default=None, exclude_if=is_none)
+    # The layers between the disks (or the loop device) and the filesystem; `device` above is
+    # still the first disk, the filesystem is on the top layer.
+    md: MdApplied | None = Field(default=None, exclude_if=is_none)
+    lvm: LvmApplied | None = Field(default=None, exclude_if=is_none)
+    crypt: CryptApplied | None = Field(default=None, exclude_if=is_none)
 
 
 class Limits(Record):

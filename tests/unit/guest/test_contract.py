@@ -16,10 +16,10 @@ from iomatrix.adapters import cpustat, diskstats
 from iomatrix.guest import plan_view, records
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model import result, telemetry
-from iomatrix.model.cell import Aging, Cell, Precondition, SteadyState
+from iomatrix.model.cell import Aging, Cell, LvmStack, Precondition, SteadyState
 from iomatrix.plan.boots import BootPlan, Disk, boot_groups
 from support.builders import guest_view, make_cell
-from support.paths import REPO_ROOT
+from support.paths import REPO_ROOT, TESTS_DIR
 
 MATRICES = sorted((REPO_ROOT / "matrix").glob("**/*.yaml"))
 MATRICES = [m for m in MATRICES if "presets" not in m.parts]
@@ -110,6 +110,25 @@ def test_the_guest_reads_a_workloads_precondition_and_aging() -> None:
     same(guest_view(prepared), prepared, "cell")
 
 
+def test_the_guest_reads_every_layer_of_a_stacked_plan(tmp_path: Path) -> None:
+    # No example matrix under matrix/ stacks md, LVM or dm-crypt yet; the VM tests' matrix does,
+    # with every layer and a thin volume beside it.
+    plan = plan_of(TESTS_DIR / "data" / "stacks" / "layers.yaml", tmp_path)
+    view = plan_view.PlanView.from_json(json.loads(plan.model_dump_json()))
+    same(view, plan, "plan")
+    filesystems = [s.cell.filesystem for s in view.steps]
+    assert any(f.md is not None and f.md.chunk_bytes for f in filesystems)
+    assert any(f.lvm is not None and f.lvm.stripe_size_bytes for f in filesystems)
+    assert any(f.lvm is not None and f.lvm.size_bytes for f in filesystems)
+    assert {f.crypt.key_bits for f in filesystems if f.crypt is not None} == {256, 512}
+    cell = make_cell()
+    fs = cell.filesystem.model_copy(update={"lvm": LvmStack(thin=True)})
+    thin = Cell.model_validate({**cell.model_dump(), "filesystem": fs.model_dump()})
+    assert guest_view(thin).filesystem.lvm == plan_view.LvmView(
+        stripes=1, stripe_size_bytes=None, size_bytes=None, thin=True
+    )
+
+
 def test_a_view_tells_a_field_the_host_renamed(tmp_path: Path) -> None:
     plan = plan_of(REPO_ROOT / "matrix" / "quick.yaml", tmp_path)
     data = json.loads(plan.model_dump_json())
@@ -129,6 +148,9 @@ def test_a_view_tells_a_field_the_host_renamed(tmp_path: Path) -> None:
 PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
     (cpustat.CpuUsage, result.CpuUsage),
     (records.LoopApplied, result.LoopApplied),
+    (records.MdApplied, result.MdApplied),
+    (records.LvmApplied, result.LvmApplied),
+    (records.CryptApplied, result.CryptApplied),
     (records.Applied, result.Applied),
     (records.Limits, result.Limits),
     (diskstats.DiskCounters, telemetry.DiskDelta),
@@ -204,6 +226,58 @@ SEEN = records.Telemetry(
 BARE_SEEN = records.Telemetry(
     phase="", devices=(), seconds=0.0, wall_s=0.1, fio_read_bytes=0, fio_write_bytes=0
 )
+LAYERED = records.Applied(
+    kernel_release="6.1.0-50-amd64",
+    device="vdb",
+    scheduler="mq-deadline",
+    schedulers_available=("mq-deadline", "none"),
+    mount_fstype="xfs",
+    mount_options=("rw",),
+    member_devices=("vdb", "vdc", "vdd", "vde"),
+    member_schedulers=("mq-deadline",) * 4,
+    md=records.MdApplied(
+        device="md0",
+        level="raid10",
+        raid_devices=4,
+        chunk_bytes=65536,
+        layout="near=2",
+        state="clean",
+        members=("/dev/vdb", "/dev/vdc", "/dev/vdd", "/dev/vde"),
+        assume_clean=True,
+        sync_action="idle",
+        mdstat=("md0 : active raid10 vde[3] vdd[2] vdc[1] vdb[0]",),
+        scheduler="none",
+        schedulers_available=("none",),
+    ),
+    lvm=records.LvmApplied(
+        vg="iomatrix",
+        lv="vol",
+        device="dm-0",
+        segtype="linear",
+        stripes=1,
+        stripe_size_bytes=0,
+        size_bytes=1 << 30,
+        physical_volumes=("/dev/md0",),
+        pool="",
+        dm_table=("0 2097152 linear 9:0 2048",),
+        scheduler="none",
+        schedulers_available=("none",),
+    ),
+    crypt=records.CryptApplied(
+        name="iomatrix-crypt",
+        device="dm-1",
+        type="LUKS2",
+        cipher="aes-xts-plain64",
+        key_bits=512,
+        sector_size=512,
+        underlying="/dev/mapper/iomatrix-vol",
+        offset_sectors=32768,
+        features=(),
+        dm_table=("0 2064384 crypt aes-xts-plain64 :64:logon:cryptsetup:x-d0 0 253:0 32768",),
+        scheduler="none",
+        schedulers_available=("none",),
+    ),
+)
 BARE_REP = records.Repetition(
     index=0, metrics={"write_iops": 100.0}, cpu=CPU, duration_s=1.0, fio_version="", fio={}
 )
@@ -252,6 +326,7 @@ EXAMPLES: list[tuple[Any, type[BaseModel]]] = [
     (CPU, result.CpuUsage),
     (PLAIN, result.Applied),
     (STACKED, result.Applied),
+    (LAYERED, result.Applied),
     (records.Limits(runtime_s=5.0), result.Limits),
     (SEEN, telemetry.Telemetry),
     (BARE_SEEN, telemetry.Telemetry),

@@ -380,7 +380,7 @@ def test_unknown_fields_name_the_allowed_ones(
         (
             {"filesystem": [{"name": "xfs", "mkfs_options": ["-f"]}]},
             "matrix.filesystem[0].mkfs_options",
-            "name, type, mkfs, loop",
+            "name, type, mkfs, loop, md, lvm, crypt",
         ),
         (
             {"mount_options": {"ext4": [{"name": "fast", "options": "ro", "opts": "x"}]}},
