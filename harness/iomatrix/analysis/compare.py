@@ -681,12 +681,22 @@ def compare_runs(
     tested: list[tuple[_Pending, dict[str, float | None]]] = [
         (p, _measure(p, settings)) for p in pending if p.row.verdict != "missing"
     ]
-    raw = [m["p_value"] for _, m in tested]
-    adjusted = stats.bh_adjust([p for p in raw if p is not None])
-    adjusted_iter = iter(adjusted)
+    # Two families for Benjamini-Hochberg: the rows that can gate, and the informational ones
+    # (iowait, the disk's own counters, ...), which never gate. Corrected together, a hundred
+    # telemetry rows would lift every gated row's p_adj and hide a real regression.
+    adjusted_p: dict[int, float | None] = {}
+    for informational in (False, True):
+        family = [
+            (p, m)
+            for p, m in tested
+            if (p.row.direction == "informational") == informational
+            and m["p_value"] is not None
+        ]
+        values = stats.bh_adjust([m["p_value"] for _, m in family if m["p_value"] is not None])
+        adjusted_p.update({id(p): value for (p, _), value in zip(family, values, strict=True)})
     decided: dict[int, Row] = {}
     for p, measured in tested:
-        row = p.row.model_copy(update={**measured, "p_adjusted": next(adjusted_iter)})
+        row = p.row.model_copy(update={**measured, "p_adjusted": adjusted_p.get(id(p))})
         row = row.model_copy(update={"min_effect": _effect(row, settings)})
         row = row.model_copy(update={"detectable": _detectable(row, settings)})
         verdict, reason = _decide(row, settings)
