@@ -689,8 +689,7 @@ def compare_runs(
         family = [
             (p, m)
             for p, m in tested
-            if (p.row.direction == "informational") == informational
-            and m["p_value"] is not None
+            if (p.row.direction == "informational") == informational and m["p_value"] is not None
         ]
         values = stats.bh_adjust([m["p_value"] for _, m in family if m["p_value"] is not None])
         adjusted_p.update({id(p): value for (p, _), value in zip(family, values, strict=True)})
