@@ -403,7 +403,7 @@ def render_run_page(
     for workload, cells in _by_workload(record.cells).items():
         names = [short_label(c, _varying_axes(cells)) for c in cells]
         headline = headline_metrics(cells)
-        body.append(f"<h2>Workload {e(workload)}</h2>")
+        body.append(f'<h2 id="workload-{e(workload)}">Workload {e(workload)}</h2>')
         if not headline:
             body.append('<p class="note">No repetition reported a metric.</p>')
             continue
