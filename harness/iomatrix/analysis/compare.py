@@ -60,7 +60,7 @@ Verdict = Literal[
 INSUFFICIENT = "insufficient repetitions"
 
 DEFAULT_ALPHA = 0.05
-DEFAULT_NOISY_COV = 0.10
+DEFAULT_NOISY_COV = stats.DEFAULT_NOISY_COV
 DEFAULT_CONFIDENCE = 0.95
 
 

@@ -22,8 +22,9 @@ The design (`iomatrix ab --until-decided --max-repeat N`, and each step of a bis
   effect (the second condition can only remove rejections, so the false-positive rate stays at
   or below alpha). The cell is "unchanged" as soon as that CI lies wholly inside the minimum
   effect (equivalence: a change as large as the minimum effect is no longer plausible; stopping
-  for it cannot add false positives). At the cap a cell that is neither is "undecided": it says
-  so, never guesses.
+  for it cannot add false positives), and neither side is noisier than the comparison allows
+  (CoV above 10%: then the minimum effect, 2 x CoV, is too wide to mean anything). At the cap a
+  cell that is neither is "undecided": it says so, never guesses.
 
 tests/unit/analysis/test_sequential.py simulates 1,000 null sessions (false positives at or
 below alpha) and sessions with a 10% change at 6% CoV (power, average repetitions, and the power
@@ -106,6 +107,15 @@ class Look:
     decision: SequentialVerdict | Literal["continue"]
 
 
+def _steady(base: Sequence[float], new: Sequence[float]) -> bool:
+    """Both sides' CoV within the comparison's noise limit. The automatic minimum effect grows
+    with the base's noise (2 x CoV), so a base at 25% CoV made a CI of [-31%, +47%] around an
+    18.6% drop "inside the minimum effect": equivalence within +-50% says nothing, and the
+    comparison calls such a row noisy. Such a cell goes on, and is undecided at the cap."""
+    covs = [stats.cov(side) for side in (base, new)]
+    return all(c is None or c <= stats.DEFAULT_NOISY_COV for c in covs)
+
+
 def look(
     base: Sequence[float],
     new: Sequence[float],
@@ -136,7 +146,7 @@ def look(
                 decision = "changed"
             else:
                 decision = "improved" if up == (direction == "higher") else "regressed"
-        elif ci[0] > 1 - effect and ci[1] < 1 + effect:
+        elif ci[0] > 1 - effect and ci[1] < 1 + effect and _steady(base, new):
             decision = "unchanged"
     if decision == CONTINUE and n >= plan.cap:
         decision = "undecided"

@@ -61,6 +61,10 @@ DEFAULT_RESAMPLES = 5000
 # resample median from its exact distribution (whose table costs O(n^3) to build).
 _MEDIAN_TABLE_MAX_N = 100
 
+# A side whose CoV is above this is too noisy to call anything unchanged (compare's "noisy",
+# sequential's equivalence).
+DEFAULT_NOISY_COV = 0.10
+
 
 # --- Mann-Whitney U -----------------------------------------------------------------------------
 

@@ -136,3 +136,17 @@ def test_a_ten_percent_regression_at_six_percent_noise(plan: sequential.Design) 
     assert sum(v == "improved" for v, _ in runs) == 0
     assert power >= fixed_power
     assert power > 0.5
+
+
+def test_a_noisy_base_is_never_called_unchanged(plan: sequential.Design) -> None:
+    # As measured once beside a kernel build: 508 -> 414 IOPS (-18.6%) with the base at 25% CoV,
+    # whose minimum effect (2 x CoV, 50%) held the CI [-31%, +47%]: called unchanged.
+    base = [640.0, 508.0, 350.0, 520.0, 380.0]
+    new = [414.0, 430.0, 400.0, 390.0, 420.0]
+    seen = sequential.look(base, new, plan, metric="write_iops")
+    assert seen.ci is not None
+    assert seen.ci[0] > 1 - seen.min_effect
+    assert seen.ci[1] < 1 + seen.min_effect
+    assert seen.decision == "continue"
+    at_cap = sequential.look(base * 4, new * 4, plan, metric="write_iops")
+    assert at_cap.decision in ("undecided", "regressed")
