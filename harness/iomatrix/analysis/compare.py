@@ -18,8 +18,9 @@ Verdicts of a row (one cell x one metric):
                         ever reach p < alpha (the reason then starts with "insufficient
                         repetitions"); the reason starts "too noisy to tell" otherwise; also a
                         change whose CI lies wholly beyond the minimum effect but that is not
-                        significant after the correction over every row (more repetitions
-                        would tell), never "unchanged"
+                        significant after the correction over every row, or a significant one
+                        whose CI reaches across the minimum effect (more repetitions would
+                        tell), never "unchanged"
   missing               the cell (or the metric) is absent or not ok on one side; the reason
                         says which side and why
   incomparable          no ratio can be formed (base median 0), or the environments differ and
@@ -532,12 +533,26 @@ def _no_change(
         return "unchanged", f"{why}; {seen}"
     if not significant:
         return "unchanged", f"not significant (p_adj {format_p(row.p_adjusted)}); {seen}"
+    return _significant_not_large(row, seen)
+
+
+def _significant_not_large(row: Row, seen: str) -> tuple[Verdict, str]:
+    """A significant row whose CI does not lie wholly beyond the minimum effect."""
     if row.ci_low is None:
         return "unchanged", f"significant, but no confidence interval; {seen}"
     assert row.min_effect is not None
+    assert row.ci_high is not None
+    effect = row.min_effect
+    if row.ci_low > 1 - effect and row.ci_high < 1 + effect:
+        return "unchanged", f"significant, but within +-{format_percent(effect)}; {seen}"
+    # Significant, and the CI reaches across the minimum effect: a change whose size is not
+    # yet known is not "unchanged" (a real -25% with its CI at [-25%, -12%] against a 17%
+    # minimum effect once was).
     return (
-        "unchanged",
-        f"significant, but the CI reaches into +-{format_percent(row.min_effect)}; {seen}",
+        "noisy",
+        f"significant, but the CI [{format_percent(row.ci_low - 1)}, "
+        f"{format_percent(row.ci_high - 1)}] reaches across +-{format_percent(effect)}: more "
+        "repetitions would tell",
     )
 
 
