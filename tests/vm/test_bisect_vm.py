@@ -122,7 +122,10 @@ def test_one_step_finds_the_commit_that_slowed_direct_writes(
     )
 
 
+@pytest.mark.nightly
 def test_ends_that_do_not_differ_are_refused(tmp_path: Path, base_tree: Path) -> None:
+    """Nightly only (some 3 minutes: a rebuild and an A/B of the ends); the refusal's rule is
+    unit-tested on simulated measurements in tests/unit/analysis/test_bisect.py."""
     git(base_tree, "checkout", "--quiet", "-B", "comment-only", "base")
     commit_edit(
         base_tree,
