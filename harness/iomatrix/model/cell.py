@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from iomatrix.model.axes import AXES, Bus, Scheduler
+from iomatrix.model.knob_keys import KNOB_FAMILIES
 
 # file: a preallocated image in the scratch folder; ram: an image in /dev/shm; host: a block
 # device of this machine (`path`), only with --allow-host-device and never while it is in use.
@@ -382,6 +383,21 @@ class Workload(Record):
         return hashlib.sha256(params.model_dump_json().encode()).hexdigest()
 
 
+class KnobSetting(Record):
+    """One knob of a set: its key (model.knob_keys) and the value as the kernel or fio reads it."""
+
+    key: str
+    value: str
+
+
+class KnobSet(Record):
+    """One value of a knob axis (queue, sysctl, cgroup, fio, cmdline): a name and the settings
+    applied, in order, to every repetition of the cell."""
+
+    name: str
+    settings: tuple[KnobSetting, ...]
+
+
 class VmSettings(Record):
     memory_mib: int = Field(default=2048, ge=256)
     cpus: int = Field(default=2, ge=1)
@@ -412,20 +428,38 @@ class Cell(Record):
     # source: or debian-source: spec, or an entry of the matrix's kernels:); None for kernels
     # fetched ready to boot. Part of the cell, so a run folder says what was built.
     kernel_build: KernelBuild | None = Field(default=None, exclude_if=is_none)
+    # The knob axes (model.knob_keys), each None when the matrix does not declare it: a cell
+    # without knobs has the fields, id and label it had before knobs existed.
+    queue: KnobSet | None = Field(default=None, exclude_if=is_none)
+    sysctl: KnobSet | None = Field(default=None, exclude_if=is_none)
+    cgroup: KnobSet | None = Field(default=None, exclude_if=is_none)
+    fio: KnobSet | None = Field(default=None, exclude_if=is_none)
+    cmdline: KnobSet | None = Field(default=None, exclude_if=is_none)
 
     def axis_value(self, axis: str) -> str:
-        """The name of this cell's value on an axis (a record's name, or the text itself)."""
+        """The name of this cell's value on an axis (a record's name, or the text itself); a
+        knob axis the cell does not have is "-"."""
         value = getattr(self, axis)
+        if value is None:
+            return "-"
         return value if isinstance(value, str) else str(value.name)
 
+    def knob_sets(self) -> dict[str, KnobSet]:
+        """The knob sets of this cell, by family, in KNOB_FAMILIES order."""
+        sets = {family: getattr(self, family) for family in KNOB_FAMILIES}
+        return {family: s for family, s in sets.items() if s is not None}
+
     def axis_values(self) -> dict[str, str]:
-        return {axis: self.axis_value(axis) for axis in AXES}
+        """The cell's value on every axis, then on each knob axis it has (so that the id and
+        label of a cell without knobs are what they were before knobs existed)."""
+        values = {axis: self.axis_value(axis) for axis in AXES}
+        values.update({family: s.name for family, s in self.knob_sets().items()})
+        return values
 
     @property
     def label(self) -> str:
         """A short human name; ids are for machines, labels for tables."""
-        v = self.axis_values()
-        return "/".join(v[a] for a in AXES)
+        return "/".join(self.axis_values().values())
 
     @property
     def estimated_s(self) -> float:
@@ -433,8 +467,16 @@ class Cell(Record):
         return self.repeat * (self.workload.estimated_s + 8.0)
 
 
-def axis_values(**values: str) -> dict[str, str]:
-    return {axis: values[axis] for axis in AXES}
+def axis_values(**values: str | None) -> dict[str, str]:
+    """The axes in order, then the knob axes given (a knob axis is left out when None)."""
+    ordered: dict[str, str] = {}
+    for axis in (*AXES, *KNOB_FAMILIES):
+        value = values.get(axis)
+        if value is not None:
+            ordered[axis] = value
+        elif axis in AXES:
+            raise KeyError(axis)
+    return ordered
 
 
 def cell_id(values: dict[str, str]) -> str:

@@ -128,6 +128,36 @@ class CryptApplied(Record):
     schedulers_available: tuple[str, ...]
 
 
+# What became of one knob setting (model.knob_keys): applied (read back as asked); changed (the
+# kernel or fio took it but shows another value: rounded, clamped); ignored (accepted without
+# effect: a kernel parameter the kernel does not know); changed-during-workload (read back as
+# asked, then different after the workload: something changed it underneath); not-for-this-
+# scheduler (a scheduler tunable of a set shared with cells of another scheduler: not written).
+KnobStatus = Literal[
+    "applied", "changed", "ignored", "changed-during-workload", "not-for-this-scheduler"
+]
+FLAGGED_KNOB_STATUSES: tuple[str, ...] = ("changed", "ignored", "changed-during-workload")
+
+
+class KnobReading(Record):
+    """One knob setting as the guest found it: the value before, what it asked for, what the
+    kernel (or fio) showed right after, and again after the workload."""
+
+    family: str
+    key: str
+    asked: str
+    # Where it was written or read: /sys/block/vdb/queue/read_ahead_kb, /proc/sys/vm/dirty_ratio,
+    # /sys/fs/cgroup/iomatrix/io.max, the fio job's name, /proc/cmdline.
+    target: str
+    before: str | None = None
+    after_set: str | None = None
+    after_workload: str | None = None
+    status: KnobStatus = "applied"
+    # Why the status is what it is, in words a report can show ("the kernel rounds read_ahead_kb
+    # to whole pages: asked 130, shows 128").
+    note: str = ""
+
+
 class Applied(Record):
     """What the guest kernel actually applied, read back after setting it up; never the request."""
 
@@ -155,6 +185,8 @@ class Applied(Record):
     md: MdApplied | None = Field(default=None, exclude_if=is_none)
     lvm: LvmApplied | None = Field(default=None, exclude_if=is_none)
     crypt: CryptApplied | None = Field(default=None, exclude_if=is_none)
+    # Every knob setting of the cell (queue, sysctl, cgroup, fio, cmdline), read back.
+    knobs: tuple[KnobReading, ...] = Field(default=(), exclude_if=is_empty)
 
 
 class Limits(Record):
