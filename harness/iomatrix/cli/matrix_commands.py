@@ -13,8 +13,7 @@ from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.host import preflight
 from iomatrix.matrix.loader import json_schema as matrix_json_schema
 from iomatrix.matrix.loader import load_matrix, quick_variant
-from iomatrix.model.axes import AXES
-from iomatrix.model.cell import Cell, Matrix
+from iomatrix.model.cell import Cell, Matrix, axes_of
 from iomatrix.model.result import RunRecord
 from iomatrix.plan.boots import boot_groups
 from iomatrix.plan.shards import GITHUB_MAX_MATRIX_JOBS, github_shards, parse_shard, shard_cells
@@ -97,8 +96,9 @@ def cmd_expand(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([cell_json(c) for c in cells], indent=1))
         return ExitCode.OK
-    header = ["id", *AXES, "repeat"]
-    rows = [[c.id, *c.axis_values().values(), str(c.repeat)] for c in cells]
+    axes = axes_of(cells)
+    header = ["id", *axes, "repeat"]
+    rows = [[c.id, *(c.axis_value(a) for a in axes), str(c.repeat)] for c in cells]
     print(format_table(header, rows))
     total = sum(c.estimated_s for c in cells)
     print(

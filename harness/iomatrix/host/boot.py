@@ -161,6 +161,7 @@ def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], list[Path]]:
         disk_args=[d.qemu_args for d in disks],
         guest_command=vm.guest_agent_command(str(rundir.plan_file(boot_dir(ctx)))),
         shared_fs=ctx.shared_fs,
+        kernel_args=ctx.group.cmdline,
     )
     if ctx.host_cpus:
         argv = vm.pinned_argv(argv, cores.cpu_list(ctx.host_cpus))

@@ -84,6 +84,7 @@ def vng_argv(
     disk_args: Sequence[Sequence[str]],
     guest_command: Sequence[str],
     shared_fs: SharedFs = "9p",
+    kernel_args: Sequence[str] = (),
 ) -> list[str]:
     """The full vng command for one boot.
 
@@ -117,6 +118,9 @@ def vng_argv(
         # no spaces (image paths are ours, checked in host/boot.py).
         for i in range(0, len(args), 2):
             argv.append(f"--qemu-opts={args[i]} {args[i + 1]}")
+    for arg in kernel_args:
+        # A cmdline knob (model.knob_keys checked its characters: no spaces, no quotes).
+        argv.append(f"--append={arg}")
     argv += ["--exec", shlex.join(guest_command)]
     return argv
 

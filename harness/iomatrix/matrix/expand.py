@@ -5,6 +5,7 @@ the bound on the number of cells.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from iomatrix.matrix.fio_jobs import (
     declared_fio_size,
     estimate_fio_runtime,
 )
+from iomatrix.matrix.knobs import knob_sets
 from iomatrix.matrix.presets import Layer, Source, located, source_of
 from iomatrix.matrix.problems import Loc, format_field
 from iomatrix.matrix.rules import (
@@ -68,6 +70,7 @@ from iomatrix.model.cell import (
     FilesystemChoice,
     FioPhase,
     KernelBuild,
+    KnobSet,
     Matrix,
     MountOptionSet,
     Precondition,
@@ -80,6 +83,7 @@ from iomatrix.model.cell import (
     cell_id,
 )
 from iomatrix.model.kernel_spec import DEBIAN_SUITES, parse_spec
+from iomatrix.model.knob_keys import KNOB_FAMILIES
 
 # --- stage 2: the merged file into cells ------------------------------------------------------
 
@@ -92,6 +96,8 @@ class _Combo:
     scheduler: Scheduler
     device: DeviceProfile
     workload: Workload
+    # family -> the set this combination takes on each knob axis the matrix declares.
+    knobs: dict[str, KnobSet] = field(default_factory=dict)
     repeat: int | None = None
     names: dict[str, str] = field(init=False)
 
@@ -103,6 +109,7 @@ class _Combo:
             scheduler=self.scheduler,
             device=self.device.name,
             workload=self.workload.name,
+            **{family: s.name for family, s in self.knobs.items()},
         )
 
     def matches(self, values: Mapping[str, str]) -> bool:
@@ -139,6 +146,8 @@ class Expander:
         self._prepared: dict[str, Workload | None] = {}
         # kernel axis value -> how to build it, for kernels built from source.
         self.kernel_builds: dict[str, KernelBuild] = {}
+        # knob axis -> its sets, for the knob axes the matrix declares.
+        self.knob_axes: dict[str, list[KnobSet]] = {}
 
     def source_of(self, loc: Loc) -> Source:
         return source_of(self.origins, self.root, loc)
@@ -177,6 +186,7 @@ class Expander:
         self._define_option_sets(m.mount_options or {}, filesystems)
         devices = self._device_axis(m.device)
         workloads = self._workload_axis(m.workload)
+        self._define_knob_axes(m, workloads)
         if self.errors:
             return None
         combos = self._expand(
@@ -201,6 +211,7 @@ class Expander:
                 workload=c.workload,
                 repeat=c.repeat or default_repeat,
                 kernel_build=self.kernel_builds.get(c.kernel),
+                **c.knobs,
             )
             for c in combos
         )
@@ -542,6 +553,22 @@ class Expander:
                 sets[option_set.name] = (option_set, i)
             self.option_sets[key] = [s for s, _ in sets.values()]
 
+    def _define_knob_axes(self, m: MatrixSpec, workloads: Sequence[Workload]) -> None:
+        for family in KNOB_FAMILIES:
+            axis = getattr(m, family)
+            if axis is None:
+                continue
+            self.knob_axes[family] = knob_sets(family, axis, self.error)
+        if "fio" in self.knob_axes:
+            # fio's options are set in the job file's jobs: nothing to set in another workload.
+            others = [w.name for w in workloads if w.kind != "fio"]
+            if others:
+                self.error(
+                    ("matrix", "fio"),
+                    f"fio options need fio workloads; {listing(others)} "
+                    f"{'is' if len(others) == 1 else 'are'} not (split the matrix)",
+                )
+
     def sets_for(self, fs: FilesystemChoice) -> list[MountOptionSet]:
         """Option sets of a filesystem: by its name, else by its type, else only the defaults."""
         return self.option_sets.get(fs.name) or self.option_sets.get(fs.fstype) or [_DEFAULT_SET]
@@ -798,6 +825,8 @@ class Expander:
     ) -> list[_Combo] | None:
         per_kernel = sum(len(self.sets_for(fs)) for fs in filesystems)
         product = len(kernels) * per_kernel * len(schedulers) * len(devices) * len(workloads)
+        for sets in self.knob_axes.values():
+            product *= len(sets)
         guard = self.limit if not m.exclude else self.limit * PRODUCT_FACTOR
         if product > guard:
             extra = f" x {PRODUCT_FACTOR} (room for excludes)" if m.exclude else ""
@@ -807,14 +836,20 @@ class Expander:
                 f"{extra}; narrow the axes or split the matrix",
             )
             return None
+        families = list(self.knob_axes)
+        knob_choices = [
+            dict(zip(families, chosen, strict=True))
+            for chosen in itertools.product(*(self.knob_axes[f] for f in families))
+        ]
         originals = [
-            _Combo(k, fs, mo, s, d, w)
+            _Combo(k, fs, mo, s, d, w, knobs)
             for k in kernels
             for fs in filesystems
             for mo in self.sets_for(fs)
             for s in schedulers
             for d in devices
             for w in workloads
+            for knobs in knob_choices
         ]
         remaining = self._apply_excludes(originals, m.exclude or [])
         added = self._apply_includes(remaining, m.include or [])
@@ -834,13 +869,20 @@ class Expander:
     def _apply_excludes(
         self, originals: list[_Combo], excludes: Sequence[ExcludeSpec]
     ) -> list[_Combo]:
-        present = {axis: list(dict.fromkeys(c.names[axis] for c in originals)) for axis in AXES}
+        axes = (*AXES, *self.knob_axes)
+        present = {axis: list(dict.fromkeys(c.names[axis] for c in originals)) for axis in axes}
         removed: set[int] = set()
         for i, rule in enumerate(excludes):
             values = rule.axes()
             typo = False
             for axis, value in values.items():
-                if value not in present[axis]:
+                if axis not in present:
+                    self.error(
+                        ("matrix", "exclude", i, axis),
+                        f"the matrix has no {axis} axis; its axes: {listing(list(present))}",
+                    )
+                    typo = True
+                elif value not in present[axis]:
                     self.error(
                         ("matrix", "exclude", i, axis),
                         f"{show(value)} matches no {axis} of the matrix; values: "
@@ -874,7 +916,7 @@ class Expander:
                     for combo in hits:
                         combo.repeat = rule.repeat
                 continue
-            missing = [axis for axis in AXES if axis not in values]
+            missing = [axis for axis in (*AXES, *self.knob_axes) if axis not in values]
             if missing:
                 self.error(
                     ("matrix", "include", i),
@@ -893,6 +935,20 @@ class Expander:
             new.repeat = rule.repeat
             added[key] = new
         return list(added.values())
+
+    def _included_knobs(self, values: Mapping[str, str], loc: Loc) -> dict[str, KnobSet]:
+        """The knob sets an include entry names, each one a set of the matrix's knob axis."""
+        knobs: dict[str, KnobSet] = {}
+        for family, value in values.items():
+            if family not in KNOB_FAMILIES:
+                continue
+            defined = {k.name: k for k in self.knob_axes.get(family, [])}
+            if value not in defined:
+                known = f"; defined: {listing(list(defined))}" if defined else " (it has none)"
+                self.error((*loc, family), f"{show(value)} is not a set of matrix.{family}{known}")
+                continue
+            knobs[family] = defined[value]
+        return knobs
 
     def _new_combo(self, values: Mapping[str, str], loc: Loc) -> _Combo | None:
         errors_before = len(self.errors)
@@ -940,6 +996,7 @@ class Expander:
             self.error((*loc, "workload"), str(exc))
         else:
             workload = self._workload(values["workload"], (*loc, "workload"))
+        knobs = self._included_knobs(values, loc)
         if len(self.errors) > errors_before or None in (fs, option_set, device, workload):
             return None
         # for mypy; checked just above
@@ -947,4 +1004,4 @@ class Expander:
         assert option_set is not None
         assert device is not None
         assert workload is not None
-        return _Combo(kernel, fs, option_set, cast(Scheduler, scheduler), device, workload)
+        return _Combo(kernel, fs, option_set, cast(Scheduler, scheduler), device, workload, knobs)

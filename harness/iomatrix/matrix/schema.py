@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     AfterValidator,
@@ -72,6 +72,7 @@ from iomatrix.model.cell import (
     MdStack,
 )
 from iomatrix.model.kernel_spec import parse_spec
+from iomatrix.model.knob_keys import KNOB_FAMILIES
 
 # --- field checks used by the schema ----------------------------------------------------------
 
@@ -710,6 +711,47 @@ OptionSetEntry = Annotated[
 ]
 UNION_TAGS = ("<text>", "<mapping>", "<list>")
 
+# A knob's value as YAML gives it: a number, a word, or true for a bare kernel parameter.
+KnobValue = int | str | bool
+# One value of a knob axis: "default" (nothing set: the kernel's defaults), or a mapping of knob
+# keys to values with an optional `name` (model.knob_keys; keys and values are checked where
+# the expander can name the entry's line).
+KnobEntry = Annotated[
+    Annotated[Literal["default"], Tag("<text>")]
+    | Annotated[dict[str, KnobValue], Tag("<mapping>")],
+    Discriminator(
+        _entry_kind,
+        custom_error_type="knob_entry",
+        custom_error_message="expected 'default' or a mapping of knobs to values, e.g. "
+        "{read_ahead_kb: 128} (an optional name: gives the set its name)",
+    ),
+]
+
+
+def _knob_axis_kind(value: object) -> str | None:
+    if isinstance(value, list):
+        return "<list>"
+    if isinstance(value, dict):
+        return "<mapping>"
+    return None
+
+
+# A knob axis: a list of sets, or a mapping of knobs to lists of values, whose product is the
+# sets ({read_ahead_kb: [128, 4096], nr_requests: [64, 256]}: four sets).
+KnobAxis = Annotated[
+    Annotated[Annotated[list[KnobEntry], Field(min_length=1)], Tag("<list>")]
+    | Annotated[
+        Annotated[dict[str, Annotated[list[KnobValue], Field(min_length=1)]], Field(min_length=1)],
+        Tag("<mapping>"),
+    ],
+    Discriminator(
+        _knob_axis_kind,
+        custom_error_type="knob_axis",
+        custom_error_message="expected a list of knob sets, or a mapping of knobs to lists of "
+        "values (their product)",
+    ),
+]
+
 
 class ExcludeSpec(_Schema):
     kernel: str | None = None
@@ -718,10 +760,15 @@ class ExcludeSpec(_Schema):
     scheduler: str | None = None
     device: str | None = None
     workload: str | None = None
+    queue: str | None = None
+    sysctl: str | None = None
+    cgroup: str | None = None
+    fio: str | None = None
+    cmdline: str | None = None
 
     def axes(self) -> dict[str, str]:
-        """The axis values this entry gives, in AXES order."""
-        values = {axis: getattr(self, axis) for axis in AXES}
+        """The axis values this entry gives, in AXES order, then the knob axes'."""
+        values = {axis: getattr(self, axis) for axis in (*AXES, *KNOB_FAMILIES)}
         return {axis: value for axis, value in values.items() if value is not None}
 
     @model_validator(mode="after")
@@ -759,6 +806,12 @@ class MatrixSpec(_Schema):
     scheduler: Annotated[list[Scheduler], Field(min_length=1)] | None = None
     device: Annotated[list[Name], Field(min_length=1)] | None = None
     workload: Annotated[list[WorkloadRef], Field(min_length=1)] | None = None
+    # The knob axes (model.knob_keys): optional, each a list of named sets of settings.
+    queue: KnobAxis | None = None
+    sysctl: KnobAxis | None = None
+    cgroup: KnobAxis | None = None
+    fio: KnobAxis | None = None
+    cmdline: KnobAxis | None = None
     exclude: list[ExcludeSpec] | None = None
     include: list[IncludeSpec] | None = None
 

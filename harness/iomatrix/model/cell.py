@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -462,9 +463,26 @@ class Cell(Record):
         return "/".join(self.axis_values().values())
 
     @property
+    def boot_args(self) -> tuple[str, ...]:
+        """The kernel command-line parameters of the cell's cmdline set (key=value, or the bare
+        key): cells that differ in them cannot share a boot."""
+        if self.cmdline is None:
+            return ()
+        return tuple(f"{s.key}={s.value}" if s.value else s.key for s in self.cmdline.settings)
+
+    @property
     def estimated_s(self) -> float:
         # mkfs + mount + unmount per repetition, on top of the workload itself.
         return self.repeat * (self.workload.estimated_s + 8.0)
+
+
+def axes_of(cells: Iterable[Cell]) -> tuple[str, ...]:
+    """The axes every cell has, then the knob axes any of these cells has, in registry order:
+    the columns of a table of these cells."""
+    present: set[str] = set()
+    for cell in cells:
+        present.update(cell.knob_sets())
+    return (*AXES, *(family for family in KNOB_FAMILIES if family in present))
 
 
 def axis_values(**values: str | None) -> dict[str, str]:

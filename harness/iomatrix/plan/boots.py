@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Hashable, Sequence
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
-from iomatrix.model.cell import Cell, DeviceProfile, Record, Timeouts
+from iomatrix.model.cell import Cell, DeviceProfile, Record, Timeouts, is_empty
 
 # 1: "cells"; 2: "steps" (run_dir, cell, repetition); 3: each step's disk_key too.
 PLAN_FORMAT = 3
@@ -89,11 +89,13 @@ class BootPlan(Record):
 
 
 class BootGroup(Record):
-    """The steps one VM boot runs: all of one kernel."""
+    """The steps one VM boot runs: all of one kernel and one kernel command line."""
 
     boot_id: str
     kernel: str
     steps: tuple[Step, ...]
+    # Kernel command-line parameters of the steps' cmdline knob set, added to the boot's own.
+    cmdline: tuple[str, ...] = Field(default=(), exclude_if=is_empty)
 
     @property
     def cells(self) -> tuple[Cell, ...]:
@@ -151,7 +153,10 @@ def cut_into_boots(steps: Sequence[Step], key: Callable[[Step], Hashable]) -> li
     """
     runs: list[tuple[Hashable, list[Step]]] = []
     for step in steps:
-        k = key(step)
+        # Whatever the caller keys on, a kernel command line is per boot (knob axis cmdline).
+        # Left out when empty, so that boot ids of cells without one stay what they were.
+        args = step.cell.boot_args
+        k = (key(step), args) if args else key(step)
         if runs and runs[-1][0] == k:
             runs[-1][1].append(step)
         else:
@@ -168,6 +173,7 @@ def cut_into_boots(steps: Sequence[Step], key: Callable[[Step], Hashable]) -> li
                 boot_id=_boot_id(k, members[0], seen[k], numbered=counts[k] > 1),
                 kernel=members[0].cell.kernel,
                 steps=tuple(members),
+                cmdline=members[0].cell.boot_args,
             )
         )
     return out
@@ -176,9 +182,9 @@ def cut_into_boots(steps: Sequence[Step], key: Callable[[Step], Hashable]) -> li
 def boot_groups(cells: Sequence[Cell], run_dir: str = "") -> list[BootGroup]:
     """An ordinary run's boots: one per (kernel, device profile), in order of first appearance,
     each cell's repetitions back to back."""
-    order: dict[tuple[str, str], list[Cell]] = {}
+    order: dict[tuple[str, str, tuple[str, ...]], list[Cell]] = {}
     for cell in cells:
-        order.setdefault((cell.kernel, cell.device.name), []).append(cell)
+        order.setdefault((cell.kernel, cell.device.name, cell.boot_args), []).append(cell)
     grouped = [cell for members in order.values() for cell in members]
     return cut_into_boots(
         sequential_steps(run_dir, grouped), key=lambda s: (s.cell.kernel, s.cell.device.name)

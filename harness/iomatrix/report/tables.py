@@ -7,8 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from iomatrix.analysis import metrics
 from iomatrix.analysis.planning import RepetitionPlan
-from iomatrix.model.axes import AXES, REGISTRY
-from iomatrix.model.result import CellEntry, MetricSummary, RunRecord
+from iomatrix.model.axes import AXES, TITLES
+from iomatrix.model.cell import axes_of
+from iomatrix.model.result import FLAGGED_KNOB_STATUSES, CellEntry, MetricSummary, RunRecord
 from iomatrix.report.validity import flags_text
 
 
@@ -71,7 +72,21 @@ def _scheduler(entry: CellEntry) -> str:
     return applied.scheduler or "-"
 
 
+def _knob_note(entry: CellEntry) -> str:
+    """The knob settings the kernel (or fio) did not show as asked, e.g. "read_ahead_kb
+    130->128"; empty when every one is."""
+    applied = entry.result.applied
+    if applied is None:
+        return ""
+    return ", ".join(
+        f"{k.key} {k.asked}->{k.after_workload or k.after_set or '?'}"
+        for k in applied.knobs
+        if k.status in FLAGGED_KNOB_STATUSES
+    )
+
+
 def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
+    axes = axes_of(e.cell for e in entries)
     rows = []
     for entry in entries:
         cell, result = entry.cell, entry.result
@@ -81,6 +96,8 @@ def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
             note = result.reason.splitlines()[0][:70]
         elif result.applied is not None and result.applied.missing_mount_options:
             note = "mount options not applied: " + ",".join(result.applied.missing_mount_options)
+        elif knobs := _knob_note(entry):
+            note = "knobs not as asked: " + knobs
         elif noisy := noisy_metrics(result.summary()):
             note = "noisy: " + ", ".join(f"{n} CoV {100 * c:.0f}%" for n, c in noisy[:2])
         rows.append(
@@ -88,7 +105,7 @@ def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
                 # The scheduler as the guest read it back; the other axes as the cell asked.
                 *(
                     _scheduler(entry) if axis == "scheduler" else cell.axis_value(axis)
-                    for axis in AXES
+                    for axis in axes
                 ),
                 result.status,
                 _fmt(head["iops"]),
@@ -102,8 +119,12 @@ def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
     return rows
 
 
-HEADER = [
-    *(axis.title for axis in REGISTRY),
+def header(entries: Sequence[CellEntry]) -> list[str]:
+    """The run table's columns: the axes these cells have (knob axes only when used)."""
+    return [*(TITLES.get(a, a) for a in axes_of(e.cell for e in entries)), *_RESULT_COLUMNS]
+
+
+_RESULT_COLUMNS = [
     "status",
     "IOPS",
     "MiB/s",
@@ -112,6 +133,8 @@ HEADER = [
     "sys%",
     "note",
 ]
+# The columns of a table of cells without knobs.
+HEADER = [*(TITLES[a] for a in AXES), *_RESULT_COLUMNS]
 
 
 def format_table(
@@ -146,7 +169,7 @@ def run_table(record: RunRecord) -> str:
         f"matrix {record.matrix_name} on {env.host_cpu}, accelerator {env.accelerator}, "
         f"QEMU {env.qemu}, {env.fio}"
     )
-    table = title + "\n\n" + format_table(HEADER, table_rows(record.cells))
+    table = title + "\n\n" + format_table(header(record.cells), table_rows(record.cells))
     flags = flags_text(record.cells)
     return table + "\n\n" + flags if flags else table
 

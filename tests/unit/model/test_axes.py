@@ -6,15 +6,19 @@ from __future__ import annotations
 from iomatrix.matrix.schema import ExcludeSpec, IncludeSpec, MatrixSpec
 from iomatrix.model.axes import AXES, REGISTRY, REQUIRED_AXES, SCHEDULERS, TITLES
 from iomatrix.model.cell import Cell
+from iomatrix.model.knob_keys import KNOB_FAMILIES
 from iomatrix.report.tables import HEADER
 from support.builders import make_cell
 
 
 def test_the_models_that_spell_the_axes_out_agree_with_the_registry() -> None:
     assert [f for f in Cell.model_fields if f in AXES] == list(AXES)
-    assert [f for f in MatrixSpec.model_fields if f not in ("exclude", "include")] == list(AXES)
-    assert [f for f in ExcludeSpec.model_fields if f in AXES] == list(AXES)
-    assert [f for f in IncludeSpec.model_fields if f in AXES] == list(AXES)
+    every = [*AXES, *KNOB_FAMILIES]
+    assert [f for f in MatrixSpec.model_fields if f not in ("exclude", "include")] == every
+    assert [f for f in ExcludeSpec.model_fields if f != "repeat"] == every
+    assert [f for f in IncludeSpec.model_fields if f != "repeat"] == every
+    # The knob axes are optional fields of a cell, after the axes every cell has.
+    assert [f for f in Cell.model_fields if f in KNOB_FAMILIES] == list(KNOB_FAMILIES)
 
 
 def test_tables_and_labels_follow_the_registry() -> None:
