@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from iomatrix.model.cell import Cell, DeviceProfile, Record, is_empty
-from iomatrix.model.result import CellEntry, Repetition, RunRecord
+from iomatrix.model.result import FLAGGED_KNOB_STATUSES, CellEntry, Repetition, RunRecord
 from iomatrix.model.telemetry import Telemetry
 
 TOLERANCE = 0.05
@@ -51,6 +51,7 @@ CHECKS: tuple[str, ...] = (
     "direct-not-on-disk",
     "short-runtime",
     "cpu-bound",
+    "knob-not-as-asked",
 )
 _MIB = float(1 << 20)
 _DIRECTIONS = ("read", "write", "trim")
@@ -330,6 +331,40 @@ def _cpu_bound(cell: Cell, rep: Repetition) -> list[Flag]:
     ]
 
 
+def _number(text: str | None) -> float:
+    """A knob's value as a number for the flag's value/limit fields (0 when it is not one: the
+    sentence has the text)."""
+    try:
+        return float((text or "").split()[-1])
+    except (ValueError, IndexError):
+        return 0.0
+
+
+def _knobs(cell: Cell, rep: Repetition) -> list[Flag]:
+    if rep.applied is None:
+        return []
+    flags = []
+    for knob in rep.applied.knobs:
+        if knob.status not in FLAGGED_KNOB_STATUSES:
+            continue
+        shown = knob.after_workload if knob.status == "changed-during-workload" else knob.after_set
+        flags.append(
+            Flag(
+                check="knob-not-as-asked",
+                cell_id=cell.id,
+                repetition=rep.index,
+                compared=f"{knob.family} {knob.key} as read back ({knob.target}) vs as asked",
+                value=_number(shown),
+                limit=_number(knob.asked),
+                sentence=(
+                    f"{knob.family} {knob.key}={knob.asked} was {knob.status.replace('-', ' ')}"
+                    f" (shows {shown!r}){': ' + knob.note if knob.note else ''}"
+                ),
+            )
+        )
+    return flags
+
+
 def check_repetition(cell: Cell, rep: Repetition) -> list[Flag]:
     """Every flag of one repetition, in CHECKS order."""
     return [
@@ -338,6 +373,7 @@ def check_repetition(cell: Cell, rep: Repetition) -> list[Flag]:
         *_direct(cell, rep),
         *_short(cell, rep),
         *_cpu_bound(cell, rep),
+        *_knobs(cell, rep),
     ]
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from iomatrix.analysis import validity
 from iomatrix.model.cell import Cell
-from iomatrix.model.result import CpuUsage, Limits, Repetition
+from iomatrix.model.result import Applied, CpuUsage, KnobReading, Limits, Repetition
 from iomatrix.model.telemetry import DiskDelta, Telemetry
 from support.builders import make_cell
 
@@ -292,3 +292,49 @@ def test_summary_counts_per_check_in_order() -> None:
     flags = validity.check_repetition(throttled(iops=10), rep(job(write=(100.0, MIB)), cpu=busy))
     assert validity.summary(flags) == "above-throttle x1, cpu-bound x1"
     assert validity.summary([]) == ""
+
+
+def knob(status: str, after_set: str, after_workload: str | None = None) -> KnobReading:
+    return KnobReading.model_validate(
+        {
+            "family": "queue",
+            "key": "read_ahead_kb",
+            "asked": "130",
+            "target": "/sys/block/vdb/queue/read_ahead_kb",
+            "before": "128",
+            "after_set": after_set,
+            "after_workload": after_workload,
+            "status": status,
+            "note": "whole pages" if status == "changed" else "",
+        }
+    )
+
+
+def with_knobs(*readings: KnobReading) -> Repetition:
+    applied = Applied(
+        kernel_release="6.1.0",
+        device="vdb",
+        scheduler="none",
+        schedulers_available=("none",),
+        mount_fstype="ext4",
+        mount_options=("rw",),
+        knobs=readings,
+    )
+    return rep().model_copy(update={"applied": applied})
+
+
+def test_a_knob_the_kernel_changed_or_ignored_is_flagged_with_both_values() -> None:
+    (flag,) = validity.check_repetition(make_cell(), with_knobs(knob("changed", "128")))
+    assert flag.check == "knob-not-as-asked"
+    assert (flag.value, flag.limit) == (128.0, 130.0)
+    assert flag.sentence == "queue read_ahead_kb=130 was changed (shows '128'): whole pages"
+    (later,) = validity.check_repetition(
+        make_cell(), with_knobs(knob("changed-during-workload", "130", "4096"))
+    )
+    assert later.value == 4096.0
+    assert "was changed during workload (shows '4096')" in later.sentence
+
+
+def test_knobs_as_asked_or_not_for_this_scheduler_pass() -> None:
+    readings = (knob("applied", "130"), knob("not-for-this-scheduler", "130"))
+    assert checks(make_cell(), with_knobs(*readings)) == []
