@@ -178,6 +178,10 @@ def metrics(data: Mapping[str, Any]) -> dict[str, float]:
                 out[f"{prefix}{direction}_{name}"] = value
         for name, value in _files_per_s(data, job).items():
             out[f"{prefix}{name}"] = value
+        # A job with latency_target: fio searched the queue depth down until the latency
+        # percentile met the target; this is the depth it settled on (the IOPS above are at it).
+        if job.get("latency_target") and job.get("latency_depth"):
+            out[f"{prefix}latency_depth"] = float(job["latency_depth"])
     return out
 
 

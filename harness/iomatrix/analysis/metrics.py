@@ -56,6 +56,9 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("mb_s", _suffix("mb_s"), "higher"),
     _Rule("files_per_s", _suffix("files_per_s"), "higher"),
     _Rule("ops_per_s", _suffix("ops_per_s"), "higher"),
+    # fio's latency-target search (latency_target, latency_percentile): the deepest queue whose
+    # latency met the target; deeper is more the device sustains under it.
+    _Rule("latency_depth", _suffix("latency_depth"), "higher"),
     # Latency of any statistic fio reports (mean, p50, p99, max): less is better. p99 has its own
     # family because it is the latency in per-axis summaries.
     _Rule("lat_p99_us", _suffix("lat_p99_us"), "lower"),

@@ -74,7 +74,19 @@ SYSCTL_KEYS: tuple[str, ...] = (
 # io.latency per test disk ("MAJ:MIN " + the value), io.weight as the cgroup's default weight.
 CGROUP_KEYS: tuple[str, ...] = ("io.max", "io.weight", "io.latency")
 # fio options set in every job of the workload's unmodified job file (a derived copy is run).
-FIO_KEYS: tuple[str, ...] = ("bs", "iodepth", "numjobs", "rwmixread", "rwmixwrite")
+# latency_target, latency_percentile and latency_window make fio search: it lowers the queue
+# depth (from iodepth) until that percentile of completions meets the target in every window,
+# and reports the depth it settled on (metric latency_depth) with the IOPS at it.
+FIO_KEYS: tuple[str, ...] = (
+    "bs",
+    "iodepth",
+    "numjobs",
+    "rwmixread",
+    "rwmixwrite",
+    "latency_target",
+    "latency_percentile",
+    "latency_window",
+)
 # Kernel command-line parameters the harness itself sets (virtme-ng's boot): not a knob.
 CMDLINE_RESERVED: tuple[str, ...] = (
     "root",

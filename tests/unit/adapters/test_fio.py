@@ -12,6 +12,7 @@ import pytest
 
 from iomatrix import proc
 from iomatrix.adapters import fio
+from iomatrix.analysis import metrics
 from iomatrix.errors import ResultFormatError
 from support.paths import TESTS_DIR
 
@@ -288,3 +289,16 @@ def test_real_fio_run_parses(tmp_path: Path) -> None:
     # The files were laid out where --directory pointed, not in the current folder.
     assert sorted(p.name for p in work.iterdir()) == ["tiny.0.0", "tiny.1.0"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep-0.fio.json", "tiny.fio", "work"]
+
+
+def test_a_latency_target_search_reports_the_depth_fio_settled_on() -> None:
+    # Captured from fio 3.33 on this host: iodepth=64, latency_target=2ms at p99 in 500 ms
+    # windows, 4 KiB random reads of a file on the host's disk.
+    data = fio.parse_file(DATA / "latency-target-host.json")
+    (job,) = data["jobs"]
+    assert job["latency_target"] == 2_000_000  # ns
+    found = fio.metrics(data)
+    assert found["latency_depth"] == job["latency_depth"]
+    assert 1 <= found["latency_depth"] < 64  # fio came down from the job's iodepth
+    assert found["read_iops"] > 0
+    assert metrics.direction("latency_depth") == "higher"

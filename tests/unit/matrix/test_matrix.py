@@ -356,7 +356,8 @@ def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
         (
             ("matrix", "arch"),
             "matrix.arch",
-            "kernel, filesystem, mount_options, scheduler, device, workload, queue, sysctl, cgroup, fio, cmdline, "
+            "kernel, filesystem, mount_options, scheduler, device, workload, queue, sysctl, "
+            "cgroup, fio, cmdline, "
             "exclude, include",
         ),
     ],
@@ -391,13 +392,15 @@ def test_unknown_fields_name_the_allowed_ones(
         (
             {"include": [{"filesystem": "ext4", "color": "green"}]},
             "matrix.include[0].color",
-            "kernel, filesystem, mount_options, scheduler, device, workload, queue, sysctl, cgroup, fio, cmdline, "
+            "kernel, filesystem, mount_options, scheduler, device, workload, queue, sysctl, "
+            "cgroup, fio, cmdline, "
             "repeat",
         ),
         (
             {"exclude": [{"filesystem": "ext4", "repeat": 2}]},
             "matrix.exclude[0].repeat",
-            "kernel, filesystem, mount_options, scheduler, device, workload, queue, sysctl, cgroup, fio, cmdline",
+            "kernel, filesystem, mount_options, scheduler, device, workload, queue, sysctl, "
+            "cgroup, fio, cmdline",
         ),
     ],
 )
