@@ -43,7 +43,7 @@ _RULES: tuple[_Rule, ...] = (
     # not an `iops` to win on).
     _Rule(
         "telemetry",
-        r"^(?:disk|vmstat|psi)_|^write_amplification$|^reads_without_disk_pct$",
+        r"^(?:disk|vmstat|psi|host)_|^write_amplification$|^reads_without_disk_pct$",
         "informational",
     ),
     # Waiting for I/O and idling are consequences of the workload's shape, not costs or benefits:

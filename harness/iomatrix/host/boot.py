@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ from typing import TextIO
 
 from iomatrix import proc
 from iomatrix.errors import IomatrixError
-from iomatrix.host import cores, kernels, vm
+from iomatrix.host import cores, kernels, qmp, vm
 from iomatrix.model.cell import Cell, DeviceProfile, Timeouts, VmSettings
 from iomatrix.model.result import (
     BootEvent,
@@ -122,8 +123,11 @@ def boot_dir(ctx: BootContext) -> Path:
     return rundir.boot_dir(ctx.rw_dir, ctx.group.boot_id)
 
 
-def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], list[Path]]:
-    """Plan file contents, the vng argv and the disk images for one boot (no side effects)."""
+def build_boot(
+    ctx: BootContext, qmp_socket: Path | None = None
+) -> tuple[BootPlan, list[str], list[Path]]:
+    """Plan file contents, the vng argv and the disk images for one boot (no side effects);
+    with qmp_socket, QEMU serves QMP there (the host's view of the disks, host/qmp.py)."""
     disks: list[Disk] = []
     images: list[Path] = []
     profiles = disk_profiles(ctx.group)
@@ -162,6 +166,7 @@ def build_boot(ctx: BootContext) -> tuple[BootPlan, list[str], list[Path]]:
         guest_command=vm.guest_agent_command(str(rundir.plan_file(boot_dir(ctx)))),
         shared_fs=ctx.shared_fs,
         kernel_args=ctx.group.cmdline,
+        qmp_socket=None if qmp_socket is None else str(qmp_socket),
     )
     if ctx.host_cpus:
         argv = vm.pinned_argv(argv, cores.cpu_list(ctx.host_cpus))
@@ -275,8 +280,14 @@ class BootClock:
     kernel printed its first line, init started the agent, the agent started, each step began,
     and the agent finished, in seconds after QEMU was started (host's monotonic clock)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        also: Callable[[str], None] | None = None,
+    ) -> None:
         self.clock = clock
+        # Another reader of the same lines (the host's view of the disks, host/qmp.py).
+        self.also = also
         self.started = clock()
         self.events: list[BootEvent] = []
         self._seen: set[str] = set()
@@ -284,6 +295,8 @@ class BootClock:
         self.script_exit: int | None = None
 
     def __call__(self, line: str) -> None:
+        if self.also is not None:
+            self.also(line)
         at_s = round(self.clock() - self.started, 3)
         text = line.rstrip("\r\n")
         if status := _SCRIPT_EXIT.search(text):
@@ -300,7 +313,9 @@ class BootClock:
 def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     """Boot the group's VM (again after a panic or hang) until every step is done."""
     records: list[BootRecord] = []
-    plan, argv, images = build_boot(ctx)
+    qmp_dir = qmp.socket_dir()
+    plan, argv, images = build_boot(ctx, qmp.socket_path(qmp_dir))
+    watcher = host_disk_watcher(ctx, plan, qmp.socket_path(qmp_dir))
     folder = boot_dir(ctx)
     write_record(rundir.plan_file(folder), plan)
     timeouts = ctx.timeouts
@@ -326,7 +341,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             started = dt.datetime.now(dt.UTC)
             exit_code: int | None = None
             why: str | None = None
-            boot_clock = BootClock()
+            boot_clock = BootClock(also=watcher)
             if ctx.cancel is not None and ctx.cancel.is_set():
                 raise BootCancelled(ctx.group.boot_id)
             try:
@@ -383,7 +398,23 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     finally:
         for image in scratch_images:
             image.unlink(missing_ok=True)
+        shutil.rmtree(qmp_dir, ignore_errors=True)
+        watcher.report(out)
     return records
+
+
+def host_disk_watcher(ctx: BootContext, plan: BootPlan, qmp_socket: Path) -> qmp.HostDiskWatcher:
+    """QEMU's counters read at each workload's start and end, for the drives of its cell."""
+    slots = {disk.serial: slot for slot, disk in enumerate(plan.disks)}
+    drives_of_key: dict[str, list[str]] = {}
+    for disk in plan.disks:
+        drives_of_key.setdefault(disk.key, []).append(vm.drive_id(slots[disk.serial]))
+    cells = {s.cell.id: s for s in ctx.group.steps}
+    return qmp.HostDiskWatcher(
+        qmp_socket,
+        cell_dirs={cell_id: cell_dir(step) for cell_id, step in cells.items()},
+        drives={cell_id: drives_of_key.get(step.disk_key, []) for cell_id, step in cells.items()},
+    )
 
 
 def _cancellable(watchdog: Watchdog, cancel: threading.Event) -> Callable[[], str | None]:

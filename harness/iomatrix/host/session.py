@@ -23,7 +23,7 @@ from typing import Protocol, TextIO
 
 from iomatrix.adapters import kconfig
 from iomatrix.errors import IomatrixError, ResultFormatError
-from iomatrix.host import cores, environment, kernels, vm
+from iomatrix.host import cores, environment, host_disks, kernels, vm
 from iomatrix.host.boot import (
     BootCancelled,
     BootContext,
@@ -150,7 +150,7 @@ def _collect(
         if not path.exists():
             continue
         try:
-            result = load_cell_result(path)
+            result = host_disks.merge(load_cell_result(path), path.parent)
         except ResultFormatError as exc:
             result = CellResult(cell_id=cell.id, status="error", reason=f"unreadable result: {exc}")
         entries.append(CellEntry(cell=cell, qemu_drive=drive_args.get(cell.id, ()), result=result))

@@ -39,6 +39,11 @@ def disk_serial(slot: int) -> str:
     return f"{SERIAL_PREFIX}{slot}"
 
 
+def drive_id(slot: int) -> str:
+    """QEMU's id of a test disk's drive (what query-blockstats names it)."""
+    return f"iomx{slot}"
+
+
 def disk_qemu_args(
     profile: DeviceProfile, image: str, slot: int, *, scsi_controller: bool | None = None
 ) -> list[str]:
@@ -47,10 +52,10 @@ def disk_qemu_args(
     scsi_controller: whether this (SCSI) disk brings the virtio-scsi controller the boot's SCSI
     disks share: the first SCSI disk of a boot does; by default, the one in slot 0.
     """
-    drive_id = f"iomx{slot}"
+    drive_name = drive_id(slot)
     serial = disk_serial(slot)
     drive = (
-        f"file={image},format=raw,if=none,id={drive_id},"
+        f"file={image},format=raw,if=none,id={drive_name},"
         f"cache={profile.cache},aio={profile.aio},discard=unmap"
     )
     if profile.iops_limit is not None:
@@ -59,15 +64,15 @@ def disk_qemu_args(
         drive += f",throttling.bps-total={profile.bw_limit_bytes}"
     args = ["-drive", drive]
     if profile.bus == "virtio-blk":
-        args += ["-device", f"virtio-blk-pci,drive={drive_id},serial={serial}"]
+        args += ["-device", f"virtio-blk-pci,drive={drive_name},serial={serial}"]
     elif profile.bus == "nvme":
-        args += ["-device", f"nvme,drive={drive_id},serial={serial}"]
+        args += ["-device", f"nvme,drive={drive_name},serial={serial}"]
     else:
         if slot == 0 if scsi_controller is None else scsi_controller:
             args += ["-device", f"virtio-scsi-pci,id={_SCSI_CONTROLLER}"]
         args += [
             "-device",
-            f"scsi-hd,drive={drive_id},bus={_SCSI_CONTROLLER}.0,serial={serial}",
+            f"scsi-hd,drive={drive_name},bus={_SCSI_CONTROLLER}.0,serial={serial}",
         ]
     return args
 
@@ -85,6 +90,7 @@ def vng_argv(
     guest_command: Sequence[str],
     shared_fs: SharedFs = "9p",
     kernel_args: Sequence[str] = (),
+    qmp_socket: str | None = None,
 ) -> list[str]:
     """The full vng command for one boot.
 
@@ -118,6 +124,9 @@ def vng_argv(
         # no spaces (image paths are ours, checked in host/boot.py).
         for i in range(0, len(args), 2):
             argv.append(f"--qemu-opts={args[i]} {args[i + 1]}")
+    if qmp_socket is not None:
+        # The host's view of the disks (host/qmp.py); our socket paths hold no spaces.
+        argv.append(f"--qemu-opts=-qmp unix:{qmp_socket},server=on,wait=off")
     for arg in kernel_args:
         # A cmdline knob (model.knob_keys checked its characters: no spaces, no quotes).
         argv.append(f"--append={arg}")

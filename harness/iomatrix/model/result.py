@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from iomatrix.model.cell import Cell, Record, SourceFile, is_empty, is_none, is_one
-from iomatrix.model.telemetry import Telemetry
+from iomatrix.model.telemetry import HostDiskDelta, Telemetry
 
 RUN_FORMAT = 1
 CELL_FORMAT = 1
@@ -280,6 +280,8 @@ class Repetition(Record):
     precondition: PreconditionResult | None = Field(default=None, exclude_if=is_none)
     # What the guest kernel saw of the workload (model.telemetry), one per fio run (phase).
     telemetry: tuple[Telemetry, ...] = Field(default=(), exclude_if=is_empty)
+    # What QEMU saw reach each test drive over the workload (host/qmp.py), added by the host.
+    host_disks: tuple[HostDiskDelta, ...] = Field(default=(), exclude_if=is_empty)
 
     def all_metrics(self) -> dict[str, float]:
         """fio's metrics plus the guest CPU shares, as cpu_usr_pct, cpu_sys_pct, ..."""

@@ -55,3 +55,19 @@ class Telemetry(Record):
     vmstat: dict[str, int] = Field(default_factory=dict)
     # adapters.psi.metrics: psi_io_some_stall_s, psi_io_some_pct, ...; {} without PSI.
     psi: dict[str, float] = Field(default_factory=dict)
+
+
+class HostDiskDelta(Record):
+    """What QEMU counted for one test drive over a repetition's workload (query-blockstats over
+    QMP, host/qmp.py): the requests and bytes that reached the disk image, as the host saw them.
+    `seconds` is the host's time between the two readings (fio's start-up included)."""
+
+    drive: str
+    rd_operations: int
+    wr_operations: int
+    rd_bytes: int
+    wr_bytes: int
+    flush_operations: int
+    rd_merged: int = 0
+    wr_merged: int = 0
+    seconds: float
