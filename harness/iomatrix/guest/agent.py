@@ -1,9 +1,10 @@
 """The guest agent: runs inside the VM, one cell after another, and writes each cell's result.
 
 Run by the VM's init as `python -m iomatrix.guest <plan.json>` (guest/__main__.py). Per cell and
-repetition: load modules, set the scheduler on the test disk, mkfs with the cell's options, mount
-with the cell's options, read back /proc/mounts and the scheduler to record what the kernel
-applied, run the workload, unmount. Each cell ends with one result.json, written atomically,
+repetition: load modules, set the scheduler on the test disk, set the cell's knobs (knobs.py),
+mkfs with the cell's options, mount with the cell's options, read back /proc/mounts and the
+scheduler to record what the kernel applied, run the workload (in the knobs' cgroup), read the
+knobs again, unmount, put the knobs back. Each cell ends with one result.json, written atomically,
 whatever happens: a failing tool makes the cell `failed` with the tool's own message, a timeout
 or a bug of ours makes it `error`, and the next cell still runs.
 
@@ -26,6 +27,15 @@ from typing import Any
 from iomatrix.adapters.filesystems import adapter
 from iomatrix.guest.context import MOUNTPOINT, CellContext, CellError, CellFailed, now_utc
 from iomatrix.guest.disks import find_disks, flush_device_caches, load_modules, set_scheduler
+from iomatrix.guest.knobs import (
+    Knob,
+    after_workload,
+    apply_knobs,
+    fio_readings,
+    readings,
+    undo_knobs,
+    workload_cgroup,
+)
 from iomatrix.guest.layers import Built, build_layers, layer_modules
 from iomatrix.guest.plan_view import PlanView, StepView
 from iomatrix.guest.prepare import run_aging, run_precondition
@@ -43,8 +53,14 @@ from iomatrix.store.rundir import rep_marker, rep_path
 
 
 def run_repetition(
-    ctx: CellContext, devices: Sequence[str], index: int, scheduler_texts: Sequence[str]
+    ctx: CellContext,
+    devices: Sequence[str],
+    index: int,
+    scheduler_texts: Sequence[str],
+    knobs: Sequence[Knob] = (),
 ) -> tuple[Applied, Repetition]:
+    """`knobs`: the cell's knobs as apply_knobs set them; read again after the workload, with
+    fio's own read from its report, into the repetition's Applied."""
     cell = ctx.cell
     fs = adapter(cell.filesystem.fstype)
     dev_paths = [f"/dev/{d}" for d in devices]
@@ -81,8 +97,13 @@ def run_repetition(
             flush_device_caches(ctx, [*dev_paths, *layers, *target])
         # The tool's own run is the "workload" phase; what the agent does around it (bounds,
         # reading /proc/stat, parsing the report, building the record) is "results".
-        with ctx.phase("results"):
+        with ctx.phase("results"), workload_cgroup(ctx) as ran_in:
             rep = run_workload(ctx, index, devices)
+        seen = after_workload(knobs, ran_in)
+        if cell.fio is not None:
+            seen += fio_readings(cell.fio.settings, rep.fio)
+        if seen:
+            applied = dataclasses.replace(applied, knobs=readings(seen))
         if aged is not None or preconditioned is not None:
             rep = dataclasses.replace(rep, aging=aged, precondition=preconditioned)
     finally:
@@ -168,7 +189,13 @@ def run_step(plan: PlanView, step: StepView) -> None:
             # A filesystem module that fails to load shows as mkfs's or mount's own refusal.
             load_modules(ctx, modules)
             scheduler_texts = [set_scheduler(ctx, device) for device in devices]
-        applied, rep = run_repetition(ctx, devices, step.repetition, scheduler_texts)
+            # After the scheduler (its tunables are the active scheduler's files), before mkfs.
+            knobs = apply_knobs(ctx, devices)
+        try:
+            applied, rep = run_repetition(ctx, devices, step.repetition, scheduler_texts, knobs)
+        finally:
+            with ctx.phase("teardown"):
+                undo_knobs(ctx, knobs)
         # Every repetition keeps its own read-back: a kernel that applied something else in one
         # of them shows there, not only in the last.
         phases = {k: round(v, 4) for k, v in ctx.phases.items()}

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
 from iomatrix.model.axes import AXES, SCHEDULERS, Bus, Scheduler
+from iomatrix.model.knob_keys import KNOB_FAMILIES
 
 Json = dict[str, Any]
 BUSES: tuple[str, ...] = get_args(Bus)
@@ -300,6 +301,35 @@ class WorkloadView:
 
 
 @dataclass(frozen=True)
+class KnobSettingView:
+    key: str
+    value: str
+
+    @classmethod
+    def from_json(cls, data: Json) -> KnobSettingView:
+        return cls(key=data["key"], value=data["value"])
+
+
+@dataclass(frozen=True)
+class KnobSetView:
+    """One knob axis's value (model.cell.KnobSet): its settings, applied in order."""
+
+    name: str
+    settings: tuple[KnobSettingView, ...]
+
+    @classmethod
+    def from_json(cls, data: Json) -> KnobSetView:
+        return cls(
+            name=data["name"],
+            settings=tuple(KnobSettingView.from_json(s) for s in data["settings"]),
+        )
+
+
+def _knob_set(value: Json | None) -> KnobSetView | None:
+    return KnobSetView.from_json(value) if value is not None else None
+
+
+@dataclass(frozen=True)
 class CellView:
     id: str
     kernel: str
@@ -309,14 +339,26 @@ class CellView:
     device: DeviceView
     workload: WorkloadView
     repeat: int
+    # The knob axes (model.knob_keys), None when the matrix declares none: left out of the
+    # plan then, so read with .get().
+    queue: KnobSetView | None = None
+    sysctl: KnobSetView | None = None
+    cgroup: KnobSetView | None = None
+    fio: KnobSetView | None = None
+    cmdline: KnobSetView | None = None
 
     @property
     def label(self) -> str:
-        """The host's Cell.label: each axis's value name, in the registry's order."""
+        """The host's Cell.label: each axis's value name, in the registry's order, then the
+        name of each knob set the cell has."""
         names = []
         for axis in AXES:
             value = getattr(self, axis)
             names.append(value if isinstance(value, str) else str(value.name))
+        for family in KNOB_FAMILIES:
+            knob_set = getattr(self, family)
+            if knob_set is not None:
+                names.append(knob_set.name)
         return "/".join(names)
 
     @classmethod
@@ -330,6 +372,11 @@ class CellView:
             device=DeviceView.from_json(data["device"]),
             workload=WorkloadView.from_json(data["workload"]),
             repeat=data["repeat"],
+            queue=_knob_set(data.get("queue")),
+            sysctl=_knob_set(data.get("sysctl")),
+            cgroup=_knob_set(data.get("cgroup")),
+            fio=_knob_set(data.get("fio")),
+            cmdline=_knob_set(data.get("cmdline")),
         )
 
 

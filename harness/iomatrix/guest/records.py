@@ -31,6 +31,7 @@ __all__ = [
     "CellResult",
     "CpuUsage",
     "CryptApplied",
+    "KnobReading",
     "Limits",
     "LoopApplied",
     "LvmApplied",
@@ -141,6 +142,22 @@ class CryptApplied:
 
 
 @dataclass(frozen=True)
+class KnobReading:
+    """One knob setting as the guest found it (model.result.KnobReading); status is one of
+    model.result.KnobStatus."""
+
+    family: str
+    key: str
+    asked: str
+    target: str
+    before: str | None = None
+    after_set: str | None = None
+    after_workload: str | None = None
+    status: str = "applied"
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Applied:
     """What the guest kernel applied, read back after setting it up (model.result.Applied)."""
 
@@ -154,6 +171,7 @@ class Applied:
             "md",
             "lvm",
             "crypt",
+            "knobs",
         }
     )
 
@@ -172,6 +190,7 @@ class Applied:
     md: MdApplied | None = None
     lvm: LvmApplied | None = None
     crypt: CryptApplied | None = None
+    knobs: tuple[KnobReading, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from iomatrix.guest.context import (
     CellError,
     CellFailed,
 )
+from iomatrix.guest.knobs import job_file_with
 from iomatrix.guest.plan_view import WorkloadView
 from iomatrix.guest.records import CpuUsage, Limits, Repetition, Telemetry
 
@@ -259,8 +260,22 @@ def _telemetry(
     return rec
 
 
+def with_fio_knobs(ctx: CellContext, job_file: str, index: int, phase: str = "") -> str:
+    """The job file fio runs: the workload's own, or, when the cell has a fio knob set, a copy
+    with the set's options in every job (knobs.job_file_with), written beside the repetition's
+    results (rep-<n>[.<phase>].job.fio) so the run folder shows what ran."""
+    knob_set = ctx.cell.fio
+    if knob_set is None:
+        return job_file
+    derived = ctx.dir / (f"rep-{index}.{phase}.job.fio" if phase else f"rep-{index}.job.fio")
+    derived.write_text(job_file_with(Path(job_file).read_text(), knob_set.settings))
+    ctx.log(f"fio knob set {knob_set.name}: running {derived}, derived from {job_file}")
+    return str(derived)
+
+
 def run_fio(ctx: CellContext, index: int, devices: Sequence[str] = ()) -> Repetition:
-    """The job file(s), unmodified, held to the bounds: --runtime and --filesize as defaults (see
+    """The job file(s), unmodified (but for a fio knob set's options, see with_fio_knobs), held
+    to the bounds: --runtime and --filesize as defaults (see
     fio.fio_argv), and stopped at the time bound if still running (the report is kept).
 
     A workload of several phases runs one job file after another on the same filesystem; each
@@ -298,7 +313,7 @@ def run_fio(ctx: CellContext, index: int, devices: Sequence[str] = ()) -> Repeti
         if cap is not None:
             caps.append(cap)
         out = ctx.dir / (f"rep-{index}.fio.json" if single else f"rep-{index}.{name}.fio.json")
-        run = _run_fio_once(ctx, job_file, out, clock, cap)
+        run = _run_fio_once(ctx, with_fio_knobs(ctx, job_file, index, name), out, clock, cap)
         stopped = stopped or run.stopped
         intervals.append(run.cpu)
         if run.data is None:

@@ -16,7 +16,16 @@ from iomatrix.adapters import cpustat, diskstats
 from iomatrix.guest import plan_view, records
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model import result, telemetry
-from iomatrix.model.cell import Aging, Cell, LvmStack, Precondition, SteadyState
+from iomatrix.model.cell import (
+    Aging,
+    Cell,
+    KnobSet,
+    KnobSetting,
+    LvmStack,
+    Precondition,
+    SteadyState,
+)
+from iomatrix.model.knob_keys import KNOB_FAMILIES
 from iomatrix.plan.boots import BootPlan, Disk, boot_groups
 from support.builders import guest_view, make_cell
 from support.paths import REPO_ROOT, TESTS_DIR
@@ -129,6 +138,44 @@ def test_the_guest_reads_every_layer_of_a_stacked_plan(tmp_path: Path) -> None:
     )
 
 
+KNOB_SETS = {
+    "queue": KnobSet(
+        name="deep",
+        settings=(
+            KnobSetting(key="nr_requests", value="256"),
+            KnobSetting(key="mq-deadline.fifo_batch", value="8"),
+        ),
+    ),
+    "sysctl": KnobSet(name="dirty", settings=(KnobSetting(key="vm.dirty_ratio", value="5"),)),
+    "cgroup": KnobSet(
+        name="capped", settings=(KnobSetting(key="io.max", value="wiops=500 rbps=max"),)
+    ),
+    "fio": KnobSet(name="qd32", settings=(KnobSetting(key="iodepth", value="32"),)),
+    "cmdline": KnobSet(
+        name="nowbt",
+        settings=(KnobSetting(key="mitigations", value="off"), KnobSetting(key="quiet", value="")),
+    ),
+}
+
+
+def test_the_guest_reads_every_knob_family_of_a_cell() -> None:
+    # No example matrix turns knobs yet (the loader's knob axes come later); a cell with all five
+    # families, built by hand, reaches the guest as the host set it, label included.
+    cell = make_cell(scheduler="mq-deadline")
+    knobbed = Cell.model_validate(
+        {**cell.model_dump(), **{f: s.model_dump() for f, s in KNOB_SETS.items()}}
+    )
+    view = guest_view(knobbed)
+    same(view, knobbed, "cell")
+    assert all(getattr(view, f) is not None for f in KNOB_FAMILIES)
+    assert view.label == knobbed.label
+    assert view.label.endswith("/deep/dirty/capped/qd32/nowbt")
+    # And a cell without knobs has none, as the host left them out of its JSON.
+    bare = guest_view(cell)
+    assert all(getattr(bare, f) is None for f in KNOB_FAMILIES)
+    assert "queue" not in json.loads(cell.model_dump_json())
+
+
 def test_a_view_tells_a_field_the_host_renamed(tmp_path: Path) -> None:
     plan = plan_of(REPO_ROOT / "matrix" / "quick.yaml", tmp_path)
     data = json.loads(plan.model_dump_json())
@@ -151,6 +198,7 @@ PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
     (records.MdApplied, result.MdApplied),
     (records.LvmApplied, result.LvmApplied),
     (records.CryptApplied, result.CryptApplied),
+    (records.KnobReading, result.KnobReading),
     (records.Applied, result.Applied),
     (records.Limits, result.Limits),
     (diskstats.DiskCounters, telemetry.DiskDelta),
@@ -278,6 +326,32 @@ LAYERED = records.Applied(
         schedulers_available=("none",),
     ),
 )
+KNOBBED = dataclasses.replace(
+    PLAIN,
+    knobs=(
+        records.KnobReading(
+            family="queue",
+            key="read_ahead_kb",
+            asked="130",
+            target="/sys/block/vdb/queue/read_ahead_kb",
+            before="128",
+            after_set="128",
+            after_workload="128",
+            status="changed",
+            note="asked 130, the kernel shows 128",
+        ),
+        records.KnobReading(
+            family="queue",
+            key="bfq.slice_idle",
+            asked="0",
+            target="/sys/block/vdb/queue/iosched/slice_idle",
+            status="not-for-this-scheduler",
+        ),
+        records.KnobReading(
+            family="cmdline", key="quiet", asked="", target="/proc/cmdline", after_set="quiet"
+        ),
+    ),
+)
 BARE_REP = records.Repetition(
     index=0, metrics={"write_iops": 100.0}, cpu=CPU, duration_s=1.0, fio_version="", fio={}
 )
@@ -327,6 +401,7 @@ EXAMPLES: list[tuple[Any, type[BaseModel]]] = [
     (PLAIN, result.Applied),
     (STACKED, result.Applied),
     (LAYERED, result.Applied),
+    (KNOBBED, result.Applied),
     (records.Limits(runtime_s=5.0), result.Limits),
     (SEEN, telemetry.Telemetry),
     (BARE_SEEN, telemetry.Telemetry),
