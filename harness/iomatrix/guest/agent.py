@@ -98,7 +98,10 @@ def run_repetition(
         # The tool's own run is the "workload" phase; what the agent does around it (bounds,
         # reading /proc/stat, parsing the report, building the record) is "results".
         with ctx.phase("results"), workload_cgroup(ctx) as ran_in:
+            # The host reads QEMU's counters of the test disks at these two lines (host/qmp.py).
+            print(f"iomatrix-agent: workload start {cell.id} {index}", flush=True)
             rep = run_workload(ctx, index, devices)
+            print(f"iomatrix-agent: workload end {cell.id} {index}", flush=True)
         seen = after_workload(knobs, ran_in)
         if cell.fio is not None:
             seen += fio_readings(cell.fio.settings, rep.fio)
