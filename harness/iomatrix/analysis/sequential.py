@@ -278,6 +278,9 @@ class Session:
         return [d.index for d in self.decisions(base, new) if d.verdict == "continue"]
 
 
-def gate(decisions: Sequence[PairDecision]) -> int:
-    """1 when a pair's deciding metric regressed, else 0 (as compare.exit_code)."""
+def gate(decisions: Sequence[PairDecision], *, invalid: Sequence[object] = ()) -> int:
+    """1 when a pair's deciding metric regressed, else 0 (as compare.exit_code); `invalid`: the
+    session's validity flags when asked to gate on them (--fail-on-invalid), any one fails it."""
+    if invalid:
+        return 1
     return 1 if any(d.verdict == "regressed" for d in decisions) else 0

@@ -259,7 +259,21 @@ def cmd_ab(args: argparse.Namespace) -> int:
         f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md, sequential.json)"
     )
     write_report_or_warn(lambda: build.build_session_site(session_dir))
-    return ExitCode(sequential.gate(decisions))
+    return _sequential_exit(decisions, result, fail_on_invalid=args.fail_on_invalid)
+
+
+def _sequential_exit(
+    decisions: Sequence[sequential.PairDecision],
+    result: compare.Comparison,
+    *,
+    fail_on_invalid: bool,
+) -> ExitCode:
+    """--fail-on-invalid gates a sequential session as it does a fixed one: a flagged repetition
+    on either side (the comparison lists them) fails it whatever the decisions."""
+    invalid = result.invalid if fail_on_invalid else ()
+    if invalid:
+        print(f"iomatrix: --fail-on-invalid: {len(invalid)} flagged repetition(s) fail the gate")
+    return ExitCode(sequential.gate(decisions, invalid=invalid))
 
 
 def _print_plan(args: argparse.Namespace, cells: Sequence[Cell]) -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.analysis import sequential
+from iomatrix.analysis import sequential, validity
 from iomatrix.host import kernels, session
 from iomatrix.matrix.loader import load_matrix
-from iomatrix.model.result import Applied, CellResult, RepetitionRecord
+from iomatrix.model.result import Applied, CellResult, CpuUsage, RepetitionRecord
 from iomatrix.plan.ab import pair_cells
 from iomatrix.plan.boots import BootPlan
 from iomatrix.report import comparison as comparison_report
@@ -131,5 +131,12 @@ def test_no_change_runs_to_the_cap_and_says_undecided_or_unchanged(
     decisions = rules.decisions(base, new)
     assert {d.verdict for d in decisions} <= {"undecided", "unchanged"}
     assert sequential.gate(decisions) == 0
+    # --fail-on-invalid: a flagged repetition on either side fails the gate all the same.
+    busy = CpuUsage(usr_pct=50, sys_pct=45, iowait_pct=0, idle_pct=5, busy_cpu_s=9.5)
+    flags = validity.check_repetition(
+        new.cells[0].cell, new.cells[0].result.repetitions[0].model_copy(update={"cpu": busy})
+    )
+    assert [f.check for f in flags] == ["cpu-bound"]
+    assert sequential.gate(decisions, invalid=flags) == 1
     for entry in (*base.cells, *new.cells):
         assert len(entry.result.repetitions) <= 5
