@@ -56,9 +56,30 @@ def record(
 ) -> tuple[Telemetry, dict[str, float]]:
     """The record of one fio run and its metrics (prefixed with the phase's name): `seen` is
     the snapshot before fio, the one after it, and the disks after the sync that followed."""
-    before, after, synced = seen
-    seconds = telemetry.fio_runtime_s(data)
     read_bytes, write_bytes = telemetry.fio_bytes(data)
+    return record_span(
+        devices,
+        seen,
+        seconds=telemetry.fio_runtime_s(data),
+        read_bytes=read_bytes,
+        write_bytes=write_bytes,
+        phase=phase,
+    )
+
+
+def record_span(
+    devices: Sequence[str],
+    seen: tuple[Snapshot, Snapshot, Mapping[str, diskstats.DiskCounters]],
+    *,
+    seconds: float,
+    read_bytes: int,
+    write_bytes: int,
+    phase: str = "",
+) -> tuple[Telemetry, dict[str, float]]:
+    """The record of any workload's run: its own runtime and the bytes it says it moved (fio's
+    report, a builtin's count x size; 0 when the tool does not say, as bonnie++'s file tests:
+    then no write amplification)."""
+    before, after, synced = seen
     disk = diskstats.delta(before.disks, after.disks, devices)
     disk_synced = diskstats.delta(before.disks, synced, devices)
     vm = vmstat.delta(before.vmstat, after.vmstat)

@@ -8,7 +8,7 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from iomatrix.guest.context import (
     CellFailed,
 )
 from iomatrix.guest.knobs import job_file_with
-from iomatrix.guest.plan_view import WorkloadView
+from iomatrix.guest.plan_view import BuiltinView, WorkloadView
 from iomatrix.guest.records import CpuUsage, Limits, Repetition, Telemetry
 
 
@@ -33,13 +33,30 @@ def run_workload(ctx: CellContext, index: int, devices: Sequence[str] = ()) -> R
     """`devices`: the cell's test disks (kernel names), whose diskstats fio's telemetry sums."""
     kind = ctx.cell.workload.kind
     if kind == "builtin":
-        return run_builtin(ctx, index)
+        return run_builtin(ctx, index, devices)
     if kind == "bonnie":
-        return run_bonnie(ctx, index)
+        return run_bonnie(ctx, index, devices)
     return run_fio(ctx, index, devices)
 
 
-def run_builtin(ctx: CellContext, index: int) -> Repetition:
+def _seen_around(
+    ctx: CellContext, run: Callable[[], Any]
+) -> tuple[Any, tuple[telemetry.Snapshot, telemetry.Snapshot, dict[str, Any]]]:
+    """`run()` between two telemetry snapshots, then the disks after a sync (as for fio)."""
+    before = telemetry.snapshot()
+    result = run()
+    after = telemetry.snapshot()
+    left = ctx.deadline - time.monotonic() - REPORT_RESERVE_S
+    return result, (before, after, telemetry.synced_disks(left))
+
+
+def builtin_bytes(params: BuiltinView) -> int:
+    """What a builtin workload writes: its count of blocks or lines of the given size."""
+    size = params.line_length if params.name == "log-append" else params.block_size_bytes
+    return params.count * size
+
+
+def run_builtin(ctx: CellContext, index: int, devices: Sequence[str] = ()) -> Repetition:
     """A builtin workload in a Python process of its own in the filesystem under test; its own
     real/user/sys times, the guest's CPU shares around it."""
     params = ctx.cell.workload.builtin
@@ -53,7 +70,9 @@ def run_builtin(ctx: CellContext, index: int) -> Repetition:
     )
     started = time.monotonic()
     with ctx.phase("workload"):
-        done = ctx.run(argv, what=f"builtin {params.name}", cwd=MOUNTPOINT)
+        done, seen = _seen_around(
+            ctx, lambda: ctx.run(argv, what=f"builtin {params.name}", cwd=MOUNTPOINT)
+        )
     duration = time.monotonic() - started
     (ctx.dir / f"rep-{index}.builtin.json").write_text(done.stdout)
     try:
@@ -67,9 +86,13 @@ def run_builtin(ctx: CellContext, index: int) -> Repetition:
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CellError(f"builtin {params.name} reported no measurements: {exc}") from exc
+    seen_rec, figures = telemetry.record_span(
+        devices, seen, seconds=duration, read_bytes=0, write_bytes=builtin_bytes(params)
+    )
     return Repetition(
         index=index,
-        metrics=metrics,
+        metrics={**metrics, **figures},
+        telemetry=(seen_rec,),
         cpu=usage,
         duration_s=duration,
         fio_version="",
@@ -80,7 +103,7 @@ def run_builtin(ctx: CellContext, index: int) -> Repetition:
     )
 
 
-def run_bonnie(ctx: CellContext, index: int) -> Repetition:
+def run_bonnie(ctx: CellContext, index: int, devices: Sequence[str] = ()) -> Repetition:
     """bonnie++'s file tests in the filesystem under test; its CSV line parsed, kept whole."""
     params = ctx.cell.workload.bonnie
     if params is None:
@@ -88,15 +111,25 @@ def run_bonnie(ctx: CellContext, index: int) -> Repetition:
     before = cpustat.read()
     started = time.monotonic()
     with ctx.phase("workload"):
-        done = ctx.run(bonnie.bonnie_argv(str(MOUNTPOINT), params), what="bonnie++", cwd=MOUNTPOINT)
+        done, seen = _seen_around(
+            ctx,
+            lambda: ctx.run(
+                bonnie.bonnie_argv(str(MOUNTPOINT), params), what="bonnie++", cwd=MOUNTPOINT
+            ),
+        )
     duration = time.monotonic() - started
     usage = cpustat.usage(before, cpustat.read())
+    # bonnie++'s file tests do not say how many bytes they moved: no write amplification.
+    seen_rec, figures = telemetry.record_span(
+        devices, seen, seconds=duration, read_bytes=0, write_bytes=0
+    )
     csv_path = ctx.dir / f"rep-{index}.bonnie.csv"
     csv_path.write_text(done.stdout)
     result = bonnie.parse_csv(done.stdout, source=str(csv_path))
     return Repetition(
         index=index,
-        metrics=result.metrics,
+        metrics={**result.metrics, **figures},
+        telemetry=(seen_rec,),
         cpu=usage,
         duration_s=duration,
         fio_version="",
