@@ -294,3 +294,23 @@ def test_the_archive_site_respects_the_triage_file(tmp_path: Path) -> None:
     assert "2 ignored by the triage file" in changes.text
     # Ignored changes are not drawn either.
     assert 'class="change-point"' not in (results / "site" / "history.html").read_text()
+
+
+def test_a_split_session_without_its_comparison_is_judged_with_its_pairs(tmp_path: Path) -> None:
+    """`iomatrix report SESSION` of a session whose comparison.json is gone (an older session, a
+    copy without it): a split session's sides hold different cell ids (the split axis differs),
+    paired by position; judged by id, every row would be 'missing'."""
+    from support.builders import make_cell  # noqa: PLC0415
+    from support.runs import make_run, ok  # noqa: PLC0415
+
+    session = tmp_path / "session"
+    cells = [make_cell(fs=fs) for fs in ("ext4", "xfs")]
+    slow = [make_cell(fs=fs, scheduler="mq-deadline") for fs in ("ext4", "xfs")]
+    base = make_run([ok(c, {"write_iops": [1000, 1010, 990, 1005, 995]}) for c in cells])
+    new = make_run([ok(c, {"write_iops": [600, 610, 590, 605, 595]}) for c in slow], run_id="new")
+    write_record(session / "base" / "run.json", base)
+    write_record(session / "new" / "run.json", new)
+    site = build.build_session_site(session)
+    page = site.index.read_text()
+    assert "missing" not in page
+    assert 'data-verdict="regressed"' in page

@@ -110,9 +110,14 @@ def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltS
         except (OSError, ValidationError) as exc:
             raise IomatrixError(f"{saved}: not a comparison this iomatrix reads: {exc}") from exc
     else:
-        comparison = compare.compare_runs(
-            load_run(session_dir / "base"), load_run(session_dir / "new"), force=True
-        )
+        base, new = load_run(session_dir / "base"), load_run(session_dir / "new")
+        # A session's two runs hold their cells in pair order (host/session.py run_ab): the
+        # i-th base cell was compared with the i-th new one, which in a split session (or two
+        # matrix files) have different ids, so they are paired by position, not by id.
+        pairs = None
+        if len(base.cells) == len(new.cells):
+            pairs = [(a.cell.id, b.cell.id) for a, b in zip(base.cells, new.cells, strict=True)]
+        comparison = compare.compare_runs(base, new, force=True, pairs=pairs)
     decisions = session_dir / "sequential.json"
     sequential = None
     if decisions.is_file():
