@@ -146,7 +146,7 @@ def test_values_the_kernel_changes_are_recorded_and_flagged(knobs_run: Run) -> N
 @pytest.mark.parametrize(
     ("queue", "sysctl", "words"),
     [
-        ("refused", "default", "queue max_sectors_kb=99999999 refused by the kernel on"),
+        ("refused", "default", "queue max_sectors_kb=1 refused by the kernel on"),
         ("default", "refused", "sysctl vm.dirty_ratio=101 refused by the kernel"),
     ],
 )
