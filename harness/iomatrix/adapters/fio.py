@@ -127,6 +127,18 @@ _FIO_SIZE_RE = re.compile(r"(\d+)\s*([kmgtp]?)(?:i?b)?", re.IGNORECASE)
 _FIO_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 
 
+_TIME_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?", re.IGNORECASE)
+_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def fio_seconds(text: str) -> float | None:
+    """A fio time value ("3", "3s", "500ms", "2m"; plain numbers are seconds) in seconds."""
+    m = _TIME_RE.fullmatch(text.strip())
+    if m is None:
+        return None
+    return float(m[1]) * _TIME_UNITS[(m[2] or "s").lower()]
+
+
 def fio_size(text: str) -> int | None:
     """Bytes of a plain fio size value ("4k", "10G", "102404k"; powers of 1024, fio's default
     kb_base), or None for what this does not read (percentages, ranges, expressions)."""

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from iomatrix.adapters.diskstats import DiskCounters, iostat
+from iomatrix.adapters.fio import fio_seconds
 
 _DIRECTIONS = ("read", "write", "trim")
 
@@ -36,9 +37,20 @@ def fio_bytes(data: Mapping[str, Any]) -> tuple[int, int]:
     return totals["read"], totals["write"]
 
 
+def _ramp_ms(data: Mapping[str, Any], job: Mapping[str, Any]) -> float:
+    """The job's ramp_time (its own, else the global one) in ms: fio does I/O then without
+    counting it, the disks do count it."""
+    for options in (job.get("job options"), data.get("global options")):
+        if isinstance(options, Mapping) and "ramp_time" in options:
+            seconds = fio_seconds(str(options["ramp_time"]))
+            return 0.0 if seconds is None else seconds * 1000.0
+    return 0.0
+
+
 def fio_runtime_s(data: Mapping[str, Any]) -> float:
-    """fio's own runtime of one report, in seconds: groups run one after another (stonewall),
-    the jobs of a group side by side, so the sum over groups of each group's longest job."""
+    """fio's own runtime of one report with its ramp, in seconds (the I/O the disks saw): groups
+    run one after another (stonewall), the jobs of a group side by side, so the sum over groups
+    of each group's longest job."""
     groups: dict[int, float] = {}
     for job in _jobs(data):
         ms = float(job.get("job_runtime", 0) or 0)
@@ -51,6 +63,7 @@ def fio_runtime_s(data: Mapping[str, Any]) -> float:
                 ),
                 default=0.0,
             )
+        ms += _ramp_ms(data, job) if ms else 0.0
         group = int(job.get("groupid", 0))
         groups[group] = max(groups.get(group, 0.0), ms)
     return sum(groups.values()) / 1000.0

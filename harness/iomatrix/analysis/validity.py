@@ -26,13 +26,13 @@ than a guess.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
+from iomatrix.adapters.fio import fio_seconds
 from iomatrix.model.cell import Cell, DeviceProfile, Record, is_empty
 from iomatrix.model.result import FLAGGED_KNOB_STATUSES, CellEntry, Repetition, RunRecord
 from iomatrix.model.telemetry import Telemetry
@@ -97,18 +97,6 @@ def job_option(data: Mapping[str, Any], job: Mapping[str, Any], key: str) -> str
 
 def _true(value: str | None) -> bool:
     return value is not None and value.strip() not in ("0", "false", "")
-
-
-_TIME_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?", re.IGNORECASE)
-_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def fio_seconds(text: str) -> float | None:
-    """A fio time value ("3", "3s", "500ms", "2m"; plain numbers are seconds) in seconds."""
-    m = _TIME_RE.fullmatch(text.strip())
-    if m is None:
-        return None
-    return float(m[1]) * _TIME_UNITS[(m[2] or "s").lower()]
 
 
 def _throttle(cell: Cell, rep: Repetition) -> list[Flag]:

@@ -302,3 +302,11 @@ def test_a_latency_target_search_reports_the_depth_fio_settled_on() -> None:
     assert 1 <= found["latency_depth"] < 64  # fio came down from the job's iodepth
     assert found["read_iops"] > 0
     assert metrics.direction("latency_depth") == "higher"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("3", 3.0), ("3s", 3.0), ("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0), ("x", None)],
+)
+def test_fio_time_values(text: str, seconds: float | None) -> None:
+    assert fio.fio_seconds(text) == seconds

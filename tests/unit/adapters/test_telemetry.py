@@ -40,6 +40,20 @@ def test_groups_run_one_after_another_jobs_of_a_group_side_by_side() -> None:
     assert telemetry.fio_bytes(data) == (8, 5)
 
 
+def test_a_ramp_is_part_of_the_interval_the_disks_count() -> None:
+    # fio does I/O during ramp_time without counting it; the disks count it. A job of 6 s after
+    # a 1 s ramp (global option) did I/O for 7 s; a job's own ramp wins; no runtime, no ramp.
+    data = {
+        "global options": {"ramp_time": "1"},
+        "jobs": [
+            {"groupid": 0, "job_runtime": 6000, "read": {"io_bytes": 5}},
+            {"groupid": 1, "job_runtime": 2000, "job options": {"ramp_time": "500ms"}},
+            {"groupid": 2, "job_runtime": 0},
+        ],
+    }
+    assert telemetry.fio_runtime_s(data) == pytest.approx(7.0 + 2.5)
+
+
 def test_write_amplification_and_reads_without_disk() -> None:
     assert telemetry.write_amplification(3 * MIB, 2 * MIB) == 1.5
     assert telemetry.write_amplification(MIB, 0) is None

@@ -268,13 +268,6 @@ def test_time_based_is_per_job_section(tmp_path: Path) -> None:
     assert [(f.check, f.phase) for f in flags] == [("short-runtime", "reread")]
 
 
-@pytest.mark.parametrize(
-    ("text", "seconds"), [("3", 3.0), ("3s", 3.0), ("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0)]
-)
-def test_fio_time_values(text: str, seconds: float) -> None:
-    assert validity.fio_seconds(text) == seconds
-
-
 # --- cpu-bound --------------------------------------------------------------------------------
 
 
