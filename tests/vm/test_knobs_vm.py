@@ -130,7 +130,7 @@ def test_kernel_parameters_are_on_the_command_line_and_an_unknown_one_is_flagged
 
 def test_values_the_kernel_changes_are_recorded_and_flagged(knobs_run: Run) -> None:
     record, _, done = knobs_run
-    e = cell(record, "rounded", "default")
+    e = cell(record, "rounded", "exclusive")
     queue = readings(e, "queue")
     # read-ahead is kept in pages: 130 KiB is 32 pages of 4 KiB, shown as 128.
     assert (queue["read_ahead_kb"].after_set, queue["read_ahead_kb"].status) == ("128", "changed")
@@ -141,6 +141,22 @@ def test_values_the_kernel_changes_are_recorded_and_flagged(knobs_run: Run) -> N
     assert {"queue read_ahead_kb", "queue nr_requests"} <= flagged
     # The run table's note says so.
     assert "knobs not as asked: read_ahead_kb 130->128" in done.stdout
+
+
+def test_a_sysctl_another_one_changed_is_flagged(knobs_run: Run) -> None:
+    # vm.dirty_ratio read 10 right after it was set; vm.dirty_bytes, set after it, zeroed it (the
+    # kernel keeps one of the two), so after the workload it reads 0: flagged, never silent.
+    record, _, _ = knobs_run
+    e = cell(record, "rounded", "exclusive")
+    sysctl = readings(e, "sysctl")
+    ratio = sysctl["vm.dirty_ratio"]
+    assert (ratio.after_set, ratio.after_workload) == ("10", "0"), ratio
+    assert ratio.status == "changed-during-workload"
+    assert sysctl["vm.dirty_bytes"].status == "applied"
+    assert any(
+        f.check == "knob-not-as-asked" and "vm.dirty_ratio=10" in f.sentence
+        for f in validity.check_entry(e)
+    )
 
 
 @pytest.mark.parametrize(
@@ -166,7 +182,7 @@ def test_every_cell_after_a_refusal_starts_from_the_kernels_defaults(knobs_run: 
     # the cell after the tuned one reads the default read-ahead again.
     record, _, _ = knobs_run
     assert record.cells[0].cell.axis_value("queue") == "default"
-    rounded = readings(cell(record, "rounded", "default"), "queue")
+    rounded = readings(cell(record, "rounded", "exclusive"), "queue")
     tuned = readings(cell(record, "tuned", "low-dirty"), "queue")
     assert rounded["read_ahead_kb"].before == tuned["read_ahead_kb"].before
     assert tuned["read_ahead_kb"].before != "4096"
