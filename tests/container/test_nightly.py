@@ -239,10 +239,15 @@ def test_an_empty_artifact_folder_is_reported_not_merged(
 
 
 @pytest.mark.vm
+@pytest.mark.nightly
 def test_the_canaries_are_judged_kept_on_the_results_branch_and_their_rates_reported(
     nightly: tuple[Path, list[Path]], origin: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """`make canaries` (the canary job's command, real VMs): the A/A session is not flagged,
+    """Nightly only (about 6 minutes; `.ci/run` keeps the A/A and injected-slowdown sessions of
+    tests/vm/test_ab_vm.py, and the ledger and rates are unit-tested in
+    tests/unit/analysis/test_canaries.py).
+
+    `make canaries` (the canary job's command, real VMs): the A/A session is not flagged,
     the injected 30% slowdown is; the merge job's script adds both to the ledger on the results
     branch and reports the false-positive and miss rates."""
     results = tmp_path / "canaries"

@@ -132,8 +132,11 @@ def test_run_folder_holds_versioned_results_logs_and_environment(
     assert not list(Path("/dev/shm").glob(f"iomatrix-{record.run_id}-*"))
 
 
+@pytest.mark.nightly
 def test_two_debian_kernels_in_one_run(tmp_path: Path) -> None:
-    """bookworm (6.1) and sid (7.x) in one matrix: one boot each, both measured."""
+    """bookworm (6.1) and sid (7.x) in one matrix: one boot each, both measured. Nightly only
+    (two boots and sid's download); `.ci/run` runs two kernels in one run in
+    tests/vm/test_seeds_vm.py (seed 001's unpatched and patched builds)."""
     matrix = tmp_path / "two-kernels.yaml"
     workloads = tmp_path / "workloads"
     workloads.mkdir()
