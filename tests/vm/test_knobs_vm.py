@@ -1,10 +1,10 @@
 """Every knob family in a real VM: one `iomatrix run` of tests/data/knobs/knobs.yaml (one kernel,
-one disk, a kernel command line of its own: one boot, four cells) serves every test here.
+one disk, a kernel command line of its own: one boot, five cells) serves every test here.
 
 Set and read back (queue settings, a scheduler tunable, sysctls, cgroup io.max, fio options,
 kernel parameters); values the kernel changes (read-ahead in whole pages, nr_requests raised to
 its minimum) recorded and flagged; values it refuses failing their cell with its words; an
-unknown kernel parameter flagged as ignored.
+unknown kernel parameter flagged as ignored; a cgroup weight out of range refused.
 """
 
 from __future__ import annotations
@@ -164,6 +164,7 @@ def test_a_sysctl_another_one_changed_is_flagged(knobs_run: Run) -> None:
     [
         ("refused", "default", "queue max_sectors_kb=1 refused by the kernel on"),
         ("default", "refused", "sysctl vm.dirty_ratio=101 refused by the kernel"),
+        ("default", "default", "cgroup io.weight=0 refused by the kernel"),
     ],
 )
 def test_a_value_the_kernel_refuses_fails_the_cell_with_its_words(

@@ -149,6 +149,14 @@ GUEST_OPTIONS = (
     "CONFIG_BLK_CGROUP",
     "CONFIG_BLK_DEV_THROTTLING",
 )
+# Knobs whose files exist only when the kernel has the code behind them (queue attributes of
+# blk-mq, the sysctls of the allow-list and a scheduler's own tunables are always there with it).
+KNOB_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("queue", "wbt_lat_usec"): ("CONFIG_BLK_WBT",),
+    ("cgroup", "io.max"): ("CONFIG_BLK_CGROUP", "CONFIG_BLK_DEV_THROTTLING"),
+    ("cgroup", "io.weight"): ("CONFIG_BLK_CGROUP", "CONFIG_BLK_CGROUP_IOCOST"),
+    ("cgroup", "io.latency"): ("CONFIG_BLK_CGROUP", "CONFIG_BLK_CGROUP_IOLATENCY"),
+}
 
 
 def _unique(groups: Iterable[Iterable[str]]) -> tuple[str, ...]:
@@ -169,13 +177,15 @@ def iomatrix_options() -> tuple[str, ...]:
             THIN_OPTIONS,
             CRYPT_OPTIONS,
             *CIPHER_OPTIONS.values(),
+            *KNOB_OPTIONS.values(),
         ]
     )
 
 
 # Bumped whenever the fragment's text changes: it is part of every build's cache key anyway
 # (its hash), the version is for people reading a manifest. 2: md, device-mapper, dm-crypt.
-FRAGMENT_VERSION = 2
+# 3: writeback throttling and the cgroup I/O controllers behind io.weight and io.latency.
+FRAGMENT_VERSION = 3
 
 
 def iomatrix_fragment() -> str:
@@ -211,6 +221,11 @@ def cell_needs(cell: Cell) -> tuple[Need, ...]:
     needs += [Need(o, f"bus {cell.device.bus}") for o in BUS_OPTIONS[cell.device.bus]]
     if cell.workload.kind == "fio":
         needs.append(Need("CONFIG_AIO", "fio"))
+    for family in ("queue", "cgroup"):
+        knob_set = getattr(cell, family)
+        for setting in knob_set.settings if knob_set is not None else ():
+            options = KNOB_OPTIONS.get((family, setting.key), ())
+            needs += [Need(o, f"{family} {setting.key}") for o in options]
     return tuple({n.option: n for n in needs}.values())
 
 

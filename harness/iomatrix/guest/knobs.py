@@ -75,7 +75,14 @@ def _target(path: Path, root: Path) -> str:
 def _write(
     path: Path, text: str, *, family: str, key: str, value: str, where: str, root: Path
 ) -> None:
-    """Write a knob's file; the kernel's refusal (its errno's words) fails the cell."""
+    """Write a knob's file; the kernel's refusal (its errno's words) fails the cell, and so does
+    a file the kernel does not have (its code not built in, or not for this device): writing
+    there would only say "Permission denied"."""
+    if not path.exists():
+        raise CellFailed(
+            f"{family} {key}={value}{where}: this kernel has no {_target(path, root)} (not built"
+            " in, or not for this device)"
+        )
     try:
         path.write_text(text)
     except OSError as exc:

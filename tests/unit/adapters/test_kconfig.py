@@ -7,7 +7,7 @@ from pathlib import Path
 from iomatrix.adapters import kconfig
 from iomatrix.host import session
 from iomatrix.host.kernels import Kernel
-from iomatrix.model.cell import FilesystemChoice, LoopStack
+from iomatrix.model.cell import FilesystemChoice, KnobSet, KnobSetting, LoopStack
 from iomatrix.model.result import KernelBuildInfo
 from support.builders import make_cell
 
@@ -51,6 +51,29 @@ def test_a_cell_needs_its_filesystem_scheduler_bus_and_stack() -> None:
         "CONFIG_VIRTIO_BLK": "bus virtio-blk",
         "CONFIG_AIO": "fio",
     }
+
+
+def test_a_cell_needs_what_its_queue_and_cgroup_knobs_write_to() -> None:
+    def knob_set(name: str, *keys: str) -> KnobSet:
+        return KnobSet(name=name, settings=tuple(KnobSetting(key=k, value="1") for k in keys))
+
+    cell = make_cell().model_copy(
+        update={
+            "queue": knob_set("q", "read_ahead_kb", "wbt_lat_usec"),
+            "cgroup": knob_set("c", "io.weight", "io.latency"),
+        }
+    )
+    needs = {n.option: n.why for n in kconfig.cell_needs(cell)}
+    assert needs["CONFIG_BLK_WBT"] == "queue wbt_lat_usec"
+    assert needs["CONFIG_BLK_CGROUP_IOCOST"] == "cgroup io.weight"
+    assert needs["CONFIG_BLK_CGROUP_IOLATENCY"] == "cgroup io.latency"
+    assert "CONFIG_BLK_DEV_THROTTLING" not in needs  # io.max is not asked
+    # iomatrix's own fragment builds every one of them in.
+    assert set(needs) <= set(kconfig.iomatrix_options())
+    missing = kconfig.missing_options(cell, {o: "y" for o in needs if o != "CONFIG_BLK_WBT"})
+    assert kconfig.describe_missing("k", missing) == (
+        "kernel k was built without what this cell needs: CONFIG_BLK_WBT (for queue wbt_lat_usec)"
+    )
 
 
 def test_dropped_lines_are_said_with_what_the_config_has() -> None:

@@ -111,6 +111,21 @@ def test_a_refused_queue_value_fails_the_cell_with_the_kernels_words(
     )
 
 
+def test_a_knob_the_kernel_does_not_have_fails_the_cell_saying_so(
+    root: Path, tmp_path: Path
+) -> None:
+    # A kernel built without writeback throttling has no wbt_lat_usec; writing there would only
+    # say "Permission denied" (sysfs creates no files), and here it would create one.
+    ctx = context(tmp_path)
+    with pytest.raises(CellFailed) as failed:
+        knobs.apply_queue(ctx, settings(wbt_lat_usec="0"), ["vdb"], root)
+    assert str(failed.value) == (
+        "queue wbt_lat_usec=0 on vdb: this kernel has no /sys/block/vdb/queue/wbt_lat_usec "
+        "(not built in, or not for this device)"
+    )
+    assert not (root / "sys/block/vdb/queue/wbt_lat_usec").exists()
+
+
 def test_a_value_the_kernel_shows_otherwise_is_changed(root: Path, tmp_path: Path) -> None:
     ctx = context(tmp_path)
     # A kernel that takes the write and shows something else: here nothing at all.
@@ -207,6 +222,10 @@ def cgroup_tree(root: Path, mounted: bool = True) -> None:
     sysfs(root, "sys/fs/cgroup/cgroup.subtree_control", "")
     sysfs(root, "sys/fs/cgroup/cgroup.procs", "1\n")
     sysfs(root, "proc/self/cgroup", "0::/iomatrix\n")
+    # The files the kernel makes with the cgroup (its controllers' files, when the io controller
+    # is enabled for the root's children).
+    sysfs(root, "sys/fs/cgroup/iomatrix/io.max", "")
+    sysfs(root, "sys/fs/cgroup/iomatrix/io.weight", "default 100\n")
 
 
 def test_io_max_is_written_per_disk_and_read_back_by_its_device_line(
@@ -276,7 +295,7 @@ def test_the_workload_runs_in_the_cgroup_and_the_reading_says_so(
     assert after.reading.after_workload == "254:16 wiops=500"
     assert after.reading.status == "applied"
     assert after.reading.note == "the workload ran in cgroup 0::/iomatrix"
-    for name in ("io.max", "cgroup.procs"):
+    for name in ("io.max", "io.weight", "cgroup.procs"):
         (root / "sys/fs/cgroup/iomatrix" / name).unlink()  # cgroupfs has no files to remove
     knobs.undo_knobs(ctx, done, root)
     assert not (root / "sys/fs/cgroup/iomatrix").exists()
