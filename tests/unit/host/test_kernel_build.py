@@ -89,6 +89,26 @@ def test_a_second_build_of_the_same_recipe_comes_from_the_cache(
     assert ["git", "-C", str(tree), "rev-parse", "--git-dir"] in made
 
 
+def test_a_cached_build_names_where_this_requests_commit_came_from(
+    tmp_path: Path, cache: Path
+) -> None:
+    # Two trees holding the same commit share one build (the key is the commit); the second
+    # record names its own tree, not the first requester's (a test tree built Debian's 6.1
+    # first, and seed 001's record then said it came from the test tree).
+    tree = toy_tree(tmp_path / "linux")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "--quiet", str(tree), str(clone))
+    first = build("k", KernelBuild(source=f"git:{tree}@v1"), cache=cache)
+    again = build("k", KernelBuild(source=f"git:{clone}@v1"), cache=cache)
+    assert first.build is not None
+    assert again.build is not None
+    assert again.vmlinuz == first.vmlinuz
+    assert (again.build.commit, again.build.key) == (first.build.commit, first.build.key)
+    assert str(clone) in again.build.origin
+    assert str(tree) not in again.build.origin
+    assert again.source == f"built from {again.build.origin}"
+
+
 def test_the_key_follows_commit_patches_config_and_tools(tmp_path: Path) -> None:
     source = sources.Source(tmp_path, "a" * 40, "o")
     other = sources.Source(tmp_path, "b" * 40, "o")

@@ -193,7 +193,7 @@ def build(
         if (entry / MANIFEST).is_file():
             kernel = load_manifest(entry)
             say(f"{name}: built before ({kernel.release}, {source.origin})")
-            return kernel.model_copy(update={"spec": name})
+            return _as_requested(kernel, name, source)
         job = _Job(
             name=name,
             recipe=recipe,
@@ -205,6 +205,18 @@ def build(
             jobs=jobs or os.cpu_count() or 1,
         )
         return _build(job)
+
+
+def _as_requested(kernel: Kernel, name: str, source: Source) -> Kernel:
+    """A cached build as this request names it. The key holds the commit, not where it came
+    from, so one build serves a user's tree and Debian's tarball alike when they hold the same
+    commit; the record says where this request's commit came from, not the first requester's."""
+    build = kernel.build
+    if build is not None:
+        build = build.model_copy(update={"origin": source.origin})
+    return kernel.model_copy(
+        update={"spec": name, "build": build, "source": f"built from {source.origin}"}
+    )
 
 
 @dataclass(frozen=True)
