@@ -115,6 +115,26 @@ def _copy_to_file(
     keeps the pipe open, and then nobody else is left to close them.
     """
     pending = b""
+    failed = False
+
+    def hand_on(line: bytes) -> None:
+        # A reader that raises must never stop the copy: nothing else drains the pipe, and a
+        # guest whose console is not drained blocks on it forever. The first failure is written
+        # into the log (where a boot's problems are read) and the lines go on being handed on.
+        nonlocal failed
+        assert on_line is not None
+        try:
+            on_line(line.decode(errors="replace"))
+        except Exception as exc:  # any reader's bug: the log says which
+            _log.warning("a console line reader failed: %s: %s", type(exc).__name__, exc)
+            if not failed:
+                failed = True
+                target.write(
+                    f"\niomatrix: a console line reader failed ({type(exc).__name__}: {exc}); "
+                    "the console is still being read\n".encode(errors="replace")
+                )
+                target.flush()
+
     try:
         fd = source.fileno()
         while chunk := os.read(fd, 65536):
@@ -123,9 +143,9 @@ def _copy_to_file(
             if on_line is not None:
                 *lines, pending = (pending + chunk).split(b"\n")
                 for line in lines:
-                    on_line(line.decode(errors="replace"))
+                    hand_on(line)
         if on_line is not None and pending:
-            on_line(pending.decode(errors="replace"))
+            hand_on(pending)
     finally:
         source.close()
         target.close()

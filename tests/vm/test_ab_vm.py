@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from iomatrix.analysis import compare
+from iomatrix.store import rundir
 from iomatrix.store.records_io import load_run
 from support.browser import Browser
 from support.paths import REPO_ROOT, TESTS_DIR
@@ -27,6 +28,7 @@ REPEAT = "6"
 # The base side's throttle: a third of what a TCG guest reached here unthrottled (1,978 to 2,380
 # IOPS in A/A sessions on this 2-core host), the canaries' 600.
 BASE_IOPS = 600
+SIDES = ("base", "new")
 
 pytestmark = pytest.mark.vm
 
@@ -92,10 +94,14 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_an_aa_session_finds_no_change(workspace: Path) -> None:
-    """The unthrottled disk against itself: no change found (the canaries' A/A, with the
-    ledger, runs nightly in tests/container/test_nightly.py)."""
+    """A matrix against the identical matrix, as users first try a gate: both sides have the
+    same cell ids. The session finishes, each side's QEMU disk counters land in its own folder
+    (the step number names the step on the console: keyed by cell id, the base side's counters
+    were written into the new side's folder, the console reader died and, once its pipe filled,
+    the guest hung), and no change is reported. (The canaries' A/A, with the ledger, runs
+    nightly in tests/container/test_nightly.py.)"""
     code, comparison, output = ab(
-        workspace / "aa", workspace / "base.yaml", workspace / "base.yaml"
+        workspace / "aa", workspace / "base.yaml", workspace / "base.yaml", repeat="5"
     )
     verdicts = [row["verdict"] for row in comparison["rows"]]
     assert verdicts, output[-3000:]
@@ -103,7 +109,19 @@ def test_an_aa_session_finds_no_change(workspace: Path) -> None:
     assert "improved" not in verdicts
     assert code == 0
     (row,) = comparison["rows"]
-    assert row["base_n"] == row["new_n"] == int(REPEAT)
+    assert row["base_n"] == row["new_n"] == 5
+    assert "reading its console failed" not in output
+    session = next(p for p in (workspace / "aa" / "results").iterdir() if p.is_dir())
+    base_cell, new_cell = (rundir.cell_dir(session / side, row["cell_id"]) for side in SIDES)
+    for folder in (base_cell, new_cell):
+        written = sorted(p.name for p in folder.glob("host-disks-*.json"))
+        assert written == [f"host-disks-{i:03d}.json" for i in range(5)], (folder, written)
+    for side in SIDES:
+        (entry,) = load_run(session / side).cells
+        # Each repetition carries its own side's counters: the guest wrote about as much as fio
+        # says it did (QEMU counts the same writes, on this side's drive).
+        assert all(rep.host_disks for rep in entry.result.repetitions), side
+        assert all(rep.metrics.get("host_w_per_s", 0) > 0 for rep in entry.result.repetitions)
 
 
 def test_an_injected_slowdown_is_reported_as_a_regression(

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,9 +59,12 @@ def run_repetition(
     index: int,
     scheduler_texts: Sequence[str],
     knobs: Sequence[Knob] = (),
+    *,
+    step_number: int = 0,
 ) -> tuple[Applied, Repetition]:
     """`knobs`: the cell's knobs as apply_knobs set them; read again after the workload, with
-    fio's own read from its report, into the repetition's Applied."""
+    fio's own read from its report, into the repetition's Applied. `step_number`: the step's
+    place in the plan, which names it on the console (cell ids repeat across an A/B's sides)."""
     cell = ctx.cell
     fs = adapter(cell.filesystem.fstype)
     dev_paths = [f"/dev/{d}" for d in devices]
@@ -99,9 +103,13 @@ def run_repetition(
         # reading /proc/stat, parsing the report, building the record) is "results".
         with ctx.phase("results"), workload_cgroup(ctx) as ran_in:
             # The host reads QEMU's counters of the test disks at these two lines (host/qmp.py).
-            print(f"iomatrix-agent: workload start {cell.id} {index}", flush=True)
+            # The step number names the step: an A/A session has the same cell id and
+            # repetition on both sides, and the host files the counters in the step's folder.
+            print(
+                f"iomatrix-agent: workload start {cell.id} {index} step {step_number}", flush=True
+            )
             rep = run_workload(ctx, index, devices)
-            print(f"iomatrix-agent: workload end {cell.id} {index}", flush=True)
+            print(f"iomatrix-agent: workload end {cell.id} {index} step {step_number}", flush=True)
         seen = after_workload(knobs, ran_in)
         if cell.fio is not None:
             seen += fio_readings(cell.fio.settings, rep.fio)
@@ -160,9 +168,10 @@ def write_result(
     return result
 
 
-def run_step(plan: PlanView, step: StepView) -> None:
-    """One repetition of one cell; the cell's result is written after its last repetition, or
-    at once when a repetition fails (its later repetitions are then skipped)."""
+def run_step(plan: PlanView, step: StepView, number: int = 0) -> None:
+    """One repetition of one cell (the plan's step `number`); the cell's result is written after
+    its last repetition, or at once when a repetition fails (its later repetitions are then
+    skipped)."""
     cell = step.cell
     cell_dir = rundir.cell_dir(step.run_dir, cell.id)
     if rundir.cell_result(cell_dir).exists() or rep_path(cell_dir, step.repetition).exists():
@@ -195,7 +204,9 @@ def run_step(plan: PlanView, step: StepView) -> None:
             # After the scheduler (its tunables are the active scheduler's files), before mkfs.
             knobs = apply_knobs(ctx, devices)
         try:
-            applied, rep = run_repetition(ctx, devices, step.repetition, scheduler_texts, knobs)
+            applied, rep = run_repetition(
+                ctx, devices, step.repetition, scheduler_texts, knobs, step_number=number
+            )
         finally:
             with ctx.phase("teardown"):
                 undo_knobs(ctx, knobs)
@@ -219,6 +230,30 @@ def run_step(plan: PlanView, step: StepView) -> None:
         write_result(step, ctx, status, reason, done)
 
 
+# How often the agent says it is alive while a step runs silently (a long fio job prints nothing):
+# the host stops a guest that prints nothing for a whole boot budget (host/boot.py's Watchdog),
+# whatever the step's state, so a console that stopped being drained cannot hold a run forever.
+HEARTBEAT_S = 30.0
+HEARTBEAT_LINE = b"iomatrix-agent: alive\n"
+
+
+def start_heartbeat(every_s: float) -> None:
+    """A daemon thread printing HEARTBEAT_LINE every `every_s` seconds until the agent exits.
+
+    One os.write of one short line: atomic on the console, so it never splits a line the main
+    thread prints (which flushes each line whole)."""
+
+    def beat() -> None:
+        while True:
+            time.sleep(every_s)
+            try:
+                os.write(sys.stdout.fileno(), HEARTBEAT_LINE)
+            except OSError:
+                return
+
+    threading.Thread(target=beat, name="heartbeat", daemon=True).start()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
@@ -226,8 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     plan = PlanView.from_json(json.loads(Path(args[0]).read_text()))
     print(f"iomatrix-agent: kernel {os.uname().release}, {len(plan.steps)} steps", flush=True)
-    for step in plan.steps:
-        run_step(plan, step)
+    start_heartbeat(min(HEARTBEAT_S, plan.timeouts.boot_s / 4))
+    for number, step in enumerate(plan.steps):
+        run_step(plan, step, number)
     # The host's timeline ends the agent's part of the boot at this line (power-off follows).
     print("iomatrix-agent: done", flush=True)
     return 0

@@ -411,10 +411,12 @@ class DiskView:
 @dataclass(frozen=True)
 class TimeoutsView:
     cell_s: float
+    # The host stops a guest silent this long; the agent's heartbeat comes well within it.
+    boot_s: float
 
     @classmethod
     def from_json(cls, data: Json) -> TimeoutsView:
-        return cls(cell_s=float(data["cell_s"]))
+        return cls(cell_s=float(data["cell_s"]), boot_s=float(data["boot_s"]))
 
 
 @dataclass(frozen=True)

@@ -210,8 +210,11 @@ class Watchdog:
 
     The agent enforces each repetition's budget itself; a repetition still running `grace_s`
     past its budget means the agent or the guest kernel stopped answering. Between steps (and
-    before the first one), the next step must start within the boot budget. Called by proc.run
-    about once a second; returns the reason to stop the VM, or None.
+    before the first one), the next step must start within the boot budget. Whatever the
+    steps' state, a guest that prints nothing on its console for a whole boot budget is stopped:
+    the agent says it is alive every few seconds (guest/agent.py), so silence means the guest or
+    the console's reader is stuck. Called by proc.run about once a second; returns the reason to
+    stop the VM, or None.
     """
 
     def __init__(
@@ -222,8 +225,11 @@ class Watchdog:
         boot_s: float,
         grace_s: float = 60.0,
         clock: Callable[[], float] | None = None,
+        last_output: Callable[[], float] | None = None,
     ) -> None:
         self.steps = list(steps)
+        # When the console last printed a line (on the same clock), or None: not watched.
+        self.last_output = last_output
         self.cell_s = cell_s
         self.boot_s = boot_s
         self.grace_s = grace_s
@@ -233,6 +239,11 @@ class Watchdog:
 
     def __call__(self) -> str | None:
         now = self.clock()
+        if self.last_output is not None and now - self.last_output() > self.boot_s:
+            return (
+                f"timeout: the guest printed nothing for {self.boot_s:g} s (the boot budget); "
+                "it or its console stopped answering and was killed"
+            )
         running: tuple[str, str, int] | None = None
         for step in self.steps:
             key = (step.run_dir, step.cell.id, step.repetition)
@@ -289,16 +300,32 @@ class BootClock:
         # Another reader of the same lines (the host's view of the disks, host/qmp.py).
         self.also = also
         self.started = clock()
+        # When the last line arrived (the watchdog stops a guest silent for a boot budget).
+        self.last_line_at = self.started
+        # Why `also` failed on a line, once each: its view of the boot is lost, not the boot.
+        self.problems: list[str] = []
         self.events: list[BootEvent] = []
         self._seen: set[str] = set()
         # The guest script's exit status as virtme-ng's init printed it (console mode only).
         self.script_exit: int | None = None
 
     def __call__(self, line: str) -> None:
-        if self.also is not None:
-            self.also(line)
-        at_s = round(self.clock() - self.started, 3)
+        self.last_line_at = self.clock()
+        at_s = round(self.last_line_at - self.started, 3)
         text = line.rstrip("\r\n")
+        self._mark(text, at_s)
+        if self.also is not None:
+            try:
+                self.also(line)
+            except Exception as exc:  # a reader's bug loses its view, not the boot
+                problem = f"{type(exc).__name__}: {exc}"
+                if problem not in self.problems:
+                    self.problems.append(problem)
+
+    def last_line(self) -> float:
+        return self.last_line_at
+
+    def _mark(self, text: str, at_s: float) -> None:
         if status := _SCRIPT_EXIT.search(text):
             self.script_exit = int(status[1])
         if step := _STEP_LINE.search(text):
@@ -315,7 +342,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     records: list[BootRecord] = []
     qmp_dir = qmp.socket_dir()
     plan, argv, images = build_boot(ctx, qmp.socket_path(qmp_dir))
-    watcher = host_disk_watcher(ctx, plan, qmp.socket_path(qmp_dir))
+    watcher = host_disk_watcher(plan, qmp.socket_path(qmp_dir))
     folder = boot_dir(ctx)
     write_record(rundir.plan_file(folder), plan)
     timeouts = ctx.timeouts
@@ -333,15 +360,19 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             if not pending:
                 break
             console = rundir.console_log(folder, attempt)
+            boot_clock = BootClock(also=watcher)
             watchdog = Watchdog(
-                pending, cell_s=timeouts.cell_s, boot_s=timeouts.boot_s, grace_s=timeouts.grace_s
+                pending,
+                cell_s=timeouts.cell_s,
+                boot_s=timeouts.boot_s,
+                grace_s=timeouts.grace_s,
+                last_output=boot_clock.last_line,
             )
             # Backstop only: the watchdog and the agent's own budgets act long before it.
             timeout = 2 * timeouts.boot_s + len(pending) * (timeouts.cell_s + watchdog.grace_s)
             started = dt.datetime.now(dt.UTC)
             exit_code: int | None = None
             why: str | None = None
-            boot_clock = BootClock(also=watcher)
             if ctx.cancel is not None and ctx.cancel.is_set():
                 raise BootCancelled(ctx.group.boot_id)
             try:
@@ -367,6 +398,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             except proc.CommandError as exc:
                 # Killed by a signal (the OOM killer, a user's kill): a negative status.
                 exit_code, outcome = exc.returncode, "exit-error"
+            _report_reader_problems(f"{ctx.group.boot_id}#{attempt}", boot_clock, out)
             if outcome != "timeout" and console_shows_panic(console):
                 outcome = "panic"
             duration = (dt.datetime.now(dt.UTC) - started).total_seconds()
@@ -403,17 +435,32 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     return records
 
 
-def host_disk_watcher(ctx: BootContext, plan: BootPlan, qmp_socket: Path) -> qmp.HostDiskWatcher:
-    """QEMU's counters read at each workload's start and end, for the drives of its cell."""
+def _report_reader_problems(boot: str, boot_clock: BootClock, out: TextIO) -> None:
+    for problem in boot_clock.problems:
+        print(
+            f"iomatrix: boot {boot}: reading its console failed ({problem}); the boot went on",
+            file=out,
+        )
+
+
+def host_disk_watcher(plan: BootPlan, qmp_socket: Path) -> qmp.HostDiskWatcher:
+    """QEMU's counters read at each workload's start and end, for the drives of its step, filed
+    in the step's own cell folder (the guest names the step by its number in the plan)."""
     slots = {disk.serial: slot for slot, disk in enumerate(plan.disks)}
     drives_of_key: dict[str, list[str]] = {}
     for disk in plan.disks:
         drives_of_key.setdefault(disk.key, []).append(vm.drive_id(slots[disk.serial]))
-    cells = {s.cell.id: s for s in ctx.group.steps}
     return qmp.HostDiskWatcher(
         qmp_socket,
-        cell_dirs={cell_id: cell_dir(step) for cell_id, step in cells.items()},
-        drives={cell_id: drives_of_key.get(step.disk_key, []) for cell_id, step in cells.items()},
+        [
+            qmp.WatchedStep(
+                cell_id=step.cell.id,
+                repetition=step.repetition,
+                cell_dir=cell_dir(step),
+                drives=tuple(drives_of_key.get(step.disk_key, [])),
+            )
+            for step in plan.steps
+        ],
     )
 
 

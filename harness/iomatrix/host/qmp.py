@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from iomatrix.store import files
+
 # A Unix socket path is limited to 107 bytes (sun_path): the run folder can be longer, so the
 # socket lives in a short folder of its own under the temporary directory.
 _SOCKET_NAME = "qmp.sock"
@@ -158,34 +160,51 @@ def deltas(
     }
 
 
-# The guest agent's console lines around each workload (guest/agent.py prints them).
-_WORKLOAD_LINE = re.compile(r"iomatrix-agent: workload (start|end) (\S+) (\d+)(?: (\S+))?$")
+# The guest agent's console lines around each workload (guest/agent.py prints them). Every field
+# is checked before it names anything: a cell id as the matrix makes them, numbers as digits. The
+# guest may print anything; a line that does not match names nothing.
+_WORKLOAD_LINE = re.compile(
+    r"iomatrix-agent: workload (start|end) ([A-Za-z0-9._-]{1,200}) (\d{1,6}) step (\d{1,6})$"
+)
 
 
-def host_disks_path(cell_dir: Path, repetition: int, phase: str = "") -> Path:
-    suffix = f"-{phase}" if phase else ""
-    return cell_dir / f"host-disks-{repetition:03d}{suffix}.json"
+def host_disks_path(cell_dir: Path, repetition: int) -> Path:
+    return cell_dir / f"host-disks-{repetition:03d}.json"
+
+
+@dataclass(frozen=True)
+class WatchedStep:
+    """One step of the boot's plan as the watcher needs it: where its counters go (the step's
+    own cell folder, in its own run folder: an A/B's sides have the same cell ids) and which
+    QEMU drives are its test disks."""
+
+    cell_id: str
+    repetition: int
+    cell_dir: Path
+    drives: tuple[str, ...]
 
 
 class HostDiskWatcher:
     """A boot's console lines in, QEMU's counters out: reads the test drives' counters when a
     workload starts and ends, and writes each repetition's differences next to the guest's
-    records (host-disks-NNN.json in the cell's folder), for the host to merge when it collects
-    the cell (host/host_disks.py)."""
+    records (host-disks-NNN.json in the step's cell folder), for the host to merge when it
+    collects the cell (host/host_disks.py).
+
+    The guest names the step by its number in the plan, and the line must also name that step's
+    cell and repetition: a line naming anything else is ignored. Never raises: a failed reading
+    or write is a problem of this boot's view (reported once), and the console goes on being
+    drained (proc.run calls this from the thread that copies the console)."""
 
     def __init__(
         self,
         qmp_socket: Path,
-        cell_dirs: Mapping[str, Path],
-        drives: Mapping[str, Sequence[str]],
+        steps: Sequence[WatchedStep],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.qmp_socket = qmp_socket
-        # cell id -> its folder, and -> the QEMU drive ids of its test disks.
-        self.cell_dirs = cell_dirs
-        self.drives = drives
+        self.steps = tuple(steps)
         self.clock = clock
-        self._started: dict[tuple[str, int, str], tuple[float, list[DriveCounters]]] = {}
+        self._started: dict[int, tuple[float, list[DriveCounters]]] = {}
         # Why a reading failed, once per boot (the view is informational; the run goes on).
         self.problems: list[str] = []
 
@@ -193,22 +212,24 @@ class HostDiskWatcher:
         found = _WORKLOAD_LINE.search(line.rstrip("\r\n"))
         if found is None:
             return
-        edge, cell_id, repetition, phase = found[1], found[2], int(found[3]), found[4] or ""
-        drives = self.drives.get(cell_id)
-        folder = self.cell_dirs.get(cell_id)
-        if not drives or folder is None:
+        edge, cell_id, repetition, number = found[1], found[2], int(found[3]), int(found[4])
+        if number >= len(self.steps):
             return
-        key = (cell_id, repetition, phase)
+        step = self.steps[number]
+        if (step.cell_id, step.repetition) != (cell_id, repetition) or not step.drives:
+            return
         try:
-            counters = read_counters(self.qmp_socket, drives)
+            self._reading(edge, number, step)
         except (QmpError, OSError, ValueError) as exc:
             self.problems.append(f"{cell_id} repetition {repetition}: {exc}")
-            self._started.pop(key, None)
-            return
+            self._started.pop(number, None)
+
+    def _reading(self, edge: str, number: int, step: WatchedStep) -> None:
+        counters = read_counters(self.qmp_socket, step.drives)
         if edge == "start":
-            self._started[key] = (self.clock(), counters)
+            self._started[number] = (self.clock(), counters)
             return
-        begun = self._started.pop(key, None)
+        begun = self._started.pop(number, None)
         if begun is None:
             return
         seconds = round(self.clock() - begun[0], 3)
@@ -216,8 +237,11 @@ class HostDiskWatcher:
             {"drive": drive, **changed, "seconds": seconds}
             for drive, changed in deltas(begun[1], counters).items()
         ]
-        path = host_disks_path(folder, repetition, phase)
-        path.write_text(json.dumps(record) + "\n")
+        # Atomic: a temporary file renamed over the name, so a link the guest planted under that
+        # name is replaced, never written through.
+        files.write_text_atomic(
+            host_disks_path(step.cell_dir, step.repetition), json.dumps(record) + "\n"
+        )
 
     def report(self, out: TextIO) -> None:
         """Say which readings failed (once each): the view is informational, the run goes on."""

@@ -355,3 +355,27 @@ def test_log_copy_outlived_by_an_escaped_process_closes_its_files(
         time.sleep(0.02)
     gc.collect()
     assert log.read_text() == "up\n"
+
+
+def test_a_line_reader_that_raises_never_stops_the_console_being_drained(tmp_path: Path) -> None:
+    """The A/A hang: a reader raised on the first workload line, the copy thread died, and once
+    the pipe filled (64 KiB) the child blocked writing forever. Here the reader raises on every
+    line of 1 MiB of output: the child still finishes, every byte reaches the log, and the log
+    says once that the reader failed."""
+    seen: list[str] = []
+
+    def reader(line: str) -> None:
+        seen.append(line)
+        raise FileNotFoundError("no such folder")
+
+    log = tmp_path / "console.log"
+    script = (
+        "import sys\nfor i in range(16384): sys.stdout.write(f'line {i:06d} ' + 'x' * 52 + '\\n')"
+    )
+    done = proc.run([sys.executable, "-c", script], timeout_s=60, output_file=log, on_line=reader)
+    assert done.returncode == 0
+    text = log.read_text()
+    assert text.count("\nline ") + text.startswith("line ") == 16384
+    assert text.count("a console line reader failed (FileNotFoundError: no such folder)") == 1
+    # Every line was still handed to the reader.
+    assert len(seen) == 16384

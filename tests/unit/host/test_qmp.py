@@ -64,17 +64,20 @@ def test_a_missing_socket_is_a_qmp_error_not_a_crash(tmp_path: Path) -> None:
         qmp.read_counters(tmp_path / "none.sock", ["iomx0"])
 
 
+def step(cell_dir: Path, cell_id: str = "c1", repetition: int = 2) -> qmp.WatchedStep:
+    return qmp.WatchedStep(cell_id, repetition, cell_dir, ("iomx0", "iomx1"))
+
+
 def test_the_watcher_writes_each_repetitions_differences(qemu: Path, tmp_path: Path) -> None:
     cell_dir = tmp_path / "cell"
     cell_dir.mkdir()
     ticks = iter([10.0, 12.5])
-    watcher = qmp.HostDiskWatcher(
-        qemu, {"c1": cell_dir}, {"c1": ["iomx0", "iomx1"]}, clock=lambda: next(ticks)
-    )
+    watcher = qmp.HostDiskWatcher(qemu, [step(cell_dir)], clock=lambda: next(ticks))
     watcher("[   12.3] some kernel line\r\n")
-    watcher("iomatrix-agent: workload start c1 2\r\n")
-    watcher("iomatrix-agent: workload start other 0\n")  # not a cell of this boot: ignored
-    watcher("iomatrix-agent: workload end c1 2\n")
+    watcher("iomatrix-agent: workload start c1 2 step 0\r\n")
+    watcher("iomatrix-agent: workload start other 0 step 0\n")  # not step 0's cell: ignored
+    watcher("iomatrix-agent: workload start c1 2 step 9\n")  # no such step: ignored
+    watcher("iomatrix-agent: workload end c1 2 step 0\n")
     written = json.loads(qmp.host_disks_path(cell_dir, 2).read_text())
     assert [d["drive"] for d in written] == ["iomx0", "iomx1"]
     assert written[0]["seconds"] == 2.5
@@ -83,12 +86,60 @@ def test_the_watcher_writes_each_repetitions_differences(qemu: Path, tmp_path: P
     assert list(cell_dir.iterdir()) == [qmp.host_disks_path(cell_dir, 2)]
 
 
+def test_an_aa_sessions_sides_each_get_their_own_counters(qemu: Path, tmp_path: Path) -> None:
+    """Both sides of an A/A session have the same cell id and repetition: the step number
+    files each reading in its own side's folder (the old watcher, keyed by cell id, wrote the
+    base side's counters into the new side's folder before it existed, and died)."""
+    base, new = tmp_path / "base" / "c1", tmp_path / "new" / "c1"
+    base.mkdir(parents=True)
+    new.mkdir(parents=True)
+    watcher = qmp.HostDiskWatcher(qemu, [step(base, repetition=0), step(new, repetition=0)])
+    for number in (0, 1):
+        watcher(f"iomatrix-agent: workload start c1 0 step {number}")
+        watcher(f"iomatrix-agent: workload end c1 0 step {number}")
+    assert watcher.problems == []
+    assert (
+        [p.name for p in base.iterdir()]
+        == [p.name for p in new.iterdir()]
+        == ["host-disks-000.json"]
+    )
+
+
+def test_console_fields_that_name_paths_name_nothing(qemu: Path, tmp_path: Path) -> None:
+    cell_dir = tmp_path / "run" / "cell"
+    cell_dir.mkdir(parents=True)
+    watcher = qmp.HostDiskWatcher(qemu, [step(cell_dir, cell_id="c1", repetition=0)])
+    for line in (
+        "iomatrix-agent: workload start ../../x 0 step 0",
+        "iomatrix-agent: workload end ../../x 0 step 0",
+        "iomatrix-agent: workload start c1 0 step 0 ../../../etc",
+        "iomatrix-agent: workload end c1 0 step 0 ../../../etc",
+    ):
+        watcher(line)
+    assert list(tmp_path.rglob("*.json")) == []
+
+
+def test_a_link_the_guest_planted_is_replaced_not_written_through(
+    qemu: Path, tmp_path: Path
+) -> None:
+    cell_dir = tmp_path / "cell"
+    cell_dir.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+    qmp.host_disks_path(cell_dir, 0).symlink_to(outside)
+    watcher = qmp.HostDiskWatcher(qemu, [step(cell_dir, repetition=0)])
+    watcher("iomatrix-agent: workload start c1 0 step 0")
+    watcher("iomatrix-agent: workload end c1 0 step 0")
+    assert outside.read_text() == "precious\n"
+    assert not qmp.host_disks_path(cell_dir, 0).is_symlink()
+
+
 def test_a_qemu_gone_is_reported_once_and_writes_nothing(tmp_path: Path) -> None:
     cell_dir = tmp_path / "cell"
     cell_dir.mkdir()
-    watcher = qmp.HostDiskWatcher(tmp_path / "gone.sock", {"c1": cell_dir}, {"c1": ["iomx0"]})
-    watcher("iomatrix-agent: workload start c1 0")
-    watcher("iomatrix-agent: workload end c1 0")
+    watcher = qmp.HostDiskWatcher(tmp_path / "gone.sock", [step(cell_dir, repetition=0)])
+    watcher("iomatrix-agent: workload start c1 0 step 0")
+    watcher("iomatrix-agent: workload end c1 0 step 0")
     assert len(watcher.problems) == 2
     assert "c1 repetition 0: cannot connect to QMP" in watcher.problems[0]
     assert list(cell_dir.iterdir()) == []
