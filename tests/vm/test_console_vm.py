@@ -24,6 +24,7 @@ pytestmark = pytest.mark.vm
 MATRIX = """\
 format: 1
 name: console
+repeat: 2
 timeouts: {boot: 240, cell: 120}
 devices:
   disk: {size: 512MiB, bus: virtio-blk, backing: file, cache: none, aio: native}
@@ -59,7 +60,7 @@ def test_a_console_reader_that_raises_does_not_hang_a_real_boot(tmp_path: Path) 
     results = tmp_path / "results"
     done = subprocess.run(
         [
-            *(sys.executable, "-c", RAISING_RUN, "run", str(matrix), "--repeat", "2"),
+            *(sys.executable, "-c", RAISING_RUN, "run", str(matrix)),
             *("--results", str(results), "--no-progress"),
         ],
         cwd=REPO_ROOT,
