@@ -13,6 +13,7 @@ import logging
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -184,6 +185,20 @@ def _start(
         raise CommandError(args, None, reason=f"cannot start: {exc.strerror or exc}") from exc
 
 
+def _open_log(args: tuple[str, ...], path: Path) -> IO[bytes]:
+    """The output file, appended to, but never through a link planted under its name and never
+    a FIFO or device (a boot's console log sits in a folder the guest can write)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise CommandError(args, None, reason=f"cannot open its log {path}: {exc}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CommandError(args, None, reason=f"its log {path} is not a regular file")
+    return os.fdopen(fd, "ab")
+
+
 class _Stopped(Exception):
     """Internal: the wait ended by the deadline (reason None) or by a stop callback's reason."""
 
@@ -254,7 +269,7 @@ def run(
         raise ValueError("empty argv")
     _log.debug("$ %s", shlex.join(args))
     started = time.monotonic()
-    out_handle = output_file.open("ab") if output_file is not None else None
+    out_handle = _open_log(args, output_file) if output_file is not None else None
     copier: threading.Thread | None = None
     try:
         popen = _start(

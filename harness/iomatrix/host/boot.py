@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from iomatrix import proc
-from iomatrix.errors import IomatrixError
+from iomatrix.errors import IomatrixError, ResultFormatError
 from iomatrix.host import cores, kernels, qmp, vm
 from iomatrix.model.cell import Cell, DeviceProfile, Timeouts, VmSettings
 from iomatrix.model.result import (
@@ -33,7 +33,7 @@ from iomatrix.plan.boots import (
     Disk,
     Step,
 )
-from iomatrix.store import rundir
+from iomatrix.store import files, rundir
 from iomatrix.store.records_io import finished_repetitions, write_record
 from iomatrix.store.rundir import rep_marker, rep_path
 
@@ -48,12 +48,22 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+# How much of a console log the host reads back (its end): a panic is near the end of a boot
+# that died; the guest may have replaced the log with anything, so it is read as untrusted.
+_CONSOLE_TAIL_BYTES = 4 << 20
+
+
+def _console_text(console: Path) -> str:
+    try:
+        data = files.read_untrusted(console, max_bytes=_CONSOLE_TAIL_BYTES, tail=True)
+    except files.UntrustedFileError:
+        return ""
+    return data.decode(errors="replace")
+
+
 def console_excerpt(console: Path, max_lines: int = 25) -> str:
     """The part of a console log that explains a dead VM: from a panic marker, else the tail."""
-    try:
-        lines = console.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
+    lines = _console_text(console).splitlines()
     for i, line in enumerate(lines):
         if any(marker in line for marker in _PANIC_MARKERS):
             return "\n".join(lines[max(0, i - 3) : i + max_lines])
@@ -61,11 +71,7 @@ def console_excerpt(console: Path, max_lines: int = 25) -> str:
 
 
 def console_shows_panic(console: Path) -> bool:
-    try:
-        text = console.read_text(errors="replace")
-    except OSError:
-        return False
-    return "Kernel panic" in text
+    return "Kernel panic" in _console_text(console)
 
 
 def create_disk(path: Path, size_bytes: int, *, preallocate: bool) -> None:
@@ -190,7 +196,11 @@ def host_side_result(run_dir: Path, cell: Cell, status: str, reason: str) -> Cel
     """A result the host writes for a cell the guest could not finish; repetitions the guest
     did finish before it died are kept."""
     folder = rundir.cell_dir(run_dir, cell.id)
-    done = finished_repetitions(folder, cell.repeat)
+    try:
+        done = finished_repetitions(folder, cell.repeat)
+    except ResultFormatError as exc:
+        # The guest left a repetition that is not one: the cell fails saying which, none kept.
+        done, reason = [], f"{reason}; and {exc}"
     result = CellResult.model_validate(
         {
             "cell_id": cell.id,

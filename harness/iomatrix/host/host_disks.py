@@ -7,22 +7,29 @@ fio's IOPS and with diskstats' disk_w_per_s.
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from iomatrix.model.result import CellResult, Repetition
 from iomatrix.model.telemetry import HostDiskDelta
+from iomatrix.store import files
 
 
 def _read(cell_dir: Path, index: int) -> list[HostDiskDelta]:
-    out = []
-    for path in sorted(cell_dir.glob(f"host-disks-{index:03d}*.json")):
-        try:
-            out += [HostDiskDelta.model_validate(item) for item in json.loads(path.read_text())]
-        except (OSError, ValueError, ValidationError):
-            continue  # informational: a torn file (a killed run) leaves the view out
+    out: list[HostDiskDelta] = []
+    path = cell_dir / f"host-disks-{index:03d}.json"
+    if not os.path.lexists(path):
+        return out
+    try:
+        # The cell's folder is the guest's too: read as untrusted (no link, no FIFO, bounded).
+        items = files.load_untrusted_json(path, max_bytes=1 << 20)
+        if not isinstance(items, list):
+            return out
+        out += [HostDiskDelta.model_validate(item) for item in items]
+    except (files.UntrustedFileError, ValidationError):
+        return []  # informational: a torn or planted file leaves the view out
     return out
 
 

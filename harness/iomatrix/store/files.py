@@ -5,8 +5,11 @@ writer, one sha256, one lock, for the run folder, the archive's index and the ke
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import json
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -99,3 +102,91 @@ def locked(
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+# --- files someone else wrote: the guest, a matrix's author -------------------------------------
+# A result file of one cell is a few KiB to a few MiB (a fio JSON with latency histograms); a
+# console log of a long boot tens of MiB. Larger is not ours.
+MAX_RECORD_BYTES = 64 << 20
+# JSON nested deeper than this is not one of our records (ours go 6 deep): json.loads would
+# recurse once per level and die at 1,000 with a RecursionError.
+MAX_JSON_DEPTH = 64
+
+
+class UntrustedFileError(IomatrixError):
+    """A file someone else wrote is not what it claims: a link, a FIFO, a device, too large,
+    or JSON too deep to be ours. The message names the file and the reason."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
+
+
+def read_untrusted(path: Path, *, max_bytes: int = MAX_RECORD_BYTES, tail: bool = False) -> bytes:
+    """The bytes of a regular file that someone else may have planted, without following a
+    link in its last component, without blocking on a FIFO or device, and at most max_bytes
+    (with tail, the last max_bytes of a larger file; otherwise a larger file is refused).
+
+    The folders above it are the caller's: the host creates them, or reads them from a
+    folder the guest cannot reach (see docs/DESIGN.md's threat model)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UntrustedFileError(path, "is a symbolic link, not a file") from exc
+        raise UntrustedFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UntrustedFileError(path, "is not a regular file (a FIFO, device or folder)")
+        if info.st_size > max_bytes:
+            if not tail:
+                raise UntrustedFileError(
+                    path, f"is {info.st_size} bytes, over the {max_bytes}-byte limit"
+                )
+            os.lseek(fd, info.st_size - max_bytes, os.SEEK_SET)
+        chunks = []
+        left = max_bytes
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether brackets nest deeper than limit outside strings: checked before json.loads,
+    which would recurse as deep as the text says."""
+    depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False
+
+
+def load_untrusted_json(path: Path, *, max_bytes: int = MAX_RECORD_BYTES) -> object:
+    """JSON from a file someone else may have written (read_untrusted), refused when it nests
+    deeper than MAX_JSON_DEPTH or is not JSON; never a RecursionError or a hang."""
+    text = read_untrusted(path, max_bytes=max_bytes).decode("utf-8", errors="replace")
+    if json_depth_exceeds(text):
+        raise UntrustedFileError(path, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UntrustedFileError(path, f"not valid JSON (truncated or corrupted?): {exc}") from exc

@@ -15,6 +15,7 @@ A file of a newer format is refused with a message saying which iomatrix can rea
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from iomatrix.model.result import (
     RepetitionRecord,
     RunRecord,
 )
-from iomatrix.store import rundir
+from iomatrix.store import files, rundir
 from iomatrix.store.files import write_text_atomic
 
 # A migration takes the raw dict of a file in format n and returns it in format n + 1 (the loader
@@ -49,17 +50,17 @@ def write_record(path: Path, record: Record) -> None:
     write_json_atomic(path, record.model_dump(mode="json"))
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+# A run.json embeds every cell's result: a nightly's thousand cells stay far below this.
+_MAX_RUN_BYTES = 1 << 30
+
+
+def _read_json(path: Path, *, max_bytes: int = files.MAX_RECORD_BYTES) -> dict[str, Any]:
+    """A record file's JSON object. Result files come from the guest: read without following a
+    link, never from a FIFO, within a size and a nesting depth (store.files.read_untrusted)."""
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ResultFormatError(str(path), f"cannot read: {exc.strerror or exc}") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ResultFormatError(
-            str(path), f"not valid JSON (truncated or corrupted?): {exc}"
-        ) from exc
+        data = files.load_untrusted_json(path, max_bytes=max_bytes)
+    except files.UntrustedFileError as exc:
+        raise ResultFormatError(str(path), exc.reason) from exc
     if not isinstance(data, dict):
         raise ResultFormatError(str(path), "expected a JSON object")
     return data
@@ -122,7 +123,7 @@ def load_run(path: Path) -> RunRecord:
     """Load run.json (or a run folder), refusing unknown newer formats and malformed content."""
     if path.is_dir():
         path = rundir.run_file(path)
-    data = migrate_run(path, _read_json(path))
+    data = migrate_run(path, _read_json(path, max_bytes=_MAX_RUN_BYTES))
     try:
         return RunRecord.model_validate(data)
     except ValidationError as exc:
@@ -142,10 +143,16 @@ def load_cell_result(path: Path) -> CellResult:
 
 
 def finished_repetitions(cell_dir: Path, repeat: int) -> list[RepetitionRecord]:
-    """The repetitions of a cell that some boot finished, in order, gaps skipped."""
+    """The repetitions of a cell that some boot finished, in order, gaps skipped. The guest
+    wrote them: one that is not a repetition record raises ResultFormatError naming it."""
     out = []
     for index in range(repeat):
         path = rundir.rep_path(cell_dir, index)
-        if path.exists():
-            out.append(RepetitionRecord.model_validate_json(path.read_text()))
+        if not os.path.lexists(path):
+            continue
+        data = _read_json(path)
+        try:
+            out.append(RepetitionRecord.model_validate(data))
+        except ValidationError as exc:
+            raise ResultFormatError(str(path), f"not a repetition record: {exc}") from exc
     return out

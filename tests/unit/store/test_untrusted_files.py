@@ -1,0 +1,94 @@
+"""Files the guest (or a matrix's author) wrote are read as hostile: a link is not followed, a
+FIFO does not block, a huge or deeply nested file is refused, and a bad one fails its cell with a
+reason instead of crashing or hanging the host (issue 25's guest-written files)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from iomatrix import proc
+from iomatrix.errors import ResultFormatError
+from iomatrix.host import boot, host_disks
+from iomatrix.store import files, rundir
+from iomatrix.store.records_io import finished_repetitions, load_cell_result
+from support.builders import make_cell
+
+
+def test_a_result_nested_100000_deep_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
+    path = tmp_path / "result.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ResultFormatError, match="nested deeper than 64"):
+        load_cell_result(path)
+
+
+def test_brackets_inside_strings_do_not_count_as_depth() -> None:
+    assert not files.json_depth_exceeds('{"a": "' + "[" * 1000 + '\\"]"}')
+    assert files.json_depth_exceeds("[" * 65 + "]" * 65)
+    assert not files.json_depth_exceeds("[" * 64 + "]" * 64)
+
+
+def test_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "result.json"
+    os.mkfifo(path)
+    with pytest.raises(ResultFormatError, match="not a regular file"):
+        load_cell_result(path)
+
+
+def test_a_link_is_not_followed(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text('{"format": 1, "cell_id": "x", "status": "ok"}')
+    path = tmp_path / "result.json"
+    path.symlink_to(secret)
+    with pytest.raises(ResultFormatError, match="symbolic link"):
+        load_cell_result(path)
+
+
+def test_a_file_over_the_limit_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "big.json"
+    path.write_bytes(b" " * 2048)
+    with pytest.raises(files.UntrustedFileError, match="over the 1024-byte limit"):
+        files.read_untrusted(path, max_bytes=1024)
+    # A log's end is what explains a dead VM: with tail, the last bytes of a larger file.
+    path.write_bytes(b"a" * 2000 + b"Kernel panic")
+    assert files.read_untrusted(path, max_bytes=12, tail=True) == b"Kernel panic"
+
+
+def test_an_invalid_repetition_fails_its_cell_naming_the_file(tmp_path: Path) -> None:
+    cell = make_cell()
+    folder = rundir.cell_dir(tmp_path, cell.id)
+    folder.mkdir(parents=True)
+    rundir.rep_path(folder, 0).write_text('{"applied": 1}')
+    with pytest.raises(ResultFormatError, match="not a repetition record"):
+        finished_repetitions(folder, 1)
+    result = boot.host_side_result(tmp_path, cell, "error", "the guest kernel panicked")
+    assert result.status == "error"
+    assert result.reason is not None
+    assert "the guest kernel panicked; and " in result.reason
+    assert "rep-0.json: not a repetition record" in result.reason
+
+
+def test_a_planted_host_view_is_left_out(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "host-disks-000.json")
+    (tmp_path / "host-disks-001.json").write_text("[" * 5000)
+    assert host_disks._read(tmp_path, 0) == []
+    assert host_disks._read(tmp_path, 1) == []
+
+
+def test_a_console_log_planted_as_a_link_is_not_written_through(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.pth"
+    outside.write_text("")
+    log = tmp_path / "console-1.log"
+    log.symlink_to(outside)
+    with pytest.raises(proc.CommandError, match="cannot open its log"):
+        proc.run(["echo", "import os; os.system('id')"], timeout_s=10, output_file=log)
+    assert outside.read_text() == ""
+    fifo = tmp_path / "console-2.log"
+    os.mkfifo(fifo)
+    with pytest.raises(proc.CommandError):
+        proc.run(["echo", "x"], timeout_s=10, output_file=fifo)
+    # The host's own excerpt of a planted log: nothing, no hang.
+    assert boot.console_excerpt(fifo) == ""
+    assert not boot.console_shows_panic(log)
