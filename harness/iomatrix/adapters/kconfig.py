@@ -22,13 +22,43 @@ from iomatrix.model.axes import Bus, Scheduler
 from iomatrix.model.cell import Cell
 
 # One line of a config fragment as `scripts/kconfig/merge_config.sh` and olddefconfig read it.
-_SET = re.compile(r'CONFIG_[A-Z0-9_]+=(y|m|n|-?[0-9]+|0x[0-9A-Fa-f]+|"[^"\\\n]{0,200}")')
+# A fragment may come from a stranger's pull request, and kconfig writes a text value raw into
+# auto.conf, which make expands: `"$(shell ...)"` would run at build time. So a text value holds
+# no `$`, backquote, backslash or quote: letters, digits, spaces and ._,:=+/@%- only.
+_SET = re.compile(
+    r'CONFIG_([A-Z0-9_]+)=(y|m|n|-?[0-9]+|0x[0-9A-Fa-f]+|"[A-Za-z0-9 ._,:=+/@%-]{0,200}")'
+)
 _UNSET = re.compile(r"# (CONFIG_[A-Z0-9_]+) is not set")
-FRAGMENT_RULE = 'CONFIG_<NAME>=y|m|n|<number>|"<text>", or "# CONFIG_<NAME> is not set"'
+FRAGMENT_RULE = (
+    'CONFIG_<NAME>=y|m|n|<number>|"<text>" (text: letters, digits, spaces and ._,:=+/@%- '
+    'only), or "# CONFIG_<NAME> is not set"'
+)
+# Options whose text names files on the build host that the build reads into the kernel image
+# (an initramfs, signing keys, firmware): a fragment could smuggle a host file into the guest.
+# A fragment may only empty them.
+HOST_FILE_OPTIONS = frozenset(
+    {
+        "INITRAMFS_SOURCE",
+        "MODULE_SIG_KEY",
+        "SYSTEM_TRUSTED_KEYS",
+        "SYSTEM_REVOCATION_KEYS",
+        "SYSTEM_BLACKLIST_HASH_LIST",
+        "EXTRA_FIRMWARE",
+        "EXTRA_FIRMWARE_DIR",
+        "BUILTIN_DTB_SOURCE",
+        "UNUSED_KSYMS_WHITELIST",
+        "TRIM_UNUSED_KSYMS_WHITELIST",
+    }
+)
 
 
 def is_config_line(line: str) -> bool:
-    return bool(_SET.fullmatch(line) or _UNSET.fullmatch(line))
+    if _UNSET.fullmatch(line):
+        return True
+    found = _SET.fullmatch(line)
+    if found is None:
+        return False
+    return not (found[1] in HOST_FILE_OPTIONS and found[2] not in ('""', "n"))
 
 
 @dataclass(frozen=True)

@@ -129,3 +129,30 @@ def test_cells_whose_built_kernel_lacks_an_option_are_refused_naming_it(tmp_path
         cells[0].id: "kernel lean was built without what this cell needs: "
         "CONFIG_BTRFS_FS (for filesystem btrfs)"
     }
+
+
+def test_a_fragment_cannot_run_shell_or_read_host_files_at_build_time() -> None:
+    """kconfig writes a text value raw into auto.conf and make expands it: `$(shell ...)` in a
+    fragment of a stranger's pull request ran at build time. Text values hold no `$`, backquote,
+    backslash or quote, and options that read host files into the image may only be emptied."""
+    hostile = [
+        'CONFIG_INITRAMFS_SOURCE="$(shell id > /tmp/owned)"',
+        'CONFIG_LOCALVERSION="`id`"',
+        'CONFIG_LOCALVERSION="$(HOME)"',
+        'CONFIG_INITRAMFS_SOURCE="/root/.ssh"',
+        'CONFIG_MODULE_SIG_KEY="/etc/shadow"',
+        'CONFIG_EXTRA_FIRMWARE_DIR="/home"',
+    ]
+    for line in hostile:
+        assert not kconfig.is_config_line(line), line
+    lines, problems = kconfig.fragment_lines("\n".join(hostile))
+    assert lines == ()
+    assert [p.line for p in problems] == [1, 2, 3, 4, 5, 6]
+    for fine in (
+        'CONFIG_LOCALVERSION="-iomatrix+patch_1"',
+        'CONFIG_INITRAMFS_SOURCE=""',
+        'CONFIG_CMDLINE="console=ttyS0 quiet"',
+        "CONFIG_XFS_FS=y",
+        "# CONFIG_BTRFS_FS is not set",
+    ):
+        assert kconfig.is_config_line(fine), fine
