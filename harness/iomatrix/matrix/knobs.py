@@ -47,7 +47,7 @@ def _setting(
     text = value_text(family, value)
     if text == "" and family == "cmdline":
         return KnobSetting(key=key, value="")
-    why = check_value(text)
+    why = check_value(text, family)
     if why is not None:
         error(loc, why)
         return None

@@ -102,6 +102,10 @@ CMDLINE_RESERVED: tuple[str, ...] = (
     "ro",
 )
 
+# Families of parameters virtme-ng's init reads (virtme.exec=, virtme_...): a knob naming one
+# would run a command of its choosing at boot.
+CMDLINE_RESERVED_PREFIXES: tuple[str, ...] = ("virtme.", "virtme_", "systemd.", "rd.", "init.")
+
 # A value as the kernel or fio reads it: no newlines, nothing a shell or sysfs parser would read
 # specially. cgroup values have spaces ("rbps=max wiops=500").
 VALUE_RE = re.compile(r"[A-Za-z0-9_.:=+,/-]+( [A-Za-z0-9_.:=+,/-]+)*")
@@ -128,7 +132,7 @@ def check_key(family: str, key: str) -> str | None:
     if family == "cmdline":
         if not CMDLINE_NAME_RE.fullmatch(key):
             return f"{key!r} is not a kernel parameter name"
-        if key in CMDLINE_RESERVED:
+        if key in CMDLINE_RESERVED or key.startswith(CMDLINE_RESERVED_PREFIXES):
             return f"{key!r} is set by the harness's own boot and cannot be a knob"
         return None
     allowed = allowed_keys(family)
@@ -137,8 +141,12 @@ def check_key(family: str, key: str) -> str | None:
     return None
 
 
-def check_value(value: str) -> str | None:
-    """Why `value` cannot be written to a knob, or None when it can."""
+def check_value(value: str, family: str = "") -> str | None:
+    """Why `value` cannot be written to a knob of `family`, or None when it can."""
+    if family == "cmdline" and " " in value:
+        # The command line is split on spaces: "1 init=/bin/sh" would be two parameters, the
+        # second one reserved.
+        return f"{value!r} has a space: a kernel parameter's value is one word"
     if len(value) > MAX_VALUE_LENGTH:
         return f"longer than {MAX_VALUE_LENGTH} characters"
     if not VALUE_RE.fullmatch(value):

@@ -204,6 +204,17 @@ def test_exclude_and_include_name_knob_sets(tmp_path: Path) -> None:
             "'init' is set by the harness's own boot and cannot be a knob",
         ),
         (
+            # A space splits the command line: the second word would be a reserved parameter.
+            {"cmdline": [{"quiet": "1 init=/bin/sh"}]},
+            "matrix.cmdline[0].quiet",
+            "a kernel parameter's value is one word",
+        ),
+        (
+            {"cmdline": [{"virtme.exec": "id"}]},
+            "matrix.cmdline[0].virtme.exec",
+            "is set by the harness's own boot",
+        ),
+        (
             {"cgroup": [{"io.max": "wiops=500\nrbps=1"}]},
             "matrix.cgroup[0].io.max",
             "has characters a knob value cannot have",
