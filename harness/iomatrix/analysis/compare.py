@@ -4,23 +4,29 @@ A change counts only when it is both significant and large (docs/DESIGN.md, "Mea
 the Mann-Whitney U test of the repetitions, Benjamini-Hochberg-adjusted across every row of the
 comparison, must be below alpha, AND the bootstrap 95% CI of median(new) / median(base) must lie
 wholly beyond the minimum effect (above 1 + e or below 1 - e, e = max(3%, 2 x baseline CoV) unless
-fixed). Which side is better comes from the metric's name (metrics.py).
+fixed). Which side is better comes from the metric's name (metrics.py). No change is not the
+same as shown unchanged: "unchanged" needs an equivalence test against a declared margin (two
+one-sided tests at alpha: the bootstrap (1 - 2 alpha) CI, 90%, wholly inside 1 +- margin,
+`--equivalence`, 5% by default). Measured before that rule, a real 10% regression at 10% CoV and
+five repetitions a side was called "unchanged" in 20% of comparisons (issue 24).
 
 Verdicts of a row (one cell x one metric):
   improved / regressed  a significant, large change of a gated metric, good or bad
   changed               the same for an informational metric (no direction; never gates)
-  unchanged             no significant large change, with enough repetitions and low noise; the
-                        reason says how large a change it could have seen ("could have seen
-                        >= 8.7%": the row's detectable effect, stats.detectable_effect)
-  noisy                 no significant large change, but the test could not have seen one: a
-                        side's CoV is above `noisy_cov`, the detectable effect is above the
-                        target effect (when one is given), or there are too few repetitions to
-                        ever reach p < alpha (the reason then starts with "insufficient
-                        repetitions"); the reason starts "too noisy to tell" otherwise; also a
-                        change whose CI lies wholly beyond the minimum effect but that is not
+  unchanged             no significant large change, and shown equivalent: the 90% CI (at
+                        alpha 0.05) lies wholly inside 1 +- the equivalence margin; the reason
+                        gives that CI and how large a change the row could have seen ("could
+                        have seen >= 8.7%": its detectable effect, stats.detectable_effect, at
+                        the level its Benjamini-Hochberg family asks of a lone change)
+  noisy                 no significant large change, and not shown equivalent either ("too noisy
+                        to tell": the CI is wider than the margin, a side's CoV is above
+                        `noisy_cov`, or the detectable effect is above the target effect when
+                        one is given), or too few repetitions to ever reach p < alpha (the
+                        reason then starts with "insufficient repetitions"); also a change
+                        whose CI lies wholly beyond the minimum effect but that is not
                         significant after the correction over every row, or a significant one
                         whose CI reaches across the minimum effect (more repetitions would
-                        tell), never "unchanged"
+                        tell)
   missing               the cell (or the metric) is absent or not ok on one side; the reason
                         says which side and why
   incomparable          no ratio can be formed (base median 0), or the environments differ and
@@ -48,7 +54,7 @@ from iomatrix.analysis import metrics as metric_rules
 from iomatrix.analysis import stats, validity
 from iomatrix.errors import IomatrixError
 from iomatrix.model.axes import AXES
-from iomatrix.model.cell import Cell, Record, is_empty
+from iomatrix.model.cell import Cell, Record, is_empty, is_none
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, CellEntry, Environment, RunRecord
 
 COMPARISON_FORMAT = 1
@@ -63,6 +69,7 @@ INSUFFICIENT = "insufficient repetitions"
 DEFAULT_ALPHA = 0.05
 DEFAULT_NOISY_COV = stats.DEFAULT_NOISY_COV
 DEFAULT_CONFIDENCE = 0.95
+DEFAULT_EQUIVALENCE = stats.DEFAULT_EQUIVALENCE
 
 
 class Difference(Record):
@@ -94,6 +101,10 @@ class Settings(Record):
     # The change the comparison must be able to see (0.05 = 5%); a row whose detectable effect
     # is larger is "noisy" rather than "unchanged". None: no target.
     target_effect: float | None = None
+    # The equivalence margin (0.05 = 5%): "unchanged" needs the (1 - 2 alpha) CI of the ratio
+    # wholly inside 1 +- this. A compatible addition: None in comparisons written before the
+    # rule (their "unchanged" meant only "no significant large change"), left out of them.
+    equivalence: float | None = Field(default=None, exclude_if=is_none)
 
 
 class RunInfo(Record):
@@ -127,7 +138,9 @@ class Row(Record):
     p_adjusted: float | None = None
     min_effect: float | None = None
     # The smallest change this row would have reported (stats.detectable_effect, at
-    # stats.DETECTABLE_POWER); None when it could report none (too few repetitions).
+    # stats.DETECTABLE_POWER) were it the only change in its Benjamini-Hochberg family; None when
+    # it could report none alone (too few repetitions for that family: the comparison's notes
+    # say so once).
     detectable: float | None = None
     verdict: Verdict
     reason: str
@@ -399,25 +412,47 @@ def _cell_rows(
     return out
 
 
-def _measure(pending: _Pending, settings: Settings) -> dict[str, float | None]:
-    """Ratio, CI and raw p-value of a row with numbers on both sides."""
+# The interval of the equivalence test: (1 - 2 alpha) CI of the ratio, or None (no ratio).
+Interval = tuple[float, float] | None
+
+
+class _Measured:
+    """A row's numbers (Row fields) and the interval its equivalence test reads."""
+
+    def __init__(self, fields: dict[str, float | None], equivalence: Interval) -> None:
+        self.fields = fields
+        self.equivalence = equivalence
+
+
+def _measure(pending: _Pending, settings: Settings) -> _Measured:
+    """Ratio, CI, the equivalence test's CI and raw p-value of a row with numbers on both sides."""
     a, b = pending.base, pending.new
     base_median = pending.row.base_median
     new_median = pending.row.new_median
     assert base_median is not None
     assert new_median is not None
     ratio = new_median / base_median if base_median > 0 else None
-    ci = None
+    intervals = None
     if ratio is not None:
-        ci = stats.median_ratio_ci(
-            a, b, confidence=settings.confidence, resamples=settings.resamples
+        # One bootstrap for both: the shown CI is exactly median_ratio_ci's.
+        intervals = stats.median_ratio_intervals(
+            a,
+            b,
+            (settings.confidence, stats.equivalence_confidence(settings.alpha)),
+            resamples=settings.resamples,
         )
-    return {
+    ci = intervals[0] if intervals else None
+    equivalence = intervals[1] if intervals else None
+    if not any(a) and not any(b):
+        # Zero on every repetition of both sides (a write-only job's reads): the same, exactly.
+        equivalence = (1.0, 1.0)
+    fields: dict[str, float | None] = {
         "ratio": ratio,
         "ci_low": ci[0] if ci else None,
         "ci_high": ci[1] if ci else None,
         "p_value": stats.mann_whitney_u(b, a).p_value,
     }
+    return _Measured(fields, equivalence)
 
 
 def format_percent(value: float) -> str:
@@ -437,7 +472,9 @@ def _effect(row: Row, settings: Settings) -> float:
     )
 
 
-def _detectable(row: Row, settings: Settings) -> float | None:
+def _detectable(row: Row, level: float) -> float | None:
+    """The row's detectable effect at `level`: the raw p its family's correction asks of a lone
+    change (stats.lone_change_level)."""
     assert row.min_effect is not None
     return stats.detectable_effect(
         row.base_n,
@@ -445,26 +482,41 @@ def _detectable(row: Row, settings: Settings) -> float | None:
         row.base_cov,
         row.new_cov,
         min_effect=row.min_effect,
-        alpha=settings.alpha,
+        alpha=level,
     )
 
 
 def could_have_seen(row: Row, *, only: bool = False) -> str:
     """'could have seen >= 8.7%' ('could only have seen' when that was not enough): what a row
-    without a change could have told."""
-    could = "could only" if only else "could"
+    without a change could have told; "" when it could report none alone (the comparison's notes
+    say why, once, rather than every row)."""
     if row.detectable is None:
-        return f"{could} have seen no change"
+        return ""
+    could = "could only" if only else "could"
     return f"{could} have seen >= {format_percent(row.detectable)}"
 
 
-def _decide(row: Row, settings: Settings) -> tuple[Verdict, str]:
-    """The verdict and its reason for a measured row (min_effect set); see the module docstring."""
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def _interval_text(interval: Interval, settings: Settings) -> str:
+    level = stats.equivalence_confidence(settings.alpha)
+    if interval is None:
+        return f"no {level:.0%} CI"
+    low, high = (interval[0] - 1) * 100, (interval[1] - 1) * 100
+    return f"{level:.0%} CI [{low:+.1f}%, {high:+.1f}%]"
+
+
+def _decide(row: Row, settings: Settings, interval: Interval) -> tuple[Verdict, str]:
+    """The verdict and its reason for a measured row (min_effect set); see the module docstring.
+    `interval`: the equivalence test's CI of the ratio."""
     effect = row.min_effect
     assert effect is not None
     if row.ratio is None:
         if row.base_median == 0 and row.new_median == 0:
-            return _no_change(row, settings, significant=False, why="both medians are 0")
+            why = "both sides are 0" if interval is not None else "both medians are 0"
+            return _no_change(row, settings, interval, significant=False, why=why)
         return "incomparable", "no ratio: the base median is 0"
     assert row.p_adjusted is not None
     significant = row.p_adjusted < settings.alpha
@@ -492,11 +544,11 @@ def _decide(row: Row, settings: Settings) -> tuple[Verdict, str]:
             f"{sign}{format_percent(effect)}, but not significant after the correction for "
             f"every row (p_adj {format_p(row.p_adjusted)}): more repetitions would tell",
         )
-    return _no_change(row, settings, significant=significant)
+    return _no_change(row, settings, interval, significant=significant)
 
 
-def _too_noisy(row: Row, settings: Settings) -> str | None:
-    """Why a row without a change could not have told one, or None when it could have."""
+def _too_noisy(row: Row, settings: Settings, test: str) -> str | None:
+    """Why a row without a change could not have told one whatever its interval, or None."""
     only_seen = could_have_seen(row, only=True)
     noisy = [
         f"{side} CoV {format_percent(c)}"
@@ -504,20 +556,29 @@ def _too_noisy(row: Row, settings: Settings) -> str | None:
         if c is not None and c > settings.noisy_cov
     ]
     if noisy:
-        return (
-            f"too noisy to tell: {', '.join(noisy)} > {format_percent(settings.noisy_cov)}; "
-            f"no significant change; {only_seen}"
+        return _join(
+            f"too noisy to tell: {', '.join(noisy)} > {format_percent(settings.noisy_cov)}",
+            test,
+            only_seen,
         )
     target = settings.target_effect
     if target is not None and (row.detectable is None or row.detectable > target):
-        return f"too noisy to tell: {only_seen}, the target is {format_percent(target)}"
+        seen = only_seen or "could not have seen a change alone"
+        return f"too noisy to tell: {seen}, the target is {format_percent(target)}"
     return None
 
 
 def _no_change(
-    row: Row, settings: Settings, *, significant: bool, why: str | None = None
+    row: Row,
+    settings: Settings,
+    interval: Interval,
+    *,
+    significant: bool,
+    why: str | None = None,
 ) -> tuple[Verdict, str]:
-    """Why a row shows no change: too few repetitions, too much noise, or really none."""
+    """A row without a reported change: "unchanged" only when its equivalence test passed (the
+    interval inside 1 +- the margin), else why it cannot tell: too few repetitions, too much
+    noise, or an interval wider than the margin."""
     if not stats.can_reach(row.base_n, row.new_n, settings.alpha):
         # The reason starts with INSUFFICIENT so reports can count these rows.
         return (
@@ -525,34 +586,48 @@ def _no_change(
             f"{INSUFFICIENT}: {row.base_n} vs {row.new_n} cannot reach p < {settings.alpha:g} "
             f"(need >= {settings.min_repetitions} per side)",
         )
-    too_noisy = _too_noisy(row, settings)
+    assert settings.equivalence is not None
+    margin = format_percent(settings.equivalence)
+    if why is not None:
+        test = why
+    elif significant:
+        test = "significant, but not beyond the minimum effect"
+    else:
+        test = f"no significant change (p_adj {format_p(row.p_adjusted)})"
+    too_noisy = _too_noisy(row, settings, test)
     if too_noisy is not None:
         return "noisy", too_noisy
-    seen = could_have_seen(row)
-    if why is not None:
-        return "unchanged", f"{why}; {seen}"
-    if not significant:
-        return "unchanged", f"not significant (p_adj {format_p(row.p_adjusted)}); {seen}"
-    return _significant_not_large(row, seen)
-
-
-def _significant_not_large(row: Row, seen: str) -> tuple[Verdict, str]:
-    """A significant row whose CI does not lie wholly beyond the minimum effect."""
-    if row.ci_low is None:
-        return "unchanged", f"significant, but no confidence interval; {seen}"
-    assert row.min_effect is not None
-    assert row.ci_high is not None
-    effect = row.min_effect
-    if row.ci_low > 1 - effect and row.ci_high < 1 + effect:
-        return "unchanged", f"significant, but within +-{format_percent(effect)}; {seen}"
-    # Significant, and the CI reaches across the minimum effect: a change whose size is not
-    # yet known is not "unchanged" (a real -25% with its CI at [-25%, -12%] against a 17%
-    # minimum effect once was).
-    return (
-        "noisy",
-        f"significant, but the CI [{format_percent(row.ci_low - 1)}, "
-        f"{format_percent(row.ci_high - 1)}] reaches across +-{format_percent(effect)}: more "
-        "repetitions would tell",
+    shown = _interval_text(interval, settings)
+    if stats.within(interval, settings.equivalence):
+        if why is not None:
+            return "unchanged", _join(why, could_have_seen(row))
+        lead = (
+            f"significant, but within +-{margin} ({shown})"
+            if significant
+            else f"within +-{margin} ({shown}), not significant (p_adj {format_p(row.p_adjusted)})"
+        )
+        return "unchanged", _join(lead, could_have_seen(row))
+    if significant and row.ci_low is not None and row.ci_high is not None:
+        assert row.min_effect is not None
+        effect = row.min_effect
+        if not (row.ci_low > 1 - effect and row.ci_high < 1 + effect):
+            # Significant, and the CI reaches across the minimum effect: a change whose size is
+            # not yet known is not "unchanged" (a real -25% with its CI at [-25%, -12%] against
+            # a 17% minimum effect once was).
+            return (
+                "noisy",
+                f"significant, but the CI [{format_percent(row.ci_low - 1)}, "
+                f"{format_percent(row.ci_high - 1)}] reaches across +-{format_percent(effect)}: "
+                "more repetitions would tell",
+            )
+    # No change was shown, and none was shown absent: the interval is wider than the margin (a
+    # real 10% regression at 10% CoV lies inside a 20% minimum effect; it is not "unchanged").
+    return "noisy", _join(
+        f"too noisy to tell: the {shown} is not within +-{margin}"
+        if interval is not None
+        else f"too noisy to tell: {shown} to test against +-{margin}",
+        test,
+        could_have_seen(row, only=True),
     )
 
 
@@ -620,12 +695,14 @@ def compare_runs(
     min_effect_floor: float = stats.MIN_EFFECT_FLOOR,
     min_effect_cov_factor: float = stats.MIN_EFFECT_COV_FACTOR,
     target_effect: float | None = None,
+    equivalence: float = DEFAULT_EQUIVALENCE,
 ) -> Comparison:
     """Compare every cell x metric of `new` against `base` (cells matched by cell id).
 
     `metrics`: names or fnmatch patterns (`*_iops`) to compare; default all. `min_effect`: a
     fixed relative minimum effect instead of max(min_effect_floor, factor x baseline CoV).
     `target_effect`: the change every row must be able to see; rows that could not are "noisy".
+    `equivalence`: the margin a row must be shown within to be "unchanged" (0.05: +-5%).
     Raises EnvironmentMismatchError when the environments differ and `force` is False.
     `pairs`: (base cell id, new cell id) of an A/B session, whose cells differ on purpose (two
     kernels, two device profiles): rows match by pair and only the run-wide environment must agree.
@@ -638,6 +715,8 @@ def compare_runs(
         raise ValueError(f"noisy_cov must be positive, got {noisy_cov}")
     if target_effect is not None and target_effect <= 0:
         raise ValueError(f"the target effect must be positive, got {target_effect}")
+    if not 0 < equivalence < 1:
+        raise ValueError(f"the equivalence margin must be in (0, 1), got {equivalence}")
     settings = Settings(
         alpha=alpha,
         min_effect=min_effect,
@@ -648,6 +727,7 @@ def compare_runs(
         resamples=resamples,
         min_repetitions=stats.minimum_n_per_side(alpha),
         target_effect=target_effect,
+        equivalence=equivalence,
     )
     differences = environment_differences(base, new, paired=pairs is not None)
     marker = None
@@ -668,7 +748,7 @@ def compare_runs(
         pending += _cell_rows(base_cells.get(base_id), new_cells.get(new_id), metrics)
     pending.sort(key=lambda p: (p.row.cell, metric_rules.sort_key(p.row.metric)))
 
-    def build(rows: Iterable[Row], forced: bool) -> Comparison:
+    def build(rows: Iterable[Row], forced: bool, found: Sequence[str] = ()) -> Comparison:
         return Comparison(
             base=_run_info(base),
             new=_run_info(new),
@@ -676,7 +756,7 @@ def compare_runs(
             forced=forced,
             differences=tuple(differences),
             marker=marker if forced else None,
-            notes=tuple(_notes(base, new)),
+            notes=(*_notes(base, new), *found),
             rows=tuple(rows),
             axes=(),
             invalid=tuple(validity.side_flags(base, new)),
@@ -693,31 +773,69 @@ def compare_runs(
         ]
         raise EnvironmentMismatchError(differences, build(refused, forced=False))
 
-    tested: list[tuple[_Pending, dict[str, float | None]]] = [
+    tested: list[tuple[_Pending, _Measured]] = [
         (p, _measure(p, settings)) for p in pending if p.row.verdict != "missing"
     ]
     # Two families for Benjamini-Hochberg: the rows that can gate, and the informational ones
     # (iowait, the disk's own counters, ...), which never gate. Corrected together, a hundred
     # telemetry rows would lift every gated row's p_adj and hide a real regression.
     adjusted_p: dict[int, float | None] = {}
+    family_of: dict[int, tuple[str, int]] = {}
     for informational in (False, True):
         family = [
-            (p, m)
+            (p, m.fields["p_value"])
             for p, m in tested
-            if (p.row.direction == "informational") == informational and m["p_value"] is not None
+            if (p.row.direction == "informational") == informational
+            and m.fields["p_value"] is not None
         ]
-        values = stats.bh_adjust([m["p_value"] for _, m in family if m["p_value"] is not None])
+        values = stats.bh_adjust([raw for _, raw in family if raw is not None])
         adjusted_p.update({id(p): value for (p, _), value in zip(family, values, strict=True)})
+        kind = "informational" if informational else "gating"
+        family_of.update({id(p): (kind, len(family)) for p, _ in family})
     decided: dict[int, Row] = {}
     for p, measured in tested:
-        row = p.row.model_copy(update={**measured, "p_adjusted": adjusted_p.get(id(p))})
+        row = p.row.model_copy(update={**measured.fields, "p_adjusted": adjusted_p.get(id(p))})
         row = row.model_copy(update={"min_effect": _effect(row, settings)})
-        row = row.model_copy(update={"detectable": _detectable(row, settings)})
-        verdict, reason = _decide(row, settings)
+        level = stats.lone_change_level(alpha, family_of.get(id(p), ("", 1))[1])
+        row = row.model_copy(update={"detectable": _detectable(row, level)})
+        verdict, reason = _decide(row, settings, measured.equivalence)
         decided[id(p)] = row.model_copy(update={"verdict": verdict, "reason": reason})
     rows = [decided.get(id(p), p.row) for p in pending]
-    comparison = build(rows, forced=bool(differences))
+    found = _blind_families(family_of, decided, alpha)
+    comparison = build(rows, forced=bool(differences), found=found)
     return comparison.model_copy(update={"axes": tuple(_axis_summaries(rows))})
+
+
+def _blind_families(
+    family_of: dict[int, tuple[str, int]],
+    decided: dict[int, Row],
+    alpha: float,
+) -> list[str]:
+    """Once per family and sample sizes, the rows that could not have reported a change alone:
+    enough repetitions for p < alpha, but not for the p Benjamini-Hochberg over their family
+    asks of a lone change (five a side reach 0.0079 at best; a hundred rows ask 0.0005). They
+    state no detectable effect; this note says why."""
+    groups: dict[tuple[str, int, int, int], int] = {}
+    for key, row in decided.items():
+        kind, size = family_of.get(key, ("", 1))
+        if not kind or row.p_value is None:
+            continue
+        n1, n2 = row.base_n, row.new_n
+        if stats.can_reach(n1, n2, alpha) and not stats.can_reach(
+            n1, n2, stats.lone_change_level(alpha, size)
+        ):
+            groups[(kind, size, n1, n2)] = groups.get((kind, size, n1, n2), 0) + 1
+    out = []
+    for (kind, size, n1, n2), count in sorted(groups.items()):
+        level = stats.lone_change_level(alpha, size)
+        out.append(
+            f"{count} {kind} row(s) with {n1} vs {n2} repetitions could not have seen a change "
+            f"alone: Benjamini-Hochberg over the {size} {kind} rows asks p < {level:.2g} of a "
+            f"lone change and {n1} vs {n2} reach {stats.smallest_p(n1, n2):.2g} at best (only "
+            "many rows changing together can be reported), so they state no detectable effect; "
+            f"{stats.minimum_n_per_side(level)} a side could"
+        )
+    return out
 
 
 def exit_code(comparison: Comparison, *, fail_on_invalid: bool = False) -> int:

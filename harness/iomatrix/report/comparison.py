@@ -53,14 +53,21 @@ def verdict_line(comparison: Comparison) -> str:
     parts = [f"{counts[v]} {v}" for v in _VERDICT_ORDER if counts.get(v)]
     if insufficient:
         parts.append(f"{insufficient} with {INSUFFICIENT}")
-    seen = sorted(
-        r.detectable for r in comparison.rows if r.verdict == "unchanged" and r.detectable
-    )
+    # The gate's rows: an informational row's blind spot says nothing about the gate.
+    unchanged = [r for r in comparison.rows if r.verdict == "unchanged" and r.gated]
+    seen = sorted(r.detectable for r in unchanged if r.detectable)
     if seen:
         # A green check says how large a change it could have missed, not only that it saw none.
         low, high = format_percent(seen[0]), format_percent(seen[-1])
         span = low if low == high else f"{low} to {high}"
         parts.append(f"the unchanged could have seen >= {span}")
+    blind = sum(
+        r.detectable is None and r.base_cov is not None and r.new_cov is not None for r in unchanged
+    )
+    if blind:
+        # Shown equivalent, but too few repetitions for their family to report a change alone
+        # (the comparison's note says why).
+        parts.append(f"{blind} unchanged could not have seen a change alone")
     if comparison.invalid:
         flagged = {(f.side, f.flag.cell_id, f.flag.repetition) for f in comparison.invalid}
         parts.append(f"{len(flagged)} repetition(s) flagged invalid")
