@@ -68,6 +68,23 @@ def _series(spec: KernelSpec) -> str:
     return f"{major}.{minor}"
 
 
+# Each a setting of a repository's config that makes git run a program of the config's choosing
+# (or load one): off for every git iomatrix runs.
+_NEUTRAL_CONFIG = (
+    *("-c", "core.fsmonitor=false"),
+    *("-c", "core.hooksPath=/dev/null"),
+    *("-c", "log.showSignature=false"),
+    *("-c", "gpg.program=false"),
+    *("-c", "gpg.ssh.program=false"),
+    *("-c", "gpg.x509.program=false"),
+    *("-c", "core.sshCommand=false"),
+    *("-c", "core.askPass=false"),
+    *("-c", "credential.helper="),
+    *("-c", "protocol.ext.allow=never"),
+    *("-c", "filter.lfs.process="),
+)
+
+
 def git(
     spec: str,
     args: Sequence[str],
@@ -77,10 +94,14 @@ def git(
     ok_codes: Sequence[int] = (0,),
     what: str | None = None,
 ) -> proc.Completed:
-    """git with its own words in the KernelError when it fails."""
+    """git with its own words in the KernelError when it fails.
+
+    A kernel tree a matrix names may be a stranger's, and git reads the tree's own config:
+    settings there that run programs are overridden on the command line (which wins over any
+    config file), so that listing or checking out commits runs nothing of theirs."""
     try:
         return proc.run(
-            ["git", *args],
+            ["git", *_NEUTRAL_CONFIG, *args],
             timeout_s=_GIT_TIMEOUT_S,
             cwd=cwd,
             env={**os.environ, **env} if env else None,
