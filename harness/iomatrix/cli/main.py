@@ -10,10 +10,12 @@ not ok; 2 bad input; 130 interrupted; 143 terminated).
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from iomatrix import __version__
 from iomatrix.cli import (
@@ -29,6 +31,7 @@ from iomatrix.cli import (
 )
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
+from iomatrix.report import text as text_safety
 
 
 def cmd_completion(_args: argparse.Namespace) -> int:
@@ -100,8 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A usage error (2, argparse printed why) or --help and --version (0): an exit code
         # like any other command's, so main() always returns one.
         return exc.code if isinstance(exc.code, int) else ExitCode.BAD_INPUT
-    _configure_logging(args)
+    streams = sys.stdout, sys.stderr
+    # What commands print holds text from guests and matrices: no control character of theirs
+    # reaches the terminal (report/text.py).
+    sys.stdout, sys.stderr = SafeStream(streams[0]), SafeStream(streams[1])
     try:
+        _configure_logging(args)
         code: int = args.func(args)
     except IomatrixError as exc:
         print(f"iomatrix: error: {exc}", file=sys.stderr)
@@ -109,6 +116,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # `iomatrix show ... | head`: the reader left, which is not an error of ours. Point stdout
         # at /dev/null so the interpreter's final flush does not raise again; 141 as a shell does.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), streams[0].fileno())
         return ExitCode.BROKEN_PIPE
+    finally:
+        sys.stdout, sys.stderr = streams
     return code
+
+
+class SafeStream(io.TextIOBase):
+    """A text stream that writes through `for_terminal`: everything else is the stream's own
+    (its file descriptor, whether it is a terminal, its encoding)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(text_safety.for_terminal(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._stream.encoding

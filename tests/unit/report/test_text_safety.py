@@ -1,0 +1,56 @@
+"""Guest and matrix text shown by iomatrix is inert: no control character reaches a terminal
+(an OSC 52 sequence would set the clipboard, cursor moves would rewrite what the user reads), and
+nothing in a pull request's comment becomes a link, an image, HTML or a mention."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from iomatrix.cli.main import main
+from iomatrix.report import text
+from iomatrix.store import rundir
+from iomatrix.store.records_io import write_record
+from support.builders import make_cell
+from support.runs import failed, make_run
+
+# What a guest can print into a failed tool's message, and so into a cell's reason.
+HOSTILE = (
+    "mkfs: bad\x1b]52;c;aWQ=\x07\x1b[2A\x1b[2Kall good\r\x9b1m @octocat "
+    "![x](http://e.invalid/i.png) <img src=x>"
+)
+
+
+def test_terminal_text_has_no_control_characters() -> None:
+    shown = text.for_terminal(HOSTILE)
+    assert not any(ord(c) < 32 and c not in "\n\t" for c in shown)
+    assert "\x9b" not in shown
+    assert "\\x1b]52;c;aWQ=\\x07" in shown
+    assert text.for_terminal("a\tb\nc") == "a\tb\nc"
+
+
+def test_markdown_text_is_no_link_image_html_or_mention() -> None:
+    shown = text.for_markdown(HOSTILE)
+    assert "![x](" not in shown
+    assert "\\!\\[x\\]\\(" in shown
+    # Every Markdown character comes escaped (CommonMark shows a backslash-escaped one as is).
+    assert re.search(r"(?<!\\)[<>\[\]!`]", shown) is None, shown
+    assert "@octocat" not in shown
+    assert "http://" not in shown
+    assert "\n" not in shown
+
+
+def test_show_prints_a_hostile_reason_inert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "r1"
+    run_dir.mkdir()
+    write_record(rundir.run_file(run_dir), make_run([failed(make_cell(), HOSTILE)]))
+    code = main(["show", str(run_dir)])
+    out, err = capsys.readouterr()
+    assert code in (0, 1), err
+    assert "all good" in out + err  # the reason is shown...
+    assert "\x1b" not in out + err  # ...without its escape sequences
+    assert "\\x1b]52" in out + err
