@@ -10,12 +10,14 @@ anything a measurement does.
 What it does, as Pinpoint and `git bisect` do it, and refusing to guess where they would:
 1. Confirm. The good and the bad end are measured interleaved, looking after every round with the
    sequential A/B design (analysis/sequential.py): only a change beyond the minimum effect with a
-   significant rank test is bisected. "Unchanged" or "undecided" at the cap is refused, saying
-   why: a bisection of noise names a random commit.
+   significant rank test is bisected. "Unchanged" (shown within the equivalence margin,
+   `--equivalence`) or "undecided" at the cap is refused, saying why: a bisection of noise names
+   a random commit.
 2. Search. The untested candidate nearest the middle of the range between the last known good
    and the first known bad is measured, interleaved with both ends (good, step, bad per round),
-   until it is decided or `cap` repetitions: "good" when it is unchanged from the good end and
-   changed from the bad one, "bad" the other way round. A step that is neither at the cap is
+   until it is decided or `cap` repetitions: "good" when it is changed from the bad end and,
+   from the good one, shown equivalent (within the margin) or not distinguishable and within a
+   quarter of the way next to it; "bad" the other way round. A step that is neither at the cap is
    "undecided" (it says so, and the search goes on around it, never guessing its side); a step
    that cannot be measured is "skip"ped, as `git bisect skip` does.
 3. The result. When the last good and the first bad are neighbours, the first bad is found.
@@ -34,7 +36,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from iomatrix.analysis import sequential
+from iomatrix.analysis import sequential, stats
 from iomatrix.model.cell import Record
 from iomatrix.store.files import write_text_atomic
 
@@ -81,6 +83,9 @@ class Settings(Record):
     min_effect: float | None = None
     first: int = Field(default=3, ge=2)
     cap: int = Field(default=10, ge=2)
+    # The margin a step must be shown within to be "unchanged" from an end (--equivalence);
+    # bisections saved before it load with the default.
+    equivalence: float = Field(default=stats.DEFAULT_EQUIVALENCE, gt=0, lt=1)
 
 
 class BisectState(Record):
@@ -208,8 +213,12 @@ def judge_step(
     # (the comparison's rule, max(3%, 2 x base CoV)): the bad end of a regression is often the
     # noisier one, and held to the good end's effect a step just like it would never be
     # "unchanged".
-    vs_good = sequential.look(good, step, design, metric=s.metric, min_effect=s.min_effect)
-    vs_bad = sequential.look(bad, step, design, metric=s.metric, min_effect=s.min_effect)
+    vs_good = sequential.look(
+        good, step, design, metric=s.metric, min_effect=s.min_effect, equivalence=s.equivalence
+    )
+    vs_bad = sequential.look(
+        bad, step, design, metric=s.metric, min_effect=s.min_effect, equivalence=s.equivalence
+    )
     evidence = (_evidence("good", vs_good, step, good), _evidence("bad", vs_bad, step, bad))
     # Where the step's median lies between the ends: 0 at the good one, 1 at the bad one.
     position = _position(step, good, bad)
@@ -321,7 +330,9 @@ def _confirm(
             label, why = next(iter(failures.items()))
             return _failed(state, f"the end {label} could not be measured: {why}", save)
         good, bad = state.values[state.good], state.values[state.bad]
-        look = sequential.look(good, bad, design, metric=s.metric, min_effect=s.min_effect)
+        look = sequential.look(
+            good, bad, design, metric=s.metric, min_effect=s.min_effect, equivalence=s.equivalence
+        )
         if look.decision == sequential.CONTINUE:
             continue
         evidence = (_evidence("good", look, bad, good),)
@@ -333,8 +344,9 @@ def _confirm(
             f"refusing to bisect: {state.bad} is {look.decision} against {state.good} in "
             f"{s.metric} after {len(good)} repetitions each (ratio "
             f"{look.ratio if look.ratio is None else round(look.ratio, 3)}, 95% CI {ci}, "
-            f"p {look.p_value:.3g}, minimum effect {look.min_effect:.1%}): there is no change to "
-            "bisect, and a bisection of noise names a random commit"
+            f"p {look.p_value:.3g}, minimum effect {look.min_effect:.1%}, equivalence margin "
+            f"{s.equivalence:.1%}): there is no change to bisect, and a bisection of noise names "
+            "a random commit"
         )
         return state.model_copy(
             update={"confirmation": evidence, "outcome": "refused", "summary": why}

@@ -150,3 +150,33 @@ def test_a_noisy_base_is_never_called_unchanged(plan: sequential.Design) -> None
     assert seen.decision == "continue"
     at_cap = sequential.look(base * 4, new * 4, plan, metric="write_iops")
     assert at_cap.decision in ("undecided", "regressed")
+
+
+def test_the_equivalence_interval_is_widened_for_the_looks() -> None:
+    # One look is the fixed two one-sided tests: the 90% CI at alpha 0.05. Every look from 5 to
+    # 10 repetitions another chance to call a change of the margin "unchanged": the interval is
+    # the Pocock design's at 2 x alpha instead, about 95%.
+    assert sequential.design(ALPHA, 6, 6).equivalence_confidence == pytest.approx(0.90)
+    looks = sequential.design(ALPHA, 5, 10).equivalence_confidence
+    assert 0.93 < looks < 0.97
+    assert sequential.equivalence_confidence(0.6, 5, 10) == 0.0
+
+
+def test_a_ci_inside_the_automatic_minimum_effect_is_not_unchanged(
+    plan: sequential.Design,
+) -> None:
+    # Issue 24: with the CLI's automatic minimum effect (2 x the base's CoV, 18% at 9%), a real
+    # 10% drop had its CI inside +-18% and was called "unchanged". Now the CI has to lie inside
+    # the 5% margin.
+    rng = random.Random(43)
+    inside = 0
+    for _ in range(150):
+        base = [rng.gauss(1000, 90) for _ in range(FIRST)]
+        new = [rng.gauss(900, 90) for _ in range(FIRST)]
+        seen = sequential.look(base, new, plan, metric="write_iops", resamples=RESAMPLES)
+        assert seen.ci is not None
+        if 1 - seen.min_effect < seen.ci[0] and seen.ci[1] < 1 + seen.min_effect:
+            inside += 1
+            assert seen.decision != "unchanged"
+        assert seen.equivalence == 0.05
+    assert inside > 20
