@@ -58,6 +58,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             target_effect=args.target_effect,
             alpha=args.alpha,
             metrics=args.metric,
+            equivalence=args.equivalence,
         )
     except compare.EnvironmentMismatchError as exc:
         if args.output is not None:

@@ -152,6 +152,7 @@ def _largest_change(
         min_effect=args.min_effect,
         metrics=[args.metric] if args.metric else None,
         pairs=[(a.id, b.id) for a, b in pairs],
+        equivalence=args.equivalence,
     )
     changed = [
         r
@@ -307,6 +308,7 @@ def _new_state(
             min_effect=args.min_effect,
             first=args.first,
             cap=args.cap,
+            equivalence=args.equivalence,
         ),
         candidates=tuple(candidates),
         values=seeded,
@@ -421,6 +423,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="significance level of the confirmation (each step: half of it against each end)",
     )
     options.min_effect(p)
+    options.equivalence(p)
     p.add_argument("--first", type=options.at_least(2), default=3, help="repetitions before a look")
     p.add_argument("--cap", type=options.at_least(2), default=10, help="repetitions at most")
     p.add_argument(

@@ -75,6 +75,24 @@ def fraction(text: str) -> float:
     return value
 
 
+def percentage(text: str) -> float:
+    """An argparse type: a share above 0% and below 100%, as "5%" or as the fraction 0.05. A bare
+    number of 1 or more ("5") is refused rather than guessed (5% or 500%?)."""
+    body = text.strip()
+    percent = body.endswith("%")
+    try:
+        value = float(body[:-1]) / 100 if percent else float(body)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (e.g. 5%)") from None
+    if not percent and value >= 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is ambiguous: write a percentage (e.g. 5%) or a fraction below 1 (0.05)"
+        )
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be above 0% and below 100%, not {text!r}")
+    return value
+
+
 def results(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--results",
@@ -150,6 +168,26 @@ def min_effect(p: argparse.ArgumentParser) -> None:
     )
 
 
+def equivalence(p: argparse.ArgumentParser) -> None:
+    """The margin 'unchanged' must be shown within: every command that judges (compare, ab,
+    bisect)."""
+    p.add_argument(
+        "--equivalence",
+        type=percentage,
+        default=compare.DEFAULT_EQUIVALENCE,
+        metavar="PCT",
+        help=(
+            "the margin within which a result counts as unchanged, e.g. 5%% or 0.05: "
+            "'unchanged' needs an equivalence test to pass (the ratio's 90%% CI at --alpha "
+            "0.05 wholly inside +-PCT; wider where results are looked at repeatedly, as with "
+            "--until-decided and in bisect); a result with no change that does not pass it is "
+            "'too noisy to tell' (default: "
+            + f"{compare.DEFAULT_EQUIVALENCE:.0%}".replace("%", "%%")
+            + ")"
+        ),
+    )
+
+
 def judging(p: argparse.ArgumentParser, *, target_required: bool = False) -> None:
     """How a change is judged: compare, ab, repetitions and run's --baseline plan alike."""
     min_effect(p)
@@ -182,6 +220,7 @@ def judging(p: argparse.ArgumentParser, *, target_required: bool = False) -> Non
 def comparison(p: argparse.ArgumentParser) -> None:
     """How two sets of repetitions are judged and reported: compare and ab alike."""
     judging(p)
+    equivalence(p)
     p.add_argument(
         "--format",
         choices=comparison_report.FORMATS,

@@ -233,6 +233,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         alpha=args.alpha,
         metrics=args.metric,
         pairs=[(a.id, b.id) for a, b in pairs],
+        equivalence=args.equivalence,
     )
     (session_dir / "comparison.json").write_text(comparison_report.render(result, "json"))
     (session_dir / "comparison.md").write_text(
@@ -334,6 +335,7 @@ def _sequential_rules(
         alpha=args.alpha,
         metrics=tuple(args.metric) if args.metric else None,
         min_effect=args.min_effect,
+        equivalence=args.equivalence,
     )
 
 

@@ -555,3 +555,75 @@ def test_cli_reports_a_missing_run_as_bad_input(
     )
     assert code == 2
     assert "no-such-run" in capsys.readouterr().err
+
+
+# --- the equivalence margin ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["compare", "a", "b"], ["ab", "m.yaml"], ["bisect", "m.yaml"]])
+@pytest.mark.parametrize(
+    ("value", "complaint"),
+    [
+        ("0%", "must be above 0% and below 100%, not '0%'"),
+        ("100%", "must be above 0% and below 100%, not '100%'"),
+        ("-5%", "must be above 0% and below 100%, not '-5%'"),
+        ("5", "'5' is ambiguous: write a percentage (e.g. 5%) or a fraction below 1 (0.05)"),
+        ("five", "'five' is not a percentage (e.g. 5%)"),
+    ],
+)
+def test_a_bad_equivalence_margin_is_a_usage_error_naming_the_flag(
+    command: list[str], value: str, complaint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --equivalence=VALUE: argparse would take a bare "-5%" for an option.
+    assert cli.main([*command, f"--equivalence={value}"]) == 2
+    assert f"argument --equivalence: {complaint}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["compare", "ab", "bisect"])
+def test_every_judging_command_states_the_default_margin(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main([command, "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--equivalence PCT" in text
+    assert "'too noisy to tell' (default: 5%)" in text
+
+
+def test_the_margin_reaches_the_verdicts_and_the_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two samples of one distribution at 2% noise: within 5%, but not shown within 1%.
+    base = make_run([ok(CELL, {"write_iops": sample(1, 1000, 0.02, 10)})])
+    new = make_run([ok(CELL, {"write_iops": sample(2, 1000, 0.02, 10)})], run_id="new")
+    results = write_runs(tmp_path, base, new)
+    verdicts = {}
+    for margin in ("5%", "0.01"):
+        code = cli.main(
+            [
+                *("compare", "base", "new", "--results", str(results), "--format", "json"),
+                *("--equivalence", margin),
+            ]
+        )
+        assert code == 0
+        data = json.loads(capsys.readouterr().out)
+        (iops,) = [r for r in data["rows"] if r["metric"] == "write_iops"]
+        verdicts[data["settings"]["equivalence"]] = (iops["verdict"], iops["reason"])
+    assert verdicts[0.05][0] == "unchanged"
+    assert verdicts[0.05][1].startswith("within +-5.0% (90% CI [")
+    assert verdicts[0.01][0] == "noisy"
+    assert verdicts[0.01][1].startswith("too noisy to tell: the 90% CI [")
+    assert "is not within +-1.0%" in verdicts[0.01][1]
+
+
+def test_a_comparison_written_before_the_margin_still_loads() -> None:
+    # A compatible addition: a format-1 file without the setting reads as "not recorded".
+    result = pair(
+        {"write_iops": sample(1, 1000, 0.02, 10)}, {"write_iops": sample(2, 1000, 0.02, 10)}
+    )
+    data = json.loads(comparison_report.render(result, "json"))
+    assert data["format"] == 1
+    assert data["settings"]["equivalence"] == 0.05
+    del data["settings"]["equivalence"]
+    older = Comparison.model_validate_json(json.dumps(data))
+    assert older.settings.equivalence is None
+    assert "equivalence" not in json.loads(older.model_dump_json())["settings"]
