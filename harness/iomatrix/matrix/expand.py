@@ -34,10 +34,12 @@ from iomatrix.matrix.rules import (
     NAME_RE,
     NAME_RULE,
     PRODUCT_FACTOR,
+    confinement_root,
     did_you_mean,
     format_size,
     listing,
     os_reason,
+    outside_message,
     read_limited,
     show,
     slug,
@@ -620,7 +622,11 @@ class Expander:
                 base / "workloads" / f"{ref}.fio",
                 base.parent / "workloads" / f"{ref}.fio",
             ]
+        confined = confinement_root(self.root.path)
         for candidate in candidates:
+            if candidate.exists() and not candidate.resolve().is_relative_to(confined):
+                self.error(loc, outside_message(ref, "workload file", confined))
+                return None
             if candidate.exists():
                 if not NAME_RE.fullmatch(name):
                     self.error(

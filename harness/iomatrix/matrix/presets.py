@@ -17,7 +17,13 @@ from pydantic import (
 
 from iomatrix.errors import MatrixError
 from iomatrix.matrix.problems import Loc, error_loc, format_field, reason
-from iomatrix.matrix.rules import FORMAT_VERSION, os_reason, read_limited
+from iomatrix.matrix.rules import (
+    FORMAT_VERSION,
+    confinement_root,
+    os_reason,
+    outside_message,
+    read_limited,
+)
 from iomatrix.matrix.schema import FileSpec
 from iomatrix.matrix.yaml_reader import Position, parse_yaml, position
 
@@ -137,6 +143,8 @@ class Loader:
         self._done: dict[Path, Layer | None] = {}
         # Per file read: where each YAML path is written.
         self.positions: dict[Path, dict[Loc, Position]] = {}
+        # Where every file the matrix names must be (confinement_root of the top matrix).
+        self.root: Path | None = None
 
     def error(self, source: Source, loc: Loc | str, reason: str) -> None:
         where = loc if isinstance(loc, str) else format_field(loc)
@@ -144,6 +152,8 @@ class Loader:
         self.errors.append(located(source, where, reason, self.positions, path))
 
     def load(self, source: Source, chain: tuple[Source, ...] = ()) -> Layer | None:
+        if self.root is None:
+            self.root = confinement_root(source.path)
         if source.path in self._done:  # a preset reached twice (a diamond): read once
             return self._done[source.path]
         layer = self._load(source, (*chain, source))
@@ -155,7 +165,9 @@ class Loader:
         if raw is None:
             return None
         try:
-            spec = FileSpec.model_validate(raw, context={"base_dir": source.dir})
+            spec = FileSpec.model_validate(
+                raw, context={"base_dir": source.dir, "root": self.root or source.dir}
+            )
         except ValidationError as exc:
             extends_is_text = isinstance(raw.get("extends"), str)
             for err in exc.errors():
@@ -204,6 +216,10 @@ class Loader:
     ) -> Layer | None:
         target = (source.dir / rel).resolve()
         display = os.path.normpath(Path(source.display).parent / rel)
+        root = self.root or source.dir
+        if not target.is_relative_to(root):
+            self.error(source, where, outside_message(rel, "preset", root))
+            return None
         for i, link in enumerate(chain):
             if link.path == target:
                 cycle = " -> ".join(s.display for s in (*chain[i:], link))

@@ -142,3 +142,23 @@ def read_limited(path: Path) -> bytes:
 
 def os_reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
+
+
+def confinement_root(matrix: Path) -> Path:
+    """The folder every file a matrix names must resolve into, links resolved: the git
+    repository holding the matrix (its presets, workloads and kernel patches live beside it),
+    else the matrix's own folder. A matrix may come from a stranger's pull request: `..` or a
+    link must not make iomatrix read (and echo in its errors) a file elsewhere on the host."""
+    folder = matrix.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
+
+
+def outside_message(rel: str, what: str, root: Path) -> str:
+    # Names the rule and the root, never the file's contents or whether it exists.
+    return (
+        f"{rel!r}: the {what} resolves outside {root} (the matrix's repository or folder); "
+        "files a matrix names must be inside it"
+    )

@@ -51,6 +51,7 @@ from iomatrix.matrix.rules import (
     format_size,
     listing,
     os_reason,
+    outside_message,
     parse_size,
     show,
 )
@@ -127,6 +128,9 @@ def _build_file(value: str, info: ValidationInfo, what: str) -> str:
         return value
     _check_rel_path(value, what)
     path = base / value
+    root = context.get("root")
+    if isinstance(root, Path) and not path.resolve().is_relative_to(root):
+        raise ValueError(outside_message(value, what, root))
     try:
         st = path.stat()
     except OSError as exc:

@@ -951,10 +951,20 @@ def test_workload_found_in_workloads_dir(ws: Path) -> None:
 
 
 def test_workload_found_in_parent_workloads_dir(ws: Path) -> None:
+    # As a seed under matrix/seeds/ finds matrix/workloads/: inside the matrix's repository.
+    (ws / ".git").mkdir()
     doc = with_matrix(workload=["seqread"])
     doc["workloads"] = {}
     [cell] = load_matrix(dump(ws / "sub" / "m.yaml", doc)).cells
     assert cell.workload.job_file == str((ws / "workloads" / "seqread.fio").resolve())
+
+
+def test_outside_a_repository_files_stay_in_the_matrixs_folder(ws: Path) -> None:
+    doc = with_matrix(workload=["seqread"])
+    doc["workloads"] = {}
+    with pytest.raises(MatrixErrors) as caught:
+        load_matrix(dump(ws / "sub" / "m.yaml", doc))
+    assert "resolves outside" in str(caught.value)
 
 
 def test_own_workloads_dir_wins_over_the_parents(ws: Path) -> None:
@@ -1578,6 +1588,7 @@ def test_a_preset_needs_a_format_too(ws: Path, preset: Path) -> None:
 def test_preset_display_path_follows_the_given_path(
     ws: Path, preset: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    (ws / ".git").mkdir()  # presets/ beside sub/: a repository's layout
     p = preset_doc()
     p["vm"] = {"cpus": 0}
     dump(preset, p)
@@ -2379,3 +2390,44 @@ def test_errors_found_after_loading_are_placed_in_the_file_that_wrote_the_field(
     assert (placed[0].file, placed[0].line) == (str(ws / "presets" / "base.yaml"), small_line)
     assert str(placed[1]) == f"{child}:4:9: devices.big.size: r2"
     assert placed[2:] == found[2:]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("extends", "../outside/base.yaml"),
+        ("patch", "../outside/secret.patch"),
+        ("fragment", "../outside/secret.config"),
+        ("link", "leak.fio"),
+    ],
+)
+def test_files_a_matrix_names_stay_inside_its_folder_and_errors_never_show_them(
+    tmp_path: Path, field: str, value: str
+) -> None:
+    """A stranger's matrix naming ../ or a link to a host file: refused before the file is read,
+    and the error shows neither its contents nor whether it exists."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = "root:$6$hash-of-the-host:19000:0:99999:7:::"
+    for name in ("base.yaml", "secret.patch", "secret.config", "secret.fio"):
+        (outside / name).write_text(secret + "\n")
+    folder = tmp_path / "pr"
+    folder.mkdir()
+    (folder / ".git").mkdir()
+    (folder / "leak.fio").symlink_to(outside / "secret.fio")
+    doc = with_matrix(workload=["leak.fio"] if field == "link" else ["randwrite"])
+    if field == "extends":
+        doc["extends"] = value
+    elif field in ("patch", "fragment"):
+        doc["kernels"] = {
+            "k": {
+                "source": "git:/nonexistent@v1",
+                **({"patches": [value]} if field == "patch" else {"config": [value]}),
+            }
+        }
+    write(folder / "workloads" / "randwrite.fio", "[w]\nrw=randwrite\nsize=1m\n")
+    with pytest.raises(MatrixErrors) as caught:
+        load_matrix(dump(folder / "m.yaml", doc))
+    message = str(caught.value)
+    assert "resolves outside" in message, message
+    assert "hash-of-the-host" not in message
