@@ -4,9 +4,9 @@ fixed `ab` run), a sequential session is `sequential.Session.decisions` after ev
 `ab --until-decided` asks), with the automatic minimum effect, alpha 0.05 and the 5% equivalence
 margin. Seeds are fixed: the rates are the same on every run (the README quotes them).
 
-Issue 24, measured before "unchanged" needed an equivalence test: a real 10% regression at 10%
-CoV was "unchanged" in 20% of fixed comparisons at five repetitions a side (13% at six, 8% at
-ten), and in 7-19% of sequential sessions at 10-12% CoV.
+Issue 24: these simulations, run against the code before "unchanged" needed an equivalence test,
+called a real 10% regression at 10% CoV "unchanged" in 187 of 600 comparisons at five
+repetitions a side and in 62 of 300 sessions (28 of 300 at 12% CoV); now in none.
 """
 
 from __future__ import annotations
