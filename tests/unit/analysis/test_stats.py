@@ -264,3 +264,52 @@ def test_data_seed_depends_on_the_values_not_on_their_order_or_the_process() -> 
     assert stats.data_seed([1.0, 2.0], [3.0]) == 13511579229390645753
     assert stats.data_seed([2.0, 1.0], [3.0]) == stats.data_seed([1.0, 2.0], [3.0])
     assert stats.data_seed([3.0], [1.0, 2.0]) != stats.data_seed([1.0, 2.0], [3.0])
+
+
+# --- equivalence and what a family of rows allows -------------------------------------------------
+
+
+def test_one_bootstrap_gives_every_level_and_the_first_is_median_ratio_ci() -> None:
+    rng = random.Random(3)
+    base = [rng.gauss(1000, 20) for _ in range(7)]
+    new = [rng.gauss(990, 20) for _ in range(7)]
+    found = stats.median_ratio_intervals(base, new, (0.95, 0.90, 0.0))
+    assert found is not None
+    wide, narrow, point = found
+    assert wide == stats.median_ratio_ci(base, new)
+    assert wide[0] <= narrow[0] <= point[0] == point[1] <= narrow[1] <= wide[1]
+    assert stats.median_ratio_intervals([1000.0] * 5, [950.0] * 5, (0.95, 0.9)) == (
+        (0.95, 0.95),
+        (0.95, 0.95),
+    )
+    assert stats.median_ratio_intervals([0.0, 1.0], [1.0, 2.0], (0.9,)) is None
+
+
+def test_two_one_sided_tests_at_alpha_are_the_one_minus_two_alpha_interval() -> None:
+    assert stats.equivalence_confidence(0.05) == pytest.approx(0.90)
+    assert stats.equivalence_confidence(0.01) == pytest.approx(0.98)
+    # No negative confidence: at alpha 0.5 the interval is the point estimate.
+    assert stats.equivalence_confidence(0.7) == 0.0
+    with pytest.raises(ValueError, match="alpha"):
+        stats.equivalence_confidence(0.0)
+
+
+def test_within_is_wholly_inside_the_margin() -> None:
+    assert stats.within((0.96, 1.04), 0.05)
+    assert not stats.within((0.94, 1.01), 0.05)
+    assert not stats.within((0.99, 1.05), 0.05)
+    assert not stats.within(None, 0.05)
+
+
+def test_a_lone_change_among_m_rows_needs_alpha_over_m() -> None:
+    # Benjamini-Hochberg at rank 1: one small p among 99 large ones is rejected exactly when
+    # p x 100 <= alpha.
+    others = [0.5 + i / 1000 for i in range(99)]
+    level = stats.lone_change_level(0.05, 100)
+    assert level == pytest.approx(0.0005)
+    assert stats.bh_adjust([level * 0.99, *others])[0] < 0.05
+    assert stats.bh_adjust([level * 1.01, *others])[0] > 0.05
+    # Five a side (p >= 0.0079) cannot; eight (0.00016) can.
+    assert not stats.can_reach(5, 5, level)
+    assert stats.minimum_n_per_side(level) == 8
+    assert stats.lone_change_level(0.05, 0) == 0.05
