@@ -15,10 +15,11 @@ Two ways to write an axis:
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 
 from iomatrix.matrix.problems import Loc
-from iomatrix.matrix.rules import NAME_RE, NAME_RULE, show, slug
+from iomatrix.matrix.rules import MAX_CELLS_LIMIT, NAME_RE, NAME_RULE, show, slug
 from iomatrix.matrix.schema import KnobValue
 from iomatrix.model.cell import KnobSet, KnobSetting
 from iomatrix.model.knob_keys import check_key, check_value
@@ -99,6 +100,15 @@ def knob_sets(
     sets: list[tuple[KnobSet, Loc]] = []
     if isinstance(axis, Mapping):
         keys = list(axis)
+        # Counted before it is built: a few KiB of lists multiply to more sets than memory holds.
+        count = math.prod(len(axis[k]) for k in keys)
+        if count > MAX_CELLS_LIMIT:
+            error(
+                loc,
+                f"the lists multiply to {count} sets, more than a matrix may have cells "
+                f"({MAX_CELLS_LIMIT}); list the sets you want instead",
+            )
+            return []
         for values in itertools.product(*(axis[k] for k in keys)):
             one = _from_mapping(family, dict(zip(keys, values, strict=True)), loc, error)
             if one is None:

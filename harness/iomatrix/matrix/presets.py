@@ -178,6 +178,11 @@ class Loader:
             return None
         base: Layer | None = None
         failed = False
+        if len(spec.extends or []) > MAX_EXTENDS:
+            # Limits before work: a chain of presets each listing others merges their layers
+            # again and again (51 KB of them took 65 s and 1.7 GB before these limits).
+            self.error(source, "extends", f"lists more than {MAX_EXTENDS} presets")
+            return None
         for i, rel in enumerate(spec.extends or []):
             where: Loc = ("extends",) if isinstance(raw.get("extends"), str) else ("extends", i)
             preset = self._preset(source, chain, rel, where)
@@ -217,6 +222,14 @@ class Loader:
         target = (source.dir / rel).resolve()
         display = os.path.normpath(Path(source.display).parent / rel)
         root = self.root or source.dir
+        if len(chain) >= MAX_PRESET_DEPTH or len(self._done) >= MAX_PRESET_FILES:
+            self.error(
+                source,
+                where,
+                f"{rel!r}: presets nest deeper than {MAX_PRESET_DEPTH} or number more than "
+                f"{MAX_PRESET_FILES}",
+            )
+            return None
         if not target.is_relative_to(root):
             self.error(source, where, outside_message(rel, "preset", root))
             return None
@@ -229,6 +242,12 @@ class Loader:
             self.error(source, where, f"{rel!r}: no such preset file (looked for {target})")
             return None
         return self.load(Source(display, target), chain)
+
+
+# How far presets may reach: far beyond any real matrix (this repository's go 1 deep).
+MAX_PRESET_DEPTH = 8
+MAX_PRESET_FILES = 32
+MAX_EXTENDS = 8
 
 
 def located(

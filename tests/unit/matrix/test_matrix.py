@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 import textwrap
+import time
 from pathlib import Path
 from typing import Any, get_args
 
@@ -2408,7 +2409,7 @@ def test_files_a_matrix_names_stay_inside_its_folder_and_errors_never_show_them(
     and the error shows neither its contents nor whether it exists."""
     outside = tmp_path / "outside"
     outside.mkdir()
-    secret = "root:$6$hash-of-the-host:19000:0:99999:7:::"
+    secret = "root:$6$hash-of-the-host:19000:0:99999:7:::"  # noqa: S105 - a fake shadow line
     for name in ("base.yaml", "secret.patch", "secret.config", "secret.fio"):
         (outside / name).write_text(secret + "\n")
     folder = tmp_path / "pr"
@@ -2431,3 +2432,41 @@ def test_files_a_matrix_names_stay_inside_its_folder_and_errors_never_show_them(
     message = str(caught.value)
     assert "resolves outside" in message, message
     assert "hash-of-the-host" not in message
+
+
+def test_a_knob_mapping_that_multiplies_to_millions_is_refused_at_once(ws: Path) -> None:
+    """3.8 KB of knob lists hung validate: their product was built before the cell limit."""
+    values = list(range(1, 41))
+    doc = with_matrix()
+    doc["matrix"]["queue"] = dict.fromkeys(
+        ("read_ahead_kb", "nr_requests", "max_sectors_kb", "rq_affinity"), values
+    )
+    dump(ws / "m.yaml", doc)
+    started = time.monotonic()
+    with pytest.raises(MatrixErrors) as caught:
+        load_matrix(ws / "m.yaml")
+    assert time.monotonic() - started < 10
+    assert "multiply to 2560000 sets" in str(caught.value)
+
+
+def test_a_long_chain_of_presets_is_refused_before_it_is_merged(ws: Path) -> None:
+    """Each preset lists the next one several times: every listing merged again (51 KB of them
+    took 65 s and 1.7 GB). Depth, count and list length are limited before any merge."""
+    (ws / ".git").mkdir()
+    for depth in range(40):
+        dump(
+            ws / f"p{depth}.yaml",
+            {"format": 1, "extends": [f"p{depth + 1}.yaml"] * 4} if depth < 39 else {"format": 1},
+        )
+    doc = with_matrix()
+    doc["extends"] = ["p0.yaml"]
+    dump(ws / "m.yaml", doc)
+    started = time.monotonic()
+    with pytest.raises(MatrixErrors) as caught:
+        load_matrix(ws / "m.yaml")
+    assert time.monotonic() - started < 10
+    assert "presets nest deeper than 8" in str(caught.value)
+    doc["extends"] = ["p39.yaml"] * 9
+    dump(ws / "m.yaml", doc)
+    with pytest.raises(MatrixErrors, match="lists more than 8 presets"):
+        load_matrix(ws / "m.yaml")
