@@ -73,15 +73,93 @@ def test_finds_nothing_in_a_flat_noisy_history(seed: int) -> None:
     assert changepoint.detect_change_points(noisy(seed, (60, 100.0))) == ()
 
 
-def test_finds_two_steps_by_recursive_bisection() -> None:
-    # Down 10% for 20 nights, then back: both edges, and the segment means between them.
-    found = changepoint.detect_change_points(noisy(7, (20, 100.0), (20, 90.0), (20, 100.0)))
-    assert len(found) == 2
-    assert abs(found[0].index - 20) <= 1
-    assert abs(found[1].index - 40) <= 1
-    assert found[0].after_mean == pytest.approx(90, abs=1.5)
+@pytest.mark.parametrize("seed", range(5))
+def test_finds_a_second_step_after_an_earlier_one(seed: int) -> None:
+    # Down 10% at night 20, down 10% more at night 40: the second is searched for in the runs
+    # after the first, and both are found where they are.
+    found = changepoint.detect_change_points(noisy(seed, (20, 100.0), (20, 90.0), (20, 81.0)))
+    assert [abs(cp.index - at) <= 1 for cp, at in zip(found, (20, 40), strict=True)] == [True, True]
     assert found[1].before_mean == pytest.approx(90, abs=1.5)
-    assert found[1].after_mean == pytest.approx(100, abs=1.5)
+    assert found[1].after_mean == pytest.approx(81, abs=1.5)
+
+
+def test_a_short_dip_that_recovers_is_found_by_the_dip_scan() -> None:
+    # Five nights 10% low in 60: too short for a split with 5 runs on each side to stand out of
+    # the whole history, found by the scan for a run of consecutive nights away from the rest.
+    # Not every time: with 199 shuffles one that gathers four of the five low nights is enough
+    # to miss (p = 2/200 is not below 0.01).
+    found = 0
+    for seed in range(20):
+        history = noisy(seed, (30, 100.0), (5, 90.0), (25, 100.0))
+        assert changepoint.detect_change_points(history) == ()
+        dips = changepoint.detect_dips(history, [0, len(history)])
+        if not dips:
+            continue
+        (dip,) = dips
+        # Its runs, or four of them when one of the five was barely low.
+        assert dip.kind == "dip"
+        assert 30 <= dip.index <= dip.index + (dip.length or 0) <= 35
+        assert (dip.length or 0) >= 4
+        assert dip.after_median == pytest.approx(90, abs=4)
+        assert dip.before_median == pytest.approx(100, abs=1)
+        found += 1
+    assert found >= 17
+
+
+def test_a_step_at_the_end_needs_only_end_min_size_runs_after_it() -> None:
+    # Four nights after a 10% step: too few for min_size 5, enough for end_min_size 4.
+    found = 0
+    for seed in range(20):
+        history = noisy(seed, (40, 100.0), (4, 90.0))
+        assert all(s.after_n >= 5 for s in changepoint.detect_change_points(history))
+        steps = changepoint.detect_change_points(history, end_min_size=4)
+        found += [(s.index, s.after_n) for s in steps] == [(40, 4)]
+    assert found >= 17
+
+
+def test_an_outlier_night_next_to_a_step_does_not_move_it() -> None:
+    # A night at -30% two nights before a 10% step drew the energy statistic's split onto it.
+    history = noisy(10, (40, 100.0), (20, 90.0))
+    history[38] = 70.0
+    (step,) = changepoint.detect_change_points(history)
+    assert step.index == 40
+
+
+def ar1(seed: int, n: int, phi: float) -> list[float]:
+    """An AR(1) series around 100 with unit marginal standard deviation."""
+    rng = random.Random(seed)
+    x, out = rng.gauss(0, 1), []
+    for _ in range(n):
+        x = phi * x + (1 - phi * phi) ** 0.5 * rng.gauss(0, 1)
+        out.append(100 + x)
+    return out
+
+
+def test_the_permutation_blocks_follow_the_dependence_between_nights() -> None:
+    # Independent nights: single runs shuffled; AR(1) at phi 0.6 (integrated autocorrelation
+    # time 4): blocks of about 4 runs. A level shift is not taken for dependence.
+    assert changepoint.block_length(noisy(1, (60, 100.0))) == 1
+    blocks = [changepoint.block_length(ar1(seed, 60, 0.6)) for seed in range(20)]
+    assert 3 <= sorted(blocks)[10] <= 5
+    stepped = noisy(2, (30, 100.0), (30, 90.0))
+    assert changepoint.block_length(stepped, [30]) == 1
+
+
+def test_the_tail_fit_resolves_p_values_far_below_one_over_the_permutations() -> None:
+    # A step whose p is about 1/3,000: 999 shuffles see it exceeded too rarely to count, the
+    # generalised Pareto tail of their largest tenth estimates it; 30,000 shuffles count it.
+    history = noisy(3, (20, 100.0), (20, 98.4))
+    scan = changepoint._split_scan(5, 5)
+    observed = scan(history)
+    seed = changepoint._seed(history, 0)
+    counted = changepoint.tail_p(history, observed, scan, permutations=30_000, seed=seed)
+    fitted = changepoint.tail_p(history, observed, scan, permutations=999, seed=seed)
+    assert counted < 0.005
+    assert counted / 3 <= fitted <= counted * 3
+    # Far beyond every shuffle: a p no count of 999 could give, still above zero.
+    strong = noisy(4, (20, 100.0), (20, 90.0))
+    p = changepoint.refined_p(strong, min_size=5)
+    assert 0 < p < 1e-6
 
 
 def test_one_outlier_night_is_not_a_change() -> None:
