@@ -120,8 +120,15 @@ def _method_line(comparison: Comparison) -> str:
     return (
         f"change = median(new) / median(base) - 1; CI = bootstrap {s.confidence:.0%} CI; "
         f"p_adj = Mann-Whitney U, Benjamini-Hochberg over {tested} tests; a change needs "
-        f"p_adj < {s.alpha:g} and the CI beyond {effect}; could see = the smallest change "
-        f"the row would report with {stats.DETECTABLE_POWER:.0%} probability"
+        f"p_adj < {s.alpha:g} and the CI beyond {effect}"
+        + (
+            f"; unchanged needs the {stats.equivalence_confidence(s.alpha):.0%} CI within "
+            f"+-{format_percent(s.equivalence)}"
+            if s.equivalence is not None
+            else ""
+        )
+        + f"; could see = the smallest change the row would report with "
+        f"{stats.DETECTABLE_POWER:.0%} probability, were it the only change among its rows"
         + (f"; target {format_percent(s.target_effect)}" if s.target_effect is not None else "")
     )
 
