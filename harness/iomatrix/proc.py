@@ -15,6 +15,7 @@ import shlex
 import signal
 import stat
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -247,6 +248,7 @@ def run(
     stop: Callable[[], str | None] | None = None,
     poll_s: float = _POLL_S,
     on_line: Callable[[str], None] | None = None,
+    die_with_parent: bool = False,
 ) -> Completed:
     """Run argv and wait for it, at most timeout_s seconds.
 
@@ -261,12 +263,18 @@ def run(
     instead of memory. They reach it through a pipe that a thread copies, never as the file
     itself: QEMU reopens its /proc/self/fd/1 and /proc/self/fd/2 with O_TRUNC and separate
     offsets, and two chardevs writing one regular file that way overwrite each other.
+    die_with_parent: the command and everything it starts are killed when this process dies,
+    even by SIGKILL (QEMU under vng must not outlive a killed iomatrix): a small reaper
+    (`python -m iomatrix.proc`, reap below) leads the command's process group and stops the
+    group when the kernel tells it that its parent died.
     Raises CommandTimeout after killing the process group, CommandError on a disallowed exit code
     or when the program does not exist. KeyboardInterrupt also stops the process group first.
     """
     args = tuple(str(a) for a in argv)
     if not args:
         raise ValueError("empty argv")
+    if die_with_parent:
+        args = (sys.executable, "-m", "iomatrix.proc", str(os.getpid()), *args)
     _log.debug("$ %s", shlex.join(args))
     started = time.monotonic()
     out_handle = _open_log(args, output_file) if output_file is not None else None
@@ -329,3 +337,48 @@ def run(
     if completed.returncode not in ok_codes:
         raise CommandError(args, completed.returncode, completed.stdout, completed.stderr)
     return completed
+
+
+# --- the reaper: `python -m iomatrix.proc PARENT_PID ARGV...` -----------------------------------
+_PR_SET_PDEATHSIG = 1
+# The signal the kernel sends the reaper when its parent dies: not SIGTERM, which proc.run's own
+# stop sends the whole group (the command then ends by itself, as without a reaper).
+_PARENT_DIED = signal.SIGUSR1
+
+
+def reap(parent: int, argv: Sequence[str]) -> int:
+    """Run argv in this process group; when `parent` dies, stop the whole group (SIGTERM, then
+    SIGKILL after the grace period). Exits as the command did, by the same signal if it died by
+    one, so a caller sees the command's own status."""
+    import ctypes  # noqa: PLC0415 - only the reaper needs it
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def parent_died(_signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(0, signal.SIGTERM)
+        time.sleep(_TERMINATE_GRACE_S)
+        os.killpg(0, signal.SIGKILL)
+
+    signal.signal(_PARENT_DIED, parent_died)
+    # proc.run's stop reaches the command directly (same group): the reaper waits for it. A
+    # handler, not SIG_IGN, which the command would inherit across exec.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
+    libc.prctl(_PR_SET_PDEATHSIG, int(_PARENT_DIED), 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before prctl: nobody would tell us
+        return 1
+    try:
+        child = subprocess.Popen(list(argv))
+    except OSError as exc:
+        print(f"cannot start {argv[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return 127
+    code = child.wait()
+    if code < 0:
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP take no handler
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(reap(int(sys.argv[1]), sys.argv[2:]))

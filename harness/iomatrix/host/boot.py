@@ -394,6 +394,8 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                     env=vm.vng_env(),
                     stop=watchdog if ctx.cancel is None else _cancellable(watchdog, ctx.cancel),
                     on_line=boot_clock,
+                    # QEMU must not outlive a killed iomatrix (it would hold its disks and CPU).
+                    die_with_parent=True,
                 )
                 exit_code = done.returncode
                 if exit_code == _VNG_NO_STATUS and boot_clock.script_exit is not None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -379,3 +381,52 @@ def test_a_line_reader_that_raises_never_stops_the_console_being_drained(tmp_pat
     assert text.count("a console line reader failed (FileNotFoundError: no such folder)") == 1
     # Every line was still handed to the reader.
     assert len(seen) == 16384
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose (its parent has not reaped it yet).
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    return False
+
+
+def test_a_command_dies_with_its_parent_even_a_sigkilled_one(tmp_path: Path) -> None:
+    """QEMU under vng outlived a SIGKILLed iomatrix. With die_with_parent, a grandchild of the
+    command (as QEMU is vng's) is gone within seconds of its iomatrix being killed."""
+    pidfile = tmp_path / "pid"
+    script = (
+        "from iomatrix import proc\n"
+        f"proc.run(['sh', '-c', 'sleep 600 & echo $! > {pidfile}; wait'], timeout_s=600,"
+        " die_with_parent=True)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.05)
+    grandchild = int(pidfile.read_text())
+    assert _alive(grandchild)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while _alive(grandchild):
+        assert time.monotonic() < deadline, "the grandchild outlived its killed parent"
+        time.sleep(0.1)
+
+
+def test_the_reaper_keeps_the_commands_status_and_output() -> None:
+    done = proc.run(
+        [sys.executable, "-c", "print('hi'); raise SystemExit(3)"],
+        timeout_s=30,
+        ok_codes=(3,),
+        die_with_parent=True,
+    )
+    assert (done.returncode, done.stdout) == (3, "hi\n")
+    killed = proc.run(
+        ["sh", "-c", "kill -9 $$"], timeout_s=30, ok_codes=range(-64, 256), die_with_parent=True
+    )
+    assert killed.returncode == -9
