@@ -56,7 +56,7 @@ from iomatrix.plan.boots import (
     split_boots,
 )
 from iomatrix.store import rundir
-from iomatrix.store.files import sha256_file
+from iomatrix.store.files import locked, sha256_file
 from iomatrix.store.records_io import load_cell_result, load_run, write_record
 from iomatrix.store.rundir import new_run_id
 
@@ -595,7 +595,33 @@ def run_matrix(
 
     resume: an earlier run folder of the same matrix (interrupted, or with cells lost to a crash):
     only its cells without a result run, in the same folder, and run.json grows to hold them.
+    Two resumes of one folder at once would run its cells twice into the same files: a resume
+    holds a lock beside the folder (not in it: the guest writes there) and a second one is
+    refused at once.
     """
+    if resume is None:
+        return _run_matrix(matrix, options, cells=cells, out=out, fetch=fetch, build=build)
+    folder = resume.resolve()
+    with locked(
+        rundir.resume_lock(folder),
+        held=f"{folder} (another iomatrix is resuming it)",
+        timeout_s=0.0,
+    ):
+        return _run_matrix(
+            matrix, options, cells=cells, out=out, fetch=fetch, build=build, resume=resume
+        )
+
+
+def _run_matrix(
+    matrix: Matrix,
+    options: RunOptions,
+    *,
+    cells: Sequence[Cell] | None = None,
+    out: TextIO = sys.stderr,
+    fetch: Callable[[str], kernels.Kernel] | None = None,
+    build: Build | None = None,
+    resume: Path | None = None,
+) -> tuple[RunRecord, Path]:
     clock = RunClock()
     host_cpus = _concurrency(options, matrix.vm, out)
     selected = list(matrix.cells if cells is None else cells)

@@ -107,3 +107,8 @@ def find_run(run: str, results: Path) -> Path:
     if (candidate / RUN_FILE).is_file():
         return candidate
     raise IomatrixError(f"{run}: no run folder with a {RUN_FILE} there or under {results}/")
+
+
+def resume_lock(run_dir: Path) -> Path:
+    """The lock a resume of run_dir holds: beside the folder, which the guest can write into."""
+    return run_dir.parent / f".{run_dir.name}.lock"

@@ -29,6 +29,7 @@ from iomatrix.plan.boots import (
     interleaved_steps,
     split_boots,
 )
+from iomatrix.store import files, rundir
 from iomatrix.store.records_io import load_run, write_record
 from support import fake_vms
 from support.builders import fake_kernel, make_cell, make_run
@@ -525,3 +526,31 @@ def test_shared_cores_are_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert run.jobs == 8
     assert run.shared_cores
     assert [e.result.status for e in run.cells] == ["ok"] * 4
+
+
+@pytest.mark.usefixtures("fake_run_env")
+def test_a_second_resume_of_one_run_folder_is_refused_while_the_first_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Ok(FakeVms):
+        def behave(self, boot: Boot) -> int:
+            write_ok_results(boot.plan)
+            return 0
+
+    fake = Ok()
+    _record, run_dir = run_with(tmp_path, fake, monkeypatch)
+    boots_before = len(fake.boots)
+    matrix = load_matrix(path_kernel_matrix(tmp_path, cpus=1))
+    opts = session.RunOptions(
+        results_dir=tmp_path / "results", scratch_dir=tmp_path / "scratch", progress=None
+    )
+    # Another iomatrix resuming the folder holds its lock, beside the folder (not in it).
+    with files.locked(rundir.resume_lock(run_dir), held="a test's resume"):
+        assert rundir.resume_lock(run_dir).parent == run_dir.parent
+        with pytest.raises(IomatrixError, match="another iomatrix is resuming it"):
+            session.run_matrix(matrix, opts, fetch=kernels.fetch, resume=run_dir)
+    assert len(fake.boots) == boots_before
+    # Once it is released, a resume runs (nothing is left to run: no boot).
+    record, again = session.run_matrix(matrix, opts, fetch=kernels.fetch, resume=run_dir)
+    assert again == run_dir
+    assert record.status == "complete"
