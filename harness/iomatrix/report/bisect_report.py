@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from iomatrix.analysis.bisect import BisectState, Evidence
 from iomatrix.report.tables import format_table
+from iomatrix.report.text import for_markdown
 
 
 def _short(label: str) -> str:
@@ -69,12 +70,13 @@ def text(state: BisectState) -> str:
 
 
 def markdown(state: BisectState) -> str:
-    lines = [f"## {state.outcome}: {state.summary}", ""]
-    lines += [f"- {line}" for line in _head(state)]
+    # The summary, the head and the rows carry commit subjects and reasons: inert Markdown.
+    lines = [f"## {state.outcome}: {for_markdown(state.summary)}", ""]
+    lines += [f"- {for_markdown(line)}" for line in _head(state)]
     if state.steps:
         lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
         for row in _rows(state):
-            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+            lines.append("| " + " | ".join(for_markdown(cell) for cell in row) + " |")
     lines.append("")
     lines.append(
         "Each step ran interleaved with both ends; ratio = step / end median, 95% bootstrap CI, "

@@ -23,6 +23,7 @@ from iomatrix.analysis.sequential import PairDecision
 from iomatrix.analysis.sequential import Session as SequentialSession
 from iomatrix.report import validity as validity_report
 from iomatrix.report.tables import format_table
+from iomatrix.report.text import for_markdown as markdown_text
 
 _VERDICT_ORDER: tuple[Verdict, ...] = (
     "regressed",
@@ -218,7 +219,8 @@ def render_table(comparison: Comparison) -> str:
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    # Labels, reasons and notes carry text a matrix or a guest wrote: inert in a PR comment.
+    return markdown_text(text)
 
 
 def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.analysis.compare import compare_runs
 from iomatrix.cli.main import main
 from iomatrix.report import text
+from iomatrix.report.comparison import render_markdown
 from iomatrix.store import rundir
 from iomatrix.store.records_io import write_record
 from support.builders import make_cell
-from support.runs import failed, make_run
+from support.runs import failed, make_run, ok
 
 # What a guest can print into a failed tool's message, and so into a cell's reason.
 HOSTILE = (
@@ -54,3 +56,15 @@ def test_show_prints_a_hostile_reason_inert(
     assert "all good" in out + err  # the reason is shown...
     assert "\x1b" not in out + err  # ...without its escape sequences
     assert "\\x1b]52" in out + err
+
+
+def test_the_pr_comment_shows_a_hostile_reason_inert() -> None:
+    cell = make_cell()
+    base = make_run([ok(cell, {"write_iops": [100.0, 101.0, 99.0]})], run_id="base")
+    new = make_run([failed(cell, HOSTILE)], run_id="new")
+    comment = render_markdown(compare_runs(base, new))
+    assert "all good" in comment  # the reason is in the comment...
+    assert "![x](" not in comment  # ...as text: no image, link, HTML or mention
+    assert "<img" not in comment.replace("\\<img", "")
+    assert "@octocat" not in comment
+    assert "\x1b" not in comment
