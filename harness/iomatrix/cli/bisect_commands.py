@@ -338,6 +338,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         allowed_host_devices=args.allow_host_device or (),
         concurrency=preflight.Concurrency(),
         vm_cpus=matrix.vm.cpus,
+        vm_memory_mib=matrix.vm.memory_mib,
     )
     if args.resume is not None:
         folder = args.resume.resolve()

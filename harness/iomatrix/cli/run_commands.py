@@ -66,6 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         allowed_host_devices=args.allow_host_device or (),
         concurrency=_concurrency(args),
         vm_cpus=matrix.vm.cpus,
+        vm_memory_mib=matrix.vm.memory_mib,
     )
     if sharing is not None:
         print(sharing, file=sys.stderr)
@@ -196,6 +197,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         allowed_host_devices=args.allow_host_device or (),
         concurrency=_concurrency(args),
         vm_cpus=base.vm.cpus,
+        vm_memory_mib=base.vm.memory_mib,
     )
     if sharing is not None:
         print(sharing, file=sys.stderr)

@@ -10,6 +10,7 @@ it raises.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from pathlib import Path
 from iomatrix import proc
 from iomatrix.adapters import fio
 from iomatrix.errors import IomatrixError, MatrixError, MatrixErrors
-from iomatrix.host import cores, hostdev
+from iomatrix.host import cores, hostdev, kernels
 from iomatrix.matrix.loader import place_errors
 from iomatrix.model.cell import Cell
 
@@ -52,6 +53,7 @@ def preflight(
     allowed_host_devices: Sequence[str],
     concurrency: Concurrency,
     vm_cpus: int,
+    vm_memory_mib: int = 2048,
 ) -> str | None:
     """Every refusal a command that runs `cells` must make (module docstring), in one place.
 
@@ -65,7 +67,88 @@ def preflight(
         # file:line:column, as the loader's own errors have.
         raise MatrixErrors(place_errors(source, exc.errors)) from None
     check_job_files(cells, source=source)
+    check_resources(cells, jobs=concurrency.jobs, vm_memory_mib=vm_memory_mib, source=source)
     return sharing
+
+
+@dataclass(frozen=True)
+class HostRoom:
+    """What this host has free for VMs: memory, the scratch folder's disk, /dev/shm."""
+
+    memory_bytes: int
+    scratch_bytes: int
+    shm_bytes: int
+
+
+def _free_bytes(folder: Path) -> int:
+    # The nearest folder that exists (the scratch folder is made on first use).
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    found = os.statvfs(folder)
+    return found.f_bavail * found.f_frsize
+
+
+def host_room(scratch: Path) -> HostRoom:
+    available = 0
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            available = int(line.split()[1]) * 1024
+    shm = Path("/dev/shm")
+    return HostRoom(available, _free_bytes(scratch), _free_bytes(shm) if shm.exists() else 0)
+
+
+def check_resources(
+    cells: Sequence[Cell],
+    *,
+    jobs: int,
+    vm_memory_mib: int,
+    source: str,
+    room: HostRoom | None = None,
+    scratch: Path | None = None,
+) -> None:
+    """Refuse a run this host cannot hold before anything is fetched or booted: `jobs` VMs'
+    memory plus their RAM-backed disks (tmpfs, in host memory), and their preallocated disk
+    images in the scratch folder. A boot attaches the disks of its cells' device profiles;
+    the largest boot's, times the boots side by side, is what must fit."""
+    if not cells:
+        return
+    if room is None:
+        room = host_room(scratch or _default_scratch())
+    file_disks = ram_disks = 0
+    for cell in cells:
+        profile = cell.device
+        size = profile.size_bytes * profile.count
+        if profile.backing == "file":
+            file_disks = max(file_disks, size)
+        elif profile.backing == "ram":
+            ram_disks = max(ram_disks, size)
+    gib = 1 << 30
+    memory = jobs * (vm_memory_mib * (1 << 20) + ram_disks)
+    problems = []
+    if memory > room.memory_bytes:
+        problems.append(
+            f"{jobs} VM(s) of {vm_memory_mib} MiB with {ram_disks / gib:.1f} GiB of RAM-backed "
+            f"disks need {memory / gib:.1f} GiB of memory; this host has "
+            f"{room.memory_bytes / gib:.1f} GiB available"
+        )
+    if jobs * ram_disks > room.shm_bytes:
+        problems.append(
+            f"RAM-backed disks need {jobs * ram_disks / gib:.1f} GiB in /dev/shm; it has "
+            f"{room.shm_bytes / gib:.1f} GiB free"
+        )
+    if jobs * file_disks > room.scratch_bytes:
+        problems.append(
+            f"disk images need {jobs * file_disks / gib:.1f} GiB in the scratch folder; it has "
+            f"{room.scratch_bytes / gib:.1f} GiB free (IOMATRIX_SCRATCH sets where it is)"
+        )
+    if problems:
+        raise IomatrixError(f"{source}: this host cannot hold the run: " + "; ".join(problems))
+
+
+def _default_scratch() -> Path:
+    # As host/session.py's default_scratch_dir (which imports this module's users).
+    env = os.environ.get("IOMATRIX_SCRATCH")
+    return Path(env) if env else kernels.cache_root() / "scratch"
 
 
 def job_files(cells: Sequence[Cell]) -> dict[str, list[str]]:
