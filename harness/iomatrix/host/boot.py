@@ -20,7 +20,7 @@ from typing import TextIO
 
 from iomatrix import proc
 from iomatrix.errors import IomatrixError, ResultFormatError
-from iomatrix.host import cores, kernels, qmp, vm
+from iomatrix.host import cores, hostdev, kernels, qmp, vm
 from iomatrix.model.cell import Cell, DeviceProfile, Timeouts, VmSettings
 from iomatrix.model.result import (
     BootEvent,
@@ -350,6 +350,8 @@ class BootClock:
 def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     """Boot the group's VM (again after a panic or hang) until every step is done."""
     records: list[BootRecord] = []
+    if _host_devices_changed(ctx, out):
+        return records
     qmp_dir = qmp.socket_dir()
     plan, argv, images = build_boot(ctx, qmp.socket_path(qmp_dir))
     watcher = host_disk_watcher(plan, qmp.socket_path(qmp_dir))
@@ -381,35 +383,16 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             # Backstop only: the watchdog and the agent's own budgets act long before it.
             timeout = 2 * timeouts.boot_s + len(pending) * (timeouts.cell_s + watchdog.grace_s)
             started = dt.datetime.now(dt.UTC)
-            exit_code: int | None = None
-            why: str | None = None
             if ctx.cancel is not None and ctx.cancel.is_set():
                 raise BootCancelled(ctx.group.boot_id)
-            try:
-                done = proc.run(
-                    argv,
-                    timeout_s=timeout,
-                    ok_codes=range(256),
-                    output_file=console,
-                    env=vm.vng_env(),
-                    stop=watchdog if ctx.cancel is None else _cancellable(watchdog, ctx.cancel),
-                    on_line=boot_clock,
-                    # QEMU must not outlive a killed iomatrix (it would hold its disks and CPU).
-                    die_with_parent=True,
-                )
-                exit_code = done.returncode
-                if exit_code == _VNG_NO_STATUS and boot_clock.script_exit is not None:
-                    exit_code = boot_clock.script_exit
-                outcome = "ok" if exit_code == 0 else "exit-error"
-            except proc.CommandTimeout as exc:
-                if ctx.cancel is not None and ctx.cancel.is_set():
-                    # Stopped with its run, as Ctrl-C stops a boot run in the main thread: no
-                    # record of the attempt, its unfinished cells left for --resume.
-                    raise BootCancelled(ctx.group.boot_id) from exc
-                outcome, why = "timeout", exc.reason
-            except proc.CommandError as exc:
-                # Killed by a signal (the OOM killer, a user's kill): a negative status.
-                exit_code, outcome = exc.returncode, "exit-error"
+            exit_code, outcome, why = _attempt(
+                ctx,
+                argv,
+                console=console,
+                timeout=timeout,
+                watchdog=watchdog,
+                boot_clock=boot_clock,
+            )
             _report_reader_problems(f"{ctx.group.boot_id}#{attempt}", boot_clock, out)
             if outcome != "timeout" and console_shows_panic(console):
                 outcome = "panic"
@@ -445,6 +428,64 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
         shutil.rmtree(qmp_dir, ignore_errors=True)
         watcher.report(out)
     return records
+
+
+def _attempt(
+    ctx: BootContext,
+    argv: Sequence[str],
+    *,
+    console: Path,
+    timeout: float,
+    watchdog: Watchdog,
+    boot_clock: BootClock,
+) -> tuple[int | None, str, str | None]:
+    """One boot of the VM: its exit status, its outcome (ok, exit-error, timeout) and why the
+    watchdog stopped it."""
+    try:
+        done = proc.run(
+            argv,
+            timeout_s=timeout,
+            ok_codes=range(256),
+            output_file=console,
+            env=vm.vng_env(),
+            stop=watchdog if ctx.cancel is None else _cancellable(watchdog, ctx.cancel),
+            on_line=boot_clock,
+            # QEMU must not outlive a killed iomatrix (it would hold its disks and CPU).
+            die_with_parent=True,
+        )
+    except proc.CommandTimeout as exc:
+        if ctx.cancel is not None and ctx.cancel.is_set():
+            # Stopped with its run, as Ctrl-C stops a boot run in the main thread: no record of
+            # the attempt, its unfinished cells left for --resume.
+            raise BootCancelled(ctx.group.boot_id) from exc
+        return None, "timeout", exc.reason
+    except proc.CommandError as exc:
+        # Killed by a signal (the OOM killer, a user's kill): a negative status.
+        return exc.returncode, "exit-error", None
+    exit_code = done.returncode
+    if exit_code == _VNG_NO_STATUS and boot_clock.script_exit is not None:
+        exit_code = boot_clock.script_exit
+    return exit_code, "ok" if exit_code == 0 else "exit-error", None
+
+
+def _host_devices_changed(ctx: BootContext, out: TextIO) -> bool:
+    """Right before the boot, each host device it attaches is checked again: still the device
+    the preflight confirmed (by its identity, not its path), and still not in use. When one is
+    not, the boot's cells fail saying why and nothing is attached."""
+    problems = [
+        problem
+        for profile in ctx.group.devices
+        if profile.backing == "host"
+        for problem in hostdev.recheck_before_boot(profile)
+    ]
+    if not problems:
+        return False
+    reason = "not run: a host device changed since it was confirmed: " + "; ".join(problems)
+    for step in ctx.group.steps:
+        if not rundir.cell_result(cell_dir(step)).exists():
+            host_side_result(Path(step.run_dir), step.cell, "error", reason)
+    print(f"iomatrix: boot {ctx.group.boot_id}: {reason}", file=out)
+    return True
 
 
 def _report_reader_problems(boot: str, boot_clock: BootClock, out: TextIO) -> None:

@@ -161,8 +161,62 @@ def host_device_problems(
 
 
 def _host_profiles(cells: Sequence[Cell]) -> list[DeviceProfile]:
-    profiles = {c.device.name: c.device for c in cells if c.device.backing == "host"}
+    # By name AND path: the two sides of an A/B may give one profile name different devices
+    # (keyed by name, the base side's device went unconfirmed and unchecked).
+    profiles = {
+        (c.device.name, c.device.path): c.device for c in cells if c.device.backing == "host"
+    }
     return list(profiles.values())
+
+
+def device_identity(path: str, sys_root: Path = Path("/sys")) -> str:
+    """What makes a block device this device and not another one that later takes its path:
+    its device number, serial and WWN (where the kernel says them) and its size. "" when the
+    path is no block device."""
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return ""
+    if not stat.S_ISBLK(st.st_mode):
+        return ""
+    kname = Path(os.path.realpath(path)).name
+    base = sys_root / "class" / "block" / kname
+    fields = [f"dev={os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"]
+    for name, where in (("serial", "device/serial"), ("wwid", "device/wwid"), ("wwid", "wwid")):
+        text = _read_text(base / where).strip()
+        if text:
+            fields.append(f"{name}={text}")
+    fields.append(f"sectors={_read_text(base / 'size').strip()}")
+    return " ".join(dict.fromkeys(fields))
+
+
+# The identity of each host device as the preflight confirmed it, by path: checked again right
+# before each boot that attaches it (recheck_before_boot).
+_CONFIRMED: dict[str, str] = {}
+
+
+def recheck_before_boot(profile: DeviceProfile, sys_root: Path = Path("/sys")) -> list[str]:
+    """Why a confirmed host device may not be attached now: it is in use, or its path names
+    another device than the one confirmed (a disk swapped, a loop device reattached)."""
+    path = profile.path
+    assert path is not None  # DeviceProfile guarantees a path with backing host
+    problems = host_device_problems(
+        profile,
+        mounts=_read_text(Path("/proc/mounts")),
+        swaps=_read_text(Path("/proc/swaps")),
+        mountinfo=_read_text(Path("/proc/self/mountinfo")),
+        sys_root=sys_root,
+    )
+    confirmed = _CONFIRMED.get(path)
+    now = device_identity(path, sys_root)
+    if confirmed is None:
+        problems.append(f"{path} was not confirmed by this command's preflight")
+    elif now != confirmed:
+        problems.append(
+            f"{path} is not the device confirmed before the run ({confirmed}); "
+            f"it is now {now or 'gone'}"
+        )
+    return problems
 
 
 def check_host_devices(
@@ -200,10 +254,13 @@ def check_host_devices(
                 )
             )
             continue
-        for problem in host_device_problems(
+        problems = host_device_problems(
             profile, mounts=mounts, swaps=swaps, mountinfo=mountinfo, sys_root=sys_root
-        ):
+        )
+        for problem in problems:
             errors.append(MatrixError(source, field, problem, loc=loc))
+        if not problems and profile.path is not None:
+            _CONFIRMED[profile.path] = device_identity(profile.path, sys_root)
     if errors:
         raise MatrixErrors(tuple(errors))
 

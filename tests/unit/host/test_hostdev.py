@@ -410,3 +410,47 @@ def test_run_and_ab_make_the_same_refusals_before_anything_runs(
         "--jobs 1\n"
     )
     assert not results.exists()  # nothing fetched, booted or written
+
+
+def test_an_ab_sides_devices_are_each_confirmed_though_they_share_a_profile_name(
+    tmp_path: Path, sysfs: Path
+) -> None:
+    """Base `spare: /dev/sdb`, new `spare: /dev/sdc`: keyed by profile name, only one of them
+    was confirmed and checked, and both were attached."""
+    base, new = (
+        host_cell(host_profile("/dev/sdb", name="spare")),
+        host_cell(host_profile("/dev/sdc", name="spare")),
+    )
+    errors = errors_of([base, new], ["/dev/sdc"], proc_root=fake_proc(tmp_path), sys_root=sysfs)
+    assert any("/dev/sdb is a block device of this machine" in e for e in errors), errors
+
+
+def test_a_host_device_is_checked_again_right_before_its_boot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Confirmed by identity (device number, serial or WWN, size), not by path: a device that
+    another disk replaced under the same path since the preflight is not attached."""
+    profile = host_profile("/dev/sdq", name="spare")
+    monkeypatch.setattr(hostdev, "host_device_problems", lambda *_a, **_k: [])
+    identities = iter(["dev=8:16 serial=A sectors=2097152", "dev=8:16 serial=B sectors=2097152"])
+    monkeypatch.setattr(hostdev, "device_identity", lambda *_a: next(identities))
+    assert hostdev.recheck_before_boot(profile) == [
+        "/dev/sdq was not confirmed by this command's preflight"
+    ]
+    monkeypatch.setitem(hostdev._CONFIRMED, "/dev/sdq", "dev=8:16 serial=A sectors=2097152")
+    [problem] = hostdev.recheck_before_boot(profile)
+    assert "is not the device confirmed before the run (dev=8:16 serial=A" in problem
+    assert "it is now dev=8:16 serial=B" in problem
+
+
+def test_the_identity_of_a_real_block_device_names_its_number_and_size() -> None:
+    found = (
+        [p for p in Path("/sys/class/block").iterdir()] if Path("/sys/class/block").is_dir() else []
+    )
+    devices = [p.name for p in found if Path(f"/dev/{p.name}").exists()]
+    if not devices:
+        pytest.skip("no block device node on this machine")
+    identity = hostdev.device_identity(f"/dev/{devices[0]}")
+    assert identity.startswith("dev=")
+    assert "sectors=" in identity
+    assert hostdev.device_identity("/dev/null") == ""
