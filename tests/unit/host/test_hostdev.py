@@ -444,9 +444,8 @@ def test_a_host_device_is_checked_again_right_before_its_boot(
 
 
 def test_the_identity_of_a_real_block_device_names_its_number_and_size() -> None:
-    found = (
-        [p for p in Path("/sys/class/block").iterdir()] if Path("/sys/class/block").is_dir() else []
-    )
+    sysfs = Path("/sys/class/block")
+    found = list(sysfs.iterdir()) if sysfs.is_dir() else []
     devices = [p.name for p in found if Path(f"/dev/{p.name}").exists()]
     if not devices:
         pytest.skip("no block device node on this machine")
