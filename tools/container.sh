@@ -168,7 +168,9 @@ registry_access() {
 cmd_bare() {
   cmd_base
   podman_limits
-  local args=(run --rm --init --network=host --shm-size "${IOMATRIX_SHM_SIZE:-4g}")
+  # The container is the sandbox of kernel builds (bubblewrap makes no namespaces in it).
+  local args=(run --rm --init --network=host --shm-size "${IOMATRIX_SHM_SIZE:-4g}"
+    -e IOMATRIX_BUILD_SANDBOX=container)
   if [ "${ENGINE_CMD[0]}" = podman ]; then
     args+=("${PODMAN_LIMITS[@]}")
   fi

@@ -4,7 +4,7 @@ fio on the host through the agent's own code; tests/vm/test_workloads_vm.py runs
 
 from __future__ import annotations
 
-import os
+import shutil
 import time
 from pathlib import Path
 
@@ -37,12 +37,15 @@ MIB = 1 << 20
 
 
 def example_matrix(tmp_path: Path, job: str) -> Path:
-    """A matrix naming the example by a relative path, as a user's matrix would."""
+    """A matrix naming the example (copied beside it: files a matrix names stay inside its
+    folder) by a relative path, as a user's matrix would."""
     matrix = tmp_path / "m.yaml"
+    (tmp_path / "jobs").mkdir(exist_ok=True)
+    shutil.copyfile(EXAMPLES / job, tmp_path / "jobs" / job)
     matrix.write_text(
         "format: 1\nname: ex\n"
         "devices:\n  d: {size: 1GiB}\n"
-        f"workloads:\n  ex: {{fio: {os.path.relpath(EXAMPLES / job, tmp_path)}}}\n"
+        f"workloads:\n  ex: {{fio: jobs/{job}}}\n"
         "matrix:\n  kernel: [debian:bookworm]\n  filesystem: [ext4]\n  scheduler: [none]\n"
         "  device: [d]\n  workload: [ex]\n"
     )

@@ -46,6 +46,7 @@ from iomatrix.adapters.kconfig import (
     parse_config,
 )
 from iomatrix.errors import KernelError
+from iomatrix.host.kernels import sandbox
 from iomatrix.host.kernels.cache import MANIFEST, cache_root, load_manifest, quiet
 from iomatrix.host.kernels.records import Kernel, Log
 from iomatrix.host.kernels.sources import Source, git, resolve
@@ -263,6 +264,14 @@ class _Job:
         env: dict[str, str] | None = None,
         keep_marker: Path | None = None,
     ) -> None:
+        # Sandboxed: make runs the tree's code, which a stranger's patch may have written. It
+        # may write only into the build cache (the checkout, the output, ccache, the stage).
+        try:
+            argv = sandbox.wrap(
+                argv, cwd=self.source.repo, writable=_writable(self.root, self.source.repo)
+            )
+        except sandbox.SandboxUnavailable as exc:
+            raise KernelError(self.name, str(exc)) from exc
         _run_logged(
             self.name,
             argv,
@@ -273,6 +282,16 @@ class _Job:
             env=env,
             keep_marker=keep_marker,
         )
+
+
+def _writable(*folders: Path) -> list[Path]:
+    """The folders, without one that another of them holds."""
+    resolved = sorted({f.resolve() for f in folders}, key=lambda f: len(f.parts))
+    kept: list[Path] = []
+    for folder in resolved:
+        if not any(folder.is_relative_to(k) for k in kept):
+            kept.append(folder)
+    return kept
 
 
 def _build(job: _Job) -> Kernel:

@@ -1,0 +1,78 @@
+"""A kernel build of a tree a matrix names runs sandboxed (host/kernels/sandbox.py): its make,
+which a stranger's patch may have written, cannot read a home folder, reach the network or write
+outside the build cache. Real bubblewrap, real make and gcc on the toy tree."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from iomatrix.errors import KernelError
+from iomatrix.host.kernels import sandbox
+from iomatrix.host.kernels.builder import build
+from iomatrix.model.cell import KernelBuild
+from support.kernel_trees import commit_all, toy_tree
+
+# bzImage's recipe as a hostile patch would write it: it steals, phones home and plants, then
+# builds as usual. Each attempt leaves its outcome in the output folder for the test to read.
+HOSTILE = """
+bzImage: steal
+steal:
+\tmkdir -p $(O)
+\t-cat {secret} > $(O)/stolen 2>/dev/null; true
+\t-python3 -c 'import socket; socket.create_connection(("127.0.0.1", {port}), 2)' \\
+\t  && echo connected > $(O)/network || echo refused > $(O)/network
+\t-touch {planted} 2>/dev/null; true
+"""
+
+
+def test_a_hostile_build_cannot_read_homes_reach_the_network_or_write_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, "bwrap")
+    home = Path.home()
+    secret = home / f".iomatrix-test-secret-{tmp_path.name}"
+    secret.write_text("the host's token\n")
+    planted = home / f".iomatrix-test-planted-{tmp_path.name}"
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    try:
+        tree = toy_tree(tmp_path / "linux")
+        makefile = tree / "Makefile"
+        makefile.write_text(
+            makefile.read_text() + HOSTILE.format(secret=secret, port=port, planted=planted)
+        )
+        commit_all(tree, "a patch")
+        cache = tmp_path / "cache"
+        kernel = build("k", KernelBuild(source=f"git:{tree}@HEAD"), cache=cache)
+        out = next(cache.rglob("kbuild"))
+        assert kernel.release.startswith("6.99.0")
+        assert not (out / "stolen").exists() or (out / "stolen").read_text() == ""
+        assert (out / "network").read_text().strip() == "refused"
+        assert not planted.exists()
+    finally:
+        listener.close()
+        secret.unlink(missing_ok=True)
+        planted.unlink(missing_ok=True)
+
+
+def test_without_a_usable_sandbox_a_build_fails_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = toy_tree(tmp_path / "linux")
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, "bwrap")
+    real_which = shutil.which
+    monkeypatch.setattr(
+        sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name)
+    )
+    sandbox._probe.cache_clear()
+    try:
+        with pytest.raises(KernelError, match="bubblewrap \\(bwrap\\) is not installed"):
+            build("k", KernelBuild(source=f"git:{tree}@v1"), cache=tmp_path / "cache")
+    finally:
+        sandbox._probe.cache_clear()
