@@ -68,7 +68,8 @@ def test_without_a_usable_sandbox_a_build_fails_saying_why(
     monkeypatch.setenv(sandbox.SANDBOX_ENV, "bwrap")
     real_which = shutil.which
     monkeypatch.setattr(
-        sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name)
+        "iomatrix.host.kernels.sandbox.shutil.which",
+        lambda name: None if name == "bwrap" else real_which(name),
     )
     sandbox._probe.cache_clear()
     try:
