@@ -32,8 +32,9 @@ Three additions for a nightly that judges the newest runs:
 - Nights are not independent (a runner's neighbours, a warm cache): a shuffle of single nights
   then understates how far a history wanders by chance. The permutations move blocks of
   consecutive runs instead, as long as the runs' integrated autocorrelation time
-  (1 + rho) / (1 - rho), rho the lag-1 autocorrelation of the residuals around the candidate
-  split's two medians (clipped at 3 robust sigmas, so one outlier does not decide it).
+  (1 + rho) / (1 - rho), rho the lag-1 autocorrelation of the residuals around the medians of the
+  segments found with single runs shuffled (clipped at 3 robust sigmas, so one outlier does not
+  decide it), when rho is above the 2 / sqrt(N) that independent runs reach by chance.
 - Short dips that recover (a few runs away and back) are too short for a split with `min_size`
   runs on each side to stand out of a long history: detect_dips scans each segment for the run
   of DIP_MIN_RUNS to DIP_MAX_RUNS consecutive runs that lie furthest from the segment's median
@@ -196,7 +197,7 @@ def robust_sigma(groups: Sequence[Sequence[float]]) -> float:
     """The noise of values that come in groups of one level each (the segments around a change):
     1.4826 x the median absolute deviation of every value from its own group's median. Outliers
     barely move it, where one night at -30% in 20 doubles a standard deviation."""
-    residuals = [abs(v - statistics.median(g)) for g in groups if g for v in g]
+    residuals = [abs(v - mid) for g in groups if g for mid in (statistics.median(g),) for v in g]
     return MAD_TO_SIGMA * statistics.median(residuals) if residuals else 0.0
 
 
@@ -221,11 +222,20 @@ def lag1_autocorrelation(groups: Sequence[Sequence[float]]) -> float:
 def block_length(values: Sequence[float], bounds: Sequence[int] = ()) -> int:
     """How many consecutive runs a permutation keeps together: the integrated autocorrelation
     time (1 + rho) / (1 - rho) of the residuals around the medians of the segments between
-    `bounds` (change points), rho clipped to [0, 0.9]; at most an eighth of the values."""
+    `bounds` (change points), rho at most 0.9 (see _block); at most an eighth of the values."""
     cuts = [0, *bounds, len(values)]
     groups = [values[lo:hi] for lo, hi in itertools.pairwise(cuts)]
-    rho = min(0.9, max(0.0, lag1_autocorrelation(groups)))
-    return max(1, min(round((1 + rho) / (1 - rho)), len(values) // 8))
+    return _block(lag1_autocorrelation(groups), len(values))
+
+
+def _block(rho: float, n: int) -> int:
+    """Blocks for a lag-1 autocorrelation rho of n values: 1 unless rho is above what
+    independent values give by chance (2 / sqrt(n), two standard errors: a short history's rho
+    wanders, and blocks cost a short history most of its power), else (1 + rho) / (1 - rho)."""
+    if rho < 2 / math.sqrt(n):
+        return 1
+    rho = min(0.9, rho)
+    return max(1, min(round((1 + rho) / (1 - rho)), n // 8))
 
 
 def _shuffle(rng: random.Random, values: Sequence[float], block: int) -> list[float]:
@@ -516,15 +526,23 @@ def _dip_scan(
     and a window never gains from a neighbour at the usual level. `center` and `scale` (the
     segment's median and robust sigma) do not change when the values are shuffled."""
     n = len(values)
+    roots = [math.sqrt(length) / scale for length in range(DIP_MAX_RUNS + 1)]
     best = (float("-inf"), -1, 0)
-    for length in range(DIP_MIN_RUNS, DIP_MAX_RUNS + 1):
-        last = n - min_after - length
-        if last < min_before:
-            break
-        root = math.sqrt(length) / scale
-        for a in range(min_before, last + 1):
-            window = values[a : a + length]
-            z = max(center - max(window), min(window) - center) * root
+    for a in range(min_before, n - min_after - DIP_MIN_RUNS + 1):
+        # The window grows from a; its lowest and highest values so far.
+        low = high = values[a]
+        for end in range(a + 1, min(a + DIP_MAX_RUNS, n - min_after)):
+            v = values[end]
+            if v < low:
+                low = v
+            elif v > high:
+                high = v
+            if low <= center <= high:
+                break  # on both sides of the center: no longer window from a is either
+            length = end - a + 1
+            if length < DIP_MIN_RUNS:
+                continue
+            z = (center - high if high < center else low - center) * roots[length]
             if z > best[0]:
                 best = (z, a, length)
     return best
@@ -578,6 +596,8 @@ def detect_dips(
         if scale <= 0:
             continue
         z, a, length = _dip_scan(segment, min_size, after, center, scale)
+        if a < 0:
+            continue  # every window has runs on both sides of the center: no dip
         a, length = _trim(segment, a, length)
         inside = segment[a : a + length]
         around = segment[:a] + segment[a + length :]
@@ -585,8 +605,7 @@ def detect_dips(
         if blocks:
             # Residuals around the candidate's own three levels: the dip itself is no dependence.
             groups = [segment[:a], inside, segment[a + length :]]
-            rho = min(0.9, max(0.0, lag1_autocorrelation(groups)))
-            used = max(1, min(round((1 + rho) / (1 - rho)), len(segment) // 8))
+            used = _block(lag1_autocorrelation(groups), len(segment))
 
         def scan(
             shuffled: Sequence[float],

@@ -143,6 +143,39 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_trend(args: argparse.Namespace) -> int:
     results = Path(args.results)
+    known = triage_entries(results, args.known)
+    size = (
+        f"at least {args.min_change:.1%}"
+        if args.min_change is not None
+        else (
+            f"at least max(3%, {trend.TREND_SIGMA_FACTOR:g} x robust sigma, "
+            f"{trend.TREND_STANDARD_ERRORS:g} standard errors)"
+        )
+    )
+    if args.alerts is not None:
+        if args.since or args.cell or args.metric:
+            raise IomatrixError(
+                "trend --alerts judges the whole archive: no --since, --cell, --metric"
+            )
+        news, ledger, examined = trend.nightly_alerts(
+            results,
+            args.alerts,
+            matrix=args.matrix,
+            alpha=args.alpha,
+            min_size=args.min_size,
+            min_change=args.min_change,
+            known=known,
+            fdr=args.fdr,
+        )
+        if args.json:
+            print(json.dumps([c.model_dump(mode="json") for c in news], indent=1))
+            return ExitCode.OK
+        print(
+            f"{examined} series examined; {len(news)} new change point(s) at alpha "
+            f"{args.alpha:g} and {size}; the ledger {args.alerts} holds {len(ledger.alerts)}"
+        )
+        _print_changes(news)
+        return ExitCode.OK
     changes, examined = trend.find_trends(
         results,
         cells=args.cell or (),
@@ -152,31 +185,26 @@ def cmd_trend(args: argparse.Namespace) -> int:
         min_size=args.min_size,
         min_change=args.min_change,
         since=args.since,
-        known=triage_entries(results, args.known),
+        known=known,
         fdr=args.fdr,
     )
     if args.json:
         print(json.dumps([c.model_dump(mode="json") for c in changes], indent=1))
         return ExitCode.OK
     news = [c for c in changes if c.triage is None]
-    known = [c for c in changes if c.triage == "acknowledged"]
+    acknowledged = [c for c in changes if c.triage == "acknowledged"]
     ignored = sum(c.triage == "ignored" for c in changes)
-    size = (
-        f"at least {args.min_change:.1%}"
-        if args.min_change is not None
-        else f"at least max(3%, {trend.TREND_COV_FACTOR:g} x CoV of the noisier side)"
-    )
     since = f" since {args.since}" if args.since else ""
     print(
         f"{examined} series with at least {2 * args.min_size} ok runs examined; "
         f"{len(news)} change point(s){since} at alpha {args.alpha:g} and {size}"
-        + (f"; {len(known)} known" if known else "")
+        + (f"; {len(acknowledged)} known" if acknowledged else "")
         + (f"; {ignored} ignored (triage file)" if ignored else "")
     )
-    for shown in (news, known):
+    for shown in (news, acknowledged):
         if not shown:
             continue
-        if shown is known:
+        if shown is acknowledged:
             print("\nknown changes:")
         _print_changes(shown)
     return ExitCode.OK
@@ -209,7 +237,7 @@ def _print_changes(changes: list[trend.TrendChange]) -> None:
             [
                 c.label,
                 c.metric,
-                c.verdict,
+                c.verdict if c.kind == "step" else f"{c.verdict} (a {c.dip_runs}-run dip)",
                 f"{c.before_median:.6g} -> {c.after_median:.6g}",
                 "-" if c.median_change is None else f"{100 * c.median_change:+.1f}%",
                 f"{c.p_value:.3g}" + ("" if c.q_value is None else f" (q {c.q_value:.2g})"),
@@ -302,8 +330,9 @@ def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description=(
             "Change-point detection (E-divisive means with a permutation test) on each cell and "
             "metric's history of per-run medians in the archive: lists each change with its size, "
-            "its significance and the runs on each side. A change is judged on whole segments of "
-            "runs, never against the single previous run."
+            "its significance and the runs on each side; a short dip that recovers is listed as "
+            "one. A change is judged on whole segments of runs, never against the single previous "
+            "run."
         ),
     )
     options.results(p)
@@ -327,7 +356,10 @@ def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=options.at_least(2),
         default=5,
         metavar="N",
-        help="fewest runs on each side of a change (default 5)",
+        help=(
+            "fewest runs on each side of a change (default 5; a step at the end of the history "
+            "may have 4 after it when every one of them is on the changed side)"
+        ),
     )
     p.add_argument(
         "--min-change",
@@ -335,7 +367,8 @@ def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="F",
         help=(
             "smallest change of the median that counts, e.g. 5%% (default: max(3%%, 1.5 x the "
-            "larger CoV of the runs before and after it))"
+            "robust sigma of the runs around it, 4 standard errors of the difference of the "
+            "medians, inflated when nights are autocorrelated))"
         ),
     )
     p.add_argument(
@@ -344,6 +377,17 @@ def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="only changes whose first run after is RUN or newer: what is new since RUN",
     )
     options.fdr(p)
+    p.add_argument(
+        "--alerts",
+        type=Path,
+        metavar="LEDGER",
+        help=(
+            "the nightly's alert step: list only the changes no earlier alert step reported (none "
+            "of the same series in the LEDGER within 2 runs of it, and not in the triage file), "
+            "and add every change found to the LEDGER (a JSON file, e.g. <results>/alerts.json; "
+            "a missing one is started with the history's changes, reported as none)"
+        ),
+    )
     p.add_argument(
         "--triage",
         "--known",

@@ -95,8 +95,8 @@ def test_trend_command_prints_the_change(
 
 
 def test_a_thousand_flat_histories_of_60_nights_report_at_most_one_change() -> None:
-    # 2% noise, as the nightly's quieter cells have: the permutation test alone reports a few
-    # (3 with this seed, all below 3%); the minimum change leaves at most one.
+    # 2% noise, as the nightly's quieter cells have: the permutation test alone reports a few;
+    # the floor leaves at most one.
     rng = random.Random(1)
     raw = large = 0
     for _ in range(1000):
@@ -145,7 +145,9 @@ def test_since_shows_only_what_is_new_and_known_changes_are_set_apart(
     argv = ["trend", "--results", str(tmp_path), "--known", str(known)]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
-    assert "0 change point(s) at alpha 0.01 and at least max(3%, 1.5 x CoV of the noisier" in out
+    assert (
+        "0 change point(s) at alpha 0.01 and at least max(3%, 1.5 x robust sigma, 5 standard" in out
+    )
     assert "; 1 known" in out
     assert "known changes:" in out
     assert "(known: acknowledged: the writeback patch, expected)" in out
@@ -219,8 +221,8 @@ def candidates(
 def test_the_false_discovery_rate_across_series_drops_flat_series_and_keeps_a_real_step() -> None:
     # 300 flat 40-night series at 2% noise and one with a 10% step. Judged one by one at alpha
     # 0.05 without a minimum magnitude, flat series "change" (seeded: this set has several);
-    # judged together (Benjamini-Hochberg over 301 series, each candidate's p resolved with
-    # 12,040 shuffles), only the step remains.
+    # judged together (Benjamini-Hochberg over 301 series, each candidate's p resolved by the
+    # tail of 999 shuffles), only the step remains.
     flat = [sample(7000 + n, 1000.0, 0.02, 40) for n in range(300)]
     step = sample(1, 1000.0, 0.02, 20) + sample(2, 900.0, 0.02, 20)
     changes, segments = candidates([*flat, step], alpha=0.05)
@@ -233,7 +235,94 @@ def test_the_false_discovery_rate_across_series_drops_flat_series_and_keeps_a_re
     assert found.refined_p is not None
     assert found.refined_p < found.p_value  # resolved below the first test's floor of 1/200
     assert found.q_value <= 0.05
-    assert found.first_run_after == "r20"
+    assert found.first_run_after in {"r19", "r20", "r21"}
+
+
+def test_the_false_discovery_rate_keeps_a_lone_strong_change_among_a_thousand_series() -> None:
+    # A nightly examines about 1,000 series. Counting shuffles, a p below alpha / 1,000 = 1e-5
+    # needed 100,000 of them and the count stopped at 50,000 (p >= 1/50,001): the change was
+    # always dropped. The tail fit of 999 shuffles resolves it.
+    flat = [sample(9000 + n, 1000.0, 0.02, 40) for n in range(999)]
+    step = sample(3, 1000.0, 0.02, 20) + sample(4, 900.0, 0.02, 20)
+    changes, segments = candidates([*flat, step], alpha=0.01)
+    kept = trend.fdr_filter(changes, segments, 1000, alpha=0.01, min_size=5)
+    assert [c.cell_id for c in kept] == ["c999"]
+    assert kept[0].refined_p is not None
+    assert kept[0].refined_p < 1e-5
+    assert kept[0].q_value is not None
+    assert kept[0].q_value <= 0.01
+
+
+def staircase(rng: random.Random) -> list[float]:
+    return [rng.gauss(level, level * 0.02) for level in (1000.0, 900.0, 810.0) for _ in range(20)]
+
+
+def test_a_second_step_after_an_earlier_one_is_found() -> None:
+    # -10% at night 20, -10% more at night 40. The floor came from the CoV of everything before
+    # the second step, the first step included: the second was found 0-2% of the time. From
+    # the change's own segments it is found (measured 199 of 200 at 2% noise).
+    rng = random.Random(5)
+    found = 0
+    for _ in range(50):
+        changes = trend.large_changes(staircase(rng))
+        found += any(abs(cp.index - 40) <= 2 for cp, _, _ in changes)
+    assert found >= 48
+
+
+def test_a_ten_percent_step_is_found_despite_an_outlier_night_in_twenty() -> None:
+    # One night in 20 at -30% inflated the CoV and with it the floor: a 10% step at 2% noise was
+    # found 25% of the time. The robust spread barely moves (measured 200 of 200).
+    rng = random.Random(6)
+    found = 0
+    for _ in range(50):
+        series = [
+            rng.gauss(1000.0 if n < 40 else 900.0, 20.0) * (0.7 if rng.random() < 0.05 else 1)
+            for n in range(60)
+        ]
+        found += any(abs(cp.index - 40) <= 2 for cp, _, _ in trend.large_changes(series))
+    assert found >= 48
+
+
+def test_a_five_night_dip_that_recovers_is_reported_as_a_dip(tmp_path: Path) -> None:
+    # Five nights 10% low, then back: a dip, with the runs it lasted and the run it ended at.
+    iops = [900.0 if 30 <= n < 35 else 1000.0 for n in range(60)]
+    run_ids = write_history(tmp_path, iops, [500.0] * 60)
+    changes, _ = trend.find_trends(tmp_path, metric_patterns=["*_iops"])
+    assert [(c.kind, c.verdict) for c in changes] == [("dip", "regressed")]
+    (dip,) = changes
+    assert (dip.first_run_after, dip.dip_runs, dip.first_run_back) == (
+        run_ids[30],
+        5,
+        run_ids[35],
+    )
+    assert dip.median_change == pytest.approx(-0.10, abs=0.02)
+    # As a rate, with 2% noise between nights (measured 196 of 200).
+    rng = random.Random(7)
+    found = 0
+    for _ in range(50):
+        series = [rng.gauss(900.0 if 30 <= n < 35 else 1000.0, 20.0) for n in range(60)]
+        found += any(
+            cp.kind == "dip" and abs(cp.index - 30) <= 1 for cp, _, _ in trend.large_changes(series)
+        )
+    assert found >= 45
+
+
+def ar1(rng: random.Random, n: int = 60, phi: float = 0.6) -> list[float]:
+    """Nights that remember the previous one: AR(1), 2% marginal noise around 1000."""
+    x, out = rng.gauss(0, 1), []
+    for _ in range(n):
+        x = phi * x + (1 - phi * phi) ** 0.5 * rng.gauss(0, 1)
+        out.append(1000 * (1 + 0.02 * x))
+    return out
+
+
+def test_autocorrelated_nights_false_alarm_rate() -> None:
+    # AR(1) at phi 0.6: about 110 of 1,000 flat 60-night histories had a change. With the floor
+    # inflated by the nights' autocorrelation and the steps that do not count pruned: 0 of 400
+    # measured (see the README; night by night, the alert step, is another matter).
+    rng = random.Random(8)
+    alarms = sum(bool(trend.large_changes(ar1(rng))) for _ in range(200))
+    assert alarms <= 4
 
 
 def test_trend_with_fdr_from_the_command_line(
