@@ -13,8 +13,9 @@
 # --report   the Markdown report to write (the workflow appends it to the job summary)
 # --repo     the git checkout that owns the results branch (default: this one)
 # --branch   the branch holding the archive (default: results); created (orphan) when missing.
-#            Its layout: runs/<run-id>/ (ordinary run folders, merged runs only); the index
-#            (runs/index.sqlite) is rebuilt from them and not committed.
+#            Its layout: runs/<run-id>/ (ordinary run folders, merged runs only), runs/alerts.json
+#            (the alert step's ledger); the index (runs/index.sqlite) is rebuilt from them and not
+#            committed.
 # --push     push the branch to origin after committing
 # --work     scratch folder (default: a temporary one, removed afterwards)
 # --canaries tonight's canary outcomes (tools/canaries.sh --ledger, a JSON-lines file): added to
@@ -22,11 +23,19 @@
 #            night in it written to the report; an empty or missing file is reported as such
 # --site     write the archive's HTML dashboard there (iomatrix report: every series' history, the
 #            changes new tonight, tonight's run); the workflow publishes it to GitHub Pages
-# --new-changes  write the change points new tonight (iomatrix trend --since tonight's run
-#            --json) there: the workflow opens an issue per new regression (regression_issue.py)
+# --new-changes  write the change points new tonight there (JSON): the workflow opens an issue
+#            per new regression (regression_issue.py)
 #
-# Exit status: 0 all cells ran; 1 cells are missing (or the push failed), the report says which;
-# 2 nothing to merge or the merge was refused. The report is written in every case.
+# New change points: the alert step (iomatrix trend --alerts) keeps the branch's runs/alerts.json,
+# beside runs/triage.yaml, committed with tonight's run: every change an earlier night reported,
+# by series and the runs around it. A change is new when no change of its series there is within
+# 2 runs of it (a location moves by a run or two as nights are added) and the triage file has not
+# decided about it, so a real step is news once. A branch without the ledger starts one with its
+# history's changes, none of them news.
+#
+# Exit status: 0 all cells ran; 1 cells are missing (or the push or the alert step failed), the
+# report says which; 2 nothing to merge or the merge was refused. The report is written in every
+# case.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-${VENV:-$root/.venv}/bin}
@@ -112,7 +121,7 @@ else
     "The nightly runs of this repository's matrices, one merged run folder per night under" \
     "runs/ (iomatrix history|trend|compare --results runs). Written by tools/nightly-archive.sh." \
     >"$archive/README.md"
-  printf '%s\n' "runs/index.sqlite*" "runs/.*" >"$archive/.gitignore"
+  printf '%s\n' "runs/index.*" "runs/.*" >"$archive/.gitignore"
 fi
 mkdir -p "$archive/runs"
 # The previous night of this matrix, before this one is added: the newest archived run of it.
@@ -133,7 +142,16 @@ cp -a "$merged" "$archive/runs/$run_id"
 if [ -n "$canaries" ] && [ -s "$canaries" ]; then
   cat "$canaries" >>"$archive/canaries.jsonl"
 fi
-git -C "$archive" add --all
+# The alert step, before the commit: its ledger (runs/alerts.json) is committed with the run.
+alerts=1
+if ! "$IOMATRIX" trend --results "$archive/runs" --matrix "$matrix_name" \
+  --alerts "$archive/runs/alerts.json" --json >"$work/new-changes.json" 2>"$work/alerts.txt"; then
+  alerts=''
+  status=1
+fi
+# The index and its locks (the alert step made them) are rebuilt from the runs, never committed
+# (a branch started before the ledger ignores only index.sqlite*).
+git -C "$archive" add --all -- . ':(exclude)runs/index.*'
 git -C "$archive" -c user.name="${GIT_AUTHOR_NAME:-iomatrix nightly}" \
   -c user.email="${GIT_AUTHOR_EMAIL:-iomatrix-nightly@users.noreply.github.com}" \
   commit --quiet -m "nightly $matrix_name $run_id: $counts"
@@ -152,13 +170,29 @@ else
 fi
 
 # --- trend over the archive and the comparison with the previous night ---------------------------
-md "## Change points over the archived history" ""
+md "## New change points tonight" ""
+if [ -n "$alerts" ]; then
+  "$BIN/python" - "$work/new-changes.json" >>"$report" <<'EOF'
+import json, sys
+changes = json.load(open(sys.argv[1]))
+if not changes:
+    print("None: every change point found was reported on an earlier night or is in the triage file.")
+for c in changes:
+    size = "" if c.get("median_change") is None else f" {100 * c['median_change']:+.1f}%"
+    what = f"a {c['dip_runs']}-run dip" if c.get("kind") == "dip" else "a step"
+    print(f"- `{c['label']}` `{c['metric']}`: {c['verdict']}{size} ({what}) from `{c['first_run_after']}`")
+EOF
+  if [ -n "$new_changes" ]; then
+    mkdir -p "$(dirname "$new_changes")"
+    cp "$work/new-changes.json" "$new_changes"
+  fi
+else
+  md "**The alert step failed** (no issue is opened tonight):" ""
+  fence "$work/alerts.txt"
+fi
+md "" "## Change points over the archived history" ""
 "$IOMATRIX" trend --results "$archive/runs" --matrix "$matrix_name" >"$work/trend.txt" 2>&1 || true
 fence "$work/trend.txt"
-if [ -n "$new_changes" ]; then
-  "$IOMATRIX" trend --results "$archive/runs" --matrix "$matrix_name" --since "$run_id" --json \
-    >"$new_changes" 2>"$work/new-changes.txt" || md "(the list of new changes failed)"
-fi
 if [ -n "$site" ]; then
   if "$IOMATRIX" report --results "$archive/runs" --matrix "$matrix_name" --since "$run_id" \
     --out "$site" >"$work/site.txt" 2>&1; then

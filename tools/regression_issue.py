@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """The GitHub issues the nightly opens for new confirmed regressions.
 
-    iomatrix trend --results runs --since RUN --json > trend.json
+    iomatrix trend --results runs --alerts runs/alerts.json --json > new-changes.json
     gh issue list --label performance-regression --json number,title > open.json
-    tools/regression_issue.py trend.json RUN_URL open.json > issues.jsonl
+    tools/regression_issue.py new-changes.json RUN_URL open.json > issues.jsonl
 
-reads the change points `iomatrix trend --json` lists and writes one JSON line per new
-regression (verdict "regressed", not in the triage file): its issue title and body, and whether
-to create the issue or comment on the open one of the same title (the title is the change's
-identity: cell, metric, first run after), so a change reported on two nights gets one issue.
-Standard library only: the workflow runs it without a virtualenv.
+reads the change points `iomatrix trend --json` lists (with --alerts: only the ones no earlier
+night reported, see iomatrix/analysis/trend.py) and writes one JSON line per regression (verdict
+"regressed", not in the triage file; a step, or a dip that recovered): its issue title and
+body, and whether to create the issue or comment on the open one of the same title (the title
+is the change's identity: cell, metric, first run after), so a change listed on two nights
+gets one issue even without the ledger. Standard library only: the workflow runs it without a
+virtualenv.
 """
 
 from __future__ import annotations
@@ -27,9 +29,18 @@ def issues(changes: list[dict[str, Any]], run_url: str) -> list[dict[str, str]]:
             continue
         size = change.get("median_change")
         how_much = "" if size is None else f" {100 * size:+.1f}%"
+        dip = change.get("kind") == "dip"
+        what = (
+            f"dipped{how_much} for {change.get('dip_runs')} runs" if dip else f"regressed{how_much}"
+        )
         title = (
-            f"iomatrix nightly: {change['metric']} of {change['label']} regressed{how_much} "
+            f"iomatrix nightly: {change['metric']} of {change['label']} {what} "
             f"from {change['first_run_after']}"
+        )
+        back = (
+            [f"- back at the earlier level from `{change['first_run_back']}`"]
+            if dip and change.get("first_run_back")
+            else []
         )
         body = "\n".join(
             [
@@ -40,9 +51,11 @@ def issues(changes: list[dict[str, Any]], run_url: str) -> list[dict[str, str]]:
                 f"- median {change['before_median']:.6g} -> {change['after_median']:.6g}"
                 f" ({how_much.strip() or 'n/a'}), p {change['p_value']:.3g}"
                 + ("" if change.get("q_value") is None else f", q {change['q_value']:.3g}"),
-                f"- runs before | after: {change['runs_before']} | {change['runs_after']}",
+                f"- runs before | after: {change['runs_before']} | {change['runs_after']}"
+                + (" (around the dip | in it)" if dip else ""),
                 f"- last run before: `{change['last_run_before']}`, first run after: "
                 f"`{change['first_run_after']}`",
+                *back,
                 "",
                 "Acknowledge or ignore it with `iomatrix triage ack|ignore --cell "
                 f"{change['cell_id']} --metric {change['metric']} --first-run-after "
