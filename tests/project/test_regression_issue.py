@@ -69,3 +69,37 @@ def test_one_issue_per_new_regression_and_none_once_triaged(tmp_path: Path) -> N
     )
     triage.append(triage.default_path(results), entry)
     assert issues_of(results, tmp_path) == []
+
+
+def test_a_dip_that_recovered_is_named_as_one(tmp_path: Path) -> None:
+    # The alert step lists a short dip that came back as one change: its issue says so.
+    change = {
+        "metric": "write_iops",
+        "label": "ext4/none",
+        "cell_id": "c1",
+        "verdict": "regressed",
+        "kind": "dip",
+        "dip_runs": 5,
+        "first_run_back": "night-35",
+        "median_change": -0.1,
+        "before_median": 1000.0,
+        "after_median": 900.0,
+        "p_value": 0.005,
+        "runs_before": 55,
+        "runs_after": 5,
+        "last_run_before": "night-29",
+        "first_run_after": "night-30",
+    }
+    (tmp_path / "new.json").write_text(json.dumps([change]))
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path / "new.json"), "https://example.invalid/2"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (issue,) = [json.loads(line) for line in out.splitlines()]
+    assert issue["title"] == (
+        "iomatrix nightly: write_iops of ext4/none dipped -10.0% for 5 runs from night-30"
+    )
+    assert "back at the earlier level from `night-35`" in issue["body"]
+    assert "(around the dip | in it)" in issue["body"]
