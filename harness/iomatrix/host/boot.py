@@ -8,6 +8,7 @@ A cell's result is the guest's; the host writes one only for a cell the guest co
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import re
 import shutil
@@ -129,18 +130,60 @@ def boot_dir(ctx: BootContext) -> Path:
     return rundir.boot_dir(ctx.rw_dir, ctx.group.boot_id)
 
 
+def guest_dir(ctx: BootContext) -> Path:
+    """The only folder the guest may write: one per boot, in the run's scratch folder, outside
+    the run folder. The guest is not trusted (docs/SECURITY.md): the host copies its files out
+    into the run folder, which the guest cannot reach, reading them as hostile (store.files)."""
+    return ctx.scratch / f"guest-{ctx.group.boot_id}"
+
+
+_SIDE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def guest_steps(ctx: BootContext, steps: Sequence[Step]) -> list[Step]:
+    """The steps as the guest sees them: each side's run folder (an A/B has two) replaced by a
+    folder of its own in the guest's folder."""
+    folders = list(dict.fromkeys(s.run_dir for s in ctx.group.steps))
+    names = [Path(f).name for f in folders]
+    # The run folder's own name (base, new, a run id) where it is one the copy accepts.
+    if len(set(names)) != len(names) or not all(_SIDE_NAME.fullmatch(n) for n in names):
+        names = [f"side{i}" for i in range(len(folders))]
+    sides = dict(zip(folders, names, strict=True))
+    root = guest_dir(ctx)
+    return [s.model_copy(update={"run_dir": str(root / sides[s.run_dir])}) for s in steps]
+
+
+def copy_out(guest: Sequence[Step], host: Sequence[Step]) -> list[str]:
+    """Each step's cell files from the guest's folder into its run folder (store.files reads
+    them without following a link, within limits); what was left behind, one line each."""
+    problems: list[str] = []
+    done: set[tuple[str, str]] = set()
+    for theirs, ours in zip(guest, host, strict=True):
+        key = (ours.run_dir, ours.cell.id)
+        if key in done:
+            continue
+        done.add(key)
+        side = Path(theirs.run_dir)
+        problems += files.copy_untrusted_folder(
+            side.parent, [side.name, "cells", ours.cell.id], cell_dir(ours)
+        )
+    return problems
+
+
 def build_boot(
-    ctx: BootContext, qmp_socket: Path | None = None
+    ctx: BootContext, qmp_socket: Path | None = None, steps: Sequence[Step] | None = None
 ) -> tuple[BootPlan, list[str], list[Path]]:
     """Plan file contents, the vng argv and the disk images for one boot (no side effects);
-    with qmp_socket, QEMU serves QMP there (the host's view of the disks, host/qmp.py)."""
+    with qmp_socket, QEMU serves QMP there (the host's view of the disks, host/qmp.py). The plan
+    holds `steps` (default: the group's), as the guest sees them (guest_steps)."""
+    shared = guest_dir(ctx)
     disks: list[Disk] = []
     images: list[Path] = []
     profiles = disk_profiles(ctx.group)
     first_scsi = next((i for i, p in enumerate(profiles) if p.bus == "scsi"), None)
     for slot, profile in enumerate(profiles):
         image = disk_image_path(ctx, slot)
-        for path in (image, ctx.rw_dir):
+        for path in (image, shared):
             if not _SAFE_HOST_PATH.match(str(path)):
                 raise IomatrixError(
                     f"{path} has characters QEMU cannot take (only letters, digits and ._+-/ "
@@ -156,9 +199,9 @@ def build_boot(
         boot_id=ctx.group.boot_id,
         kernel=ctx.group.kernel,
         disks=tuple(disks),
-        rw_dir=str(ctx.rw_dir),
+        rw_dir=str(shared),
         timeouts=ctx.timeouts,
-        steps=ctx.group.steps,
+        steps=tuple(guest_steps(ctx, ctx.group.steps if steps is None else steps)),
     )
     argv = vm.vng_argv(
         vng=vm.vng_path(),
@@ -167,7 +210,7 @@ def build_boot(
         modules_dir=ctx.kernel.modules_dir,
         vm=ctx.vm_settings,
         accelerator=ctx.accelerator,
-        rw_dir=str(ctx.rw_dir),
+        rw_dir=str(shared),
         disk_args=[d.qemu_args for d in disks],
         guest_command=vm.guest_agent_command(str(rundir.plan_file(boot_dir(ctx)))),
         shared_fs=ctx.shared_fs,
@@ -236,8 +279,11 @@ class Watchdog:
         grace_s: float = 60.0,
         clock: Callable[[], float] | None = None,
         last_output: Callable[[], float] | None = None,
+        also: Callable[[], None] | None = None,
     ) -> None:
         self.steps = list(steps)
+        # Called at every poll before judging (the run folder's mirror of the guest's cells).
+        self.also = also
         # When the console last printed a line (on the same clock), or None: not watched.
         self.last_output = last_output
         self.cell_s = cell_s
@@ -248,6 +294,8 @@ class Watchdog:
         self.first_seen: dict[tuple[str, str, int], float] = {}
 
     def __call__(self) -> str | None:
+        if self.also is not None:
+            self.also()
         now = self.clock()
         if self.last_output is not None and now - self.last_output() > self.boot_s:
             return (
@@ -348,15 +396,20 @@ class BootClock:
 
 
 def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
-    """Boot the group's VM (again after a panic or hang) until every step is done."""
+    """Boot the group's VM (again after a panic or hang) until every step is done.
+
+    The guest writes only into its own folder (guest_dir); after each boot, and as each cell
+    finishes, the host copies the cells' files out into the run folder. A restarted boot's plan
+    holds only the steps the run folder does not have yet."""
     records: list[BootRecord] = []
     if _host_devices_changed(ctx, out):
         return records
     qmp_dir = qmp.socket_dir()
     plan, argv, images = build_boot(ctx, qmp.socket_path(qmp_dir))
-    watcher = host_disk_watcher(plan, qmp.socket_path(qmp_dir))
     folder = boot_dir(ctx)
-    write_record(rundir.plan_file(folder), plan)
+    shared = guest_dir(ctx)
+    shared.mkdir(parents=True, exist_ok=True)
+    _copy_in(ctx)
     timeouts = ctx.timeouts
     scratch_images = [
         image
@@ -366,33 +419,45 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     for image, profile in zip(images, disk_profiles(ctx.group), strict=True):
         if profile.backing != "host":
             create_disk(image, profile.size_bytes, preallocate=profile.backing == "file")
+    watcher: qmp.HostDiskWatcher | None = None
     try:
         for attempt in range(_MAX_RESTARTS + 1):
             pending = [s for s in ctx.group.steps if not _step_done(s)]
             if not pending:
                 break
+            theirs = guest_steps(ctx, pending)
+            attempt_plan = plan.model_copy(update={"steps": tuple(theirs)})
+            write_record(rundir.plan_file(folder), attempt_plan)
+            watcher = host_disk_watcher(attempt_plan, pending, qmp.socket_path(qmp_dir))
             console = rundir.console_log(folder, attempt)
             boot_clock = BootClock(also=watcher)
+            # The watchdog reads the guest's own markers; cells the guest finished are copied
+            # out as it goes (the progress display reads the run folder).
             watchdog = Watchdog(
-                pending,
+                theirs,
                 cell_s=timeouts.cell_s,
                 boot_s=timeouts.boot_s,
                 grace_s=timeouts.grace_s,
                 last_output=boot_clock.last_line,
+                also=functools.partial(_mirror, theirs, pending),
             )
             # Backstop only: the watchdog and the agent's own budgets act long before it.
             timeout = 2 * timeouts.boot_s + len(pending) * (timeouts.cell_s + watchdog.grace_s)
             started = dt.datetime.now(dt.UTC)
             if ctx.cancel is not None and ctx.cancel.is_set():
                 raise BootCancelled(ctx.group.boot_id)
-            exit_code, outcome, why = _attempt(
-                ctx,
-                argv,
-                console=console,
-                timeout=timeout,
-                watchdog=watchdog,
-                boot_clock=boot_clock,
-            )
+            try:
+                exit_code, outcome, why = _attempt(
+                    ctx,
+                    argv,
+                    console=console,
+                    timeout=timeout,
+                    watchdog=watchdog,
+                    boot_clock=boot_clock,
+                )
+            finally:
+                for problem in copy_out(theirs, pending):
+                    print(f"iomatrix: boot {ctx.group.boot_id}: {problem}", file=out)
             _report_reader_problems(f"{ctx.group.boot_id}#{attempt}", boot_clock, out)
             if outcome != "timeout" and console_shows_panic(console):
                 outcome = "panic"
@@ -426,8 +491,44 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
         for image in scratch_images:
             image.unlink(missing_ok=True)
         shutil.rmtree(qmp_dir, ignore_errors=True)
-        watcher.report(out)
+        # rmtree removes links, never what they point to.
+        shutil.rmtree(shared, ignore_errors=True)
+        if watcher is not None:
+            watcher.report(out)
     return records
+
+
+def _copy_in(ctx: BootContext) -> None:
+    """Before the VM starts: what the run folder already has of the boot's cells (repetitions of
+    an earlier boot: a sequential session's earlier rounds, a resumed run), so that the agent
+    counts them when it decides a cell is complete. The guest folder is new and the guest not
+    yet running: nothing of its can be in the way."""
+    for guest_step, step in zip(guest_steps(ctx, ctx.group.steps), ctx.group.steps, strict=True):
+        mine, theirs = cell_dir(step), cell_dir(guest_step)
+        if theirs.exists() or not mine.is_dir():
+            continue
+        theirs.mkdir(parents=True)
+        for entry in mine.iterdir():
+            if entry.is_file() and not entry.is_symlink():
+                shutil.copyfile(entry, theirs / entry.name)
+
+
+def _mirror(theirs: Sequence[Step], ours: Sequence[Step]) -> None:
+    """While the VM runs: a cell the guest started is marked started in the run folder, and a
+    cell it finished is copied out, for the progress display (which reads the run folder).
+    Existence checks and the same hostile-file copy as after the boot."""
+    for guest_step, step in zip(theirs, ours, strict=True):
+        mine = cell_dir(step)
+        if rundir.cell_result(mine).exists():
+            continue
+        their_folder = cell_dir(guest_step)
+        if os.path.lexists(rundir.cell_result(their_folder)):
+            copy_out([guest_step], [step])
+        elif (
+            os.path.lexists(rundir.cell_started(their_folder))
+            and not rundir.cell_started(mine).exists()
+        ):
+            files.write_text_atomic(rundir.cell_started(mine), now_iso() + "\n")
 
 
 def _attempt(
@@ -496,7 +597,9 @@ def _report_reader_problems(boot: str, boot_clock: BootClock, out: TextIO) -> No
         )
 
 
-def host_disk_watcher(plan: BootPlan, qmp_socket: Path) -> qmp.HostDiskWatcher:
+def host_disk_watcher(
+    plan: BootPlan, host_steps: Sequence[Step], qmp_socket: Path
+) -> qmp.HostDiskWatcher:
     """QEMU's counters read at each workload's start and end, for the drives of its step, filed
     in the step's own cell folder (the guest names the step by its number in the plan)."""
     slots = {disk.serial: slot for slot, disk in enumerate(plan.disks)}
@@ -512,7 +615,8 @@ def host_disk_watcher(plan: BootPlan, qmp_socket: Path) -> qmp.HostDiskWatcher:
                 cell_dir=cell_dir(step),
                 drives=tuple(drives_of_key.get(step.disk_key, [])),
             )
-            for step in plan.steps
+            # The plan's steps, numbered as the guest numbers them, filed in the run folder.
+            for step in host_steps
         ],
     )
 

@@ -9,9 +9,10 @@ import errno
 import fcntl
 import json
 import os
+import re
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from iomatrix.errors import IomatrixError
@@ -27,24 +28,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     without importing tempfile: the guest agent writes its results with this, and tempfile
     (with shutil, random and their imports) cost 0.4 s of every boot's start-up under TCG.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        tmp = path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            continue
-        break
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def sha256_file(path: Path) -> str:
@@ -190,3 +174,109 @@ def load_untrusted_json(path: Path, *, max_bytes: int = MAX_RECORD_BYTES) -> obj
         return json.loads(text)
     except ValueError as exc:
         raise UntrustedFileError(path, f"not valid JSON (truncated or corrupted?): {exc}") from exc
+
+
+# A file name the guest may give a file the host copies out: what the agent writes (result.json,
+# rep-0.fio.json, cell.log, started, rep-0.started, ...), nothing that could name a path.
+_COPYABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# All of one cell's files together (a cell of many repetitions with latency logs stays below).
+MAX_CELL_BYTES = 512 << 20
+
+
+def open_folder_beneath(root: Path, parts: Sequence[str]) -> int:
+    """A file descriptor of root/parts..., every component opened without following a link
+    (a folder the guest replaced by a link to elsewhere is refused). The caller closes it."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            if not _COPYABLE_NAME.fullmatch(part):
+                raise UntrustedFileError(root.joinpath(*parts), f"{part!r} is not a folder name")
+            try:
+                inner = os.open(
+                    part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+                )
+            except OSError as exc:
+                raise UntrustedFileError(
+                    root.joinpath(*parts), f"{part}: not a folder ({exc.strerror or exc})"
+                ) from exc
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def copy_untrusted_folder(
+    root: Path,
+    parts: Sequence[str],
+    target: Path,
+    *,
+    max_file_bytes: int = MAX_RECORD_BYTES,
+    max_total_bytes: int = MAX_CELL_BYTES,
+) -> list[str]:
+    """Copy the regular files of root/parts... (a folder the guest wrote) into target, which
+    only the host writes. Nothing is followed or opened for a blocking read: a link, a FIFO, a
+    folder or a badly named entry is left behind, as is a file over max_file_bytes or past
+    max_total_bytes; each such is one line of the list returned. A missing folder copies nothing.
+    """
+    where = root.joinpath(*parts)
+    try:
+        folder = open_folder_beneath(root, parts)
+    except UntrustedFileError as exc:
+        return [] if not os.path.lexists(where) else [str(exc)]
+    problems: list[str] = []
+    total = 0
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(entry.name for entry in entries)
+        for name in names:
+            shown = where / name
+            if not _COPYABLE_NAME.fullmatch(name) or name.startswith("."):
+                problems.append(f"{where}: {name!r} is not a name the agent writes; left behind")
+                continue
+            try:
+                fd = os.open(
+                    name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder
+                )
+            except OSError as exc:
+                problems.append(f"{shown}: cannot read ({exc.strerror or exc}); left behind")
+                continue
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
+                    problems.append(f"{shown}: not a regular file; left behind")
+                    continue
+                if info.st_size > max_file_bytes or total + info.st_size > max_total_bytes:
+                    problems.append(f"{shown}: {info.st_size} bytes, over the limit; left behind")
+                    continue
+                data = os.read(fd, info.st_size + 1) if info.st_size else b""
+                total += len(data)
+            finally:
+                os.close(fd)
+            write_bytes_atomic(target / name, data[:max_file_bytes])
+    finally:
+        os.close(folder)
+    return problems
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """As write_text_atomic, for bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        tmp = path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            continue
+        break
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
