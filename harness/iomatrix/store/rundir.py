@@ -2,13 +2,15 @@
 
 Layout of a run folder (results/<run-id>/):
   run.json                 the whole run: format version, environment, matrix, every cell's result
-  cells/<cell-id>/         written by the guest agent: result.json, cell.log, rep-<n>.fio.json,
+  cells/<cell-id>/         the guest agent's files, copied out of the guest's own folder by the
+                           host (host/boot.py): result.json, cell.log, rep-<n>.fio.json,
                            rep-<n>.json (a finished repetition) and rep-<n>.started
   boots/<boot-id>/         plan.json (what the VM was asked to do), console-<n>.log (serial console)
 
-The host and the guest meet here (and in iomatrix.model), never by importing each other: the guest
-writes a repetition's files where these functions say, the host's watchdog and its blame after a
-dead VM read them from the same place. Stdlib only: the guest agent imports no pydantic
+The guest never writes here: it writes the same layout into a folder of its own (one per boot,
+in the run's scratch folder), and the host copies the files out reading them as hostile
+(store.files, docs/SECURITY.md). The host and the guest meet in these functions (and in
+iomatrix.model), never by importing each other. Stdlib only: the guest agent imports no pydantic
 (guest/plan_view.py); reading the records is store.records_io's.
 """
 
