@@ -43,6 +43,7 @@ changes are listed as notes).
 
 from __future__ import annotations
 
+import difflib
 import statistics
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
@@ -306,6 +307,25 @@ def _values(entry: CellEntry) -> dict[str, list[float]]:
         for name, value in rep.all_metrics().items():
             columns.setdefault(name, []).append(value)
     return columns
+
+
+def _check_metric_patterns(patterns: Sequence[str] | None, entries: Sequence[CellEntry]) -> None:
+    """A --metric that names no metric of either run is a typo, not "nothing to compare": a gate
+    would pass on it. Refused (exit 2) with the metrics there are and the closest one."""
+    if not patterns:
+        return
+    names = sorted({name for entry in entries for name in _values(entry)})
+    if not names:
+        return  # no cell has a repetition: the comparison says why on its own
+    for pattern in patterns:
+        if not any(fnmatchcase(name, pattern) for name in names):
+            close = difflib.get_close_matches(pattern, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            shown = ", ".join(names[:40]) + (", ..." if len(names) > 40 else "")
+            raise IomatrixError(
+                f"--metric {pattern}: no metric of these runs matches it{hint} "
+                f"(the metrics: {shown})"
+            )
 
 
 def _wanted(name: str, patterns: Sequence[str] | None) -> bool:
@@ -738,6 +758,7 @@ def compare_runs(
 
     base_cells = {e.cell.id: e for e in base.cells}
     new_cells = {e.cell.id: e for e in new.cells}
+    _check_metric_patterns(metrics, [*base.cells, *new.cells])
     pending: list[_Pending] = []
     matched = (
         list(dict.fromkeys(pairs))

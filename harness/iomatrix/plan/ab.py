@@ -3,6 +3,7 @@ with two values into its two sides. Pure: the session runs the pairs, compare ju
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 
 from iomatrix.errors import IomatrixError
@@ -37,6 +38,13 @@ def pair_cells(
 
 def split_matrix(matrix: Matrix, axis: str) -> tuple[list[Cell], list[Cell], str, str]:
     """One matrix with exactly two values of `axis`: the first value is the base, the second new."""
+    axes = list(matrix.cells[0].axis_values()) if matrix.cells else []
+    if axis not in axes:
+        close = [a for a in axes if a.startswith(axis)] or difflib.get_close_matches(
+            axis, axes, n=1
+        )
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise IomatrixError(f"--split {axis}: no such axis; the axes are {', '.join(axes)}{hint}")
     values = list(dict.fromkeys(c.axis_values()[axis] for c in matrix.cells))
     if len(values) != 2:
         raise IomatrixError(

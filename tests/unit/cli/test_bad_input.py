@@ -19,8 +19,16 @@ from pathlib import Path
 import pytest
 
 from iomatrix import proc
+from iomatrix.analysis.compare import compare_runs
 from iomatrix.cli import main as cli
+from iomatrix.cli.main import main
+from iomatrix.errors import IomatrixError
+from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import HOST_DEVICE_RE
+from iomatrix.plan import ab as ab_plan
+from support.builders import make_cell
+from support.paths import REPO_ROOT
+from support.runs import make_run, ok
 
 JOB = "[w]\nrw=randwrite\nbs=4k\nsize=16m\nruntime=3\n"
 
@@ -504,3 +512,26 @@ def test_the_base_matrix_and_job_file_run(
     monkeypatch.setenv("COLUMNS", "200")
     assert cli.main(["expand", str(path)]) == 0
     assert "1 cells in 1 boot(s)" in capsys.readouterr().out
+
+
+def test_typos_in_gate_flags_are_usage_errors_with_the_choices(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`ab --split mount` ended in a traceback with exit 1 (the code for "regression") and
+    `compare --metric nosuch` said "nothing to compare" with exit 0 (a gate would pass)."""
+    cell = make_cell()
+    base = make_run([ok(cell, {"write_iops": [100.0] * 5})], run_id="base")
+    new = make_run([ok(cell, {"write_iops": [90.0] * 5})], run_id="new")
+    with pytest.raises(IomatrixError, match="--metric write_iop: no metric of these runs"):
+        compare_runs(base, new, metrics=["write_iop"])
+    with pytest.raises(IomatrixError, match="did you mean 'write_iops'"):
+        compare_runs(base, new, metrics=["write_iop"])
+    assert compare_runs(base, new, metrics=["write_*"]).rows
+    matrix = load_matrix(REPO_ROOT / "matrix" / "quick.yaml")
+    with pytest.raises(IomatrixError, match=r"--split mount: no such axis.*did you mean"):
+        ab_plan.split_matrix(matrix, "mount")
+    code = main(["ab", str(REPO_ROOT / "matrix" / "quick.yaml"), "--split", "mount"])
+    _out, err = capsys.readouterr()
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert "no such axis" in err
