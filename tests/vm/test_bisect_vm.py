@@ -11,7 +11,7 @@ build in the range (README, "Kernels from source").
 from __future__ import annotations
 
 import json
-import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +59,13 @@ def base_tree() -> Path:
 
 def write_matrix(tmp_path: Path, tree: Path) -> Path:
     path = tmp_path / "bisect.yaml"
-    presets = os.path.relpath(REPO_ROOT / "matrix" / "presets" / "base.yaml", tmp_path)
-    workload = os.path.relpath(REPO_ROOT / "matrix" / "workloads" / "randwrite-4k.fio", tmp_path)
-    path.write_text(MATRIX.format(presets=presets, tree=tree, workload=workload))
+    # Copied beside the matrix: files a matrix names stay inside its folder (docs/SECURITY.md).
+    for name in ("presets/base.yaml", "workloads/randwrite-4k.fio"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        shutil.copyfile(REPO_ROOT / "matrix" / name, tmp_path / name)
+    path.write_text(
+        MATRIX.format(presets="presets/base.yaml", tree=tree, workload="workloads/randwrite-4k.fio")
+    )
     return path
 
 

@@ -8,6 +8,7 @@ the run. The refusals (not confirmed, in use, --jobs) are tests/unit/host/test_h
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,13 +64,10 @@ def test_a_confirmed_host_device_is_attached_formatted_and_measured(
 ) -> None:
     device, backing = loop_device
     matrix = tmp_path / "host-device.yaml"
-    matrix.write_text(
-        MATRIX.format(
-            presets=os.path.relpath(REPO_ROOT / "matrix" / "presets" / "base.yaml", tmp_path),
-            device=device,
-            workload=os.path.relpath(TESTS_DIR / "data" / "vm" / "randwrite-short.fio", tmp_path),
-        )
-    )
+    # Copied beside the matrix: files a matrix names stay inside its folder (docs/SECURITY.md).
+    shutil.copyfile(REPO_ROOT / "matrix" / "presets" / "base.yaml", tmp_path / "base.yaml")
+    shutil.copyfile(TESTS_DIR / "data" / "vm" / "randwrite-short.fio", tmp_path / "short.fio")
+    matrix.write_text(MATRIX.format(presets="base.yaml", device=device, workload="short.fio"))
     record, _run_dir, _done = run_matrix(
         matrix, tmp_path / "results", "--allow-host-device", device
     )
