@@ -32,6 +32,10 @@ steal:
 def test_a_hostile_build_cannot_read_homes_reach_the_network_or_write_outside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if sandbox.mode() == "container" and sandbox._probe() is not None:
+        # The runner image and the bare container: the container is the sandbox, and bubblewrap
+        # cannot make namespaces inside it. On a host (.ci/run) make setup installs it.
+        pytest.skip(f"inside a container: {sandbox._probe()}")
     monkeypatch.setenv(sandbox.SANDBOX_ENV, "bwrap")
     home = Path.home()
     secret = home / f".iomatrix-test-secret-{tmp_path.name}"
