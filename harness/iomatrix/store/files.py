@@ -250,11 +250,17 @@ def copy_untrusted_folder(
                 if info.st_size > max_file_bytes or total + info.st_size > max_total_bytes:
                     problems.append(f"{shown}: {info.st_size} bytes, over the limit; left behind")
                     continue
-                data = os.read(fd, info.st_size + 1) if info.st_size else b""
+                # Until end of file, never past the size fstat gave (the guest may still write).
+                chunks: list[bytes] = []
+                left = info.st_size
+                while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+                    chunks.append(chunk)
+                    left -= len(chunk)
+                data = b"".join(chunks)
                 total += len(data)
             finally:
                 os.close(fd)
-            write_bytes_atomic(target / name, data[:max_file_bytes])
+            write_bytes_atomic(target / name, data)
     finally:
         os.close(folder)
     return problems

@@ -92,3 +92,31 @@ def test_a_console_log_planted_as_a_link_is_not_written_through(tmp_path: Path) 
     # The host's own excerpt of a planted log: nothing, no hang.
     assert boot.console_excerpt(fifo) == ""
     assert not boot.console_shows_panic(log)
+
+
+def test_copying_a_guest_folder_out_takes_regular_files_only(tmp_path: Path) -> None:
+    """The guest's cell folder copied into the run folder: regular files with the agent's names
+    whole (a 3 MiB one read in pieces), links, FIFOs, folders and odd names left behind and
+    said, and a folder the guest replaced by a link refused."""
+    guest = tmp_path / "guest"
+    cell = guest / "side" / "cells" / "c1"
+    cell.mkdir(parents=True)
+    secret = tmp_path / "secret"
+    secret.write_text("host secret\n")
+    (cell / "rep-0.fio.json").write_bytes(b"x" * (3 << 20))
+    (cell / "result.json").write_text("{}\n")
+    (cell / "rep-1.json").symlink_to(secret)
+    os.mkfifo(cell / "rep-2.json")
+    (cell / "sub").mkdir()
+    (cell / ".hidden").write_text("no\n")
+    target = tmp_path / "run" / "cells" / "c1"
+    problems = files.copy_untrusted_folder(guest, ["side", "cells", "c1"], target)
+    assert sorted(p.name for p in target.iterdir()) == ["rep-0.fio.json", "result.json"]
+    assert (target / "rep-0.fio.json").stat().st_size == 3 << 20
+    assert len(problems) == 4, problems
+    # A folder on the way replaced by a link to elsewhere: nothing copied, said once.
+    (guest / "evil").symlink_to(secret.parent)
+    assert files.copy_untrusted_folder(guest, ["evil"], tmp_path / "x") != []
+    assert not (tmp_path / "x").exists()
+    # A folder the guest never made: nothing to copy, nothing to say.
+    assert files.copy_untrusted_folder(guest, ["none", "cells", "c9"], tmp_path / "y") == []
