@@ -27,8 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from iomatrix.host import kernels, vm
+from iomatrix.host import guest_root, kernels, vm
 from iomatrix.host.boot import create_disk
+from iomatrix.host.guest_root import GUEST_INPUT, GUEST_OUT
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.report import timeline
 from iomatrix.store.records_io import load_run
@@ -70,7 +71,18 @@ def handwritten_argv(work: Path) -> list[str]:
     shared_fs, _ = vm.shared_fs_for_host()
     image = work / "disk.img"
     create_disk(image, cell.device.size_bytes, preallocate=cell.device.backing == "file")
-    job = ROOT / "matrix" / "workloads" / "randwrite-4k.fio"
+    # The guest runs on the root iomatrix gives it; the script and job file are lent to it in
+    # an input folder, its output folder is `work`, as iomatrix's are.
+    root, _record = guest_root.ensure(
+        kernels.cache_root(),
+        offline=kernels.offline_requested(),
+        mirror=lambda: kernels.debian_mirror("the guest root"),
+        log=print,
+    )
+    given = work / "input"
+    given.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SCRIPT, given / SCRIPT.name)
+    shutil.copy(ROOT / "matrix" / "workloads" / "randwrite-4k.fio", given / "job.fio")
     return vm.vng_argv(
         vng=vm.vng_path(),
         vmlinuz=kernel.vmlinuz,
@@ -78,9 +90,16 @@ def handwritten_argv(work: Path) -> list[str]:
         modules_dir=kernel.modules_dir,
         vm=matrix.vm,
         accelerator=accelerator,
+        guest_root=str(root),
+        input_dir=str(given),
         rw_dir=str(work),
         disk_args=[vm.disk_qemu_args(cell.device, str(image), 0)],
-        guest_command=["bash", str(SCRIPT), str(job), str(work / "out")],
+        guest_command=[
+            "bash",
+            str(GUEST_INPUT / SCRIPT.name),
+            str(GUEST_INPUT / "job.fio"),
+            str(GUEST_OUT / "out"),
+        ],
         shared_fs=shared_fs,
     )
 

@@ -4,7 +4,6 @@ probes answered."""
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import threading
 from collections.abc import Callable, Sequence
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix import proc
+from iomatrix.host import guest_root
 from iomatrix.model.result import CellResult
 from iomatrix.plan.boots import BootPlan
 from iomatrix.store.records_io import write_record
@@ -22,11 +22,35 @@ from support.paths import REPO_ROOT
 
 
 def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """TCG, a private kernel cache, four host cores, 9p: no probe runs."""
+    """TCG, a private kernel cache, four host cores, 9p: no probe runs (the guest root is
+    tests/unit/conftest.py's stand-in)."""
     monkeypatch.setenv("IOMATRIX_ACCEL", "tcg")
     monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr("iomatrix.host.cores.available_cpus", lambda: (0, 1, 2, 3))
     monkeypatch.setattr("iomatrix.host.vm.shared_fs_for_host", lambda: ("9p", "test"))
+
+
+def lent_folders(argv: Sequence[str]) -> dict[str, Path]:
+    """The folders a vng argv lends the guest: the guest's path -> the host's."""
+    lent = {}
+    for word in argv:
+        if word.startswith(("--rodir=", "--rwdir=")):
+            guest, _, host = word.split("=", 1)[1].partition("=")
+            lent[guest] = Path(host)
+    return lent
+
+
+def host_view(plan: BootPlan, argv: Sequence[str]) -> BootPlan:
+    """The plan the guest read, with its run folders where the host has them (the guest
+    folder), as a fake guest writes them."""
+    out = lent_folders(argv)[str(guest_root.GUEST_OUT)]
+    steps = tuple(
+        s.model_copy(
+            update={"run_dir": str(out / Path(s.run_dir).relative_to(guest_root.GUEST_OUT))}
+        )
+        for s in plan.steps
+    )
+    return plan.model_copy(update={"steps": steps, "rw_dir": str(out)})
 
 
 @dataclass(frozen=True)
@@ -52,8 +76,9 @@ class FakeVms:
     def __call__(self, argv: Sequence[str], **kwargs: object) -> proc.Completed:
         if not any(Path(a).name == "vng" for a in argv[:4]):
             return proc.Completed(tuple(argv), 0, "version 1.0\n", "", 0.01)
-        plan_path = next(word for word in shlex.split(argv[-1]) if word.endswith("plan.json"))
-        plan = BootPlan.model_validate_json(Path(plan_path).read_text())
+        given = lent_folders(argv)[str(guest_root.GUEST_INPUT)]
+        guest_plan = BootPlan.model_validate_json((given / "plan.json").read_text())
+        plan = host_view(guest_plan, argv)
         with self.lock:
             self.boots.append((plan.boot_id, argv[2] if argv[0] == "taskset" else ""))
         stop = kwargs.get("stop")

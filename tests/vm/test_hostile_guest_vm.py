@@ -1,12 +1,15 @@
-"""A hostile guest, as a stranger's job file makes one (issue 25): its `exec_prerun` plants
-symbolic links and FIFOs, named as every file the host writes or reads, in every folder it can
-write, pointing outside the run; it prints console lines with `../` in every field; then it
-panics the guest. The run ends (no hang) with a run.json, the cell fails with the panic, the
-cell after it runs (the VM is booted again), nothing outside the run folder is written, and the
-host prints no traceback."""
+"""A hostile guest, as a stranger's job file makes one (issue 25): its `exec_prerun` tries to
+read a secret of the host's (a 0600 file beside the matrix, and one in the invoking user's
+home), plants symbolic links and FIFOs, named as every file the host writes or reads, in every
+folder it can write, pointing outside the run; it prints console lines with `../` in every
+field; then it panics the guest. The run ends (no hang) with a run.json, the cell fails with the
+panic, the cell after it runs (the VM is booted again), the secret appears nowhere, nothing
+outside the run folder is written, and the host prints no traceback."""
 
 from __future__ import annotations
 
+import base64
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +30,12 @@ NAMES = (
 
 HOSTILE_SCRIPT = """\
 #!/bin/sh
+# The guest boots on its own root: the host's files are not there to read.
+for secret in {secrets}; do
+  cat "$secret" > /dev/console 2>&1
+  ls -la "$(dirname "$secret")" > /dev/console 2>&1
+done
+echo "hostile: root holds $(ls / | tr '\\n' ' ')" > /dev/console
 # Every folder the guest can write: the 9p mounts that are not read-only.
 outside={outside}
 for mount in $(awk '$3 == "9p" && $2 != "/" {{print $2}}' /proc/mounts); do
@@ -79,12 +88,20 @@ def test_a_hostile_guest_cannot_write_outside_the_run_or_hang_or_crash_the_host(
     outside.mkdir()
     project = tmp_path / "project"
     (project / "workloads").mkdir(parents=True)
-    script = project / "hostile.sh"
-    script.write_text(HOSTILE_SCRIPT.format(outside=outside, names=NAMES))
-    script.chmod(0o755)
+    # Two secrets the host has and the guest does not need: one beside the matrix (its folder
+    # is never lent to the guest, only copies of the job files), one in the invoking user's home.
+    word = f"iomatrix-secret-{secrets.token_hex(8)}"
+    beside = project / "secret.txt"
+    home = Path.home() / f".iomatrix-test-secret-{secrets.token_hex(4)}"
+    for secret in (beside, home):
+        secret.write_text(word + "\n")
+        secret.chmod(0o600)
+    script = HOSTILE_SCRIPT.format(outside=outside, names=NAMES, secrets=f"{beside} {home}")
+    # The script travels inside the job file: the guest sees no file of the host's.
+    encoded = base64.b64encode(script.encode()).decode()
     (project / "workloads" / "hostile.fio").write_text(
         "[global]\nioengine=libaio\ndirect=1\nbs=4k\nsize=16m\n"
-        f"[hostile]\nrw=randwrite\nexec_prerun=sh {script}\n"
+        f"[hostile]\nrw=randwrite\nexec_prerun=sh -c 'echo {encoded} | base64 -d | sh'\n"
     )
     (project / "workloads" / "short.fio").write_text(
         (TESTS_DIR / "data" / "faults" / "workloads" / "short.fio").read_text()
@@ -92,17 +109,20 @@ def test_a_hostile_guest_cannot_write_outside_the_run_or_hang_or_crash_the_host(
     matrix = project / "hostile.yaml"
     matrix.write_text(MATRIX)
     results = tmp_path / "results"
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "iomatrix", "run", str(matrix)),
-            *("--results", str(results), "--no-progress"),
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-    )
+    try:
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "iomatrix", "run", str(matrix)),
+                *("--results", str(results), "--no-progress"),
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=1500,
+            check=False,
+        )
+    finally:
+        home.unlink()
     output = done.stdout + done.stderr
     assert "Traceback" not in output, output[-4000:]
     assert done.returncode in (0, 1), output[-4000:]
@@ -113,6 +133,13 @@ def test_a_hostile_guest_cannot_write_outside_the_run_or_hang_or_crash_the_host(
     # The script did plant (in the guest's own folder, the only one it can write).
     consoles = "".join(p.read_text(errors="replace") for p in run_dir.glob("boots/*/console-*.log"))
     assert "hostile: planting in " in consoles
+    # It ran, on the guest's own root (no /work, no /home of the host's users) ...
+    assert "hostile: root holds " in consoles
+    # ... and read neither secret: it is in no file of the run, nor in what the host printed.
+    assert word not in output
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert word not in path.read_text(errors="replace"), path
     assert by_workload["short"].status == "ok", by_workload["short"].reason
     # Nothing outside the run folder was written through the links: the targets do not exist.
     assert list(outside.iterdir()) == []

@@ -23,7 +23,7 @@ from iomatrix.cli.kernel_commands import fetcher
 from iomatrix.cli.matrix_commands import QUICK_HELP, SHARD_HELP, select, use_quick_variant
 from iomatrix.cli.report_commands import write_report_or_warn
 from iomatrix.errors import IomatrixError
-from iomatrix.host import boot, cores, kernels, preflight, session
+from iomatrix.host import boot, cores, guest_root, kernels, preflight, session
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.plan import ab
@@ -164,6 +164,8 @@ def _show_commands(
             scratch=scratch,
             vm_settings=matrix.vm,
             timeouts=matrix.timeouts,
+            # Where the run finds (or first builds) the guest's root.
+            guest_root=guest_root.tree(kernels.cache_root(), guest_root.suite()),
             host_cpus=slots[index % len(slots)],
         )
         _plan, argv, _images = boot.build_boot(ctx)

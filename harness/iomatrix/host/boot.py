@@ -7,6 +7,7 @@ A cell's result is the guest's; the host writes one only for a cell the guest co
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import os
@@ -21,7 +22,8 @@ from typing import TextIO
 
 from iomatrix import proc
 from iomatrix.errors import IomatrixError, ResultFormatError
-from iomatrix.host import cores, hostdev, kernels, qmp, vm
+from iomatrix.host import cores, guest_io, hostdev, kernels, qmp, vm
+from iomatrix.host.guest_io import cell_dir
 from iomatrix.model.cell import Cell, DeviceProfile, Timeouts, VmSettings
 from iomatrix.model.result import (
     BootEvent,
@@ -95,6 +97,8 @@ class BootContext:
     scratch: Path
     vm_settings: VmSettings
     timeouts: Timeouts
+    # The guest's own read-only root filesystem (host/guest_root.py), never the host's.
+    guest_root: Path
     shared_fs: vm.SharedFs = "9p"
     # The host cores the VM is pinned to (its vng under taskset); empty: not pinned.
     host_cpus: tuple[int, ...] = ()
@@ -137,37 +141,15 @@ def guest_dir(ctx: BootContext) -> Path:
     return ctx.scratch / f"guest-{ctx.group.boot_id}"
 
 
-_SIDE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+def _guest_steps(ctx: BootContext, steps: Sequence[Step]) -> list[Step]:
+    return guest_io.guest_steps(guest_dir(ctx), ctx.group.steps, steps)
 
 
-def guest_steps(ctx: BootContext, steps: Sequence[Step]) -> list[Step]:
-    """The steps as the guest sees them: each side's run folder (an A/B has two) replaced by a
-    folder of its own in the guest's folder."""
-    folders = list(dict.fromkeys(s.run_dir for s in ctx.group.steps))
-    names = [Path(f).name for f in folders]
-    # The run folder's own name (base, new, a run id) where it is one the copy accepts.
-    if len(set(names)) != len(names) or not all(_SIDE_NAME.fullmatch(n) for n in names):
-        names = [f"side{i}" for i in range(len(folders))]
-    sides = dict(zip(folders, names, strict=True))
-    root = guest_dir(ctx)
-    return [s.model_copy(update={"run_dir": str(root / sides[s.run_dir])}) for s in steps]
-
-
-def copy_out(guest: Sequence[Step], host: Sequence[Step]) -> list[str]:
-    """Each step's cell files from the guest's folder into its run folder (store.files reads
-    them without following a link, within limits); what was left behind, one line each."""
-    problems: list[str] = []
-    done: set[tuple[str, str]] = set()
-    for theirs, ours in zip(guest, host, strict=True):
-        key = (ours.run_dir, ours.cell.id)
-        if key in done:
-            continue
-        done.add(key)
-        side = Path(theirs.run_dir)
-        problems += files.copy_untrusted_folder(
-            side.parent, [side.name, "cells", ours.cell.id], cell_dir(ours)
-        )
-    return problems
+def input_dir(ctx: BootContext) -> Path:
+    """The boot's input folder, lent read-only to the guest at GUEST_INPUT: the plan as the
+    guest reads it (guest_plan) and copies of the job files it names, nothing else of the host's
+    (the matrix's folder may be a user's home)."""
+    return ctx.scratch / f"input-{ctx.group.boot_id}"
 
 
 def build_boot(
@@ -175,7 +157,7 @@ def build_boot(
 ) -> tuple[BootPlan, list[str], list[Path]]:
     """Plan file contents, the vng argv and the disk images for one boot (no side effects);
     with qmp_socket, QEMU serves QMP there (the host's view of the disks, host/qmp.py). The plan
-    holds `steps` (default: the group's), as the guest sees them (guest_steps)."""
+    holds `steps` (default: the group's), in the guest folder's view (guest_io.guest_steps)."""
     shared = guest_dir(ctx)
     disks: list[Disk] = []
     images: list[Path] = []
@@ -183,7 +165,7 @@ def build_boot(
     first_scsi = next((i for i, p in enumerate(profiles) if p.bus == "scsi"), None)
     for slot, profile in enumerate(profiles):
         image = disk_image_path(ctx, slot)
-        for path in (image, shared):
+        for path in (image, shared, input_dir(ctx), ctx.guest_root, Path(vm.package_dir())):
             if not _SAFE_HOST_PATH.match(str(path)):
                 raise IomatrixError(
                     f"{path} has characters QEMU cannot take (only letters, digits and ._+-/ "
@@ -201,7 +183,7 @@ def build_boot(
         disks=tuple(disks),
         rw_dir=str(shared),
         timeouts=ctx.timeouts,
-        steps=tuple(guest_steps(ctx, ctx.group.steps if steps is None else steps)),
+        steps=tuple(_guest_steps(ctx, ctx.group.steps if steps is None else steps)),
     )
     argv = vm.vng_argv(
         vng=vm.vng_path(),
@@ -210,9 +192,11 @@ def build_boot(
         modules_dir=ctx.kernel.modules_dir,
         vm=ctx.vm_settings,
         accelerator=ctx.accelerator,
+        guest_root=str(ctx.guest_root),
+        input_dir=str(input_dir(ctx)),
         rw_dir=str(shared),
         disk_args=[d.qemu_args for d in disks],
-        guest_command=vm.guest_agent_command(str(rundir.plan_file(boot_dir(ctx)))),
+        guest_command=vm.guest_agent_command(),
         shared_fs=ctx.shared_fs,
         kernel_args=ctx.group.cmdline,
         qmp_socket=None if qmp_socket is None else str(qmp_socket),
@@ -220,10 +204,6 @@ def build_boot(
     if ctx.host_cpus:
         argv = vm.pinned_argv(argv, cores.cpu_list(ctx.host_cpus))
     return plan, argv, images
-
-
-def cell_dir(step: Step) -> Path:
-    return rundir.cell_dir(step.run_dir, step.cell.id)
 
 
 def cell_result_path(run_dir: Path, cell: Cell) -> Path:
@@ -395,6 +375,35 @@ class BootClock:
                 self.events.append(BootEvent(name=name, at_s=at_s))
 
 
+def _runnable(ctx: BootContext, out: TextIO) -> BootContext | None:
+    """The boot without the cells whose job files cannot be given to the guest (they fail
+    here, with the reason); None when no cell is left, or its host devices changed."""
+    if _host_devices_changed(ctx, out):
+        return None
+    unreadable = guest_io.unreadable_job_files(ctx.group.steps)
+    if not unreadable:
+        return ctx
+    for step in ctx.group.steps:
+        why = unreadable.get(step.cell.id)
+        if why is not None and not rundir.cell_result(cell_dir(step)).exists():
+            print(f"iomatrix: cell {step.cell.id}: {why}", file=out)
+            host_side_result(Path(step.run_dir), step.cell, "error", why)
+    kept = tuple(s for s in ctx.group.steps if s.cell.id not in unreadable)
+    if not kept:
+        return None
+    return dataclasses.replace(ctx, group=ctx.group.model_copy(update={"steps": kept}))
+
+
+def _create_disks(ctx: BootContext, images: Sequence[Path]) -> list[Path]:
+    """The boot's disk images in the scratch folder (a host device needs none): their paths."""
+    made = []
+    for image, profile in zip(images, disk_profiles(ctx.group), strict=True):
+        if profile.backing != "host":
+            create_disk(image, profile.size_bytes, preallocate=profile.backing == "file")
+            made.append(image)
+    return made
+
+
 def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     """Boot the group's VM (again after a panic or hang) until every step is done.
 
@@ -402,32 +411,28 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     finishes, the host copies the cells' files out into the run folder. A restarted boot's plan
     holds only the steps the run folder does not have yet."""
     records: list[BootRecord] = []
-    if _host_devices_changed(ctx, out):
+    runnable = _runnable(ctx, out)
+    if runnable is None:
         return records
+    ctx = runnable
     qmp_dir = qmp.socket_dir()
     plan, argv, images = build_boot(ctx, qmp.socket_path(qmp_dir))
     folder = boot_dir(ctx)
     shared = guest_dir(ctx)
     shared.mkdir(parents=True, exist_ok=True)
-    _copy_in(ctx)
+    guest_io.copy_in(_guest_steps(ctx, ctx.group.steps), ctx.group.steps)
     timeouts = ctx.timeouts
-    scratch_images = [
-        image
-        for image, profile in zip(images, disk_profiles(ctx.group), strict=True)
-        if profile.backing != "host"
-    ]
-    for image, profile in zip(images, disk_profiles(ctx.group), strict=True):
-        if profile.backing != "host":
-            create_disk(image, profile.size_bytes, preallocate=profile.backing == "file")
+    scratch_images = _create_disks(ctx, images)
     watcher: qmp.HostDiskWatcher | None = None
     try:
         for attempt in range(_MAX_RESTARTS + 1):
             pending = [s for s in ctx.group.steps if not _step_done(s)]
             if not pending:
                 break
-            theirs = guest_steps(ctx, pending)
+            theirs = _guest_steps(ctx, pending)
             attempt_plan = plan.model_copy(update={"steps": tuple(theirs)})
             write_record(rundir.plan_file(folder), attempt_plan)
+            guest_io.write_input(input_dir(ctx), shared, attempt_plan)
             watcher = host_disk_watcher(attempt_plan, pending, qmp.socket_path(qmp_dir))
             console = rundir.console_log(folder, attempt)
             boot_clock = BootClock(also=watcher)
@@ -439,7 +444,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                 boot_s=timeouts.boot_s,
                 grace_s=timeouts.grace_s,
                 last_output=boot_clock.last_line,
-                also=functools.partial(_mirror, theirs, pending),
+                also=functools.partial(guest_io.mirror, theirs, pending),
             )
             # Backstop only: the watchdog and the agent's own budgets act long before it.
             timeout = 2 * timeouts.boot_s + len(pending) * (timeouts.cell_s + watchdog.grace_s)
@@ -456,7 +461,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                     boot_clock=boot_clock,
                 )
             finally:
-                for problem in copy_out(theirs, pending):
+                for problem in guest_io.copy_out(theirs, pending):
                     print(f"iomatrix: boot {ctx.group.boot_id}: {problem}", file=out)
             _report_reader_problems(f"{ctx.group.boot_id}#{attempt}", boot_clock, out)
             if outcome != "timeout" and console_shows_panic(console):
@@ -493,42 +498,10 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
         shutil.rmtree(qmp_dir, ignore_errors=True)
         # rmtree removes links, never what they point to.
         shutil.rmtree(shared, ignore_errors=True)
+        shutil.rmtree(input_dir(ctx), ignore_errors=True)
         if watcher is not None:
             watcher.report(out)
     return records
-
-
-def _copy_in(ctx: BootContext) -> None:
-    """Before the VM starts: what the run folder already has of the boot's cells (repetitions of
-    an earlier boot: a sequential session's earlier rounds, a resumed run), so that the agent
-    counts them when it decides a cell is complete. The guest folder is new and the guest not
-    yet running: nothing of its can be in the way."""
-    for guest_step, step in zip(guest_steps(ctx, ctx.group.steps), ctx.group.steps, strict=True):
-        mine, theirs = cell_dir(step), cell_dir(guest_step)
-        if theirs.exists() or not mine.is_dir():
-            continue
-        theirs.mkdir(parents=True)
-        for entry in mine.iterdir():
-            if entry.is_file() and not entry.is_symlink():
-                shutil.copyfile(entry, theirs / entry.name)
-
-
-def _mirror(theirs: Sequence[Step], ours: Sequence[Step]) -> None:
-    """While the VM runs: a cell the guest started is marked started in the run folder, and a
-    cell it finished is copied out, for the progress display (which reads the run folder).
-    Existence checks and the same hostile-file copy as after the boot."""
-    for guest_step, step in zip(theirs, ours, strict=True):
-        mine = cell_dir(step)
-        if rundir.cell_result(mine).exists():
-            continue
-        their_folder = cell_dir(guest_step)
-        if os.path.lexists(rundir.cell_result(their_folder)):
-            copy_out([guest_step], [step])
-        elif (
-            os.path.lexists(rundir.cell_started(their_folder))
-            and not rundir.cell_started(mine).exists()
-        ):
-            files.write_text_atomic(rundir.cell_started(mine), now_iso() + "\n")
 
 
 def _attempt(

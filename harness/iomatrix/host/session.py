@@ -23,17 +23,17 @@ from typing import Protocol, TextIO
 
 from iomatrix.adapters import kconfig
 from iomatrix.errors import IomatrixError, ResultFormatError
-from iomatrix.host import cores, environment, host_disks, kernels, vm
+from iomatrix.host import cores, environment, guest_root, host_disks, kernels, vm
 from iomatrix.host.boot import (
     BootCancelled,
     BootContext,
     build_boot,
-    cell_dir,
     cell_result_path,
     host_side_result,
     now_iso,
     run_boot,
 )
+from iomatrix.host.guest_io import cell_dir
 from iomatrix.model.cell import Cell, KernelBuild, Matrix, Timeouts, VmSettings
 from iomatrix.model.result import (
     MEASUREMENT_ENVIRONMENT,
@@ -342,6 +342,9 @@ class _Session:
     share_cores: bool = False
     # The host cores concurrent boots are pinned to: this process's affinity.
     host_cpus: tuple[int, ...] = ()
+    # The guest's root filesystem (host/guest_root.py), or why there is none (every cell fails).
+    guest_root: Path | None = None
+    guest_root_error: str = ""
 
 
 @dataclass(frozen=True)
@@ -355,6 +358,8 @@ class _Prepared:
     shared_fs: vm.SharedFs
     # Cells refused before boot, by id: their kernel lacks an option they need.
     refused: dict[str, str]
+    guest_root: Path | None = None
+    guest_root_error: str = ""
 
 
 def _prepare(
@@ -375,7 +380,30 @@ def _prepare(
     with clock.span("accelerator"):
         accelerator = _accelerator(list(fetched.values()), out)
         shared_fs = _shared_fs(out)
-    return _Prepared(fetched, fetch_errors, accelerator, shared_fs, refused)
+    with clock.span("guest root"):
+        root, root_error = _guest_root(out)
+    return _Prepared(fetched, fetch_errors, accelerator, shared_fs, refused, root, root_error)
+
+
+def _guest_root(out: TextIO) -> tuple[Path | None, str]:
+    """The guest's root filesystem, built on first use; when it cannot be had, every cell
+    fails saying why (the run still ends with its run.json)."""
+    try:
+        root, record = guest_root.ensure(
+            kernels.cache_root(),
+            offline=kernels.offline_requested(),
+            mirror=lambda: kernels.debian_mirror("the guest root"),
+            log=lambda message: print(f"iomatrix: {message}", file=out),
+        )
+    except IomatrixError as exc:
+        print(f"iomatrix: {exc}", file=out)
+        return None, str(exc)
+    print(
+        f"iomatrix: the guest runs on its own root, Debian {record.suite} "
+        f"(fio {record.packages.get('fio', '?')}): {root}",
+        file=out,
+    )
+    return root, ""
 
 
 def _build_logged(out: TextIO) -> Build:
@@ -414,6 +442,8 @@ def _session(
         progress=options.progress,
         clock=clock,
         shared_fs=prepared.shared_fs,
+        guest_root=prepared.guest_root,
+        guest_root_error=prepared.guest_root_error,
         jobs=options.jobs,
         share_cores=options.share_cores,
         host_cpus=host_cpus,
@@ -535,12 +565,11 @@ def _run_group(
         group = group.model_copy(
             update={"steps": tuple(s for s in group.steps if s.cell.id not in session.refused)}
         )
-    if group.kernel in session.fetch_errors:
+    why_not = session.fetch_errors.get(group.kernel) or session.guest_root_error
+    if why_not or session.guest_root is None:
         for step in group.steps:
             if not rundir.cell_result(cell_dir(step)).exists():
-                host_side_result(
-                    Path(step.run_dir), step.cell, "error", session.fetch_errors[group.kernel]
-                )
+                host_side_result(Path(step.run_dir), step.cell, "error", why_not or "no guest root")
     elif group.steps:
         ctx = BootContext(
             group=group,
@@ -550,6 +579,7 @@ def _run_group(
             scratch=session.scratch,
             vm_settings=session.vm_settings,
             timeouts=session.timeouts,
+            guest_root=session.guest_root,
             shared_fs=session.shared_fs,
             host_cpus=host_cpus,
             cancel=cancel,

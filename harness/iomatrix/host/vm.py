@@ -23,6 +23,7 @@ from typing import Literal
 
 import iomatrix
 from iomatrix import proc
+from iomatrix.host import guest_root as guest_root_layout
 from iomatrix.model.cell import DeviceProfile, VmSettings
 
 Accelerator = Literal["kvm", "tcg"]
@@ -85,6 +86,8 @@ def vng_argv(
     modules_dir: str | None,
     vm: VmSettings,
     accelerator: Accelerator,
+    guest_root: str,
+    input_dir: str,
     rw_dir: str,
     disk_args: Sequence[Sequence[str]],
     guest_command: Sequence[str],
@@ -97,6 +100,10 @@ def vng_argv(
     --verbose routes the guest's serial console (kernel messages, panics) to our output so the
     console log shows why a VM died; --disable-microvm gives a q35 machine with PCI, which nvme and
     virtio-scsi need; the guest command is quoted with shlex because vng hands --exec to a shell.
+
+    The guest boots on its own root (host/guest_root.py), read-only, never the host's; it sees
+    of the host only the iomatrix package and the boot's input folder (read-only) and its own
+    output folder (read-write), at fixed paths under /opt/iomatrix.
     """
     argv = [
         vng,
@@ -110,7 +117,11 @@ def vng_argv(
         f"{vm.memory_mib}M",
         "--cpus",
         str(vm.cpus),
-        f"--rwdir={rw_dir}={rw_dir}",
+        "--root",
+        guest_root,
+        f"--rodir={guest_root_layout.GUEST_HARNESS}/iomatrix={package_dir()}",
+        f"--rodir={guest_root_layout.GUEST_INPUT}={input_dir}",
+        f"--rwdir={guest_root_layout.GUEST_OUT}={rw_dir}",
     ]
     if accelerator == "tcg":
         argv.append("--disable-kvm")
@@ -173,8 +184,13 @@ def choose_shared_fs(candidates: Sequence[str]) -> tuple[SharedFs, str]:
             helped = proc.run([path, "--help"], timeout_s=10, ok_codes=range(256))
         except proc.CommandError as exc:
             return "9p", f"{path} --help failed ({exc.reason or exc.returncode})"
-        if "--shared-dir" in helped.stdout + helped.stderr:
+        text = helped.stdout + helped.stderr
+        if "--shared-dir" in text and "--readonly" in text:
             return "virtiofs", f"{path} serves virtio-fs"
+        if "--shared-dir" in text:
+            # Without --readonly virtme-ng would export the guest's root writable: a guest could
+            # then change the cached tree every later boot runs on.
+            return "9p", f"{path} cannot export read-only (no --readonly: virtiofsd < 1.13)"
         return "9p", f"{path} is QEMU's C virtiofsd, which virtme-ng cannot use"
     return "9p", "no virtiofsd found"
 
@@ -190,8 +206,14 @@ def shared_fs_for_host() -> tuple[SharedFs, str]:
     return choose_shared_fs([*own, shutil.which("virtiofsd") or "", *VIRTIOFSD_PATHS])
 
 
-def guest_agent_command(plan_path: str) -> list[str]:
-    """The guest runs the agent with the host's interpreter and package (the root fs is shared).
+def package_dir() -> str:
+    """The folder of the iomatrix package, which the guest reads its agent from."""
+    return str(Path(iomatrix.__file__).resolve().parent)
+
+
+def guest_agent_command() -> list[str]:
+    """The guest runs the agent with its root's Python and the host's iomatrix package, lent
+    read-only at GUEST_HARNESS, on the plan in its input folder.
 
     Its start-up is paid at every boot, reading over the shared root under an emulated CPU, so it
     loads no more than it needs: `-S` leaves out the site module (which reads every .pth file of
@@ -200,16 +222,14 @@ def guest_agent_command(plan_path: str) -> list[str]:
     2026-11-24, see guest/plan_view.py). A guest module that imported a library would fail at
     once, in every VM test, rather than quietly cost seconds at every boot.
     """
-    # The folder that holds the iomatrix package (this file is iomatrix/host/vm.py).
-    package_root = str(Path(iomatrix.__file__).resolve().parent.parent)
     return [
         "env",
-        f"PYTHONPATH={package_root}",
-        sys.executable,
+        f"PYTHONPATH={guest_root_layout.GUEST_HARNESS}",
+        "python3",
         "-S",
         "-m",
         "iomatrix.guest",
-        plan_path,
+        str(guest_root_layout.GUEST_INPUT / "plan.json"),
     ]
 
 

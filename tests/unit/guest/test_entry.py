@@ -47,11 +47,17 @@ def plan_file(tmp_path: Path) -> Path:
 
 
 def python(*args: str) -> subprocess.CompletedProcess[str]:
-    command = vm.guest_agent_command("/nonexistent/plan.json")
-    # env PYTHONPATH=<package root> python -S, as the guest runs it.
+    command = vm.guest_agent_command()
+    # env PYTHONPATH=<the folder of the package> python -S, as the guest runs it (there the
+    # folder is the one the package is lent at, and python its root's).
     assert command[3:5] == ["-S", "-m"]
+    env = ["env", f"PYTHONPATH={Path(vm.package_dir()).parent}"]
     return subprocess.run(
-        [*command[:4], *args], capture_output=True, text=True, check=False, timeout=120
+        [*env, sys.executable, "-S", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
 
 
@@ -74,4 +80,4 @@ def test_the_entry_runs_the_agent() -> None:
     done = python("-m", "iomatrix.guest")
     assert done.returncode == 2
     assert done.stderr == "usage: python -m iomatrix.guest PLAN.json\n"
-    assert sys.executable == vm.guest_agent_command("p")[2]
+    assert vm.guest_agent_command()[2] == "python3"

@@ -31,6 +31,7 @@ def context(tmp_path: Path, *devices: DeviceProfile) -> boot.BootContext:
         accelerator="tcg",
         rw_dir=tmp_path / "run",
         scratch=tmp_path / "scratch",
+        guest_root=tmp_path / "guest-root",
         vm_settings=VmSettings(),
         timeouts=Timeouts(),
     )

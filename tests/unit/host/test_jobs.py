@@ -232,6 +232,7 @@ def boot_context(tmp_path: Path, host_cpus: tuple[int, ...]) -> boot.BootContext
         accelerator="tcg",
         rw_dir=tmp_path / "run",
         scratch=tmp_path / "scratch",
+        guest_root=tmp_path / "guest-root",
         vm_settings=VmSettings(cpus=2),
         timeouts=Timeouts(),
         host_cpus=host_cpus,

@@ -160,6 +160,8 @@ def test_vng_serves_qmp_on_the_socket_it_is_given() -> None:
         modules_dir=None,
         vm=VmSettings(),
         accelerator="tcg",
+        guest_root="/g",
+        input_dir="/i",
         rw_dir="/r",
         disk_args=[],
         guest_command=["true"],

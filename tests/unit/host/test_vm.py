@@ -115,7 +115,9 @@ def vng(
         modules_dir=modules_dir,
         vm=VmSettings(memory_mib=2048, cpus=2),
         accelerator=accelerator,
-        rw_dir="/results/run1",
+        guest_root="/cache/guest-roots/bookworm-0123/root",
+        input_dir="/scratch/run1/input-b",
+        rw_dir="/scratch/run1/guest-b",
         disk_args=disks,
         guest_command=GUEST,
         shared_fs=shared_fs,
@@ -135,7 +137,13 @@ HEAD = [
     "2048M",
     "--cpus",
     "2",
-    "--rwdir=/results/run1=/results/run1",
+    # The guest's own root, read-only; of the host's files only the package, the boot's input
+    # folder (read-only) and its own output folder, at fixed paths.
+    "--root",
+    "/cache/guest-roots/bookworm-0123/root",
+    f"--rodir=/opt/iomatrix/harness/iomatrix={REPO_ROOT / 'harness' / 'iomatrix'}",
+    "--rodir=/opt/iomatrix/input=/scratch/run1/input-b",
+    "--rwdir=/opt/iomatrix/out=/scratch/run1/guest-b",
 ]
 VIRTIO_OPTS = [
     f"--qemu-opts=-drive {DRIVE}",
@@ -208,7 +216,12 @@ def executables(tmp_path: Path, *names: str) -> list[str]:
     return paths
 
 
-RUST_HELP = "Usage: virtiofsd [OPTIONS] --socket-path <path>\n  --shared-dir <shared-dir>\n"
+RUST_HELP = (
+    "Usage: virtiofsd [OPTIONS] --socket-path <path>\n  --shared-dir <shared-dir>\n"
+    "  --readonly  Disable write access\n"
+)
+# A Rust virtiofsd older than 1.13: virtme-ng would export the guest's root writable with it.
+OLD_RUST_HELP = "Usage: virtiofsd [OPTIONS] --socket-path <path>\n  --shared-dir <shared-dir>\n"
 C_HELP = "usage: virtiofsd [options]\n    -o source=PATH             shared directory tree\n"
 
 
@@ -227,6 +240,16 @@ def test_the_rust_virtiofsd_serves_virtiofs(
     c_one, rust = executables(tmp_path, "c-virtiofsd", "virtiofsd")
     monkeypatch.setattr(proc, "run", VirtiofsdSeam({c_one: None, rust: RUST_HELP}))
     assert vm.choose_shared_fs([c_one, rust]) == ("virtiofs", f"{rust} serves virtio-fs")
+
+
+def test_a_virtiofsd_that_cannot_export_read_only_means_9p(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (old,) = executables(tmp_path, "virtiofsd")
+    monkeypatch.setattr(proc, "run", VirtiofsdSeam({old: OLD_RUST_HELP}))
+    shared, why = vm.choose_shared_fs([old])
+    assert shared == "9p"
+    assert "--readonly" in why
 
 
 def test_no_virtiofsd_means_9p(tmp_path: Path) -> None:
@@ -259,6 +282,8 @@ def test_vng_argv_quotes_the_guest_command_for_the_guest_shell() -> None:
         modules_dir=None,
         vm=VmSettings(memory_mib=512, cpus=1),
         accelerator="kvm",
+        guest_root="/g",
+        input_dir="/i",
         rw_dir="/r",
         disk_args=[],
         guest_command=["echo", "two words", "$HOME;reboot"],
@@ -270,29 +295,34 @@ def test_vng_argv_quotes_the_guest_command_for_the_guest_shell() -> None:
 
 
 def test_guest_agent_command_shape() -> None:
-    command = vm.guest_agent_command("/results/run1/boots/b/plan.json")
-    root = REPO_ROOT / "harness"
-    # PYTHONPATH is the folder that holds the package, so the guest imports this very tree, and
-    # nothing else: the guest side imports the standard library only (tests/unit/guest/
-    # test_entry.py runs it), and -S leaves out the site module and the virtualenv's libraries.
+    command = vm.guest_agent_command()
+    # PYTHONPATH is where the guest finds the package lent to it, and nothing else: the guest
+    # side imports the standard library only (tests/unit/guest/test_entry.py runs it), the
+    # interpreter is its root's, and -S leaves out the site module.
     assert command == [
         "env",
-        f"PYTHONPATH={root}",
-        sys.executable,
+        "PYTHONPATH=/opt/iomatrix/harness",
+        "python3",
         "-S",
         "-m",
         "iomatrix.guest",
-        "/results/run1/boots/b/plan.json",
+        "/opt/iomatrix/input/plan.json",
     ]
-    assert (root / "iomatrix" / "guest" / "__main__.py").is_file()
+    assert vm.package_dir() == str(REPO_ROOT / "harness" / "iomatrix")
 
 
 def test_the_guest_command_imports_the_agent_without_the_site_module() -> None:
-    """For real: the command (less the plan) finds the agent, and the interpreter it starts has
-    no site module."""
-    command = vm.guest_agent_command("/nonexistent/plan.json")
+    """For real, with the package where the guest's PYTHONPATH would find it: the command
+    (less the plan) finds the agent, and the interpreter it starts has no site module."""
+    command = vm.guest_agent_command()
     check = "import sys, iomatrix.guest.agent; print('site' in sys.modules)"
-    done = subprocess.run([*command[:4], "-c", check], capture_output=True, text=True, check=False)
+    env = ["env", f"PYTHONPATH={Path(vm.package_dir()).parent}"]
+    done = subprocess.run(
+        [*env, sys.executable, *command[3:4], "-c", check],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
 

@@ -145,6 +145,8 @@ def test_cmdline_sets_boot_apart_and_reach_vngs_command_line(tmp_path: Path) -> 
         modules_dir=None,
         vm=VmSettings(),
         accelerator="tcg",
+        guest_root="/g",
+        input_dir="/i",
         rw_dir="/r",
         disk_args=[],
         guest_command=["true"],

@@ -1,0 +1,178 @@
+"""What the host lends the guest and takes back, for one boot.
+
+The guest is not trusted (docs/SECURITY.md). It reads its plan and the job files the plan names
+from an input folder of copies (lent read-only at GUEST_INPUT: never the matrix's folder, which
+may be a user's home) and writes only into its own folder (lent read-write at GUEST_OUT), outside
+the run folder. The host copies its files out into the run folder, reading them as hostile
+(store.files: no link followed, regular files only, size and depth limits).
+
+Steps come in two views: the host's (run_dir: the run folder) and the guest folder's (run_dir:
+the side's folder in the guest folder, guest_steps); the plan file holds a third, the guest's
+own (guest_plan: the same folders under GUEST_OUT, job files under GUEST_INPUT).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from iomatrix.host.guest_root import GUEST_INPUT, GUEST_OUT
+from iomatrix.model.cell import Workload
+from iomatrix.plan.boots import BootPlan, Step
+from iomatrix.store import files, rundir
+from iomatrix.store.records_io import write_record
+
+
+def cell_dir(step: Step) -> Path:
+    return rundir.cell_dir(step.run_dir, step.cell.id)
+
+
+_SIDE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# A job file's name in the input folder: its own name where that is plain.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def guest_steps(guest: Path, boot_steps: Sequence[Step], steps: Sequence[Step]) -> list[Step]:
+    """`steps` (some of the boot's) in the guest folder's view: each side's run folder (an A/B
+    has two) replaced by a folder of its own in the guest folder `guest`."""
+    folders = list(dict.fromkeys(s.run_dir for s in boot_steps))
+    names = [Path(f).name for f in folders]
+    # The run folder's own name (base, new, a run id) where it is one the copy accepts.
+    if len(set(names)) != len(names) or not all(_SIDE_NAME.fullmatch(n) for n in names):
+        names = [f"side{i}" for i in range(len(folders))]
+    sides = dict(zip(folders, names, strict=True))
+    return [s.model_copy(update={"run_dir": str(guest / sides[s.run_dir])}) for s in steps]
+
+
+def guest_plan(guest: Path, plan: BootPlan) -> tuple[BootPlan, dict[str, Path]]:
+    """The plan (in the guest folder's view) as the guest reads it, and the job files to copy
+    into the input folder (their name there -> the host's path). Run folders move from the
+    guest folder `guest` to GUEST_OUT, where the guest sees it; job files to
+    GUEST_INPUT/jobs/<n>-<name>."""
+    names: dict[str, str] = {}  # host path -> name in the input folder
+
+    def job(host_path: str) -> str:
+        if host_path not in names:
+            base = Path(host_path).name
+            plain = base if _PLAIN_NAME.fullmatch(base) else "job.fio"
+            names[host_path] = f"jobs/{len(names)}-{plain}"
+        return str(GUEST_INPUT / names[host_path])
+
+    steps = []
+    for step in plan.steps:
+        workload = _guest_workload(step.cell.workload, job)
+        cell = step.cell.model_copy(update={"workload": workload})
+        run_dir = GUEST_OUT / Path(step.run_dir).relative_to(guest)
+        steps.append(step.model_copy(update={"run_dir": str(run_dir), "cell": cell}))
+    seen = plan.model_copy(update={"steps": tuple(steps), "rw_dir": str(GUEST_OUT)})
+    return seen, {name: Path(host) for host, name in names.items()}
+
+
+def _guest_workload(workload: Workload, job: Callable[[str], str]) -> Workload:
+    update: dict[str, object] = {}
+    if workload.job_file:
+        update["job_file"] = job(workload.job_file)
+    if workload.phases:
+        update["phases"] = tuple(
+            p.model_copy(update={"job_file": job(p.job_file)}) for p in workload.phases
+        )
+    if workload.precondition is not None:
+        update["precondition"] = workload.precondition.model_copy(
+            update={"job_file": job(workload.precondition.job_file)}
+        )
+    return workload.model_copy(update=update)
+
+
+# A job file is a few KiB; fio's own examples stay under 16 KiB.
+MAX_JOB_FILE_BYTES = 1 << 20
+
+
+def unreadable_job_files(steps: Sequence[Step]) -> dict[str, str]:
+    """Cells whose job files cannot be given to the guest (a link, a FIFO, too large, gone):
+    cell id -> why. Checked before the boot so that such a cell fails alone, with its reason."""
+    bad: dict[str, str] = {}
+    checked: dict[str, str | None] = {}
+    for step in steps:
+        workload = step.cell.workload
+        names = [workload.job_file, *(p.job_file for p in workload.phases)]
+        if workload.precondition is not None:
+            names.append(workload.precondition.job_file)
+        for name in filter(None, names):
+            if name not in checked:
+                try:
+                    files.read_untrusted(Path(name), max_bytes=MAX_JOB_FILE_BYTES)
+                    checked[name] = None
+                except files.UntrustedFileError as exc:
+                    checked[name] = str(exc)
+            why = checked[name]
+            if why is not None:
+                bad.setdefault(step.cell.id, f"its job file cannot be given to the guest: {why}")
+    return bad
+
+
+def write_input(folder: Path, guest: Path, plan: BootPlan) -> None:
+    """The input folder for one attempt: the guest's plan and the job files it names, read
+    from the matrix's folder as hostile files (no link followed, regular, size-limited)."""
+    seen, jobs = guest_plan(guest, plan)
+    (folder / "jobs").mkdir(parents=True, exist_ok=True)
+    for name, host_path in jobs.items():
+        data = files.read_untrusted(host_path, max_bytes=MAX_JOB_FILE_BYTES)
+        files.write_bytes_atomic(folder / name, data)
+    write_record(folder / "plan.json", seen)
+
+
+def copy_out(guest: Sequence[Step], host: Sequence[Step]) -> list[str]:
+    """Each step's cell files from the guest's folder into its run folder (store.files reads
+    them without following a link, within limits); what was left behind, one line each."""
+    problems: list[str] = []
+    done: set[tuple[str, str]] = set()
+    for theirs, ours in zip(guest, host, strict=True):
+        key = (ours.run_dir, ours.cell.id)
+        if key in done:
+            continue
+        done.add(key)
+        side = Path(theirs.run_dir)
+        problems += files.copy_untrusted_folder(
+            side.parent, [side.name, "cells", ours.cell.id], cell_dir(ours)
+        )
+    return problems
+
+
+def copy_in(guest: Sequence[Step], host: Sequence[Step]) -> None:
+    """Before the VM starts: what the run folder already has of the boot's cells (repetitions of
+    an earlier boot: a sequential session's earlier rounds, a resumed run), so that the agent
+    counts them when it decides a cell is complete. The guest folder is new and the guest not
+    yet running: nothing of its can be in the way."""
+    for guest_step, step in zip(guest, host, strict=True):
+        mine, theirs = cell_dir(step), cell_dir(guest_step)
+        if theirs.exists() or not mine.is_dir():
+            continue
+        theirs.mkdir(parents=True)
+        for entry in mine.iterdir():
+            if entry.is_file() and not entry.is_symlink():
+                shutil.copyfile(entry, theirs / entry.name)
+
+
+def mirror(theirs: Sequence[Step], ours: Sequence[Step]) -> None:
+    """While the VM runs: a cell the guest started is marked started in the run folder, and a
+    cell it finished is copied out, for the progress display (which reads the run folder).
+    Existence checks and the same hostile-file copy as after the boot."""
+    for guest_step, step in zip(theirs, ours, strict=True):
+        mine = cell_dir(step)
+        if rundir.cell_result(mine).exists():
+            continue
+        their_folder = cell_dir(guest_step)
+        if os.path.lexists(rundir.cell_result(their_folder)):
+            copy_out([guest_step], [step])
+        elif (
+            os.path.lexists(rundir.cell_started(their_folder))
+            and not rundir.cell_started(mine).exists()
+        ):
+            files.write_text_atomic(
+                rundir.cell_started(mine),
+                dt.datetime.now(dt.UTC).isoformat(timespec="seconds") + "\n",
+            )
