@@ -6,14 +6,18 @@ folder imports support.*."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from iomatrix import proc
+from iomatrix.host import guest_root
 
 if TYPE_CHECKING:
     from support.browser import Browser
+
+UNIT_TESTS = Path(__file__).resolve().parent / "unit"
 
 
 @pytest.fixture
@@ -33,6 +37,27 @@ def no_commands(monkeypatch: pytest.MonkeyPatch) -> list[Sequence[str]]:
 
     monkeypatch.setattr("iomatrix.proc.run", fake_run)
     return calls
+
+
+@pytest.fixture(scope="session")
+def stand_in_guest_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tree with an empty file for each command a guest root must hold (host/guest_root.py)."""
+    tree = tmp_path_factory.mktemp("guest-root")
+    for command in guest_root.REQUIRED_COMMANDS:
+        (tree / command).parent.mkdir(parents=True, exist_ok=True)
+        (tree / command).touch()
+    return tree
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_boot_on_a_stand_in_root(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unit tests boot no VM: their guest root is a stand-in, never built (the tests under
+    tests/vm boot on the real one, which the first of them builds)."""
+    if UNIT_TESTS in Path(request.node.path).parents:
+        tree = request.getfixturevalue("stand_in_guest_root")
+        monkeypatch.setenv("IOMATRIX_GUEST_ROOT", str(tree))
 
 
 @pytest.fixture(scope="session")

@@ -37,7 +37,7 @@ from iomatrix.store import files
 from iomatrix.store.records_io import write_record
 
 # Bump when the recipe changes in a way the package list does not show (the post-build steps).
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 GUEST_ROOT_FORMAT = 1
 DEFAULT_SUITE = "bookworm"
 
@@ -108,7 +108,7 @@ GUEST_HARNESS = GUEST_MOUNT / "harness"
 GUEST_INPUT = GUEST_MOUNT / "input"
 # The only folder the guest may write: the boot's guest folder (host/boot.py guest_dir).
 GUEST_OUT = GUEST_MOUNT / "out"
-_MOUNT_POINTS = (GUEST_HARNESS, GUEST_INPUT, GUEST_OUT, PurePosixPath("/lib/modules"))
+_MOUNT_POINTS = (GUEST_HARNESS / "iomatrix", GUEST_INPUT, GUEST_OUT, PurePosixPath("/lib/modules"))
 
 _SUITE = re.compile(r"[a-z]+")
 _DEB = re.compile(r"(?P<name>[a-z0-9][a-z0-9+.-]*)_(?P<version>[^_/]+)_(?P<arch>[a-z0-9-]+)\.deb")

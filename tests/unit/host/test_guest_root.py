@@ -1,0 +1,166 @@
+"""The guest's own root filesystem (host/guest_root.py): built once per recipe, versioned by its
+packages, refused when it lacks a command, never the host's. The builder's mmdebstrap is faked
+behind the subprocess seam here; the last test builds a real one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from iomatrix import proc
+from iomatrix.errors import IomatrixError
+from iomatrix.host import guest_root
+
+MIRROR = "http://mirror.example/debian"
+DEBS = ("fio_3.33-3_amd64.deb", "cryptsetup-bin_2%3a2.6.1-4~deb12u2_amd64.deb")
+
+
+class FakeMmdebstrap:
+    """Stands in for proc.run: unpacks a tree with the commands (less `leave_out`) and the
+    .deb files mmdebstrap would leave, or fails."""
+
+    def __init__(self, leave_out: Sequence[str] = (), fail: bool = False) -> None:
+        self.calls: list[list[str]] = []
+        self.leave_out = leave_out
+        self.fail = fail
+
+    def __call__(self, argv: Sequence[str], **_: object) -> proc.Completed:
+        self.calls.append(list(argv))
+        if self.fail:
+            raise proc.CommandError(tuple(argv), 1, stderr="E: cannot reach the mirror")
+        target = Path(argv[-2])
+        for command in guest_root.REQUIRED_COMMANDS:
+            if command not in self.leave_out and command != "usr/bin/awk":
+                (target / command).parent.mkdir(parents=True, exist_ok=True)
+                (target / command).touch()
+        (target / "usr/bin/mawk").touch()
+        archives = target / "var/cache/apt/archives"
+        archives.mkdir(parents=True)
+        for deb in DEBS:
+            (archives / deb).touch()
+        return proc.Completed(tuple(argv), 0, "", "", 1.0)
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("IOMATRIX_GUEST_ROOT", raising=False)
+    monkeypatch.delenv("IOMATRIX_GUEST_SUITE", raising=False)
+    return tmp_path / "cache"
+
+
+def ensure(cache: Path, offline: bool = False) -> tuple[Path, guest_root.GuestRoot]:
+    return guest_root.ensure(cache, offline=offline, mirror=lambda: MIRROR, log=lambda _: None)
+
+
+def test_the_tree_is_built_once_finished_and_records_its_packages(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeMmdebstrap()
+    monkeypatch.setattr(proc, "run", fake)
+    tree, record = ensure(cache)
+    assert tree == guest_root.tree(cache, "bookworm")
+    assert record.packages == {"fio": "3.33-3", "cryptsetup-bin": "2:2.6.1-4~deb12u2"}
+    assert record.suite == "bookworm"
+    assert record.mirror == MIRROR
+    # The downloads are gone; what no maintainer script made is there.
+    assert list((tree / "var/cache/apt/archives").iterdir()) == []
+    assert (tree / "etc/passwd").read_text().startswith("root:x:0:0:")
+    assert (tree / "usr/bin/awk").readlink() == Path("mawk")
+    for folder in ("opt/iomatrix/harness/iomatrix", "opt/iomatrix/input", "opt/iomatrix/out"):
+        assert (tree / folder).is_dir(), folder
+    # A second run finds it: no second build.
+    assert ensure(cache) == (tree, record)
+    assert len(fake.calls) == 1
+
+
+def test_the_build_unpacks_without_privilege_and_without_documentation() -> None:
+    argv = guest_root.mmdebstrap_argv(Path("/c/root"), "bookworm", MIRROR)
+    # No chroot, no mount, no maintainer script: works unprivileged and inside a container.
+    assert "--mode=chrootless" in argv
+    assert "--variant=extract" in argv
+    assert f"--include={','.join(guest_root.GUEST_PACKAGES)}" in argv
+    assert "--dpkgopt=path-exclude=/usr/share/doc/*" in argv
+    assert argv[-3:] == ["bookworm", "/c/root", f"deb {MIRROR} bookworm main"]
+
+
+def test_a_tree_without_a_command_is_refused_and_removed(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(proc, "run", FakeMmdebstrap(leave_out=["usr/bin/fio"]))
+    with pytest.raises(IomatrixError, match="lacks usr/bin/fio"):
+        ensure(cache)
+    assert not guest_root.folder(cache, "bookworm").exists()
+
+
+def test_a_failed_build_says_why_and_leaves_nothing(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(proc, "run", FakeMmdebstrap(fail=True))
+    with pytest.raises(IomatrixError, match="cannot reach the mirror"):
+        ensure(cache)
+    assert not guest_root.folder(cache, "bookworm").exists()
+
+
+def test_an_unfinished_tree_is_built_again(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (guest_root.tree(cache, "bookworm") / "half").mkdir(parents=True)
+    monkeypatch.setattr(proc, "run", FakeMmdebstrap())
+    tree, _record = ensure(cache)
+    assert not (tree / "half").exists()
+
+
+def test_offline_without_a_tree_says_so(cache: Path, no_commands: list[Sequence[str]]) -> None:
+    with pytest.raises(IomatrixError, match=r"offline .* no guest root for Debian bookworm"):
+        ensure(cache, offline=True)
+    assert no_commands == []
+
+
+def test_a_new_recipe_is_a_new_folder() -> None:
+    assert guest_root.recipe_key("bookworm") != guest_root.recipe_key("trixie")
+    assert guest_root.recipe_key("bookworm") != guest_root.recipe_key(
+        "bookworm", (*guest_root.GUEST_PACKAGES, "strace")
+    )
+
+
+def test_a_given_root_must_hold_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IOMATRIX_GUEST_ROOT", str(tmp_path))
+    with pytest.raises(IomatrixError, match="is not a guest root: it lacks bin/sh"):
+        ensure(tmp_path / "cache")
+    monkeypatch.setenv("IOMATRIX_GUEST_ROOT", "relative/root")
+    with pytest.raises(IomatrixError, match="not an absolute path"):
+        ensure(tmp_path / "cache")
+
+
+def test_a_bad_suite_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IOMATRIX_GUEST_SUITE", "../etc")
+    with pytest.raises(IomatrixError, match="not a Debian suite name"):
+        guest_root.suite()
+
+
+@pytest.mark.skipif(shutil.which("mmdebstrap") is None, reason="mmdebstrap is not installed")
+def test_a_real_guest_root_is_built_and_its_fio_runs(cache: Path) -> None:
+    """For real: mmdebstrap unpacks the packages from the host's Debian mirror (about 30 s,
+    270 MB), and the tree's own fio runs under the tree's own dynamic linker and libraries."""
+    from iomatrix.host import kernels  # noqa: PLC0415
+
+    tree, record = guest_root.ensure(
+        cache, offline=False, mirror=lambda: kernels.debian_mirror("test"), log=print
+    )
+    assert record.packages["fio"]
+    for command in guest_root.REQUIRED_COMMANDS:
+        assert os.path.lexists(tree / command), command
+    libraries = f"{tree}/lib/x86_64-linux-gnu:{tree}/usr/lib/x86_64-linux-gnu"
+    loader = str(tree / "lib64/ld-linux-x86-64.so.2")
+    ran = proc.run(
+        [loader, "--library-path", libraries, str(tree / "usr/bin/fio"), "--version"],
+        timeout_s=60,
+    )
+    assert ran.stdout.strip() == f"fio-{record.packages['fio'].split('-')[0]}"
+    # Nothing of the host's: no home, no user of the host's.
+    assert not (tree / "work").exists()
+    assert (tree / "etc/passwd").read_text() == "root:x:0:0:root:/root:/bin/sh\n"
