@@ -29,6 +29,7 @@ from pathlib import Path
 
 from iomatrix.host import kernels, vm
 from iomatrix.host.boot import create_disk
+from iomatrix.matrix import builtin
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.report import timeline
 from iomatrix.store.records_io import load_run
@@ -70,7 +71,7 @@ def handwritten_argv(work: Path) -> list[str]:
     shared_fs, _ = vm.shared_fs_for_host()
     image = work / "disk.img"
     create_disk(image, cell.device.size_bytes, preallocate=cell.device.backing == "file")
-    job = ROOT / "matrix" / "workloads" / "randwrite-4k.fio"
+    job = builtin.WORKLOADS_DIR / "randwrite-4k.fio"
     return vm.vng_argv(
         vng=vm.vng_path(),
         vmlinuz=kernel.vmlinuz,

@@ -22,6 +22,7 @@ from pydantic import (
 
 from iomatrix.adapters.kconfig import FRAGMENT_RULE, is_config_line
 from iomatrix.errors import KernelError
+from iomatrix.matrix import builtin
 from iomatrix.matrix.rules import (
     DEFAULT_OPTIONS,
     DEVICE_SIZE_MAX,
@@ -200,6 +201,9 @@ def _check_rel_path(value: str, what: str) -> None:
 
 
 def _check_extends(value: str) -> str:
+    if builtin.is_builtin_ref(value):
+        builtin.preset(value)  # one that ships with iomatrix; the loader reads it
+        return value
     _check_rel_path(value, "preset")
     if not value.endswith((".yaml", ".yml")):
         raise ValueError(f"{show(value)} is not a preset: it must end in .yaml or .yml")
@@ -220,7 +224,8 @@ def check_workload_ref(value: str) -> str:
         return value
     raise ValueError(
         f"{show(value)} is not a workload: give a name defined under workloads:, a name found as "
-        f"workloads/<name>.fio, or a relative path ending in .fio ({PATH_RULE})"
+        f"workloads/<name>.fio, a built-in workload's name ({listing(builtin.workload_names())}),"
+        f" or a relative path ending in .fio ({PATH_RULE})"
     )
 
 
@@ -228,7 +233,11 @@ def _check_job_file(value: str, info: ValidationInfo) -> str:
     """Resolves a job file path against the declaring file's directory (stage 1 only).
 
     In stage 2 (no base_dir in the context) the value is the absolute path stage 1 produced.
+    `iomatrix:NAME` is the job file of a built-in workload, wherever the package is installed.
     """
+    context = info.context if isinstance(info.context, dict) else {}
+    if builtin.is_builtin_ref(value) and isinstance(context.get("base_dir"), Path):
+        return str(builtin.workload_file(value))
     return _build_file(value, info, "job file")
 
 
