@@ -36,12 +36,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
         matrix = load_matrix(path)
         kernels_n = len(matrix.kernels)
         parsed = preflight.check_job_files(matrix.cells, source=str(path), require_fio=False)
+        trees = preflight.check_kernel_trees(matrix.cells, source=str(path))
         checked.append(
             {
                 "file": str(path),
                 "cells": len(matrix.cells),
                 "kernels": kernels_n,
                 "fio_jobs": parsed,
+                "git_trees": trees,
             }
         )
         jobs = (
