@@ -155,3 +155,13 @@ def test_the_installed_command_validates_and_expands_a_matrix_of_builtins(
     assert not job.is_relative_to(REPO_ROOT)
     # The preset's device profile came with the package too.
     assert cells[0]["cell"]["device"]["cache"] == "none"
+
+
+def test_the_installed_init_writes_a_matrix_the_installed_validate_accepts(
+    installed: Path, tmp_path: Path
+) -> None:
+    env = clean_env()
+    iomatrix = str(installed / "iomatrix")
+    run([iomatrix, "init", "bench"], cwd=tmp_path, env=env)
+    out = run([iomatrix, "validate", "bench/matrix.yaml"], cwd=tmp_path, env=env)
+    assert out.startswith("bench/matrix.yaml: ok, 4 cells"), out
