@@ -161,10 +161,11 @@ lock: $(UV_VENV)/.stamp
 	@# Replaced only when it changed, so the tools venv is not rebuilt after every `make lock`.
 	@if cmp -s requirements/tools.lock.new requirements/tools.lock; then \
 	  rm requirements/tools.lock.new; else mv requirements/tools.lock.new requirements/tools.lock; fi
-	$(UV_COMPILE) --custom-compile-command 'make lock (uv pip compile --generate-hashes --universal --python-version 3.11 pyproject.toml requirements/runtime.in)' \
-		-o $(RUNTIME_LOCK) pyproject.toml requirements/runtime.in
-	$(UV_COMPILE) --custom-compile-command 'make lock (uv pip compile --generate-hashes --universal --python-version 3.11 pyproject.toml --extra dev requirements/dev.in -c requirements/runtime.lock)' \
-		-o $(DEV_LOCK) pyproject.toml --extra dev requirements/dev.in -c $(RUNTIME_LOCK)
+	@# --extra parquet: the lab's own venv exports Parquet; an install from the wheel need not.
+	$(UV_COMPILE) --custom-compile-command 'make lock (uv pip compile --generate-hashes --universal --python-version 3.11 pyproject.toml --extra parquet requirements/runtime.in)' \
+		-o $(RUNTIME_LOCK) pyproject.toml --extra parquet requirements/runtime.in
+	$(UV_COMPILE) --custom-compile-command 'make lock (uv pip compile --generate-hashes --universal --python-version 3.11 pyproject.toml --extra parquet --extra dev requirements/dev.in -c requirements/runtime.lock)' \
+		-o $(DEV_LOCK) pyproject.toml --extra parquet --extra dev requirements/dev.in -c $(RUNTIME_LOCK)
 $(UV_VENV)/.stamp: requirements/tools.lock
 	$(PYTHON) -m venv --clear $(UV_VENV)
 	$(UV_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps \

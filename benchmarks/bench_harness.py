@@ -30,6 +30,7 @@ from pathlib import Path
 from iomatrix.host import guest_root, kernels, vm
 from iomatrix.host.boot import create_disk
 from iomatrix.host.guest_root import GUEST_INPUT, GUEST_OUT
+from iomatrix.matrix import builtin
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.report import timeline
 from iomatrix.store.records_io import load_run
@@ -82,7 +83,7 @@ def handwritten_argv(work: Path) -> list[str]:
     given = work / "input"
     given.mkdir(parents=True, exist_ok=True)
     shutil.copy(SCRIPT, given / SCRIPT.name)
-    shutil.copy(ROOT / "matrix" / "workloads" / "randwrite-4k.fio", given / "job.fio")
+    shutil.copy(builtin.WORKLOADS_DIR / "randwrite-4k.fio", given / "job.fio")
     return vm.vng_argv(
         vng=vm.vng_path(),
         vmlinuz=kernel.vmlinuz,

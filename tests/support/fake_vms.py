@@ -14,11 +14,11 @@ import pytest
 
 from iomatrix import proc
 from iomatrix.host import guest_root
+from iomatrix.matrix import builtin
 from iomatrix.model.result import CellResult
 from iomatrix.plan.boots import BootPlan
 from iomatrix.store.records_io import write_record
 from support.builders import make_bzimage
-from support.paths import REPO_ROOT
 
 
 def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,7 +99,7 @@ def path_kernel_matrix(tmp_path: Path, cpus: int = 1, cells: int = 4) -> Path:
     vmlinuz = tmp_path / "vmlinuz"
     vmlinuz.write_bytes(make_bzimage(b"6.1.0-fake (builder@host) #1 SMP PREEMPT_DYNAMIC"))
     (tmp_path / "workloads").mkdir(exist_ok=True)
-    shutil.copy(REPO_ROOT / "matrix" / "workloads" / "randwrite-4k.fio", tmp_path / "workloads")
+    shutil.copy(builtin.WORKLOADS_DIR / "randwrite-4k.fio", tmp_path / "workloads")
     filesystems = ["ext4", "xfs", "btrfs", "f2fs"][: max(1, cells // 2)]
     matrix = tmp_path / "jobs.yaml"
     matrix.write_text(

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from iomatrix.host.kernels import cache_root, sources
+from iomatrix.matrix import builtin
 from iomatrix.model.kernel_spec import parse_spec
 from support.kernel_trees import (
     EXT4_DIO_WRITE,
@@ -26,7 +27,6 @@ from support.kernel_trees import (
     git,
     linux_test_tree,
 )
-from support.paths import REPO_ROOT
 from support.vm import iomatrix
 
 pytestmark = [pytest.mark.vm, pytest.mark.network]
@@ -60,9 +60,12 @@ def base_tree() -> Path:
 def write_matrix(tmp_path: Path, tree: Path) -> Path:
     path = tmp_path / "bisect.yaml"
     # Copied beside the matrix: files a matrix names stay inside its folder (docs/SECURITY.md).
-    for name in ("presets/base.yaml", "workloads/randwrite-4k.fio"):
+    for name, source in (
+        ("presets/base.yaml", builtin.PRESETS_DIR / "base.yaml"),
+        ("workloads/randwrite-4k.fio", builtin.WORKLOADS_DIR / "randwrite-4k.fio"),
+    ):
         (tmp_path / name).parent.mkdir(exist_ok=True)
-        shutil.copyfile(REPO_ROOT / "matrix" / name, tmp_path / name)
+        shutil.copyfile(source, tmp_path / name)
     path.write_text(
         MATRIX.format(presets="presets/base.yaml", tree=tree, workload="workloads/randwrite-4k.fio")
     )

@@ -545,7 +545,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--format",
         choices=["parquet", "csv"],
-        help="export: the file's format (default: csv for a .csv file, else parquet)",
+        help="export: the file's format (default: csv for a .csv file, else parquet; parquet "
+        "needs pyarrow, the iomatrix[parquet] extra)",
     )
     p.add_argument("--matrix", metavar="NAME", help="export: only runs of this matrix")
     p.set_defaults(func=cmd_archive)

@@ -33,9 +33,11 @@ from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.report import text as text_safety
 
+SHELLS = {"bash": completion.bash, "zsh": completion.zsh, "fish": completion.fish}
 
-def cmd_completion(_args: argparse.Namespace) -> int:
-    print(completion.bash(build_parser()), end="")
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    print(SHELLS[args.shell](build_parser()), end="")
     return ExitCode.OK
 
 
@@ -63,13 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "completion",
-        help="print a bash completion script",
+        help="print a shell completion script (bash, zsh or fish)",
         description=(
-            "Print bash completion for iomatrix, generated from its own parser: "
-            "`source <(iomatrix completion bash)`, or save it in /etc/bash_completion.d/."
+            "Print shell completion for iomatrix, generated from its own parser. bash: "
+            "`source <(iomatrix completion bash)`, or save it in /etc/bash_completion.d/. zsh: "
+            "save it as _iomatrix in a folder of $fpath, or `source <(iomatrix completion zsh)` "
+            "after compinit. fish: `iomatrix completion fish | source`, or save it as "
+            "~/.config/fish/completions/iomatrix.fish."
         ),
     )
-    p.add_argument("shell", choices=["bash"], help="the shell (bash)")
+    p.add_argument("shell", choices=list(SHELLS), help="the shell: bash, zsh or fish")
     p.set_defaults(func=cmd_completion)
     return parser
 

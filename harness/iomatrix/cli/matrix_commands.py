@@ -1,10 +1,11 @@
-"""Commands that read a matrix file and run nothing: validate, expand, schema."""
+"""Commands that read (or start) a matrix file and run nothing: init, validate, expand, schema."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.host import preflight
 from iomatrix.matrix.loader import json_schema as matrix_json_schema
 from iomatrix.matrix.loader import load_matrix, quick_variant
+from iomatrix.matrix.starter import write_starter
 from iomatrix.model.cell import Cell, Matrix, axes_of
 from iomatrix.model.result import RunRecord
 from iomatrix.plan.boots import boot_groups
@@ -30,18 +32,26 @@ def select(matrix: Matrix, shard: str | None) -> list[Cell]:
     return shard_cells(matrix.cells, index, count)
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    path = write_starter(args.folder)
+    print(f"wrote {path}: check it with `iomatrix validate {shlex.quote(str(path))}`")
+    return ExitCode.OK
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     checked = []
     for path in args.files:
         matrix = load_matrix(path)
         kernels_n = len(matrix.kernels)
         parsed = preflight.check_job_files(matrix.cells, source=str(path), require_fio=False)
+        trees = preflight.check_kernel_trees(matrix.cells, source=str(path))
         checked.append(
             {
                 "file": str(path),
                 "cells": len(matrix.cells),
                 "kernels": kernels_n,
                 "fio_jobs": parsed,
+                "git_trees": trees,
             }
         )
         jobs = (
@@ -123,7 +133,27 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """validate, expand and schema: a matrix file, read; nothing runs."""
+    """init, validate, expand and schema: a matrix file, written or read; nothing runs."""
+    p = sub.add_parser(
+        "init",
+        help="write a starter matrix into a folder",
+        description=(
+            "Write matrix.yaml into FOLDER (default: the current folder; made when missing): a "
+            "first matrix that names only what ships with iomatrix (extends: iomatrix:base, the "
+            "randwrite-4k workload), so that `iomatrix validate` accepts it as it is. An existing "
+            "file is never replaced (exit 2)."
+        ),
+    )
+    p.add_argument(
+        "folder",
+        nargs="?",
+        type=Path,
+        default=Path(),
+        metavar="FOLDER",
+        help="where to write matrix.yaml (default: the current folder)",
+    )
+    p.set_defaults(func=cmd_init)
+
     p = sub.add_parser(
         "validate",
         help="check matrix files; nothing runs",

@@ -18,10 +18,13 @@ from pathlib import Path
 
 from iomatrix import proc
 from iomatrix.adapters import fio
-from iomatrix.errors import IomatrixError, MatrixError, MatrixErrors
+from iomatrix.errors import IomatrixError, KernelError, MatrixError, MatrixErrors
 from iomatrix.host import cores, hostdev, kernels
-from iomatrix.matrix.loader import place_errors
+from iomatrix.host.kernels import sources
+from iomatrix.matrix.loader import kernel_source_places, place_errors
+from iomatrix.matrix.problems import format_field
 from iomatrix.model.cell import Cell
+from iomatrix.model.kernel_spec import parse_spec
 
 
 @dataclass(frozen=True)
@@ -198,3 +201,23 @@ def check_job_files(cells: Sequence[Cell], *, source: str, require_fio: bool = T
     if errors:
         raise MatrixErrors(place_errors(source, errors))
     return checked
+
+
+def check_kernel_trees(cells: Sequence[Cell], *, source: str) -> int:
+    """Every git: kernel the cells build: its tree exists, is a git tree, and its ref names a
+    commit (git rev-parse, read-only, with the neutral config). Returns how many were checked;
+    raises MatrixErrors naming the file, line and field of each that fails, and git's reason."""
+    specs = dict.fromkeys(c.kernel_build.source for c in cells if c.kernel_build is not None)
+    trees = [spec for spec in map(parse_spec, specs) if spec.kind == "git"]
+    places = kernel_source_places(source) if trees else {}
+    errors: list[MatrixError] = []
+    for spec in trees:
+        try:
+            sources.check_git_tree(spec)
+        except KernelError as exc:
+            loc = places.get(spec.raw, ())
+            field = format_field(loc) if loc else "kernel"
+            errors.append(MatrixError(source, field, f"{spec.raw}: {exc.reason}", loc=loc))
+    if errors:
+        raise MatrixErrors(place_errors(source, errors))
+    return len(trees)

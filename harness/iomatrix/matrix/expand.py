@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from iomatrix.adapters.kconfig import fragment_lines, is_config_line
 from iomatrix.errors import MatrixError
+from iomatrix.matrix import builtin
 from iomatrix.matrix.fio_jobs import (
     builtin_estimate,
     check_fio_job,
@@ -604,8 +605,10 @@ class Expander:
         return list(out.values())
 
     def _workload(self, ref: str, loc: Loc) -> Workload | None:
-        """A workload by defined name, by <dir>/workloads/<name>.fio or <dir>/../workloads/, or a
-        relative .fio path; dir is the directory of the file that wrote the reference."""
+        """A workload by defined name, by <dir>/workloads/<name>.fio or <dir>/../workloads/, by
+        the name of one that ships with iomatrix, or a relative .fio path; dir is the directory of
+        the file that wrote the reference. The matrix's own files come first: a repository may
+        keep its own randwrite-4k."""
         defined = self.spec.workloads or {}
         if ref in defined:
             spec = defined[ref]
@@ -613,6 +616,7 @@ class Expander:
                 return None
             return self._defined(ref, spec)
         base = self.source_of(loc).dir
+        shipped: Path | None = None
         if ref.endswith(".fio"):
             name = Path(ref).stem
             candidates = [base / ref]
@@ -622,24 +626,26 @@ class Expander:
                 base / "workloads" / f"{ref}.fio",
                 base.parent / "workloads" / f"{ref}.fio",
             ]
+            # Last: the matrix's own files come first. Trusted, so not confined.
+            shipped = builtin.workload(ref)
         confined = confinement_root(self.root.path)
-        for candidate in candidates:
-            if candidate.exists() and not candidate.resolve().is_relative_to(confined):
+        for candidate in [*candidates, *([shipped] if shipped else [])]:
+            if not candidate.exists():
+                continue
+            if candidate != shipped and not candidate.resolve().is_relative_to(confined):
                 self.error(loc, outside_message(ref, "workload file", confined))
                 return None
-            if candidate.exists():
-                if not NAME_RE.fullmatch(name):
-                    self.error(
-                        loc, f"{show(ref)}: {name!r} is not a valid workload name: {NAME_RULE}"
-                    )
-                    return None
-                return self._load_workload(name, candidate.resolve(), loc)
+            if not NAME_RE.fullmatch(name):
+                self.error(loc, f"{show(ref)}: {name!r} is not a valid workload name: {NAME_RULE}")
+                return None
+            return self._load_workload(name, candidate.resolve(), loc)
         self.error(
             loc,
             f"{show(ref)} is not a workload: not defined under workloads: (defined: "
-            f"{listing(list(defined))}) and no file "
+            f"{listing(list(defined))}), not one that ships with iomatrix (built-in: "
+            f"{listing(builtin.workload_names())}) and no file "
             + " or ".join(str(c) for c in candidates)
-            + did_you_mean(ref, list(defined)),
+            + did_you_mean(ref, [*defined, *builtin.workload_names()]),
         )
         return None
 

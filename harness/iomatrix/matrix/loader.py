@@ -59,7 +59,7 @@ from iomatrix.matrix.presets import (
     read_mapping,
     source_of,
 )
-from iomatrix.matrix.problems import error_loc, format_field, reason
+from iomatrix.matrix.problems import Loc, error_loc, format_field, reason
 from iomatrix.matrix.rules import show
 from iomatrix.matrix.schema import FileSpec, check_quick
 from iomatrix.model.cell import (
@@ -160,6 +160,26 @@ def place_errors(path: Path | str, errors: Sequence[MatrixError]) -> tuple[Matri
         supplier = source_of(layer.origins, root, error.loc)
         placed.append(located(supplier, error.field, error.reason, loader.positions, error.loc))
     return tuple(placed)
+
+
+def kernel_source_places(path: Path | str) -> dict[str, Loc]:
+    """Where each kernel spec of a matrix is first written, by spec as loaded (relative git:
+    trees made absolute): kernels.<name>.source, matrix.kernel[i] or matrix.include[i].kernel.
+    For errors found about a kernel after loading (place_errors gives them a line)."""
+    layer = Loader().load(Source(str(path), Path(path).resolve()))
+    if layer is None:
+        return {}
+    places: dict[str, Loc] = {}
+    for name, entry in (layer.data.get("kernels") or {}).items():
+        if isinstance(entry.get("source"), str):
+            places.setdefault(entry["source"], ("kernels", name, "source"))
+    axes = layer.data.get("matrix") or {}
+    for i, value in enumerate(axes.get("kernel") or []):
+        places.setdefault(value, ("matrix", "kernel", i))
+    for i, entry in enumerate(axes.get("include") or []):
+        if isinstance(entry.get("kernel"), str):
+            places.setdefault(entry["kernel"], ("matrix", "include", i, "kernel"))
+    return places
 
 
 def json_schema() -> dict[str, Any]:

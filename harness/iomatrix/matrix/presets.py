@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from iomatrix.errors import MatrixError
+from iomatrix.matrix import builtin
 from iomatrix.matrix.problems import Loc, error_loc, format_field, reason
 from iomatrix.matrix.rules import (
     FORMAT_VERSION,
@@ -164,9 +165,12 @@ class Loader:
         raw = self._read(source)
         if raw is None:
             return None
+        # A preset that ships with iomatrix names files of the package, not of the matrix's
+        # repository: they are confined to the package instead.
+        root = builtin.PACKAGE_DIR if builtin.is_builtin_file(source.path) else self.root
         try:
             spec = FileSpec.model_validate(
-                raw, context={"base_dir": source.dir, "root": self.root or source.dir}
+                raw, context={"base_dir": source.dir, "root": root or source.dir}
             )
         except ValidationError as exc:
             extends_is_text = isinstance(raw.get("extends"), str)
@@ -219,8 +223,12 @@ class Loader:
     def _preset(
         self, source: Source, chain: tuple[Source, ...], rel: str, where: Loc
     ) -> Layer | None:
-        target = (source.dir / rel).resolve()
-        display = os.path.normpath(Path(source.display).parent / rel)
+        if builtin.is_builtin_ref(rel):
+            # Shipped with iomatrix (checked to exist by the schema): trusted, not confined.
+            target, display = builtin.preset(rel), rel
+        else:
+            target = (source.dir / rel).resolve()
+            display = os.path.normpath(Path(source.display).parent / rel)
         root = self.root or source.dir
         if len(chain) >= MAX_PRESET_DEPTH or len(self._done) >= MAX_PRESET_FILES:
             self.error(
@@ -230,7 +238,7 @@ class Loader:
                 f"{MAX_PRESET_FILES}",
             )
             return None
-        if not target.is_relative_to(root):
+        if not builtin.is_builtin_ref(rel) and not target.is_relative_to(root):
             self.error(source, where, outside_message(rel, "preset", root))
             return None
         for i, link in enumerate(chain):

@@ -4,6 +4,8 @@ optional, so a preset may be partial, with the field checks they use.
 
 from __future__ import annotations
 
+import os
+import re
 import stat
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
@@ -22,6 +24,7 @@ from pydantic import (
 
 from iomatrix.adapters.kconfig import FRAGMENT_RULE, is_config_line
 from iomatrix.errors import KernelError
+from iomatrix.matrix import builtin
 from iomatrix.matrix.rules import (
     DEFAULT_OPTIONS,
     DEVICE_SIZE_MAX,
@@ -108,7 +111,33 @@ def check_kernel_ref(value: str) -> str:
     return value
 
 
-def _check_source_kernel(value: str) -> str:
+_REL_GIT_TREE = re.compile(r"git:(?P<tree>[A-Za-z0-9._+-][A-Za-z0-9._+/-]*)@(?P<ref>[^@]*)")
+
+
+def resolve_git_tree(value: str, info: ValidationInfo) -> str:
+    """A `git:<tree>@<ref>` whose tree is relative, made absolute against the declaring file's
+    folder (stage 1 only), as every other path a matrix names. A kernel tree is not confined to
+    the matrix's repository (it is usually a checkout beside it, as an absolute path may name
+    any): iomatrix only asks git about it, with the neutral config, and never echoes its files."""
+    context = info.context if isinstance(info.context, dict) else {}
+    base = context.get("base_dir")
+    match = _REL_GIT_TREE.fullmatch(value)
+    if match is None or not isinstance(base, Path):
+        return value
+    return f"git:{os.path.normpath(base / match['tree'])}@{match['ref']}"
+
+
+def _kernel_ref_field(value: str, info: ValidationInfo) -> str:
+    return check_kernel_ref(resolve_git_tree(value, info))
+
+
+def _kernel_value_field(value: str | None, info: ValidationInfo) -> str | None:
+    """An exclude or include entry's kernel: resolved as the axis's values are, to match them."""
+    return None if value is None else resolve_git_tree(value, info)
+
+
+def _check_source_kernel(value: str, info: ValidationInfo) -> str:
+    value = resolve_git_tree(value, info)
     check_kernel(value)
     spec = parse_spec(value)
     if not spec.from_source:
@@ -200,6 +229,9 @@ def _check_rel_path(value: str, what: str) -> None:
 
 
 def _check_extends(value: str) -> str:
+    if builtin.is_builtin_ref(value):
+        builtin.preset(value)  # one that ships with iomatrix; the loader reads it
+        return value
     _check_rel_path(value, "preset")
     if not value.endswith((".yaml", ".yml")):
         raise ValueError(f"{show(value)} is not a preset: it must end in .yaml or .yml")
@@ -220,7 +252,8 @@ def check_workload_ref(value: str) -> str:
         return value
     raise ValueError(
         f"{show(value)} is not a workload: give a name defined under workloads:, a name found as "
-        f"workloads/<name>.fio, or a relative path ending in .fio ({PATH_RULE})"
+        f"workloads/<name>.fio, a built-in workload's name ({listing(builtin.workload_names())}),"
+        f" or a relative path ending in .fio ({PATH_RULE})"
     )
 
 
@@ -228,7 +261,11 @@ def _check_job_file(value: str, info: ValidationInfo) -> str:
     """Resolves a job file path against the declaring file's directory (stage 1 only).
 
     In stage 2 (no base_dir in the context) the value is the absolute path stage 1 produced.
+    `iomatrix:NAME` is the job file of a built-in workload, wherever the package is installed.
     """
+    context = info.context if isinstance(info.context, dict) else {}
+    if builtin.is_builtin_ref(value) and isinstance(context.get("base_dir"), Path):
+        return str(builtin.workload_file(value))
     return _build_file(value, info, "job file")
 
 
@@ -293,7 +330,7 @@ def _check_host_device(value: str) -> str:
 Name = Annotated[str, AfterValidator(_check_name)]
 HostDevicePath = Annotated[str, AfterValidator(_check_host_device)]
 KernelSpecText = Annotated[str, AfterValidator(check_kernel)]
-KernelRef = Annotated[str, AfterValidator(check_kernel_ref)]
+KernelRef = Annotated[str, AfterValidator(_kernel_ref_field)]
 SourceKernelSpec = Annotated[str, AfterValidator(_check_source_kernel)]
 PatchFile = Annotated[str, AfterValidator(_check_patch)]
 ConfigItem = Annotated[str, AfterValidator(_check_config_item)]
@@ -758,7 +795,7 @@ KnobAxis = Annotated[
 
 
 class ExcludeSpec(_Schema):
-    kernel: str | None = None
+    kernel: Annotated[str | None, AfterValidator(_kernel_value_field)] = None
     filesystem: str | None = None
     mount_options: str | None = None
     scheduler: str | None = None

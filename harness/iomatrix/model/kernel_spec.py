@@ -10,7 +10,8 @@ parse_spec is pure, so matrix validation uses it without touching the network or
                             the one that would be /lib/modules/<release> (optional)
 Kernels built from source by iomatrix (host/kernels/builder.py), out of tree, never writing into
 the tree they are read from:
-  git:<tree>@<ref>          any commit-ish of a local kernel git tree (absolute path)
+  git:<tree>@<ref>          any commit-ish of a local kernel git tree (absolute path; in a matrix
+                            file also relative to that file, made absolute when it is read)
   source:<dir>              a kernel source tree without git (absolute path), e.g. an unpacked
                             release tarball
   debian-source:<X.Y>       Debian's linux-source-X.Y package (the newest in the archive), or

@@ -6,6 +6,10 @@ the per-run medians the index keeps: a distribution can be recomputed from it. R
 run stands for (the shard runs of one nightly) are left out, as in every history, so each
 measurement appears once. Written as Parquet (pyarrow; created_at a UTC timestamp) or CSV (the same
 columns, created_at as ISO 8601 text).
+
+pyarrow is an optional extra, `iomatrix[parquet]`, imported only when a Parquet file is written: it
+is a large library that every other command (`iomatrix --help` included) would otherwise load, and
+an install from a wheel should not need it to run a matrix.
 """
 
 from __future__ import annotations
@@ -14,15 +18,15 @@ import csv
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Literal
 
 from iomatrix.errors import IomatrixError
 from iomatrix.model.axes import AXES
 from iomatrix.store import archive
 from iomatrix.store.records_io import load_run
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Format = Literal["parquet", "csv"]
 COLUMNS: tuple[str, ...] = (
@@ -62,7 +66,12 @@ def tidy_rows(results_dir: Path, *, matrix: str | None = None) -> Iterator[Row]:
                     yield (*head, rep.index, metric, float(value))
 
 
+PARQUET_EXTRA = "iomatrix[parquet]"
+
+
 def _schema() -> pa.Schema:
+    import pyarrow as pa  # noqa: PLC0415 (lazy: see the module's docstring)
+
     types: dict[str, pa.DataType] = {
         "created_at": pa.timestamp("us", tz="UTC"),
         "repetition": pa.int32(),
@@ -72,6 +81,15 @@ def _schema() -> pa.Schema:
 
 
 def _write_parquet(rows: list[Row], path: Path) -> None:
+    try:
+        # Lazy: see the module's docstring.
+        import pyarrow as pa  # noqa: PLC0415
+        import pyarrow.parquet as pq  # noqa: PLC0415
+    except ImportError as e:
+        raise IomatrixError(
+            f"writing Parquet needs pyarrow, which is not installed ({e}): install the extra "
+            f"with `pip install '{PARQUET_EXTRA}'`, or export CSV (--format csv)"
+        ) from e
     columns: list[list[object]] = [[] for _ in COLUMNS]
     at = COLUMNS.index("created_at")
     for row in rows:

@@ -13,6 +13,7 @@ import pytest
 
 from iomatrix import proc
 from iomatrix.cli import main as cli
+from iomatrix.matrix import builtin
 from iomatrix.model.cell import cell_id
 from iomatrix.model.result import CellResult
 from iomatrix.store.records_io import load_run, write_record
@@ -42,7 +43,7 @@ matrix:
 def matrix_dir(tmp_path: Path) -> Path:
     """A folder with the quick workload beside the matrix files a test writes there."""
     (tmp_path / "workloads").mkdir()
-    shutil.copy(REPO / "matrix" / "workloads" / "randwrite-4k.fio", tmp_path / "workloads")
+    shutil.copy(builtin.WORKLOADS_DIR / "randwrite-4k.fio", tmp_path / "workloads")
     (tmp_path / "good.yaml").write_text(GOOD)
     (tmp_path / "bad.yaml").write_text(GOOD.replace("scheduler: [none]", "scheduler: [cfq]"))
     (tmp_path / "one.yaml").write_text(
@@ -182,7 +183,7 @@ def test_expand_json(capsys: pytest.CaptureFixture[str]) -> None:
     cell = first["cell"]
     assert isinstance(cell, dict)
     assert cell["device"]["size_bytes"] == 1 << 30
-    assert Path(cell["workload"]["job_file"]) == REPO / "matrix" / "workloads" / "randwrite-4k.fio"
+    assert Path(cell["workload"]["job_file"]) == builtin.WORKLOADS_DIR / "randwrite-4k.fio"
 
 
 @pytest.mark.parametrize("matrix", ["quick", "good"])

@@ -13,6 +13,7 @@ import pytest
 
 from iomatrix import proc
 from iomatrix.cli import main as cli
+from iomatrix.matrix import builtin
 from iomatrix.model.result import CellResult
 from iomatrix.store.records_io import write_record
 from support.builders import make_cell, make_run
@@ -120,7 +121,7 @@ def test_json_outputs_parse(
 def test_verbose_shows_every_command_iomatrix_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["-v", "validate", str(ROOT / "matrix" / "quick.yaml")]) == 0
     err = capsys.readouterr().err.splitlines()
-    job = ROOT / "matrix" / "workloads" / "randwrite-4k.fio"
+    job = builtin.WORKLOADS_DIR / "randwrite-4k.fio"
     assert f"iomatrix: $ fio --parse-only {job}" in err
     assert any(line.startswith("iomatrix: exit 0 after ") for line in err), err
 

@@ -17,11 +17,12 @@ from iomatrix import proc
 from iomatrix.guest import knobs
 from iomatrix.guest.context import CellContext, CellFailed
 from iomatrix.guest.plan_view import KnobSettingView
+from iomatrix.matrix import builtin
 from iomatrix.model.cell import Cell, KnobSet, KnobSetting
 from support.builders import guest_view, make_cell
-from support.paths import REPO_ROOT, TESTS_DIR
+from support.paths import TESTS_DIR
 
-JOB_FILES = sorted((REPO_ROOT / "matrix" / "workloads").glob("*.fio")) + sorted(
+JOB_FILES = sorted(builtin.WORKLOADS_DIR.glob("*.fio")) + sorted(
     (TESTS_DIR / "data" / "fio").glob("*.fio")
 )
 

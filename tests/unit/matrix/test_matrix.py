@@ -15,6 +15,7 @@ import yaml
 
 from iomatrix.adapters import bonnie
 from iomatrix.errors import MatrixError, MatrixErrors
+from iomatrix.matrix import builtin
 from iomatrix.matrix.fio_jobs import FIO_IOENGINES, check_fio_job, estimate_fio_runtime
 from iomatrix.matrix.loader import json_schema, load_matrix, place_errors, quick_variant
 from iomatrix.matrix.problems import format_field
@@ -1002,7 +1003,8 @@ def test_unknown_workload(ws: Path) -> None:
     error = only_error(ws, with_matrix(workload=["randwrite", "fsync-heavy"]))
     assert error.field == "matrix.workload[1]"
     assert error.reason.startswith(
-        "'fsync-heavy' is not a workload: not defined under workloads: (defined: randwrite) and no "
+        "'fsync-heavy' is not a workload: not defined under workloads: (defined: randwrite), not "
+        f"one that ships with iomatrix (built-in: {', '.join(builtin.workload_names())}) and no "
         f"file {ws / 'workloads' / 'fsync-heavy.fio'} or "
         f"{ws.parent / 'workloads' / 'fsync-heavy.fio'}"
     )
@@ -1818,7 +1820,8 @@ def job_problems(tmp_path: Path, text: str | bytes, name: str = "job.fio") -> li
     "path",
     sorted(
         [
-            *(REPO / "matrix" / "workloads").glob("*.fio"),
+            *(REPO / "matrix" / "workloads").glob("**/*.fio"),
+            *builtin.WORKLOADS_DIR.glob("*.fio"),
             *(DATA / "workloads").glob("*.fio"),
             *(REPO / "tests" / "data" / "faults" / "workloads").glob("*.fio"),
         ]
@@ -2120,7 +2123,7 @@ def test_device_count_out_of_range(
 
 
 def test_the_base_preset_defines_throttled_and_multi_disk_profiles() -> None:
-    preset = yaml.safe_load((REPO_ROOT / "matrix/presets/base.yaml").read_text())
+    preset = yaml.safe_load((builtin.PRESETS_DIR / "base.yaml").read_text())
     devices = preset["devices"]
     assert (devices["hdd-like"]["iops_limit"], devices["hdd-like"]["bw_limit"]) == (150, "150MiB")
     assert devices["sata-ssd-like"]["iops_limit"] == 80000

@@ -145,13 +145,20 @@ def commit_of(spec: str, tree: Path | str, ref: str) -> str:
     return found.stdout.strip()
 
 
-def _from_git(spec: KernelSpec, repo: Path, log: Log) -> Source:
+def check_git_tree(spec: KernelSpec) -> str:
+    """The commit a git: spec names; KernelError saying why there is none (no such folder, not
+    a git tree, no such commit). Read-only questions to the user's tree, with the neutral config:
+    `iomatrix validate` asks them too, so a typo fails there and not after the other builds."""
     tree = Path(spec.value)
     if not tree.is_dir():
         raise KernelError(spec.raw, f"the kernel tree {tree} does not exist")
-    # Read-only questions to the user's tree: is it a repository, and which commit is the ref.
     git(spec.raw, ["-C", str(tree), "rev-parse", "--git-dir"], what=f"{tree} is not a git tree:")
-    commit = commit_of(spec.raw, tree, spec.ref or "")
+    return commit_of(spec.raw, tree, spec.ref or "")
+
+
+def _from_git(spec: KernelSpec, repo: Path, log: Log) -> Source:
+    tree = Path(spec.value)
+    commit = check_git_tree(spec)
     objects = git(
         spec.raw, ["-C", str(tree), "rev-parse", "--path-format=absolute", "--git-path", "objects"]
     ).stdout.strip()

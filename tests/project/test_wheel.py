@@ -1,0 +1,167 @@
+"""iomatrix used from another repository: the wheel built from this tree, installed into a fresh
+virtualenv outside the clone, validates and expands a matrix that names only what ships with it
+(`extends: iomatrix:base`, the built-in randwrite-4k) from a folder of its own.
+
+Offline: the wheel is built with this venv's setuptools (--no-build-isolation, --no-index) from a
+copy of the tracked inputs (the clone's own build/ folder is neither used nor written); the fresh
+venv gets the wheel alone, and finds its dependencies through a .pth file naming this venv's
+site-packages (a .pth line adds a folder but runs none of the .pth files in it, so the editable
+install of the clone stays out). No VM is booted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from email.parser import Parser
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from support.paths import REPO_ROOT
+
+# What setuptools needs to build the wheel: pyproject's build-system.requires.
+SETUPTOOLS_MIN = (77,)
+
+MATRIX = """\
+format: 1
+name: from-elsewhere
+extends: iomatrix:base
+matrix:
+  kernel: [debian:bookworm]
+  filesystem: [ext4, xfs]
+  scheduler: [none]
+  device: [virtio-file]
+  workload: [randwrite-4k]
+"""
+
+
+def run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=600
+    )
+    assert done.returncode == 0, f"{argv}: {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def setuptools_version() -> tuple[int, ...] | None:
+    try:
+        return tuple(int(p) for p in metadata.version("setuptools").split(".")[:2])
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    found = setuptools_version()
+    if found is None or found < SETUPTOOLS_MIN:
+        pytest.skip(
+            f"cannot build the wheel offline: this venv's setuptools is {found}, the build needs "
+            f">= {SETUPTOOLS_MIN[0]} (pyproject build-system.requires) and no index is used"
+        )
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(REPO_ROOT / name, src / name)
+    shutil.copytree(
+        REPO_ROOT / "harness",
+        src / "harness",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"),
+    )
+    dist = tmp_path_factory.mktemp("dist")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(dist), "."],
+        cwd=src,
+    )
+    [built] = dist.glob("iomatrix-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv (outside the clone) holding the wheel; its bin/ folder."""
+    venv = tmp_path_factory.mktemp("venv")
+    run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], cwd=venv)
+    python = venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python)]
+    run([*pip, "install", "--quiet", "--no-deps", "--no-index", str(wheel)], cwd=venv)
+    purelib = Path(run([str(python), "-c", PURELIB], cwd=venv).strip())
+    here = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (purelib / "zz-iomatrix-test-dependencies.pth").write_text("".join(f"{p}\n" for p in here))
+    return venv / "bin"
+
+
+PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+
+
+def clean_env() -> dict[str, str]:
+    # Not this clone's harness: PYTHONPATH (set for the tests) would put it first.
+    return {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+
+
+def test_the_wheel_holds_the_presets_workloads_license_and_the_parquet_extra(
+    wheel: Path,
+) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        [meta_name] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        meta = Parser().parsestr(zf.read(meta_name).decode())
+    shipped = [
+        p.relative_to(REPO_ROOT / "harness").as_posix()
+        for folder in ("presets", "workloads")
+        for p in (REPO_ROOT / "harness" / "iomatrix" / folder).iterdir()
+    ]
+    assert shipped
+    assert sorted(set(shipped) - names) == []
+    assert "iomatrix/py.typed" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)
+    assert meta["License-Expression"] == "MIT"
+    requires = meta.get_all("Requires-Dist") or []
+    assert 'pyarrow>=17; extra == "parquet"' in requires
+    assert not [r for r in requires if r.startswith("pyarrow") and "extra" not in r]
+
+
+def test_the_installed_command_validates_and_expands_a_matrix_of_builtins(
+    installed: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    (work / "m.yaml").write_text(MATRIX)
+    env = clean_env()
+    where = run(
+        [str(installed / "python"), "-c", "import iomatrix; print(iomatrix.__file__)"],
+        cwd=work,
+        env=env,
+    )
+    # The wheel's copy, not the clone's.
+    assert Path(where.strip()).is_relative_to(installed.parent), where
+    iomatrix = str(installed / "iomatrix")
+    out = run([iomatrix, "validate", "m.yaml"], cwd=work, env=env)
+    assert out.startswith("m.yaml: ok, 2 cells, 1 kernel(s)"), out
+    cells = json.loads(run([iomatrix, "expand", "--json", "m.yaml"], cwd=work, env=env))
+    assert [c["label"] for c in cells] == [
+        "debian:bookworm/ext4/default/none/virtio-file/randwrite-4k",
+        "debian:bookworm/xfs/default/none/virtio-file/randwrite-4k",
+    ]
+    job = Path(cells[0]["cell"]["workload"]["job_file"])
+    assert job.name == "randwrite-4k.fio"
+    assert job.is_relative_to(installed.parent)
+    assert not job.is_relative_to(REPO_ROOT)
+    # The preset's device profile came with the package too.
+    assert cells[0]["cell"]["device"]["cache"] == "none"
+
+
+def test_the_installed_init_writes_a_matrix_the_installed_validate_accepts(
+    installed: Path, tmp_path: Path
+) -> None:
+    env = clean_env()
+    iomatrix = str(installed / "iomatrix")
+    run([iomatrix, "init", "bench"], cwd=tmp_path, env=env)
+    out = run([iomatrix, "validate", "bench/matrix.yaml"], cwd=tmp_path, env=env)
+    assert out.startswith("bench/matrix.yaml: ok, 4 cells"), out
