@@ -20,6 +20,7 @@ from iomatrix.report.tables import (
     metric_tables,
     run_table,
 )
+from iomatrix.report.text import output_width
 from iomatrix.report.timeline import format_timeline
 from iomatrix.store import archive, export, merge, rundir
 from iomatrix.store.records_io import load_run
@@ -67,12 +68,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 comparison_report.render(exc.comparison, args.format, report_url=args.report_url)
             )
         raise
-    text = comparison_report.render(result, args.format, report_url=args.report_url)
     if args.output is not None:
-        args.output.write_text(text)
+        # A file is read whole, whatever the terminal's width.
+        args.output.write_text(
+            comparison_report.render(
+                result, args.format, report_url=args.report_url, all_metrics=args.all_metrics
+            )
+        )
         print(comparison_report.verdict_line(result))
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(
+            comparison_report.render(
+                result,
+                args.format,
+                report_url=args.report_url,
+                width=output_width(),
+                all_metrics=args.all_metrics,
+            )
+        )
     return ExitCode(compare.exit_code(result, fail_on_invalid=args.fail_on_invalid))
 
 

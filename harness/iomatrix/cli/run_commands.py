@@ -32,6 +32,7 @@ from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
 from iomatrix.report.site import build
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
+from iomatrix.report.text import output_width
 from iomatrix.store import rundir
 from iomatrix.store.records_io import load_run
 
@@ -241,12 +242,24 @@ def cmd_ab(args: argparse.Namespace) -> int:
     (session_dir / "comparison.md").write_text(
         comparison_report.render(result, "markdown", report_url=args.report_url)
     )
-    text = comparison_report.render(result, args.format, report_url=args.report_url)
     if args.output is not None:
-        args.output.write_text(text)
+        # A file is read whole, whatever the terminal's width.
+        args.output.write_text(
+            comparison_report.render(
+                result, args.format, report_url=args.report_url, all_metrics=args.all_metrics
+            )
+        )
         print(comparison_report.verdict_line(result))
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(
+            comparison_report.render(
+                result,
+                args.format,
+                report_url=args.report_url,
+                width=output_width(),
+                all_metrics=args.all_metrics,
+            )
+        )
     if rules is None:
         print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
         write_report_or_warn(lambda: build.build_session_site(session_dir))
