@@ -20,7 +20,7 @@ from iomatrix.report.tables import (
     metric_tables,
     run_table,
 )
-from iomatrix.report.text import output_width
+from iomatrix.report.text import output_width, wrap
 from iomatrix.report.timeline import format_timeline
 from iomatrix.store import archive, export, merge, rundir
 from iomatrix.store.records_io import load_run
@@ -33,15 +33,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         shown = record.timeline if args.timeline else record
         print(json.dumps(shown.model_dump(mode="json") if shown is not None else None, indent=1))
         return ExitCode.OK
+    width = output_width()
     if args.timeline:
-        print(format_timeline(record))
+        print(format_timeline(record, width=width))
         return ExitCode.OK
     if args.metrics is not None:
         # --metrics [GLOB...]: the per-workload tables of every metric (or the matching ones).
-        print(metric_tables(record.cells, args.metrics or None) or "no metrics")
+        print(metric_tables(record.cells, args.metrics or None, width=width) or "no metrics")
         return ExitCode.OK
-    print(run_table(record))
-    extra = metric_tables(record.cells, only_needed=True)
+    print(run_table(record, width=width))
+    extra = metric_tables(record.cells, only_needed=True, width=width)
     if extra:
         print("\n" + extra)
     return ExitCode.OK
@@ -101,11 +102,15 @@ def cmd_repetitions(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([p.model_dump(mode="json") for p in plans], indent=1))
         return ExitCode.OK
+    width = output_width()
     print(
-        f"repetitions to see a {args.target_effect:.1%} change (alpha {args.alpha:g}, "
-        f"{stats.DETECTABLE_POWER:.0%} of the time), from the noise of {record.run_id}:"
+        wrap(
+            f"repetitions to see a {args.target_effect:.1%} change (alpha {args.alpha:g}, "
+            f"{stats.DETECTABLE_POWER:.0%} of the time), from the noise of {record.run_id}:",
+            width,
+        )
     )
-    print(format_repetition_plans(plans))
+    print(format_repetition_plans(plans, width=width, cells=record.cells))
     return ExitCode.OK
 
 

@@ -113,10 +113,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     update_index_or_warn(Path(args.results))
     print()
-    print(run_table(record))
+    print(run_table(record, width=output_width()))
     # Workloads whose measurements the run table's columns cannot show (builtin, bonnie++,
     # several fio phases or groups): their headline metrics, one table each.
-    extra = metric_tables(record.cells, only_needed=True)
+    extra = metric_tables(record.cells, only_needed=True, width=output_width())
     if extra:
         print("\n" + extra)
     print(f"\nresults: {run_dir}/run.json")
@@ -270,7 +270,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     (session_dir / "sequential.json").write_text(
         comparison_report.sequential_json(decisions, rules)
     )
-    print("\n" + comparison_report.render_sequential(decisions, rules))
+    print("\n" + comparison_report.render_sequential(decisions, rules, width=output_width()))
     print(
         f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md, sequential.json)"
     )
@@ -316,7 +316,10 @@ def _print_plan(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
         f"{base.run_id}:",
         file=sys.stderr,
     )
-    print(format_repetition_plans(plans), file=sys.stderr)
+    print(
+        format_repetition_plans(plans, width=output_width(sys.stderr), cells=base.cells),
+        file=sys.stderr,
+    )
     short = sorted({p.cell for p in plans if p.needed is None or p.needed > repeat[p.cell_id]})
     unknown = len(set(repeat) - {p.cell_id for p in plans})
     if short:

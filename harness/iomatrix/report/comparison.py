@@ -25,7 +25,6 @@ from iomatrix.analysis.sequential import PairDecision
 from iomatrix.analysis.sequential import Session as SequentialSession
 from iomatrix.model.axes import TITLES
 from iomatrix.report import validity as validity_report
-from iomatrix.report.tables import format_table
 from iomatrix.report.text import fit_table, wrap
 from iomatrix.report.text import for_markdown as markdown_text
 
@@ -646,8 +645,11 @@ def render(
 FORMATS: tuple[str, ...] = ("table", "markdown", "json", "junit")
 
 
-def render_sequential(decisions: Sequence[PairDecision], rules: SequentialSession) -> str:
-    """What `ab --until-decided` decided per pair, with every deciding metric's last look."""
+def render_sequential(
+    decisions: Sequence[PairDecision], rules: SequentialSession, *, width: int | None = None
+) -> str:
+    """What `ab --until-decided` decided per pair, with every deciding metric's last look;
+    laid out for `width` (report.text.fit_table)."""
     header = ("cell", "metric", "reps", "change", "95% CI", "p", "level", "decision")
     rows = []
     for decision in decisions:
@@ -677,10 +679,13 @@ def render_sequential(decisions: Sequence[PairDecision], rules: SequentialSessio
     summary = ", ".join(f"{n} {v}" for v, n in counts.items())
     return "\n".join(
         [
-            f"sequential A/B (alpha {rules.alpha:g}, up to {rules.cap} repetitions per side; "
-            "each look tests at the design's level, which keeps the false-positive rate at alpha "
-            f"over all looks): {summary}",
-            format_table(header, rows, numeric={2, 3, 5, 6}),
+            wrap(
+                f"sequential A/B (alpha {rules.alpha:g}, up to {rules.cap} repetitions per side; "
+                "each look tests at the design's level, which keeps the false-positive rate at "
+                f"alpha over all looks): {summary}",
+                width,
+            ),
+            fit_table(header, rows, width=width, numeric={2, 3, 5, 6}, keep={0}),
         ]
     )
 
