@@ -25,6 +25,9 @@ from iomatrix.report.timeline import format_timeline
 from iomatrix.store import archive, export, merge, rundir
 from iomatrix.store.records_io import load_run
 
+# What names a run, everywhere (store.rundir.find_run).
+RUN_HELP = "a run id, a unique prefix of one, latest (the newest), a run folder or a run.json"
+
 
 def cmd_show(args: argparse.Namespace) -> int:
     record = load_run(rundir.find_run(args.run, Path(args.results)))
@@ -334,7 +337,7 @@ def _add_repetitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
             "there (the noise sets the minimum effect), the levers that would help."
         ),
     )
-    p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     options.results(p)
     options.judging(p, target_required=True)
     options.json_output(p)
@@ -459,7 +462,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "metric regressed, 2 on bad input or refused environments, else 0."
         ),
     )
-    p.add_argument("base", metavar="BASE", help="the baseline: a run id, a run folder or run.json")
+    p.add_argument("base", metavar="BASE", help="the baseline: " + RUN_HELP)
     p.add_argument("new", metavar="NEW", help="the run to judge, in the same forms as BASE")
     options.results(p)
     p.add_argument(
@@ -479,7 +482,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "Print the table of an archived run: status and headline metrics of every cell."
         ),
     )
-    p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     options.results(p)
     p.add_argument(
         "--metrics",
@@ -530,7 +533,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "(status error in the merged run). Exit 1 when cells are missing."
         ),
     )
-    p.add_argument("runs", nargs="+", metavar="RUN", help="a run id, a run folder or a run.json")
+    p.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
     p.add_argument(
         "--matrix",
         type=Path,
