@@ -239,10 +239,14 @@ def triage_entries(results: Path, path: Path | None) -> tuple[triage.TriageEntry
 def cmd_triage(args: argparse.Namespace) -> int:
     results = Path(args.results)
     path = args.file if args.file is not None else triage.default_path(results)
+    # The run, cell and metric must exist (exit 2 with the choices otherwise); the entry keeps
+    # the run's whole id whatever prefix named it.
+    run_dir = rundir.find_run(args.first_run_after, results)
+    triage.check_names(args.cell, args.metric, load_run(run_dir))
     entry = triage.TriageEntry(
         cell=args.cell,
         metric=args.metric,
-        first_run_after=args.first_run_after,
+        first_run_after=run_dir.name,
         status="acknowledged" if args.action == "ack" else "ignored",
         who=args.who,
         why=args.why,
@@ -440,7 +444,10 @@ def _add_triage_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--cell", required=True, metavar="ID|GLOB", help="a cell id or label glob")
     p.add_argument("--metric", required=True, metavar="GLOB", help="e.g. write_iops or '*_iops'")
     p.add_argument(
-        "--first-run-after", required=True, metavar="RUN", help="the change's first run after"
+        "--first-run-after",
+        required=True,
+        metavar="RUN",
+        help="the change's first run after (its id, a unique prefix of one, or latest)",
     )
     p.add_argument("--who", required=True, metavar="NAME", help="who decided")
     p.add_argument("--why", required=True, metavar="TEXT", help="why")
