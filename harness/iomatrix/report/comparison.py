@@ -304,9 +304,10 @@ def _detail_table(rows: Sequence[Row], axes: Sequence[str], width: int | None) -
     body = [
         [*(r.axes.get(a, "-") for a in axes), *_detail_cells(r)[:-2], _show_reason(r)] for r in rows
     ]
+    # The numbers and the CI are never cut (fit_table narrows only text columns' values).
     first = len(axes) + 1
-    numeric = {first + k for k in (0, 1, 2, 4, 5)}
-    return fit_table(header, body, width=width, numeric=numeric, keep={len(axes)}, same="all")
+    numeric = {first + k for k in range(6)}
+    return fit_table(header, body, width=width, numeric=numeric, same="every row")
 
 
 def _pivot(rows: Sequence[Row], axes: Sequence[str], width: int | None) -> str:
@@ -374,14 +375,13 @@ def render_table(
         if all_metrics or verdict not in ("noisy", "unchanged"):
             table = _detail_table(group, axes, width)
         else:
-            heading += "; the change of the median, new / base - 1"
+            heading += "; the change of the median (new/base-1):"
             table = _pivot(group, axes, width)
         lines += ["", wrap(heading, width), table]
     hidden = len(comparison.rows) - len(shown)
     if hidden:
-        informational = sum(
-            not r.gated and r.metric != "-" for r in comparison.rows if r not in shown
-        )
+        # Every row not shown is informational or of a gated metric with no change.
+        informational = sum(not r.gated and r.metric != "-" for r in comparison.rows)
         lines += [
             "",
             wrap(

@@ -11,6 +11,7 @@ agent's own overhead ("other").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -189,10 +190,13 @@ def format_timeline(record: RunRecord, *, width: int | None = None) -> str:
     if totals:
         lines += ["", "guest phases over every repetition (seconds, share of the wall time):"]
         lines += [f"  {name:12} {s:8.1f}  {100 * s / wall:5.1f}%" for name, s in totals.items()]
-    # A continuation lines up under the text of the line it continues (its spaces, then the
-    # numbers' columns).
-    return "\n".join(wrap(line, width, indent=" " * _TEXT_COLUMN) for line in lines)
+    return "\n".join(_wrapped(line, width) for line in lines)
 
 
-# Where the text of a span, boot or step line starts, after its number columns.
-_TEXT_COLUMN = 19
+def _wrapped(line: str, width: int | None) -> str:
+    """A line within `width`: a continuation indented two past where the line's text starts,
+    after its spaces and number columns."""
+    lead = len(line) - len(line.lstrip(" "))
+    numbers = re.match(r"[\s\d.%]*", line)
+    start = numbers.end() if numbers else lead
+    return wrap(line, width, indent=" " * (max(start, lead) - lead + 2))
