@@ -127,10 +127,14 @@ def fit_table(
         shown = []
         for i in columns:
             values = {str(r[i]).strip() for r in rows}
-            if i in numbers or i in kept or len(values) > 1 or (len(rows) == 1 and values != {""}):
+            if i in numbers or i in kept:
                 shown.append(i)
-            elif (value := values.pop()) not in ("", "-"):
-                constants.append(f"{header[i]} {value}")
+            elif not values - {"", "-"}:
+                continue  # nothing in it
+            elif len(values) > 1 or len(rows) == 1:
+                shown.append(i)
+            else:
+                constants.append(f"{header[i]} {values.pop()}")
         columns = shown
     titles = [str(header[i]) for i in columns]
     body = [[str(r[i]) for i in columns] for r in rows]
