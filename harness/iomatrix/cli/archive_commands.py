@@ -197,6 +197,8 @@ def cmd_trend(args: argparse.Namespace) -> int:
         )
         _print_changes(news)
         return ExitCode.OK
+    # A RUN like any other: its id, a unique prefix of one, or latest.
+    since_run = rundir.resolve_run_id(args.since, results) if args.since else None
     changes, examined = trend.find_trends(
         results,
         cells=args.cell or (),
@@ -205,7 +207,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         alpha=args.alpha,
         min_size=args.min_size,
         min_change=args.min_change,
-        since=args.since,
+        since=since_run,
         known=known,
         fdr=args.fdr,
     )
@@ -215,7 +217,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
     news = [c for c in changes if c.triage is None]
     acknowledged = [c for c in changes if c.triage == "acknowledged"]
     ignored = sum(c.triage == "ignored" for c in changes)
-    since = f" since {args.since}" if args.since else ""
+    since = f" since {since_run}" if since_run else ""
     print(
         f"{examined} series with at least {2 * args.min_size} ok runs examined; "
         f"{len(news)} change point(s){since} at alpha {args.alpha:g} and {size}"
@@ -399,7 +401,10 @@ def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--since",
         metavar="RUN",
-        help="only changes whose first run after is RUN or newer: what is new since RUN",
+        help=(
+            "only changes whose first run after is RUN (an id, a unique prefix, latest) or "
+            "newer: what is new since RUN"
+        ),
     )
     options.fdr(p)
     p.add_argument(

@@ -90,3 +90,14 @@ def test_commands_take_latest_and_prefixes_and_refuse_ambiguity_with_exit_2(
     err = capsys.readouterr().err
     assert "3 runs under" in err
     assert "give more of the id" in err
+
+
+def test_trend_since_takes_a_prefix_and_latest(
+    results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["trend", "--results", str(results), "--since", "20261125T10"]) == 0
+    assert " since 20261125T101010Z-quick-ab12 " in capsys.readouterr().out
+    assert cli.main(["trend", "--results", str(results), "--since", "latest"]) == 0
+    assert f" since {IDS[2]} " in capsys.readouterr().out
+    assert cli.main(["trend", "--results", str(results), "--since", "20261125T11"]) == 2
+    assert "give more of the id" in capsys.readouterr().err
