@@ -76,6 +76,7 @@ def wrap(text: str, width: int | None, *, indent: str = "  ") -> str:
     continuation lines indented; as it is when there is no width."""
     if width is None:
         return text
+    text = for_terminal(text)
     out = []
     for line in text.splitlines() or [""]:
         if len(line) <= width:
@@ -120,6 +121,9 @@ def fit_table(
     Rules 2 and 3 only apply with a width; rule 1 always does, so a pipe gets the same table as
     a terminal, with whole values.
     """
+    # Made safe before it is measured: an escape shown as \x1b takes four columns, not none.
+    header = [for_terminal(str(h)) for h in header]
+    rows = [[for_terminal(str(v)) for v in r] for r in rows]
     numbers, kept = set(numeric), set(keep)
     columns = list(range(len(header)))
     constants: list[str] = []

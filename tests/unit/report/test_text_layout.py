@@ -74,3 +74,13 @@ def test_the_width_is_columns_else_the_terminal_else_none(
     monkeypatch.delenv("COLUMNS")
     # Not a terminal (a file, a pipe, captured output): whole lines.
     assert output_width(io.StringIO()) is None
+
+
+def test_control_characters_are_measured_as_they_will_be_shown() -> None:
+    # A guest's text with an escape sequence is shown as "\x1b[2J" (report.text.for_terminal):
+    # the layout measures that, so the line still fits.
+    rows = [["\x1b[2J" * 10 + "ext4", "1"], ["xfs", "2"]]
+    lines = fit_table(["fs", "n"], rows, width=20, numeric={1}).splitlines()
+    assert "\x1b" not in "\n".join(lines)
+    assert max(map(len, lines)) <= 20
+    assert all(len(line) <= 20 for line in wrap("\x1b[2J" * 30, 20).splitlines())
