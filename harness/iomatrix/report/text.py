@@ -108,7 +108,8 @@ def fit_table(
     1. A column whose value is the same in every row (two rows or more) is left out and said
        once, above the table: "every row: kernel debian:bookworm, device virtio-file" (`same`
        names the rows); a column empty (or "-") in every row is left out silently. Number columns
-       (`numeric`, right-aligned) and `keep` columns stay: a number is data, not a label.
+       (`numeric`, right-aligned) and `keep` columns are never said above: a number is data,
+       not a label.
     2. When the table is still wider than `width`, columns are narrowed, the widest first and
        to a common cap: every column wider than the cap is narrowed to it, the largest cap that
        fits. First only titles are narrowed (they wrap onto more header lines, after "_", "/",
@@ -131,11 +132,11 @@ def fit_table(
         shown = []
         for i in columns:
             values = {str(r[i]).strip() for r in rows}
-            if i in numbers or i in kept:
+            if i in kept:
                 shown.append(i)
             elif not values - {"", "-"}:
                 continue  # nothing in it
-            elif len(values) > 1 or len(rows) == 1:
+            elif i in numbers or len(values) > 1 or len(rows) == 1:
                 shown.append(i)
             else:
                 constants.append(f"{header[i]} {values.pop()}")

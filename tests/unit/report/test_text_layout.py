@@ -84,3 +84,8 @@ def test_control_characters_are_measured_as_they_will_be_shown() -> None:
     assert "\x1b" not in "\n".join(lines)
     assert max(map(len, lines)) <= 20
     assert all(len(line) <= 20 for line in wrap("\x1b[2J" * 30, 20).splitlines())
+
+
+def test_a_number_column_without_a_number_is_left_out() -> None:
+    text = fit_table(["cell", "base", "reason"], [["a", "-", "failed"]], width=None, numeric={1})
+    assert text.splitlines()[0].split() == ["cell", "reason"]
