@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from iomatrix.model.cell import Cell
 from iomatrix.model.result import CellEntry, CellResult, CpuUsage, Repetition, RunRecord
-from support.builders import ENVIRONMENT
+from support.builders import ENVIRONMENT, make_cell
 from support.paths import TESTS_DIR
 
 DATA = TESTS_DIR / "data" / "compare"
@@ -94,3 +94,87 @@ def sample(seed: int, center: float, cov: float, n: int) -> list[float]:
     """n values around `center` with relative spread `cov` (normal noise), reproducibly."""
     rng = random.Random(seed)
     return [rng.gauss(center, center * cov) for _ in range(n)]
+
+
+# What one cell of the quick matrix (matrix/quick.yaml) reports per repetition besides fio's
+# write_* figures and the CPU shares: the telemetry that made its comparison 407 rows long.
+_QUICK_TELEMETRY = (
+    "fio_usr_cpu_s",
+    "fio_sys_cpu_s",
+    "kthreads_cpu_s",
+    *(f"kthread_{k}_cpu_s" for k in ("kworker", "jbd2", "ksoftirqd", "rcu_sched", "kcompactd")),
+    *(
+        f"disk_{k}"
+        for k in (
+            "r_per_s",
+            "w_per_s",
+            "rkb_per_s",
+            "wkb_per_s",
+            "r_await_ms",
+            "w_await_ms",
+            "aqu_sz",
+            "util_pct",
+            "wrqm_pct",
+            "flush_per_s",
+        )
+    ),
+    *(
+        f"vmstat_{k}"
+        for k in (
+            "nr_dirtied",
+            "nr_written",
+            "pgpgin",
+            "pgpgout",
+            "pgfault",
+            "pgmajfault",
+            "nr_dirty_before",
+            "nr_dirty_after",
+            "nr_writeback_before",
+            "nr_writeback_after",
+            "pgscan_kswapd",
+            "pgsteal_kswapd",
+            "allocstall",
+            "workingset_refault",
+            "pgactivate",
+            "pgdeactivate",
+            "pgrotated",
+            "drop_pagecache",
+        )
+    ),
+    *(f"psi_io_{k}" for k in ("some_stall_s", "some_pct", "full_stall_s", "full_pct")),
+    *(
+        f"host_{k}"
+        for k in ("rd_operations", "wr_operations", "rd_bytes", "wr_bytes", "flush_operations")
+    ),
+    "write_amplification",
+    "reads_without_disk_pct",
+)
+QUICK_FILESYSTEMS = ("ext4", "xfs", "btrfs")
+QUICK_SCHEDULERS = ("none", "mq-deadline")
+
+
+def quick_like_run(run_id: str, *, seed: int = 0, repeat: int = 1) -> RunRecord:
+    """A run shaped like the quick matrix's: 6 cells (3 filesystems x 2 schedulers, one kernel,
+    device and workload), `repeat` repetitions each, every one with fio's write figures, the
+    CPU costs and the guest's telemetry (about 65 metrics a cell)."""
+    results = []
+    for i, fs in enumerate(QUICK_FILESYSTEMS):
+        for j, scheduler in enumerate(QUICK_SCHEDULERS):
+            base = 1000.0 * (1 + i) + 100 * j
+            columns = {
+                "write_iops": sample(seed + 1, base, 0.03, repeat),
+                "write_bw_mib_s": sample(seed + 2, base / 256, 0.03, repeat),
+                "write_lat_p99_us": sample(seed + 3, 13000.0, 0.05, repeat),
+                "write_lat_max_us": sample(seed + 4, 19000.0, 0.1, repeat),
+                "write_lat_mean_us": sample(seed + 5, 9900.0, 0.03, repeat),
+                "write_lat_p50_us": sample(seed + 6, 9600.0, 0.03, repeat),
+                "fio_cpu_s_per_io": sample(seed + 7, 1e-4, 0.05, repeat),
+                "kthreads_cpu_s_per_io": sample(seed + 8, 2e-5, 0.05, repeat),
+                **{
+                    name: sample(seed + 9 + k, 50.0 + k, 0.1, repeat)
+                    for k, name in enumerate(_QUICK_TELEMETRY)
+                },
+            }
+            cell = make_cell(fs=fs, scheduler=scheduler, repeat=repeat)
+            results.append(ok(cell, columns))
+    return make_run(results, run_id=run_id)

@@ -309,7 +309,7 @@ def _values(entry: CellEntry) -> dict[str, list[float]]:
     return columns
 
 
-def _check_metric_patterns(patterns: Sequence[str] | None, entries: Sequence[CellEntry]) -> None:
+def check_metric_patterns(patterns: Sequence[str] | None, entries: Sequence[CellEntry]) -> None:
     """A --metric that names no metric of either run is a typo, not "nothing to compare": a gate
     would pass on it. Refused (exit 2) with the metrics there are and the closest one."""
     if not patterns:
@@ -758,7 +758,7 @@ def compare_runs(
 
     base_cells = {e.cell.id: e for e in base.cells}
     new_cells = {e.cell.id: e for e in new.cells}
-    _check_metric_patterns(metrics, [*base.cells, *new.cells])
+    check_metric_patterns(metrics, [*base.cells, *new.cells])
     pending: list[_Pending] = []
     matched = (
         list(dict.fromkeys(pairs))

@@ -20,6 +20,7 @@ reads, as acknowledged with the note as why.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import fnmatch
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,8 +29,10 @@ from typing import Literal
 import yaml
 from pydantic import ValidationError, model_validator
 
+from iomatrix.analysis.compare import check_metric_patterns
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Record
+from iomatrix.model.result import RunRecord
 from iomatrix.store.files import write_text_atomic
 
 TRIAGE_FILE = "triage.yaml"
@@ -116,6 +119,32 @@ def matching(
     """The last entry about this change (a later decision overrides an earlier one)."""
     found = [e for e in entries if e.matches(cell_id, label, metric, first_run_after)]
     return found[-1] if found else None
+
+
+# How many cells a refusal lists.
+SHOWN_CELLS = 10
+
+
+def check_names(cell: str, metric: str, run: RunRecord) -> None:
+    """An entry about a change whose first run after is `run` must name a cell of that run (its
+    id, or a glob of its label) and a metric those cells measured: a typo would be written,
+    match nothing and leave the change it meant unacknowledged. Refused with the cells there
+    are (or the metrics, analysis.compare.check_metric_patterns) and the closest name."""
+    found = [e for e in run.cells if e.cell.id == cell or fnmatch.fnmatchcase(e.cell.label, cell)]
+    if not found:
+        # A glob is often a label's start ('debian:bookworm/xfs/*'): each label is compared by
+        # as much of it as the pattern is long, and named whole.
+        names = {e.cell.label[: len(cell)]: e.cell.label for e in run.cells}
+        names.update({e.cell.id: e.cell.id for e in run.cells})
+        close = difflib.get_close_matches(cell, list(names), n=1, cutoff=0.6)
+        hint = f"; did you mean {names[close[0]]!r}?" if close else ""
+        shown = ", ".join(f"{e.cell.id} {e.cell.label}" for e in run.cells[:SHOWN_CELLS])
+        more = len(run.cells) - SHOWN_CELLS
+        raise IomatrixError(
+            f"--cell {cell}: no cell of run {run.run_id} has this id or a label matching it"
+            f"{hint} (its cells: {shown or 'none'}{f', and {more} more' if more > 0 else ''})"
+        )
+    check_metric_patterns([metric], found)
 
 
 def append(path: Path, entry: TriageEntry) -> None:

@@ -20,9 +20,13 @@ from iomatrix.report.tables import (
     metric_tables,
     run_table,
 )
+from iomatrix.report.text import output_width, wrap
 from iomatrix.report.timeline import format_timeline
 from iomatrix.store import archive, export, merge, rundir
 from iomatrix.store.records_io import load_run
+
+# What names a run, everywhere (store.rundir.find_run).
+RUN_HELP = "a run id, a unique prefix of one, latest (the newest), a run folder or a run.json"
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -32,15 +36,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         shown = record.timeline if args.timeline else record
         print(json.dumps(shown.model_dump(mode="json") if shown is not None else None, indent=1))
         return ExitCode.OK
+    width = output_width()
     if args.timeline:
-        print(format_timeline(record))
+        print(format_timeline(record, width=width))
         return ExitCode.OK
     if args.metrics is not None:
         # --metrics [GLOB...]: the per-workload tables of every metric (or the matching ones).
-        print(metric_tables(record.cells, args.metrics or None) or "no metrics")
+        print(metric_tables(record.cells, args.metrics or None, width=width) or "no metrics")
         return ExitCode.OK
-    print(run_table(record))
-    extra = metric_tables(record.cells, only_needed=True)
+    print(run_table(record, width=width))
+    extra = metric_tables(record.cells, only_needed=True, width=width)
     if extra:
         print("\n" + extra)
     return ExitCode.OK
@@ -67,12 +72,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 comparison_report.render(exc.comparison, args.format, report_url=args.report_url)
             )
         raise
-    text = comparison_report.render(result, args.format, report_url=args.report_url)
     if args.output is not None:
-        args.output.write_text(text)
+        # A file is read whole, whatever the terminal's width.
+        args.output.write_text(
+            comparison_report.render(
+                result, args.format, report_url=args.report_url, all_metrics=args.all_metrics
+            )
+        )
         print(comparison_report.verdict_line(result))
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(
+            comparison_report.render(
+                result,
+                args.format,
+                report_url=args.report_url,
+                width=output_width(),
+                all_metrics=args.all_metrics,
+            )
+        )
     return ExitCode(compare.exit_code(result, fail_on_invalid=args.fail_on_invalid))
 
 
@@ -88,11 +105,15 @@ def cmd_repetitions(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([p.model_dump(mode="json") for p in plans], indent=1))
         return ExitCode.OK
+    width = output_width()
     print(
-        f"repetitions to see a {args.target_effect:.1%} change (alpha {args.alpha:g}, "
-        f"{stats.DETECTABLE_POWER:.0%} of the time), from the noise of {record.run_id}:"
+        wrap(
+            f"repetitions to see a {args.target_effect:.1%} change (alpha {args.alpha:g}, "
+            f"{stats.DETECTABLE_POWER:.0%} of the time), from the noise of {record.run_id}:",
+            width,
+        )
     )
-    print(format_repetition_plans(plans))
+    print(format_repetition_plans(plans, width=width, cells=record.cells))
     return ExitCode.OK
 
 
@@ -176,6 +197,8 @@ def cmd_trend(args: argparse.Namespace) -> int:
         )
         _print_changes(news)
         return ExitCode.OK
+    # A RUN like any other: its id, a unique prefix of one, or latest.
+    since_run = rundir.resolve_run_id(args.since, results) if args.since else None
     changes, examined = trend.find_trends(
         results,
         cells=args.cell or (),
@@ -184,7 +207,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         alpha=args.alpha,
         min_size=args.min_size,
         min_change=args.min_change,
-        since=args.since,
+        since=since_run,
         known=known,
         fdr=args.fdr,
     )
@@ -194,7 +217,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
     news = [c for c in changes if c.triage is None]
     acknowledged = [c for c in changes if c.triage == "acknowledged"]
     ignored = sum(c.triage == "ignored" for c in changes)
-    since = f" since {args.since}" if args.since else ""
+    since = f" since {since_run}" if since_run else ""
     print(
         f"{examined} series with at least {2 * args.min_size} ok runs examined; "
         f"{len(news)} change point(s){since} at alpha {args.alpha:g} and {size}"
@@ -218,10 +241,14 @@ def triage_entries(results: Path, path: Path | None) -> tuple[triage.TriageEntry
 def cmd_triage(args: argparse.Namespace) -> int:
     results = Path(args.results)
     path = args.file if args.file is not None else triage.default_path(results)
+    # The run, cell and metric must exist (exit 2 with the choices otherwise); the entry keeps
+    # the run's whole id whatever prefix named it.
+    run_dir = rundir.find_run(args.first_run_after, results)
+    triage.check_names(args.cell, args.metric, load_run(run_dir))
     entry = triage.TriageEntry(
         cell=args.cell,
         metric=args.metric,
-        first_run_after=args.first_run_after,
+        first_run_after=run_dir.name,
         status="acknowledged" if args.action == "ack" else "ignored",
         who=args.who,
         why=args.why,
@@ -316,7 +343,7 @@ def _add_repetitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
             "there (the noise sets the minimum effect), the levers that would help."
         ),
     )
-    p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     options.results(p)
     options.judging(p, target_required=True)
     options.json_output(p)
@@ -374,7 +401,10 @@ def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--since",
         metavar="RUN",
-        help="only changes whose first run after is RUN or newer: what is new since RUN",
+        help=(
+            "only changes whose first run after is RUN (an id, a unique prefix, latest) or "
+            "newer: what is new since RUN"
+        ),
     )
     options.fdr(p)
     p.add_argument(
@@ -419,7 +449,10 @@ def _add_triage_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument("--cell", required=True, metavar="ID|GLOB", help="a cell id or label glob")
     p.add_argument("--metric", required=True, metavar="GLOB", help="e.g. write_iops or '*_iops'")
     p.add_argument(
-        "--first-run-after", required=True, metavar="RUN", help="the change's first run after"
+        "--first-run-after",
+        required=True,
+        metavar="RUN",
+        help="the change's first run after (its id, a unique prefix of one, or latest)",
     )
     p.add_argument("--who", required=True, metavar="NAME", help="who decided")
     p.add_argument("--why", required=True, metavar="TEXT", help="why")
@@ -441,7 +474,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "metric regressed, 2 on bad input or refused environments, else 0."
         ),
     )
-    p.add_argument("base", metavar="BASE", help="the baseline: a run id, a run folder or run.json")
+    p.add_argument("base", metavar="BASE", help="the baseline: " + RUN_HELP)
     p.add_argument("new", metavar="NEW", help="the run to judge, in the same forms as BASE")
     options.results(p)
     p.add_argument(
@@ -461,7 +494,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "Print the table of an archived run: status and headline metrics of every cell."
         ),
     )
-    p.add_argument("run", metavar="RUN", help="a run id, a run folder or a run.json")
+    p.add_argument("run", metavar="RUN", help=RUN_HELP)
     options.results(p)
     p.add_argument(
         "--metrics",
@@ -512,7 +545,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "(status error in the merged run). Exit 1 when cells are missing."
         ),
     )
-    p.add_argument("runs", nargs="+", metavar="RUN", help="a run id, a run folder or a run.json")
+    p.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
     p.add_argument(
         "--matrix",
         type=Path,

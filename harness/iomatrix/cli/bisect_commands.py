@@ -33,6 +33,7 @@ from iomatrix.model.cell import Cell, KernelBuild, Matrix, cell_id
 from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.model.result import RunRecord
 from iomatrix.report import bisect_report
+from iomatrix.report.text import output_width
 from iomatrix.store.rundir import new_run_id
 
 # A bisection's history is this many commits at most: 2^10 steps would take days in VMs.
@@ -380,7 +381,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     (folder / "result.md").write_text(bisect_report.markdown(state))
-    sys.stdout.write(bisect_report.text(state))
+    sys.stdout.write(bisect_report.text(state, width=output_width()))
     print(f"\nbisection: {folder} (bisect.json, result.md, runs/)")
     return ExitCode.OK if state.outcome == "found" else ExitCode.NOT_OK
 

@@ -228,6 +228,15 @@ def comparison(p: argparse.ArgumentParser) -> None:
         help="how the report is printed (default: table)",
     )
     p.add_argument(
+        "--all-metrics",
+        action="store_true",
+        help=(
+            "table: every row (telemetry and informational metrics, every gated metric) with "
+            "its numbers and reason; by default only the gated headline metrics and every "
+            "change. The other formats always hold every row"
+        ),
+    )
+    p.add_argument(
         "--output",
         type=Path,
         metavar="FILE",

@@ -32,6 +32,7 @@ from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
 from iomatrix.report.site import build
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
+from iomatrix.report.text import output_width
 from iomatrix.store import rundir
 from iomatrix.store.records_io import load_run
 
@@ -112,10 +113,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     update_index_or_warn(Path(args.results))
     print()
-    print(run_table(record))
+    print(run_table(record, width=output_width()))
     # Workloads whose measurements the run table's columns cannot show (builtin, bonnie++,
     # several fio phases or groups): their headline metrics, one table each.
-    extra = metric_tables(record.cells, only_needed=True)
+    extra = metric_tables(record.cells, only_needed=True, width=output_width())
     if extra:
         print("\n" + extra)
     print(f"\nresults: {run_dir}/run.json")
@@ -243,12 +244,24 @@ def cmd_ab(args: argparse.Namespace) -> int:
     (session_dir / "comparison.md").write_text(
         comparison_report.render(result, "markdown", report_url=args.report_url)
     )
-    text = comparison_report.render(result, args.format, report_url=args.report_url)
     if args.output is not None:
-        args.output.write_text(text)
+        # A file is read whole, whatever the terminal's width.
+        args.output.write_text(
+            comparison_report.render(
+                result, args.format, report_url=args.report_url, all_metrics=args.all_metrics
+            )
+        )
         print(comparison_report.verdict_line(result))
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(
+            comparison_report.render(
+                result,
+                args.format,
+                report_url=args.report_url,
+                width=output_width(),
+                all_metrics=args.all_metrics,
+            )
+        )
     if rules is None:
         print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
         write_report_or_warn(lambda: build.build_session_site(session_dir))
@@ -259,7 +272,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     (session_dir / "sequential.json").write_text(
         comparison_report.sequential_json(decisions, rules)
     )
-    print("\n" + comparison_report.render_sequential(decisions, rules))
+    print("\n" + comparison_report.render_sequential(decisions, rules, width=output_width()))
     print(
         f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md, sequential.json)"
     )
@@ -305,7 +318,10 @@ def _print_plan(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
         f"{base.run_id}:",
         file=sys.stderr,
     )
-    print(format_repetition_plans(plans), file=sys.stderr)
+    print(
+        format_repetition_plans(plans, width=output_width(sys.stderr), cells=base.cells),
+        file=sys.stderr,
+    )
     short = sorted({p.cell for p in plans if p.needed is None or p.needed > repeat[p.cell_id]})
     unknown = len(set(repeat) - {p.cell_id for p in plans})
     if short:

@@ -4,8 +4,7 @@ state itself, bisect.json)."""
 from __future__ import annotations
 
 from iomatrix.analysis.bisect import BisectState, Evidence
-from iomatrix.report.tables import format_table
-from iomatrix.report.text import for_markdown
+from iomatrix.report.text import fit_table, for_markdown, wrap
 
 
 def _short(label: str) -> str:
@@ -61,11 +60,12 @@ def _head(state: BisectState) -> list[str]:
     return lines
 
 
-def text(state: BisectState) -> str:
-    lines = _head(state)
+def text(state: BisectState, *, width: int | None = None) -> str:
+    """The bisection for a terminal of `width` columns (report.text.fit_table, wrap)."""
+    lines = [wrap(line, width) for line in _head(state)]
     if state.steps:
-        lines += ["", format_table(HEADER, _rows(state))]
-    lines += ["", f"result: {state.outcome}: {state.summary}"]
+        lines += ["", fit_table(HEADER, _rows(state), width=width, numeric={0, 3})]
+    lines += ["", wrap(f"result: {state.outcome}: {state.summary}", width)]
     return "\n".join(lines) + "\n"
 
 

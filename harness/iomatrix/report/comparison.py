@@ -19,10 +19,13 @@ from iomatrix.analysis.compare import (
     format_p,
     format_percent,
 )
+from iomatrix.analysis.metrics import is_headline
+from iomatrix.analysis.metrics import sort_key as metric_sort_key
 from iomatrix.analysis.sequential import PairDecision
 from iomatrix.analysis.sequential import Session as SequentialSession
+from iomatrix.model.axes import TITLES
 from iomatrix.report import validity as validity_report
-from iomatrix.report.tables import format_table
+from iomatrix.report.text import fit_table, wrap
 from iomatrix.report.text import for_markdown as markdown_text
 
 _VERDICT_ORDER: tuple[Verdict, ...] = (
@@ -191,30 +194,232 @@ def _axis_line(summary: AxisSummary) -> list[str]:
 AXIS_HEADER = ("axis=value", "metric", "cells", "geomean change", "improved", "regressed")
 
 
-def render_table(comparison: Comparison) -> str:
-    """The terminal report: rows grouped by cell, then the per-axis geometric means."""
-    lines = _header_lines(comparison)
-    lines += [_method_line(comparison), ""]
-    rows = []
-    previous = None
-    for row in comparison.rows:
-        cells = _detail_cells(row)
-        if len(cells[-1]) > TABLE_REASON_WIDTH:
-            cells[-1] = cells[-1][: TABLE_REASON_WIDTH - 3] + "..."
-        rows.append([row.cell if row.cell != previous else "", *cells])
-        previous = row.cell
-    lines.append(format_table(TABLE_HEADER, rows, numeric={2, 3, 4, 6, 7}))
-    if comparison.axes:
+def headline(comparison: Comparison) -> str:
+    """The first line of the terminal report: what the gate would say, in a sentence.
+
+    "REGRESSION: 2 of 12 gated metrics worse", "improved: 1 of 12 gated metrics better", "no
+    change beyond the margin: 12 gated metrics within +-5.0%", "inconclusive: 1 repetition per
+    side, needs >= 4 per side", "inconclusive: 3 of 12 gated metrics too noisy to tell"; then
+    what else a reader must know before trusting it (missing rows, flagged repetitions, FORCED).
+    """
+    gated = [r for r in comparison.rows if r.gated and r.verdict not in ("missing",)]
+    compared = [r for r in gated if r.verdict != "incomparable"]
+    worse = sum(r.verdict == "regressed" for r in compared)
+    better = sum(r.verdict == "improved" for r in compared)
+    noisy = [r for r in compared if r.verdict == "noisy"]
+    short = [r for r in noisy if r.reason.startswith(INSUFFICIENT)]
+    need = comparison.settings.min_repetitions
+    n = len(compared)
+    if worse:
+        head = f"REGRESSION: {worse} of {n} gated metrics worse" + (
+            f", {better} better" if better else ""
+        )
+    elif better:
+        head = f"improved: {better} of {n} gated metrics better"
+    elif gated and not compared:
+        head = "incomparable: the environments differ"
+    elif not compared:
+        head = "nothing to compare: no gated metric in both runs"
+    elif short and len(short) == n:
+        head = f"inconclusive: {_repetitions(short)}, needs >= {need} per side"
+    elif noisy:
+        head = f"inconclusive: {len(noisy)} of {n} gated metrics too noisy to tell"
+    else:
+        margin = comparison.settings.equivalence
+        within = f" within +-{format_percent(margin)}" if margin is not None else ""
+        head = f"no change beyond the margin: {n} gated metrics{within}"
+    return head + _cautions(comparison)
+
+
+def _cautions(comparison: Comparison) -> str:
+    """What a reader must know before trusting a verdict: missing rows, flags, FORCED."""
+    extra = []
+    missing = sum(r.verdict == "missing" for r in comparison.rows)
+    if missing:
+        extra.append(f"{missing} missing")
+    if comparison.invalid:
+        flagged = {(f.side, f.flag.cell_id, f.flag.repetition) for f in comparison.invalid}
+        extra.append(f"{len(flagged)} repetition(s) flagged invalid")
+    if comparison.forced:
+        extra.append("FORCED: environments differ")
+    return "".join(f"; {x}" for x in extra)
+
+
+def _repetitions(rows: Sequence[Row]) -> str:
+    sizes = {(r.base_n, r.new_n) for r in rows}
+    if sizes == {(1, 1)}:
+        return "1 repetition per side"
+    if len(sizes) == 1:
+        ((a, b),) = sizes
+        return f"{a} vs {b} repetitions"
+    return "too few repetitions"
+
+
+def _shown_by_default(row: Row) -> bool:
+    """The terminal's rows without --all-metrics: the gated headline metrics (throughput, p99
+    latency, CPU cost; metrics.HEADLINE_FAMILIES), a cell with no metric at all, and every
+    gated change whatever its metric (a regression that fails the gate is never hidden)."""
+    if row.metric == "-":
+        return True
+    if not row.gated:
+        return False
+    return is_headline(row.metric) or row.verdict in ("regressed", "improved")
+
+
+def _axis_columns(rows: Sequence[Row]) -> list[str]:
+    """The axes of these rows, in their order (knob axes after the matrix's)."""
+    return list(dict.fromkeys(axis for r in rows for axis in r.axes))
+
+
+def constant_axes(rows: Sequence[Row]) -> list[tuple[str, str]]:
+    """The axes whose value is the same in every row: said once, above the tables."""
+    out = []
+    for axis in _axis_columns(rows):
+        values = {r.axes.get(axis, "-") for r in rows}
+        if len(values) == 1:
+            out.append((axis, values.pop()))
+    return out
+
+
+def _title(axis: str) -> str:
+    return TITLES.get(axis, axis)
+
+
+# Why a group of rows has its verdict, said once above it (the rows' reasons are in
+# --all-metrics and in every machine format).
+_GROUP_TITLES: dict[Verdict, str] = {
+    "regressed": "regressed (gated, worse)",
+    "improved": "improved (gated, better)",
+    "changed": "changed (informational, not gated)",
+    "missing": "missing",
+    "incomparable": "incomparable",
+    "noisy": "noisy",
+    "unchanged": "unchanged (shown within the margin)",
+}
+
+
+def _detail_table(rows: Sequence[Row], axes: Sequence[str], width: int | None) -> str:
+    # Without the verdict: the group's heading says it.
+    header = [*(_title(a) for a in axes), *TABLE_HEADER[1:-2], TABLE_HEADER[-1]]
+    body = [
+        [*(r.axes.get(a, "-") for a in axes), *_detail_cells(r)[:-2], _show_reason(r)] for r in rows
+    ]
+    # The numbers and the CI are never cut (fit_table narrows only text columns' values).
+    first = len(axes) + 1
+    numeric = {first + k for k in range(6)}
+    return fit_table(header, body, width=width, numeric=numeric, same="every row")
+
+
+def _pivot(rows: Sequence[Row], axes: Sequence[str], width: int | None) -> str:
+    """Rows of no change as a grid: a line per cell, a column per metric, the change of the
+    median in each (a whole group of rows in a few lines)."""
+    names = sorted({r.metric for r in rows}, key=metric_sort_key)
+    cells: dict[str, dict[str, str]] = {}
+    labels: dict[str, list[str]] = {}
+    for r in rows:
+        cells.setdefault(r.cell_id, {})[r.metric] = _change(r.ratio)
+        labels[r.cell_id] = [r.axes.get(a, "-") for a in axes]
+    header = [*(_title(a) for a in axes), *names]
+    body = [[*labels[c], *(found.get(m, "") for m in names)] for c, found in cells.items()]
+    numeric = range(len(axes), len(header))
+    return fit_table(header, body, width=width, numeric=numeric)
+
+
+def _axis_grid(comparison: Comparison, width: int | None) -> str:
+    """The per-axis geometric means as a grid: a line per axis value, a column per metric."""
+    names = sorted({a.metric for a in comparison.axes}, key=metric_sort_key)
+    values: dict[str, dict[str, str]] = {}
+    for a in comparison.axes:
+        label = "all cells" if a.axis == "all" else f"{a.axis}={a.value}"
+        values.setdefault(label, {})[a.metric] = _change(a.geomean_ratio)
+    body = [[label, *(found.get(m, "") for m in names)] for label, found in values.items()]
+    return fit_table(["cells", *names], body, width=width, numeric=range(1, len(names) + 1))
+
+
+def _group_note(rows: Sequence[Row], comparison: Comparison) -> str:
+    """What a group's rows share, said once: the repetitions they lacked."""
+    short = [r for r in rows if r.reason.startswith(INSUFFICIENT)]
+    if not short or len(short) != len(rows):
+        return "; too noisy to tell" if rows[0].verdict == "noisy" else ""
+    sizes = sorted({(r.base_n, r.new_n) for r in short})
+    shown = ", ".join(f"{a} vs {b}" for a, b in sizes)
+    return (
+        f"; {shown} repetitions cannot reach p < {comparison.settings.alpha:g}, "
+        f">= {comparison.settings.min_repetitions} per side could"
+    )
+
+
+def render_table(
+    comparison: Comparison, *, width: int | None = None, all_metrics: bool = False
+) -> str:
+    """The terminal report, answer first: the verdict in a line, the runs, the axes every cell
+    shares (said once), then the rows grouped by verdict, changes first: a change with its
+    numbers (medians, change, CI, p_adj, could see, reason), the rows of no change as a grid
+    of the change per cell and metric. Without all_metrics only the gated headline metrics
+    (and any gated change); the closing line is verdict_line. Laid out for `width`
+    (report.text.fit_table)."""
+    lines = [wrap(headline(comparison), width)]
+    lines += [wrap(line, width) for line in _header_lines(comparison)]
+    shared = constant_axes(comparison.rows)
+    if shared:
+        lines.append(wrap("every cell: " + ", ".join(f"{_title(a)} {v}" for a, v in shared), width))
+    axes = [a for a in _axis_columns(comparison.rows) if a not in dict(shared)]
+    shown = [r for r in comparison.rows if all_metrics or _shown_by_default(r)]
+    for verdict in _VERDICT_ORDER:
+        group = [r for r in shown if r.verdict == verdict]
+        if not group:
+            continue
+        heading = f"{_GROUP_TITLES[verdict]}: {len(group)}{_group_note(group, comparison)}"
+        if verdict in ("regressed", "improved", "changed"):
+            group.sort(key=lambda r: -abs((r.ratio or 1.0) - 1))
+        if all_metrics or verdict not in ("noisy", "unchanged"):
+            table = _detail_table(group, axes, width)
+        else:
+            heading += "; the change of the median (new/base-1):"
+            table = _pivot(group, axes, width)
+        lines += ["", wrap(heading, width), table]
+    hidden = len(comparison.rows) - len(shown)
+    if hidden:
+        # Every row not shown is informational or of a gated metric with no change.
+        informational = sum(not r.gated and r.metric != "-" for r in comparison.rows)
         lines += [
             "",
-            "geometric mean of median(new) / median(base) per axis value (headline metrics):",
-            format_table(
-                AXIS_HEADER, [_axis_line(a) for a in comparison.axes], numeric={2, 3, 4, 5}
+            wrap(
+                f"not shown: {informational} telemetry and informational row(s), "
+                f"{hidden - informational} other gated row(s) of no change (--all-metrics)",
+                width,
             ),
         ]
+    if comparison.axes:
+        if all_metrics:
+            lines += [
+                "",
+                wrap(
+                    "geometric mean of median(new) / median(base) per axis value "
+                    "(headline metrics):",
+                    width,
+                ),
+                fit_table(
+                    AXIS_HEADER,
+                    [_axis_line(a) for a in comparison.axes],
+                    width=width,
+                    numeric={2, 3, 4, 5},
+                ),
+            ]
+        else:
+            lines += [
+                "",
+                wrap("geometric mean of the change per axis value, headline metrics:", width),
+                _axis_grid(comparison, width),
+            ]
     if comparison.invalid:
-        lines += ["", *validity_report.comparison_lines(comparison.invalid)]
-    lines += ["", verdict_line(comparison)]
+        lines += [
+            "",
+            *(wrap(x, width) for x in validity_report.comparison_lines(comparison.invalid)),
+        ]
+    if all_metrics:
+        lines += ["", wrap(_method_line(comparison), width)]
+    lines += ["", wrap(verdict_line(comparison), width)]
     return "\n".join(lines)
 
 
@@ -416,10 +621,18 @@ def render_junit(comparison: Comparison) -> str:
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def render(comparison: Comparison, fmt: str, *, report_url: str | None = None) -> str:
-    """Render in one of: table, markdown, json, junit (Markdown links report_url)."""
+def render(
+    comparison: Comparison,
+    fmt: str,
+    *,
+    report_url: str | None = None,
+    width: int | None = None,
+    all_metrics: bool = False,
+) -> str:
+    """Render in one of: table, markdown, json, junit (Markdown links report_url). Only the
+    table reads width and all_metrics: the other formats are for tools and keep every row."""
     if fmt == "table":
-        return render_table(comparison) + "\n"
+        return render_table(comparison, width=width, all_metrics=all_metrics) + "\n"
     if fmt == "markdown":
         return render_markdown(comparison, report_url=report_url)
     if fmt == "json":
@@ -432,8 +645,11 @@ def render(comparison: Comparison, fmt: str, *, report_url: str | None = None) -
 FORMATS: tuple[str, ...] = ("table", "markdown", "json", "junit")
 
 
-def render_sequential(decisions: Sequence[PairDecision], rules: SequentialSession) -> str:
-    """What `ab --until-decided` decided per pair, with every deciding metric's last look."""
+def render_sequential(
+    decisions: Sequence[PairDecision], rules: SequentialSession, *, width: int | None = None
+) -> str:
+    """What `ab --until-decided` decided per pair, with every deciding metric's last look;
+    laid out for `width` (report.text.fit_table)."""
     header = ("cell", "metric", "reps", "change", "95% CI", "p", "level", "decision")
     rows = []
     for decision in decisions:
@@ -463,10 +679,13 @@ def render_sequential(decisions: Sequence[PairDecision], rules: SequentialSessio
     summary = ", ".join(f"{n} {v}" for v, n in counts.items())
     return "\n".join(
         [
-            f"sequential A/B (alpha {rules.alpha:g}, up to {rules.cap} repetitions per side; "
-            "each look tests at the design's level, which keeps the false-positive rate at alpha "
-            f"over all looks): {summary}",
-            format_table(header, rows, numeric={2, 3, 5, 6}),
+            wrap(
+                f"sequential A/B (alpha {rules.alpha:g}, up to {rules.cap} repetitions per side; "
+                "each look tests at the design's level, which keeps the false-positive rate at "
+                f"alpha over all looks): {summary}",
+                width,
+            ),
+            fit_table(header, rows, width=width, numeric={2, 3, 5, 6}, keep={0}),
         ]
     )
 

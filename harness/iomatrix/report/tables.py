@@ -10,6 +10,7 @@ from iomatrix.analysis.planning import RepetitionPlan
 from iomatrix.model.axes import AXES, TITLES
 from iomatrix.model.cell import axes_of
 from iomatrix.model.result import FLAGGED_KNOB_STATUSES, CellEntry, MetricSummary, RunRecord
+from iomatrix.report.text import fit_table, wrap
 from iomatrix.report.validity import flags_text
 
 
@@ -133,6 +134,7 @@ _RESULT_COLUMNS = [
     "sys%",
     "note",
 ]
+_NUMBER_COLUMNS = frozenset({"IOPS", "MiB/s", "p99 us", "usr%", "sys%"})
 # The columns of a table of cells without knobs.
 HEADER = [*(TITLES[a] for a in AXES), *_RESULT_COLUMNS]
 
@@ -160,18 +162,30 @@ def format_table(
     return "\n".join([line(header), rule, *(line(r) for r in rows)])
 
 
-def run_table(record: RunRecord) -> str:
+def run_table(record: RunRecord, *, width: int | None = None) -> str:
+    """The run's title, a row per cell (axes every cell shares said once above it) and the
+    validity flags; laid out for `width` (report.text.fit_table)."""
     counts = record.counts()
     summary = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
     env = record.environment
-    title = (
-        f"run {record.run_id} ({record.status}): {summary}\n"
-        f"matrix {record.matrix_name} on {env.host_cpu}, accelerator {env.accelerator}, "
-        f"QEMU {env.qemu}, {env.fio}"
+    title = "\n".join(
+        wrap(line, width)
+        for line in (
+            f"run {record.run_id} ({record.status}): {summary}",
+            f"matrix {record.matrix_name} on {env.host_cpu}, accelerator {env.accelerator}, "
+            f"QEMU {env.qemu}, {env.fio}",
+        )
     )
-    table = title + "\n\n" + format_table(header(record.cells), table_rows(record.cells))
-    flags = flags_text(record.cells)
-    return table + "\n\n" + flags if flags else table
+    names = header(record.cells)
+    table = fit_table(
+        names,
+        table_rows(record.cells),
+        width=width,
+        numeric={i for i, h in enumerate(names) if h in _NUMBER_COLUMNS},
+        same="every cell",
+    )
+    flags = wrap(flags_text(record.cells), width)
+    return title + "\n\n" + table + ("\n\n" + flags if flags else "")
 
 
 # --- per-workload metric tables ---------------------------------------------------------------
@@ -232,6 +246,7 @@ def metric_tables(
     patterns: Sequence[str] | None = None,
     *,
     only_needed: bool = False,
+    width: int | None = None,
 ) -> str:
     """One table per workload: a row per metric (median over repetitions), a column per cell.
 
@@ -266,7 +281,7 @@ def metric_tables(
             for name in names
         ]
         header = [f"{workload} (median)", *_column_labels(group)]
-        out.append(format_table(header, rows, numeric=range(1, len(header))))
+        out.append(fit_table(header, rows, width=width, numeric=range(1, len(header))))
     return "\n\n".join(out)
 
 
@@ -274,17 +289,46 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def format_repetition_plans(plans: Sequence[RepetitionPlan]) -> str:
-    """`iomatrix repetitions`: per cell x metric, its noise, what it can see, what it needs."""
+def format_repetition_plans(
+    plans: Sequence[RepetitionPlan],
+    *,
+    width: int | None = None,
+    cells: Sequence[CellEntry] = (),
+) -> str:
+    """`iomatrix repetitions`: per cell x metric, its noise, what it can see, what it needs.
+
+    With the run's `cells`, a column per axis (those every cell shares said once above the
+    table) instead of each cell's whole label; laid out for `width` (report.text.fit_table).
+    """
     if not plans:
         return "no ok cell with a headline metric in this run"
-    header = ("cell", "metric", "CoV", "min effect", "reps", "could see", "needed", "advice")
+    values = {e.cell.id: e.cell.axis_values() for e in cells}
+    axes = list(dict.fromkeys(a for v in values.values() for a in v))
+    if not all(p.cell_id in values for p in plans):
+        axes = []
+    header = (
+        *((TITLES.get(a, a) for a in axes) if axes else ("cell",)),
+        "metric",
+        "CoV",
+        "min effect",
+        "reps",
+        "could see",
+        "needed",
+        "advice",
+    )
     rows = []
     previous = None
     for plan in plans:
+        # A whole label once, on the cell's first row (a blank below it reads "the same
+        # cell"); axis values on every row, so that the shared ones can be said once.
+        names = (
+            [values[plan.cell_id].get(a, "-") for a in axes]
+            if axes
+            else [plan.cell if plan.cell != previous else ""]
+        )
         rows.append(
             [
-                plan.cell if plan.cell != previous else "",
+                *names,
                 plan.metric,
                 _percent(plan.cov),
                 _percent(plan.min_effect),
@@ -295,4 +339,7 @@ def format_repetition_plans(plans: Sequence[RepetitionPlan]) -> str:
             ]
         )
         previous = plan.cell
-    return format_table(header, rows, numeric={2, 3, 4, 5, 6})
+    first = len(header) - 7
+    return fit_table(
+        header, rows, width=width, numeric={first + k for k in (1, 2, 3, 4, 5)}, same="every row"
+    )

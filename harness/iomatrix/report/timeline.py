@@ -11,10 +11,13 @@ agent's own overhead ("other").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from iomatrix.model.axes import TITLES
 from iomatrix.model.result import BootRecord, Repetition, RunRecord
+from iomatrix.report.text import wrap
 
 
 @dataclass(frozen=True)
@@ -117,8 +120,20 @@ def phase_totals(record: RunRecord) -> dict[str, float]:
     return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
 
-def _labels(record: RunRecord) -> dict[str, str]:
-    return {entry.cell.id: entry.cell.label for entry in record.cells}
+def _labels(record: RunRecord) -> tuple[dict[str, str], list[str]]:
+    """Each cell named by the axis values that differ among the run's cells, and the shared
+    ones ("kernel debian:bookworm"), said once; a run of one cell keeps its whole label."""
+    values = [e.cell.axis_values() for e in record.cells]
+    axes = list(dict.fromkeys(a for v in values for a in v))
+    varying = [a for a in axes if len({v.get(a, "-") for v in values}) > 1]
+    if not varying:
+        return {e.cell.id: e.cell.label for e in record.cells}, []
+    shared = [f"{TITLES.get(a, a)} {values[0].get(a, '-')}" for a in axes if a not in varying]
+    names = {
+        e.cell.id: "/".join(v.get(a, "-") for a in varying)
+        for e, v in zip(record.cells, values, strict=True)
+    }
+    return names, shared
 
 
 def _fmt_phases(phases: Sequence[tuple[str, float]], other: float) -> str:
@@ -128,11 +143,13 @@ def _fmt_phases(phases: Sequence[tuple[str, float]], other: float) -> str:
     return ", ".join(parts)
 
 
-def format_timeline(record: RunRecord) -> str:
+def format_timeline(record: RunRecord, *, width: int | None = None) -> str:
+    """The timeline as text: the run's spans, each boot's stretches, each step's phases, the
+    phase totals; every line within `width` (a long one wraps under its text's start)."""
     timeline = build(record)
     if timeline is None:
         return f"{record.run_id}: no timeline (the run was written before runs recorded one)"
-    labels = _labels(record)
+    labels, shared = _labels(record)
     wall = timeline.wall_s or 1.0
     header = (
         f"timeline of {record.run_id}: {timeline.wall_s:.1f} s wall, "
@@ -143,6 +160,7 @@ def format_timeline(record: RunRecord) -> str:
         header += f" (--jobs {record.jobs}: boots ran side by side, their spans overlap)"
     lines = [
         header,
+        *([f"every cell: {', '.join(shared)}"] if shared else []),
         "",
         f"{'at s':>7}  {'took s':>7}  {'share':>6}  what",
     ]
@@ -172,4 +190,13 @@ def format_timeline(record: RunRecord) -> str:
     if totals:
         lines += ["", "guest phases over every repetition (seconds, share of the wall time):"]
         lines += [f"  {name:12} {s:8.1f}  {100 * s / wall:5.1f}%" for name, s in totals.items()]
-    return "\n".join(lines)
+    return "\n".join(_wrapped(line, width) for line in lines)
+
+
+def _wrapped(line: str, width: int | None) -> str:
+    """A line within `width`: a continuation indented two past where the line's text starts,
+    after its spaces and number columns."""
+    lead = len(line) - len(line.lstrip(" "))
+    numbers = re.match(r"[\s\d.%]*", line)
+    start = numbers.end() if numbers else lead
+    return wrap(line, width, indent=" " * (max(start, lead) - lead + 2))

@@ -26,6 +26,7 @@ from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import HOST_DEVICE_RE
 from iomatrix.plan import ab as ab_plan
+from iomatrix.store.records_io import write_record
 from support.builders import make_cell
 from support.paths import REPO_ROOT
 from support.runs import make_run, ok
@@ -535,3 +536,38 @@ def test_typos_in_gate_flags_are_usage_errors_with_the_choices(
     assert code == 2, err
     assert "Traceback" not in err
     assert "no such axis" in err
+
+
+def test_triage_refuses_a_run_cell_or_metric_that_does_not_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`triage ack` wrote whatever it was given: a typo in the cell, the metric or the run
+    matched no change, and the change it meant stayed unacknowledged, silently."""
+    results = tmp_path / "results"
+    cells = [make_cell(fs="ext4"), make_cell(fs="xfs")]
+    run_id = "20261125T101010Z-nightly-ab12"
+    record = make_run([ok(c, {"write_iops": [100.0] * 3}) for c in cells], run_id=run_id)
+    write_record(results / run_id / "run.json", record)
+
+    def triage(cell: str, metric: str, run: str) -> tuple[int, str]:
+        argv = ["triage", "ack", "--results", str(results), "--cell", cell, "--metric", metric]
+        code = main([*argv, "--first-run-after", run, "--who", "alice", "--why", "expected"])
+        return code, capsys.readouterr().err
+
+    code, err = triage(cells[1].id, "write_iops", "20261125T101010Z-nightly-ab13")
+    assert code == 2
+    assert f"did you mean {run_id}?" in err
+    code, err = triage("*xfs*", "write_iop", run_id)
+    assert code == 2
+    assert "--metric write_iop: no metric of these runs matches it" in err
+    assert "did you mean 'write_iops'" in err
+    code, err = triage("debian:bookworm/xfz/*", "write_iops", run_id)
+    assert code == 2
+    assert f"--cell debian:bookworm/xfz/*: no cell of run {run_id}" in err
+    assert f"did you mean '{cells[1].label}'?" in err
+    assert f"(its cells: {cells[0].id} {cells[0].label}, {cells[1].id} {cells[1].label})" in err
+    # Nothing was written by the refusals; a right entry is, under the run's whole id.
+    assert not (results / "triage.yaml").exists()
+    code, err = triage("*xfs*", "*_iops", "2026")
+    assert code == 0, err
+    assert f"first_run_after: {run_id}" in (results / "triage.yaml").read_text()

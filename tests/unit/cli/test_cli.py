@@ -501,9 +501,12 @@ def test_show_prints_the_run_table(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_show_unknown_run_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["show", "nope", "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert (
-        err == f"iomatrix: error: nope: no run folder with a run.json there or under {tmp_path}/\n"
+    assert err.startswith(
+        f"iomatrix: error: nope: no run folder with a run.json there or under {tmp_path}/ "
     )
+    # What a RUN may be, and that the folder holds none to choose from.
+    assert "a unique prefix of one, or latest" in err
+    assert err.endswith("it holds no run (--results names another folder)\n")
 
 
 def test_show_truncated_run_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

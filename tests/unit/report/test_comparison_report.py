@@ -167,10 +167,58 @@ def test_json_is_the_versioned_comparison() -> None:
     assert Comparison.model_validate(data) == result
 
 
-def test_table_groups_rows_by_cell() -> None:
+def test_table_says_the_verdict_first_and_groups_rows_by_verdict_changes_first() -> None:
+    # Issue 27: the answer on the first line, the axes every cell shares said once, then the
+    # changes with their numbers before the rows of no change; the old closing line stays last.
     result = mixed()
     lines = comparison_report.render_table(result).splitlines()
-    # Each cell's label is printed once, on its first row.
-    assert sum(line.startswith(CELL.label) for line in lines) == 1
-    assert sum(line.startswith(OTHER.label) for line in lines) == 1
+    assert lines[0] == "REGRESSION: 1 of 10 gated metrics worse, 1 better"
+    assert lines[2].startswith("every cell: kernel debian:bookworm, mount default, sched none")
+    headings = [line.split(":")[0] for line in lines if line.endswith(("): 1", "): 4"))]
+    assert headings == ["regressed (gated, worse)", "improved (gated, better)"]
+    regressed = lines.index("regressed (gated, worse): 1")
+    improved = lines.index("improved (gated, better): 1")
+    unchanged = next(i for i, x in enumerate(lines) if x.startswith("unchanged"))
+    assert regressed < improved < unchanged
+    assert lines[regressed + 3].split()[:2] == ["ext4", "write_iops"]
+    # The constant axes are not repeated in the rows.
+    assert not any("virtio-file" in line for line in lines[3:-1])
     assert lines[-1] == comparison_report.verdict_line(result)
+
+
+def test_table_shows_telemetry_only_with_all_metrics() -> None:
+    result = compare.compare_runs(
+        make_run([ok(CELL, {"write_iops": [1.0, 2.0], "psi_io_some_pct": [1.0, 2.0]})]),
+        make_run([ok(CELL, {"write_iops": [1.0, 2.0], "psi_io_some_pct": [1.0, 2.0]})]),
+    )
+    assert "psi_io_some_pct" not in comparison_report.render_table(result)
+    assert "not shown: 3 telemetry and informational row(s)" in comparison_report.render_table(
+        result
+    )
+    assert "psi_io_some_pct" in comparison_report.render_table(result, all_metrics=True)
+    # The tools' formats keep every row.
+    assert "psi_io_some_pct" in comparison_report.render(result, "json")
+
+
+def test_a_gated_change_of_a_metric_that_is_not_headline_is_shown() -> None:
+    # write_lat_mean_us gates but is no headline metric: its regression still fails the gate,
+    # so the default table must show it.
+    base = make_run([ok(CELL, {"write_lat_mean_us": sample(1, 800, 0.02, 10)})])
+    new = make_run([ok(CELL, {"write_lat_mean_us": sample(2, 960, 0.02, 10)})], run_id="new")
+    result = compare.compare_runs(base, new)
+    assert row(result, "write_lat_mean_us").verdict == "regressed"
+    table = comparison_report.render_table(result)
+    assert table.startswith("REGRESSION: 1 of")
+    assert "write_lat_mean_us" in table
+
+
+def test_headline_of_a_comparison_without_change() -> None:
+    base = make_run([ok(CELL, {"write_iops": sample(1, 1000, 0.005, 10)})])
+    new = make_run([ok(CELL, {"write_iops": sample(2, 1000, 0.005, 10)})], run_id="new")
+    assert comparison_report.headline(compare.compare_runs(base, new, metrics=["write_iops"])) == (
+        "no change beyond the margin: 1 gated metrics within +-5.0%"
+    )
+    noisy = make_run([ok(CELL, {"write_iops": sample(3, 1000, 0.4, 10)})], run_id="new")
+    assert comparison_report.headline(
+        compare.compare_runs(base, noisy, metrics=["write_iops"])
+    ) == ("inconclusive: 1 of 1 gated metrics too noisy to tell")
