@@ -37,3 +37,10 @@ def test_the_first_experiments_ab_split_pairs_its_two_cells() -> None:
     base, new, base_value, new_value = split_matrix(load_matrix(FIRST), "mount_options")
     assert (base_value, new_value) == ("default", "lazytime")
     assert len(pair_cells(base, new, split_axis="mount_options")) == 1
+
+
+def test_the_readme_runs_the_first_experiment() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    name = FIRST.relative_to(REPO_ROOT).as_posix()
+    assert f"iomatrix validate {name}" in readme
+    assert f"iomatrix ab {name} --split mount_options" in readme
