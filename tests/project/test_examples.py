@@ -44,3 +44,11 @@ def test_the_readme_runs_the_first_experiment() -> None:
     name = FIRST.relative_to(REPO_ROOT).as_posix()
     assert f"iomatrix validate {name}" in readme
     assert f"iomatrix ab {name} --split mount_options" in readme
+
+
+def test_the_readmes_copy_of_the_first_experiment_is_the_file() -> None:
+    # The README shows the matrix without its header comment; the two must not drift apart.
+    readme = (REPO_ROOT / "README.md").read_text()
+    shown = readme.split("```yaml\n", 1)[1].split("```\n", 1)[0]
+    lines = FIRST.read_text().splitlines(keepends=True)
+    assert shown == "".join(line for line in lines if not line.startswith("#"))
