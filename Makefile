@@ -47,7 +47,7 @@ ACTIONLINT_DIR := .tools/actionlint-$(ACTIONLINT_VERSION)
 ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
 
 .PHONY: run test setup host-packages venv venv-dev lock kernel lint actionlint shellcheck typecheck \
-	unit test-nightly expand validate bench clean help venv-stamps image container-tools container-image nightly \
+	unit test-nightly expand validate docs bench clean help venv-stamps image container-tools container-image nightly \
 	canaries \
 	nightly-shard fresh-machine
 
@@ -61,6 +61,7 @@ help:
 	@echo "make fresh-machine [FRESH_TARGET=run|test]       make run (or test) from nothing, in a bare container"
 	@echo "make run|test|nightly IN_CONTAINER=1             the same, inside the runner image"
 	@echo "make validate|expand [MATRIX=...]                check a matrix / list its cells"
+	@echo "make docs                                        regenerate docs/commands.md from the parser"
 	@echo "make bench                                       side by side: archive index vs files, report vs its targets, harness vs script"
 	@echo "make canaries                                    the nightly's A/A and injected canary sessions, into the ledger"
 	@echo "make test-nightly                                the tests too slow for make test (a whole kernel bisection)"
@@ -221,6 +222,11 @@ test-nightly: setup venv-dev
 
 validate: venv
 	$(BIN)/iomatrix validate $(MATRIX)
+
+# docs/commands.md, generated from the parser (tests/project/test_commands_reference.py fails
+# when it falls behind): after changing a command's options, help or examples.
+docs: venv
+	$(BIN)/python -m iomatrix.cli.reference > docs/commands.md
 
 expand: venv
 	$(BIN)/iomatrix expand $(MATRIX) $(if $(QUICK),--quick) $(if $(SHARD),--shard $(SHARD))

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from iomatrix.analysis import compare, planning, stats, trend, triage
-from iomatrix.cli import options
+from iomatrix.cli import help_format, options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
@@ -473,6 +473,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "Runs from different environments are refused unless --force. Exit 1 when a gated "
             "metric regressed, 2 on bad input or refused environments, else 0."
         ),
+        epilog=help_format.examples(
+            "iomatrix compare BASE NEW  # run ids, run folders or run.json files",
+            "iomatrix compare BASE NEW --format markdown --output comparison.md",
+            "iomatrix compare BASE NEW --metric '*_iops' --target-effect 5%",
+            "iomatrix compare BASE NEW --fail-on-invalid  # exit 1 on flagged numbers",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("base", metavar="BASE", help="the baseline: " + RUN_HELP)
     p.add_argument("new", metavar="NEW", help="the run to judge, in the same forms as BASE")
@@ -493,6 +500,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description=(
             "Print the table of an archived run: status and headline metrics of every cell."
         ),
+        epilog=help_format.examples(
+            "iomatrix show RUN  # the run's table",
+            "iomatrix show RUN --metrics '*_iops' 'cpu_*'  # those metrics by cell",
+            "iomatrix show RUN --timeline  # where the wall time went",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("run", metavar="RUN", help=RUN_HELP)
     options.results(p)

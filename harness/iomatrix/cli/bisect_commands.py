@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from iomatrix.analysis import bisect, compare
-from iomatrix.cli import options
+from iomatrix.cli import help_format, options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.cli.kernel_commands import fetcher
 from iomatrix.errors import IomatrixError
@@ -401,6 +401,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "decided; commits that do not build or boot are skipped. Exit 0 when the first bad "
             "is found, 1 when refused or ambiguous."
         ),
+        epilog=help_format.examples(
+            "iomatrix bisect MATRIX --good v6.1 --bad HEAD --metric write_iops",
+            "iomatrix bisect MATRIX --axis kernel --metric write_iops  # axis values",
+            "iomatrix bisect MATRIX --good v6.1 --bad HEAD --resume results/bisect-ID",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix file")
     p.add_argument("--good", metavar="REF", help="a commit-ish that is good")

@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from iomatrix.cli import options
+from iomatrix.cli import help_format, options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.host import preflight
 from iomatrix.matrix.loader import json_schema as matrix_json_schema
@@ -160,6 +160,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description=(
             "Load and validate matrix files. Errors name the file, the field path and the reason."
         ),
+        epilog=help_format.examples(
+            "iomatrix validate matrix/examples/first-experiment.yaml",
+            "iomatrix validate matrix/*.yaml matrix/seeds/*.yaml  # several at once",
+            "iomatrix validate --json matrix/quick.yaml  # for machines",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="matrix files (YAML)")
     options.json_output(p)
@@ -171,6 +177,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description=(
             "Expand a matrix into its cells, each with a deterministic id from its axis values."
         ),
+        epilog=help_format.examples(
+            "iomatrix expand matrix/quick.yaml  # the cells, with their ids",
+            "iomatrix expand matrix/seeds/004-xfs-logbufs.yaml --quick",
+            "iomatrix expand matrix/nightly.yaml --shard 3/12  # CI shard 3 of 12",
+            "iomatrix expand matrix/nightly.yaml --shards 12 --json  # the plan",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
     p.add_argument("--quick", action="store_true", help=QUICK_HELP)

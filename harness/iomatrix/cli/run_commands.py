@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from iomatrix.analysis import compare, planning, sequential
-from iomatrix.cli import options
+from iomatrix.cli import help_format, options
 from iomatrix.cli.archive_commands import update_index_or_warn
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.cli.kernel_commands import fetcher
@@ -387,6 +387,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "write "
             "results/<run-id>/run.json. Exit 0 when every cell is ok, 1 otherwise."
         ),
+        epilog=help_format.examples(
+            "iomatrix run matrix/quick.yaml  # what `make run` runs",
+            "iomatrix run matrix/seeds/004-xfs-logbufs.yaml --quick  # at TCG size",
+            "iomatrix run matrix/quick.yaml --show-command  # print, do not boot",
+            "iomatrix run matrix/quick.yaml --jobs 2 --split-boots 2  # two VMs",
+            "iomatrix run matrix/quick.yaml --resume RUN  # after Ctrl-C",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
     p.add_argument("--quick", action="store_true", help=QUICK_HELP)
@@ -421,6 +429,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "does. Writes <results>/<session>/base, new, comparison.json and comparison.md. "
             "Exit 1 when a gated metric regressed significantly beyond the minimum effect."
         ),
+        epilog=help_format.examples(
+            "iomatrix ab matrix/examples/first-experiment.yaml --split mount_options",
+            "iomatrix ab BASE.yaml NEW.yaml --repeat 6  # paired cell by cell",
+            "iomatrix ab matrix/seeds/001-randwrite-cpu.yaml --split kernel --repeat 5",
+            "iomatrix ab BASE.yaml NEW.yaml --until-decided --max-repeat 12",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("base", type=Path, metavar="BASE_MATRIX", help="the baseline's matrix file")
     p.add_argument(

@@ -1,0 +1,69 @@
+"""docs/commands.md is what `python -m iomatrix.cli.reference` prints from the parser now, so it
+cannot drift from the command line; the main commands' `--help` ends with examples, and every
+example is a command line the parser accepts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+
+import pytest
+
+from iomatrix.cli import main as cli
+from iomatrix.cli import reference
+from support.paths import REPO_ROOT
+
+COMMANDS_MD = REPO_ROOT / "docs" / "commands.md"
+WITH_EXAMPLES = ["validate", "expand", "run", "ab", "compare", "show", "bisect"]
+
+
+def test_docs_commands_md_is_what_the_generator_prints_now() -> None:
+    written, now = COMMANDS_MD.read_text(), reference.render()
+    diff = list(difflib.unified_diff(written.splitlines(), now.splitlines(), lineterm="", n=1))
+    assert not diff, (
+        "docs/commands.md is out of date; regenerate it with `make docs` "
+        "(python -m iomatrix.cli.reference > docs/commands.md):\n" + "\n".join(diff[:40])
+    )
+
+
+def test_the_reference_has_every_command_with_its_usage() -> None:
+    text = reference.render()
+    for command, _, _ in reference._commands(cli.build_parser(), "iomatrix"):
+        assert f"\n## {command}\n\n```text\nusage: {command} " in text
+
+
+def test_help_is_wrapped_to_the_reference_width() -> None:
+    # Descriptions are wrapped by the examples formatter as by argparse's own.
+    lines = reference.render().split("\n## iomatrix\n", 1)[1].splitlines()
+    assert [line for line in lines if len(line) > reference.WIDTH] == []
+
+
+def examples(command: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert cli.main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "\nExamples:\n" in out
+    return out.split("\nExamples:\n", 1)[1].splitlines()
+
+
+@pytest.mark.parametrize("command", WITH_EXAMPLES)
+def test_the_main_commands_help_ends_with_examples_the_parser_accepts(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = examples(command, capsys)
+    assert lines
+    parser = cli.build_parser()
+    for line in lines:
+        assert line.startswith(f"  iomatrix {command} "), line
+        argv = shlex.split(line, comments=True)[1:]
+        parser.parse_args(argv)  # argparse exits on an option that does not exist
+
+
+def test_the_examples_formatter_keeps_example_lines_and_wraps_the_description(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "\n  iomatrix run matrix/quick.yaml  # what `make run` runs\n" in out
+    description = out.split("\n\n")[1]
+    assert "\n" in description  # wrapped, not one long line
