@@ -16,7 +16,7 @@ from support.paths import REPO_ROOT
 PAGES = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 # Pages another change adds (issue 27: how to use iomatrix from your own repository); linked to
 # already. Remove an entry once its page exists.
-PENDING = {REPO_ROOT / "docs" / "use-from-your-repository.md"}
+PENDING: set[Path] = set()
 README_MAX_LINES = 250
 
 FENCE = re.compile(r"^ *(```|~~~)")

@@ -22,7 +22,7 @@ def flag_lines(entries: Sequence[CellEntry], *, title: str = "validity") -> list
     reps = {(f.cell_id, f.repetition) for f in flags}
     lines = [
         f"{title}: {len(reps)} repetition(s) flagged ({validity.summary(flags)}); "
-        "these numbers are not the disk's (see README, Validity checks)"
+        "these numbers are not the disk's (see docs/results.md, Validity checks)"
     ]
     shown = 0
     for check, group in validity.by_check(flags).items():
