@@ -176,6 +176,7 @@ $(UV_VENV)/.stamp: requirements/tools.lock
 # The kernel cache verifies itself; this is quick when the kernel is already there.
 kernel: venv
 	$(BIN)/iomatrix kernels fetch $(DEFAULT_KERNEL)
+	$(BIN)/iomatrix guest-root
 
 lint: venv-dev actionlint shellcheck
 	$(BIN)/ruff check harness tests

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from iomatrix.cli import options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError, KernelError
-from iomatrix.host import kernels, vm
+from iomatrix.host import guest_root, kernels, vm
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.report.tables import format_table
 
@@ -88,8 +89,27 @@ def cmd_accel(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def cmd_guest_root(args: argparse.Namespace) -> int:
+    tree, record = guest_root.ensure(
+        kernels.cache_root(),
+        offline=kernels.offline_requested(args.offline),
+        mirror=lambda: kernels.debian_mirror("the guest root"),
+        log=lambda message: print(f"iomatrix: {message}", file=sys.stderr),
+    )
+    if args.json:
+        print(json.dumps({"path": str(tree), **record.model_dump(mode="json")}, indent=1))
+        return ExitCode.OK
+    print(f"guest root: {tree}")
+    print(f"Debian {record.suite}, recipe {record.key}, built {record.built_at or '?'}")
+    for name in ("fio", "e2fsprogs", "xfsprogs", "btrfs-progs", "f2fs-tools", "python3.11"):
+        if name in record.packages:
+            print(f"  {name} {record.packages[name]}")
+    print(f"  ({len(record.packages)} packages in all; --json lists them)")
+    return ExitCode.OK
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """kernels (list, fetch) and accel."""
+    """kernels (list, fetch), accel and guest-root."""
     p = sub.add_parser(
         "kernels",
         help="list or fetch cached kernels",
@@ -149,3 +169,19 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     options.offline(p)
     p.set_defaults(func=cmd_accel)
+
+    p = sub.add_parser(
+        "guest-root",
+        help="build (when missing) and show the guest's own root filesystem",
+        description=(
+            "The guest never boots on the host's root: it gets a tree of Debian packages of its "
+            "own (fio, the mkfs tools, mdadm, LVM, cryptsetup, python3), unpacked by mmdebstrap "
+            "without privileges into ~/.cache/iomatrix/guest-roots/ and shared read-only. run "
+            "and ab build it on first use; this builds it ahead and says which versions it holds. "
+            "IOMATRIX_GUEST_SUITE picks the Debian suite (default bookworm); "
+            "IOMATRIX_GUEST_ROOT names a tree of your own instead."
+        ),
+    )
+    options.json_output(p)
+    options.offline(p)
+    p.set_defaults(func=cmd_guest_root)

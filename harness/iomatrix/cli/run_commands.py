@@ -175,6 +175,26 @@ def _show_commands(
     return ExitCode.OK
 
 
+def _sides_apart(args: argparse.Namespace, pairs: Sequence[tuple[Cell, Cell]]) -> bool:
+    """--sides, or by default: apart when two matrices make the new side run in the guest what
+    the base side does not (docs/SECURITY.md); one matrix split on an axis has one author."""
+    if args.sides != "auto":
+        apart = bool(args.sides == "apart")
+        why = f"--sides {args.sides}"
+    elif args.new is None:
+        apart, why = False, "one matrix, one author"
+    else:
+        apart = not ab.sides_run_the_same_guest_code(pairs)
+        why = (
+            "the new side runs in the guest what the base side does not"
+            if apart
+            else "both sides run the same in the guest"
+        )
+    where = "in VMs of their own, a boot per side and round" if apart else "in shared VMs"
+    print(f"iomatrix: the sides run {where} ({why})", file=sys.stderr)
+    return apart
+
+
 def cmd_ab(args: argparse.Namespace) -> int:
     base = load_matrix(args.base)
     if args.new is not None:
@@ -224,6 +244,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
             fetch=fetcher(args),
             out=_messages(args),
             more=rules.undecided if rules is not None else None,
+            apart=_sides_apart(args, pairs),
         )
     except KeyboardInterrupt as exc:
         print("\niomatrix: A/B session interrupted", file=sys.stderr)
@@ -460,6 +481,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "deciding metrics (--metric, or the gated headline ones) are still undecided, until "
             "each is decided or reaches --max-repeat; a group-sequential design keeps the "
             "false-positive rate at --alpha over all the looks (analysis/sequential.py)"
+        ),
+    )
+    p.add_argument(
+        "--sides",
+        choices=("auto", "shared", "apart"),
+        default="auto",
+        help=(
+            "shared: both sides' repetitions interleaved in one VM (the most precise); apart: "
+            "no VM holds both, so a hostile new side cannot touch the base side's records. "
+            "auto (default): apart when two matrices differ in what runs in the guest"
         ),
     )
     p.add_argument(

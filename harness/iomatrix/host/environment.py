@@ -11,6 +11,7 @@ import re
 from importlib import metadata
 
 from iomatrix import __version__, proc
+from iomatrix.host.guest_root import GuestRoot
 from iomatrix.host.vm import Accelerator, SharedFs, host_cpu_model
 from iomatrix.model.result import Environment
 
@@ -39,7 +40,20 @@ def virtme_ng_version() -> str:
         return "not installed"
 
 
-def capture(accelerator: Accelerator, shared_fs: SharedFs | None = None) -> Environment:
+def guest_fio_version(root: GuestRoot) -> str | None:
+    """fio's version in the guest's root, as `fio --version` prints it (fio-3.33)."""
+    version = root.packages.get("fio")
+    if not version:
+        return None
+    upstream = version.split(":", 1)[-1].rsplit("-", 1)[0]
+    return f"fio-{upstream}"
+
+
+def capture(
+    accelerator: Accelerator, shared_fs: SharedFs | None = None, guest: GuestRoot | None = None
+) -> Environment:
+    """The environment of a run. fio is the guest's (its root's package) when the guest root is
+    known: the host's fio only checks job files, the guest's measures."""
     return Environment(
         shared_fs=shared_fs,
         host=platform.node(),
@@ -48,7 +62,8 @@ def capture(accelerator: Accelerator, shared_fs: SharedFs | None = None) -> Envi
         accelerator=accelerator,
         qemu=qemu_version(),
         virtme_ng=virtme_ng_version(),
-        fio=fio_version(),
+        fio=(guest_fio_version(guest) if guest is not None else None) or fio_version(),
+        guest_root=None if guest is None else f"{guest.suite}-{guest.key}",
         python=platform.python_version(),
         iomatrix=__version__,
     )

@@ -34,6 +34,7 @@ from iomatrix.host.boot import (
     run_boot,
 )
 from iomatrix.host.guest_io import cell_dir
+from iomatrix.host.guest_root import GuestRoot
 from iomatrix.model.cell import Cell, KernelBuild, Matrix, Timeouts, VmSettings
 from iomatrix.model.result import (
     MEASUREMENT_ENVIRONMENT,
@@ -258,7 +259,9 @@ def _start_record(
         matrix_source=str(source),
         matrix_sha256=sha256_file(source) if source.is_file() else "",
         shard=shard,
-        environment=environment.capture(prepared.accelerator, prepared.shared_fs),
+        environment=environment.capture(
+            prepared.accelerator, prepared.shared_fs, prepared.guest_root_record
+        ),
         kernels={
             spec: KernelInfo(
                 spec=spec,
@@ -360,6 +363,7 @@ class _Prepared:
     refused: dict[str, str]
     guest_root: Path | None = None
     guest_root_error: str = ""
+    guest_root_record: GuestRoot | None = None
 
 
 def _prepare(
@@ -381,11 +385,13 @@ def _prepare(
         accelerator = _accelerator(list(fetched.values()), out)
         shared_fs = _shared_fs(out)
     with clock.span("guest root"):
-        root, root_error = _guest_root(out)
-    return _Prepared(fetched, fetch_errors, accelerator, shared_fs, refused, root, root_error)
+        root, root_error, record = _guest_root(out)
+    return _Prepared(
+        fetched, fetch_errors, accelerator, shared_fs, refused, root, root_error, record
+    )
 
 
-def _guest_root(out: TextIO) -> tuple[Path | None, str]:
+def _guest_root(out: TextIO) -> tuple[Path | None, str, GuestRoot | None]:
     """The guest's root filesystem, built on first use; when it cannot be had, every cell
     fails saying why (the run still ends with its run.json)."""
     try:
@@ -397,13 +403,13 @@ def _guest_root(out: TextIO) -> tuple[Path | None, str]:
         )
     except IomatrixError as exc:
         print(f"iomatrix: {exc}", file=out)
-        return None, str(exc)
+        return None, str(exc), None
     print(
         f"iomatrix: the guest runs on its own root, Debian {record.suite} "
         f"(fio {record.packages.get('fio', '?')}): {root}",
         file=out,
     )
-    return root, ""
+    return root, "", record
 
 
 def _build_logged(out: TextIO) -> Build:
@@ -750,10 +756,15 @@ def run_ab(
     fetch: Callable[[str], kernels.Kernel] | None = None,
     build: Build | None = None,
     more: MoreRounds | None = None,
+    apart: bool = False,
 ) -> tuple[RunRecord, RunRecord, Path]:
     """An A/B session: both sides' repetitions interleaved ABAB in the same VMs (one VM per
     kernel while the kernels agree; alternating boots when they differ), written as two runs
     under one session folder: <results>/<session>/base and .../new.
+
+    `apart`: no VM holds both sides; each round of repetitions runs in a base VM, then a new
+    one (B N B N ...), so that a hostile new side cannot reach the base side's records (its
+    guest writes only into its own boot's folder). It costs a boot per side and round.
 
     `more` (a sequential session, `ab --until-decided`): after the repetitions the cells ask
     for, it is asked which pairs are still undecided; each of those gets one more repetition
@@ -791,7 +802,7 @@ def run_ab(
         sides.append(side)
     fresh = base.fresh_boot or new.fresh_boot
     steps = interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
-    groups = _ab_groups(steps, pairs, sides, fresh=fresh, split=options.split_boots)
+    groups = _ab_groups(steps, pairs, sides, fresh=fresh, split=options.split_boots, apart=apart)
     session = _session(
         prepared,
         options,
@@ -818,7 +829,9 @@ def run_ab(
             )
             if step.repetition == step.cell.repeat - 1
         ]
-        _execute(session, _ab_groups(latest, pairs, sides, fresh=fresh, split=1), sides)
+        _execute(
+            session, _ab_groups(latest, pairs, sides, fresh=fresh, split=1, apart=apart), sides
+        )
     return sides[0].record, sides[1].record, session_dir
 
 
@@ -829,9 +842,15 @@ def _ab_groups(
     *,
     fresh: bool,
     split: int,
+    apart: bool = False,
 ) -> list[BootGroup]:
     if fresh:
         return fresh_boots(steps)
+    if apart:
+        # Each round: the base side's steps, then the new side's, each a boot of its own.
+        side = {str(s.run_dir): i for i, s in enumerate(sides)}
+        ordered = sorted(steps, key=lambda s: (s.repetition, side[s.run_dir]))
+        return cut_into_boots(ordered, key=lambda s: (s.cell.kernel, s.run_dir))
     # A split keeps each pair in one VM: its ABAB interleaving is what makes it fair.
     pair_of = {
         key: index

@@ -413,6 +413,10 @@ class Environment(Record):
     # How the guest saw the host's root (virtiofs or 9p): the agent's start-up and the guest's
     # tools depend on it, the test disks do not. Left out while unknown (runs before it).
     shared_fs: str | None = Field(default=None, exclude_if=is_none)
+    # The guest's own root filesystem (host/guest_root.py): <suite>-<recipe key>, which fixes
+    # the versions of fio, the mkfs tools and everything else the guest runs. Left out by runs
+    # made before the guest had a root of its own (they ran the host's tools).
+    guest_root: str | None = Field(default=None, exclude_if=is_none)
 
 
 # The environment fields a measured number depends on, in the one order every check lists them:

@@ -54,3 +54,27 @@ def split_matrix(matrix: Matrix, axis: str) -> tuple[list[Cell], list[Cell], str
     base = [c for c in matrix.cells if c.axis_values()[axis] == values[0]]
     new = [c for c in matrix.cells if c.axis_values()[axis] == values[1]]
     return base, new, values[0], values[1]
+
+
+# What a cell runs in the guest, the kernel aside (a kernel is a VM of its own anyway); its job
+# files by content (sha256), not by where each side's checkout keeps them.
+_NOT_IN_THE_GUEST = {"id", "kernel", "kernel_build", "repeat"}
+
+
+def _guest_side(cell: Cell) -> dict[str, object]:
+    data = cell.model_dump(mode="json", exclude=_NOT_IN_THE_GUEST)
+    workload = data["workload"]
+    workload.pop("job_file", None)
+    for phase in workload.get("phases", ()):
+        phase.pop("job_file", None)
+    if workload.get("precondition"):
+        workload["precondition"].pop("job_file", None)
+    return data
+
+
+def sides_run_the_same_guest_code(pairs: Sequence[tuple[Cell, Cell]]) -> bool:
+    """Whether every pair's cells run the same thing in the guest (an A/A, an A/B of kernels
+    only): then the new side runs nothing there the base side does not, and the two may share a
+    VM. Otherwise the new side may run code the base side does not trust (a job file's
+    exec_prerun, a knob), which in a shared VM could rewrite the base side's records."""
+    return all(_guest_side(a) == _guest_side(b) for a, b in pairs)

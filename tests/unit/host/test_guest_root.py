@@ -164,3 +164,22 @@ def test_a_real_guest_root_is_built_and_its_fio_runs(cache: Path) -> None:
     # Nothing of the host's: no home, no user of the host's.
     assert not (tree / "work").exists()
     assert (tree / "etc/passwd").read_text() == "root:x:0:0:root:/root:/bin/sh\n"
+
+
+def test_a_run_records_the_guests_fio_and_root_not_the_hosts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from iomatrix.host import environment  # noqa: PLC0415
+
+    # The host's fio answers one version; the guest's root holds another: the record says the
+    # guest's, which is the one that measures.
+    monkeypatch.setattr(
+        proc, "run", lambda argv, **_: proc.Completed(tuple(argv), 0, "fio-3.99\n", "", 0.0)
+    )
+    root = guest_root.GuestRoot(
+        key="abc", suite="bookworm", mirror=MIRROR, built_at="", packages={"fio": "1:3.33-3"}
+    )
+    recorded = environment.capture("tcg", "9p", root)
+    assert recorded.fio == "fio-3.33"
+    assert recorded.guest_root == "bookworm-abc"
+    assert environment.capture("tcg", "9p").fio == "fio-3.99"

@@ -1,0 +1,121 @@
+"""Which VMs the sides of an A/B share (issue 25): a new side that runs in the guest what the base
+side does not gets VMs of its own, so it cannot rewrite the base side's records; an A/A, or an
+A/B of kernels only, keeps the interleaving in one VM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from iomatrix.cli import main as cli
+from iomatrix.host import session
+from iomatrix.plan import ab
+from iomatrix.plan.boots import interleaved_steps
+from support import fake_vms
+from support.builders import make_cell
+from support.fake_vms import Boot, FakeVms, path_kernel_matrix, write_ok_results
+
+
+def test_identical_cells_from_two_checkouts_run_the_same_guest_code() -> None:
+    base = make_cell(repeat=3)
+    # The same job file (same hash) where the other checkout keeps it, more repetitions.
+    moved = base.workload.model_copy(update={"job_file": "/elsewhere/randwrite-4k.fio"})
+    new = base.model_copy(update={"workload": moved, "repeat": 5})
+    assert ab.sides_run_the_same_guest_code([(base, new)])
+    # A kernel-only A/B: the kernels boot VMs of their own anyway.
+    assert ab.sides_run_the_same_guest_code([(base, make_cell(kernel="debian:trixie"))])
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        make_cell(mount="noatime", mount_options=["noatime"]),
+        make_cell(scheduler="mq-deadline"),
+        make_cell(workload_sha256="1" * 64),  # a job file of other content
+    ],
+    ids=["mount options", "scheduler", "job file"],
+)
+def test_a_new_side_that_runs_something_else_does_not(new: object) -> None:
+    assert not ab.sides_run_the_same_guest_code([(make_cell(), new)])  # type: ignore[list-item]
+
+
+class Recorder(FakeVms):
+    """Every boot ends well; remembers which sides each boot held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sides: list[set[str]] = []
+
+    def behave(self, boot: Boot) -> int:
+        self.sides.append({Path(s.run_dir).name for s in boot.plan.steps})
+        write_ok_results(boot.plan)
+        return 0
+
+
+def two_matrices(tmp_path: Path, new_scheduler: str) -> tuple[Path, Path]:
+    base = path_kernel_matrix(tmp_path, cells=2)
+    text = base.read_text().replace("scheduler: [none, mq-deadline]", "scheduler: [none]")
+    base.write_text(text.replace("name: jobs", "name: base"))
+    new = tmp_path / "new.yaml"
+    new.write_text(
+        text.replace("name: jobs", "name: new").replace(
+            "scheduler: [none]", f"scheduler: [{new_scheduler}]"
+        )
+    )
+    return base, new
+
+
+def test_apart_runs_each_round_base_then_new_in_boots_of_their_own() -> None:
+    base = [make_cell(fs=fs, repeat=3) for fs in ("ext4", "xfs")]
+    new = [make_cell(fs=fs, scheduler="mq-deadline", repeat=3) for fs in ("ext4", "xfs")]
+    pairs = list(zip(base, new, strict=True))
+    sides = [SimpleNamespace(run_dir=Path("/a")), SimpleNamespace(run_dir=Path("/b"))]
+    steps = interleaved_steps("/a", "/b", pairs)
+    apart = session._ab_groups(steps, pairs, sides, fresh=False, split=1, apart=True)  # type: ignore[arg-type]
+    assert [{s.run_dir for s in g.steps} for g in apart] == [{"/a"}, {"/b"}] * 3
+    assert [sorted({s.repetition for s in g.steps}) for g in apart] == [
+        [0],
+        [0],
+        [1],
+        [1],
+        [2],
+        [2],
+    ]
+    key = lambda s: (s.run_dir, s.cell.id, s.repetition)  # noqa: E731
+    assert sorted(map(key, (s for g in apart for s in g.steps))) == sorted(map(key, steps))
+    assert len({g.boot_id for g in apart}) == 6
+    shared = session._ab_groups(steps, pairs, sides, fresh=False, split=1)  # type: ignore[arg-type]
+    assert [len(g.steps) for g in shared] == [12]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("mq-deadline", "auto", {"base"}, "the new side runs in the guest what the base side"),
+        ("none", "auto", {"base", "new"}, "both sides run the same in the guest"),
+        ("mq-deadline", "shared", {"base", "new"}, "--sides shared"),
+        ("none", "apart", {"base"}, "--sides apart"),
+    ],
+    ids=["differs: apart", "A/A: shared", "forced shared", "forced apart"],
+)
+def test_the_sides_share_a_vm_only_when_they_run_the_same(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    case: tuple[str, str, set[str], str],
+) -> None:
+    new_scheduler, sides, first_boot, said = case
+    fake_vms.fake_host(tmp_path, monkeypatch)
+    monkeypatch.setenv("IOMATRIX_SCRATCH", str(tmp_path / "scratch"))
+    fake = Recorder()
+    monkeypatch.setattr("iomatrix.proc.run", fake)
+    base, new = two_matrices(tmp_path, new_scheduler)
+    results = tmp_path / "results"
+    argv = ["ab", str(base), str(new), "--sides", sides, "--results", str(results)]
+    code = cli.main([*argv, "--no-progress"])
+    err = capsys.readouterr().err
+    assert code in (0, 1), err
+    assert fake.sides[0] == first_boot
+    assert said in err
