@@ -4,6 +4,7 @@ outside the build cache. Real bubblewrap, real make and gcc on the toy tree."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 from pathlib import Path
@@ -26,6 +27,9 @@ steal:
 \t-python3 -c 'import socket; socket.create_connection(("127.0.0.1", {port}), 2)' \\
 \t  && echo connected > $(O)/network || echo refused > $(O)/network
 \t-touch {planted} 2>/dev/null; true
+\t-touch {in_cache} 2>/dev/null; true
+\tid -u > $(O)/uid
+\t-cat /proc/1/environ > $(O)/environ 2>/dev/null; true
 """
 
 
@@ -48,17 +52,25 @@ def test_a_hostile_build_cannot_read_homes_reach_the_network_or_write_outside(
     try:
         tree = toy_tree(tmp_path / "linux")
         makefile = tree / "Makefile"
+        cache = tmp_path / "cache"
+        # The rest of the cache (built kernels, the guest's root) is out of the build's reach.
+        in_cache = cache / "guest-roots" / "planted"
         makefile.write_text(
-            makefile.read_text() + HOSTILE.format(secret=secret, port=port, planted=planted)
+            makefile.read_text()
+            + HOSTILE.format(secret=secret, port=port, planted=planted, in_cache=in_cache)
         )
         commit_all(tree, "a patch")
-        cache = tmp_path / "cache"
         kernel = build("k", KernelBuild(source=f"git:{tree}@HEAD"), cache=cache)
         out = next(cache.rglob("kbuild"))
         assert kernel.release.startswith("6.99.0")
         assert not (out / "stolen").exists() or (out / "stolen").read_text() == ""
         assert (out / "network").read_text().strip() == "refused"
         assert not planted.exists()
+        assert not in_cache.exists()
+        # Under root the build is nobody: no reading another process's environment.
+        if os.geteuid() == 0:
+            assert (out / "uid").read_text().strip() == str(sandbox.BUILD_UID)
+            assert (out / "environ").read_text() == ""
     finally:
         listener.close()
         secret.unlink(missing_ok=True)

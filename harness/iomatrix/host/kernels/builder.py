@@ -243,6 +243,10 @@ class _Job:
         return self.root / "kbuild"
 
     @property
+    def ccache(self) -> Path:
+        return self.root / "ccache"
+
+    @property
     def log_path(self) -> Path:
         """Stays where it is when the build fails (the error names it); copied into the entry
         when it succeeds."""
@@ -263,12 +267,15 @@ class _Job:
         what: str,
         env: dict[str, str] | None = None,
         keep_marker: Path | None = None,
+        stage: Path | None = None,
     ) -> None:
         # Sandboxed: make runs the tree's code, which a stranger's patch may have written. It
-        # may write only into the build cache (the checkout, the output, ccache, the stage).
+        # reads the checkout and writes only the output folder, ccache and the stage: never the
+        # checkout of a later build, a built kernel or the guest's root.
+        writable = _writable(self.out, self.ccache, *([stage] if stage is not None else []))
         try:
             argv = sandbox.wrap(
-                argv, cwd=self.source.repo, writable=_writable(self.root, self.source.repo)
+                argv, cwd=self.source.repo, writable=writable, readable=[self.source.repo]
             )
         except sandbox.SandboxUnavailable as exc:
             raise KernelError(self.name, str(exc)) from exc
@@ -299,6 +306,9 @@ def _build(job: _Job) -> Kernel:
         job.say(f"{job.out}: the last build there was interrupted; starting that folder again")
         shutil.rmtree(job.out)
     job.out.mkdir(parents=True, exist_ok=True)
+    job.ccache.mkdir(parents=True, exist_ok=True)
+    # What the build writes belongs to the user it runs as (sandbox.py: nobody, under root).
+    sandbox.hand_over([job.out, job.ccache])
     job.log_path.parent.mkdir(exist_ok=True)
     job.log_path.write_text(
         f"# iomatrix build of {job.name} ({job.recipe.source}), key {job.key}\n"
@@ -390,7 +400,7 @@ def _configure(job: _Job) -> tuple[str, ...]:
 def _make(job: _Job) -> None:
     env = {
         **os.environ,
-        "CCACHE_DIR": str(job.root / "ccache"),
+        "CCACHE_DIR": str(job.ccache),
         # Builds of different commits share most objects; the timestamp and host name would
         # otherwise differ in every image.
         "KBUILD_BUILD_TIMESTAMP": "1970-01-01",
@@ -411,6 +421,7 @@ def _make(job: _Job) -> None:
 
 def _install(job: _Job, stage: Path) -> None:
     shutil.copyfile(job.out / "arch" / "x86" / "boot" / "bzImage", stage / "vmlinuz")
+    sandbox.hand_over([stage])
     job.run(
         job.make(
             f"LOCALVERSION={job.suffix}",
@@ -420,6 +431,7 @@ def _install(job: _Job, stage: Path) -> None:
         ),
         _CONFIG_TIMEOUT_S,
         what="make modules_install",
+        stage=stage,
     )
     # They point into the output folder and the source checkout, which the guest never needs.
     for link in [*stage.glob("lib/modules/*/build"), *stage.glob("lib/modules/*/source")]:

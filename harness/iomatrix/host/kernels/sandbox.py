@@ -3,9 +3,15 @@ runs, and a stranger's pull request may carry one.
 
 The sandbox is bubblewrap (`bwrap`): the host's root read-only, no network, its own PID, IPC and
 host-name namespaces, and hidden behind empty folders what a build never needs and a thief
-wants: every home folder (/root, /home), /tmp, /run and the password hashes. Writable: only the
-build cache (the checkout, the output folder, ccache, the staged image). The process dies with
+wants: every home folder (/root, /home), /tmp, /run and the password hashes. Readable besides:
+the checkout. Writable: only the output folder, ccache and the staged image; never the rest of
+the cache (built kernels, the guest's root, a trusted base side's build). The process dies with
 iomatrix (`--die-with-parent`).
+
+Run as root (CI, sudo), iomatrix drops the build to an unprivileged user (nobody, 65534: no
+capability, no supplementary group, no new privileges): the writable folders are handed to that
+user first, and the build reads only what any user may. Run as anyone else, the build is that
+user already.
 
 Where bubblewrap cannot make namespaces (inside an unprivileged container, which is itself the
 sandbox), `IOMATRIX_BUILD_SANDBOX=container` runs builds without it and says so; anywhere else a
@@ -24,6 +30,8 @@ from pathlib import Path
 from iomatrix import proc
 
 SANDBOX_ENV = "IOMATRIX_BUILD_SANDBOX"
+# The user a build runs as when iomatrix runs as root.
+BUILD_UID = BUILD_GID = 65534
 # Folders replaced by an empty tmpfs inside the sandbox (when they exist).
 _HIDDEN = ("/root", "/home", "/tmp", "/var/tmp", "/run", "/mnt", "/media", "/srv")
 # Files replaced by /dev/null.
@@ -54,7 +62,40 @@ def _probe() -> str | None:
     return None
 
 
-def _base_args(writable: Sequence[Path]) -> list[str]:
+def drops_privileges() -> bool:
+    """Whether builds run as BUILD_UID: iomatrix runs as root, which the build must not be."""
+    return os.geteuid() == 0
+
+
+def hand_over(folders: Sequence[Path]) -> None:
+    """The writable folders (and everything beneath, links not followed) to the build user,
+    when builds drop privileges; nothing otherwise."""
+    if not drops_privileges():
+        return
+    for folder in folders:
+        for top, dirs, names in os.walk(folder):
+            os.lchown(top, BUILD_UID, BUILD_GID)
+            for name in (*dirs, *names):
+                os.lchown(Path(top) / name, BUILD_UID, BUILD_GID)
+
+
+def _unprivileged(argv: Sequence[str]) -> list[str]:
+    if not drops_privileges():
+        return list(argv)
+    return [
+        "setpriv",
+        f"--reuid={BUILD_UID}",
+        f"--regid={BUILD_GID}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+        *argv,
+    ]
+
+
+def _base_args(writable: Sequence[Path], readable: Sequence[Path] = ()) -> list[str]:
     args = [
         "--die-with-parent",
         "--unshare-net",
@@ -71,6 +112,9 @@ def _base_args(writable: Sequence[Path]) -> list[str]:
     ]
     for folder in _HIDDEN:
         if Path(folder).is_dir() and not Path(folder).is_symlink():
+            # /tmp and /var/tmp writable by everyone (the compiler's temporary files), as usual.
+            if folder in ("/tmp", "/var/tmp"):
+                args += ["--perms", "01777"]
             args += ["--tmpfs", folder]
     for file in _BLANKED:
         if Path(file).is_file():
@@ -79,16 +123,33 @@ def _base_args(writable: Sequence[Path]) -> list[str]:
     # and the Python it was made from, either of which may sit under a home folder.
     for prefix in dict.fromkeys(Path(p).resolve() for p in (sys.prefix, sys.base_prefix)):
         args += ["--ro-bind", str(prefix), str(prefix)]
+    # A folder bound under a hidden one gets its parents made in the tmpfs, by default with the
+    # host's modes (a 0700 /tmp/pytest-of-root): made here first, traversable by the build user.
+    made: set[Path] = set()
+    for place in (*readable, *writable):
+        for parent in reversed(place.resolve().parents):
+            hidden = any(parent.is_relative_to(h) and parent != Path(h) for h in _HIDDEN)
+            if hidden and parent not in made:
+                made.add(parent)
+                args += ["--perms", "0755", "--dir", str(parent)]
+    for place in readable:
+        resolved = str(place.resolve())
+        args += ["--ro-bind", resolved, resolved]
     for place in writable:
         resolved = str(place.resolve())
         args += ["--bind", resolved, resolved]
     return args
 
 
-def wrap(argv: Sequence[str], *, cwd: Path, writable: Sequence[Path]) -> list[str]:
-    """argv as it runs sandboxed, in cwd, able to write only under `writable`."""
+def wrap(
+    argv: Sequence[str], *, cwd: Path, writable: Sequence[Path], readable: Sequence[Path] = ()
+) -> list[str]:
+    """argv as it runs sandboxed, in cwd, able to read (besides the host's root, less what
+    is hidden) `readable` and to write only under `writable`; as an unprivileged user when
+    iomatrix runs as root (hand_over the writable folders first)."""
     if mode() == "container":
-        return list(argv)
+        # The container is the sandbox; the user is still dropped.
+        return _unprivileged(argv)
     why = _probe()
     if why is not None:
         raise SandboxUnavailable(
@@ -97,4 +158,11 @@ def wrap(argv: Sequence[str], *, cwd: Path, writable: Sequence[Path]) -> list[st
         )
     bwrap = shutil.which("bwrap")
     assert bwrap is not None  # _probe found it
-    return [bwrap, *_base_args(writable), "--chdir", str(cwd.resolve()), "--", *argv]
+    return [
+        bwrap,
+        *_base_args(writable, readable),
+        "--chdir",
+        str(cwd.resolve()),
+        "--",
+        *_unprivileged(argv),
+    ]
