@@ -303,3 +303,42 @@ def test_a_run_whose_kernel_does_not_build_fails_those_cells_with_the_compilers_
         assert "kernel 'broken': make failed:" in (entry.result.reason or "")
         assert "error: expected expression" in (entry.result.reason or "")
     assert record.boots == ()
+
+
+def test_a_long_step_says_how_far_it_got_every_30_seconds() -> None:
+    said: list[str] = []
+    now = [0.0]
+    progress = build_module.BuildProgress("k: make", said.append, clock=lambda: now[0])
+    for line in ("  CC      fs/ext4/inode.o\n", "  LD [M]  fs/xfs/xfs.ko\n", "warning: x\n"):
+        progress.line(line)
+    now[0] = 29.0
+    assert progress.poll() is None  # never stops the build
+    assert said == []
+    now[0] = 31.0
+    progress.poll()
+    assert said == ["k: make: 31 s, 2 files made (last: warning: x)"]
+    now[0] = 40.0
+    progress.poll()
+    assert len(said) == 1  # not before another 30 s
+
+
+def test_a_real_build_step_reports_progress_while_it_runs(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For real: the toy tree's bzImage sleeps a little; with the period shortened, the
+    build says so while make runs, with the files its compiler made."""
+    tree = toy_tree(tmp_path / "linux")
+    makefile = tree / "Makefile"
+    makefile.write_text(
+        makefile.read_text().replace(
+            "\t$(CC) -c $(CURDIR)/toy.c",
+            "\t@echo '  CC      toy.o'\n\tsleep 2\n\t$(CC) -c $(CURDIR)/toy.c",
+        )
+    )
+    commit_all(tree, "slow")
+    monkeypatch.setattr(build_module, "PROGRESS_EVERY_S", 0.5)
+    said: list[str] = []
+    build("k", KernelBuild(source=f"git:{tree}@HEAD"), cache=cache, log=said.append)
+    during = [s for s in said if ": make: " in s and "files made" in s]
+    assert during, said
+    assert any("1 files made (last:" in s for s in during), during

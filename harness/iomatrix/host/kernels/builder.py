@@ -32,8 +32,9 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -288,7 +289,58 @@ class _Job:
             what=what,
             env=env,
             keep_marker=keep_marker,
+            progress=BuildProgress(f"{self.name}: {what}", self.say),
         )
+
+
+# How often a long build step says how far it got (a from-scratch kernel takes 10-20 minutes
+# here, and silence that long reads as a hang).
+PROGRESS_EVERY_S = 30.0
+# kbuild's quiet lines for one file made: "  CC      fs/ext4/inode.o", "  LD [M]  ...", "  AR ...".
+_MADE_LINE = re.compile(r"^\s+(CC|LD|AR|AS|HOSTCC|CC \[M\]|LD \[M\])\s+\S")
+
+
+class BuildProgress:
+    """Counts the files a build step made (from its output lines) and says so every
+    PROGRESS_EVERY_S seconds, with the last line, while the step runs."""
+
+    def __init__(
+        self,
+        what: str,
+        say: Log,
+        every_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.what = what
+        self.say = say
+        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
+        self.clock = clock
+        self.started = clock()
+        self.last_said = self.started
+        self.made = 0
+        self.last_line = ""
+        self.lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        """proc.run's on_line: called from its reader thread."""
+        with self.lock:
+            if _MADE_LINE.match(text):
+                self.made += 1
+            if text.strip():
+                self.last_line = text.strip()[:120]
+
+    def poll(self) -> str | None:
+        """proc.run's stop: never stops the build, says how far it got when it is time."""
+        now = self.clock()
+        if now - self.last_said >= self.every_s:
+            self.last_said = now
+            with self.lock:
+                made, last = self.made, self.last_line
+            self.say(
+                f"{self.what}: {now - self.started:.0f} s, {made} files made"
+                + (f" (last: {last})" if last else "")
+            )
+        return None
 
 
 def _writable(*folders: Path) -> list[Path]:
@@ -448,13 +500,23 @@ def _run_logged(
     what: str,
     env: dict[str, str] | None = None,
     keep_marker: Path | None = None,
+    progress: BuildProgress | None = None,
 ) -> None:
-    """Run a build step with its output appended to the build log. A step that exits by
-    itself removes keep_marker (see _INCOMPLETE); a killed one leaves it."""
+    """Run a build step with its output appended to the build log, saying how far it got
+    every PROGRESS_EVERY_S seconds. A step that exits by itself removes keep_marker (see
+    _INCOMPLETE); a killed one leaves it."""
     with log_path.open("a", encoding="utf-8") as log:
         log.write(f"\n$ {' '.join(argv)}\n")
     try:
-        proc.run(argv, timeout_s=timeout_s, cwd=cwd, env=env, output_file=log_path)
+        proc.run(
+            argv,
+            timeout_s=timeout_s,
+            cwd=cwd,
+            env=env,
+            output_file=log_path,
+            on_line=None if progress is None else progress.line,
+            stop=None if progress is None else progress.poll,
+        )
     except proc.CommandTimeout as exc:
         raise KernelError(
             name, f"{what} did not finish in {timeout_s:.0f} s; the build log: {log_path}"
