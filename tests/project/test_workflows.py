@@ -1,6 +1,7 @@
 """The GitHub workflows: the nightly plan as GitHub reads it, the rules every workflow keeps,
 actionlint (which `make lint` runs over .github/workflows) catching what it should, with the
-venv's pinned shellcheck checking the workflows' scripts, and `make shellcheck` the repository's.
+venv's pinned shellcheck checking the workflows' scripts, and `make shellcheck` the repository's;
+the pin rule for every action and the Dependabot configuration that keeps the pins moving.
 
 No network and no VM: the plan is computed by `iomatrix expand --shards N --json` exactly as the
 nightly workflow's plan job runs it.
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from iomatrix.cli import main as cli
 from iomatrix.matrix.loader import load_matrix
@@ -446,3 +448,34 @@ def test_the_nightly_runs_the_canaries_and_the_merge_reports_them() -> None:
     assert "canaries" in merge["needs"]
     merged = "\n".join(step.get("run", "") for step in merge["steps"])
     assert "canaries=(--canaries canaries/canaries.jsonl)" in merged
+
+
+# --- Dependabot ----------------------------------------------------------------------------------
+
+
+def test_dependabot_updates_the_pinned_actions_and_the_locked_requirements_weekly() -> None:
+    config = yaml.safe_load((REPO / ".github" / "dependabot.yml").read_text())
+    assert config["version"] == 2
+    updates = {u["package-ecosystem"]: u for u in config["updates"]}
+    assert set(updates) == {"github-actions", "pip"}
+    for update in updates.values():
+        assert update["schedule"]["interval"] == "weekly"
+    # github-actions looks in .github/workflows/ of the directory it is given: the root.
+    assert updates["github-actions"]["directory"] == "/"
+    folder = REPO / updates["pip"]["directory"].lstrip("/")
+    assert folder == REPO / "requirements"
+    assert sorted(p.name for p in folder.glob("*.lock")) == [
+        "dev.lock",
+        "runtime.lock",
+        "tools.lock",
+    ]
+    # What Dependabot updates in the workflows is exactly what the pin rule accepts: every action
+    # `uses:` carries a SHA and a version comment (the rule's own test shows it failing).
+    actions = [
+        ref
+        for name in workflow_names()
+        for ref, _ in USES.findall((WORKFLOWS / name).read_text())
+        if not ref.startswith("./")
+    ]
+    assert actions
+    assert all(re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", ref) for ref in actions), actions
