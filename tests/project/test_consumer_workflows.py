@@ -375,3 +375,24 @@ def test_every_reusable_workflow_declares_what_its_steps_read() -> None:
         read = set(re.findall(r"inputs\.([\w-]+)", text))
         assert read <= declared, f"{name}: {read - declared}"
         assert yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(("name", "job"), [(GATE, "ab"), (NIGHTLY, "image")])
+def test_the_image_input_is_pulled_by_digest_only(name: str, job: str, tmp_path: Path) -> None:
+    digest = "ghcr.io/someone/iomatrix-runner@sha256:" + "a" * 64
+    for image, pulled in ((digest, True), ("ghcr.io/someone/iomatrix-runner:main", False)):
+        workspace = tmp_path / ("digest" if pulled else "tag")
+        workspace.mkdir()
+        log = workspace / "docker.jsonl"
+        recorder(workspace / "bin" / "docker", log, "docker")
+        recorder(workspace / "bin" / "make", workspace / "make.jsonl", "make")
+        context = context_for(name, {"matrix": "m.yaml", "image": image})
+        if pulled:
+            run_step(name, job, "The runner image", context, workspace)
+            assert recorded(log) == [["pull", image], ["tag", image, "iomatrix-runner:latest"]]
+        else:
+            with pytest.raises(AssertionError, match="must be pinned by digest"):
+                run_step(name, job, "The runner image", context, workspace)
+            assert not log.exists()
+        # Never built when an image is given.
+        assert not (workspace / "make.jsonl").exists()

@@ -234,6 +234,7 @@ def test_only_the_jobs_that_write_have_write_permissions() -> None:
         ("nightly.yml", "pages"): {"pages": "write", "id-token": "write"},
         ("pr-comment.yml", "comment"): {"actions": "read", "pull-requests": "write"},
         ("reusable-comment.yml", "comment"): {"actions": "read", "pull-requests": "write"},
+        ("publish-image.yml", "publish"): {"contents": "read", "packages": "write"},
     }
     pages = workflow("nightly.yml")["jobs"]["pages"]
     assert [s["uses"].split("@")[0] for s in pages["steps"]] == ["actions/deploy-pages"]
@@ -479,3 +480,34 @@ def test_dependabot_updates_the_pinned_actions_and_the_locked_requirements_weekl
     ]
     assert actions
     assert all(re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", ref) for ref in actions), actions
+
+
+# --- the runner image on ghcr.io -----------------------------------------------------------------
+
+
+def test_the_runner_image_is_published_on_tags_and_main_with_a_layer_cache() -> None:
+    wf = workflow("publish-image.yml")
+    assert wf["on"]["push"] == {"branches": ["main"], "tags": ["v*.*.*"]}
+    steps = wf["jobs"]["publish"]["steps"]
+    (build,) = [s for s in steps if s.get("uses", "").startswith("docker/build-push-action@")]
+    options = build["with"]
+    # What `make image` builds, pushed, every layer cached between runs.
+    assert options["file"] == "images/runner/Dockerfile"
+    assert (REPO / options["file"]).is_file()
+    assert options["push"] is True
+    assert options["cache-from"].startswith("type=gha")
+    assert options["cache-to"].startswith("type=gha")
+    assert "mode=max" in options["cache-to"]
+    (meta,) = [s for s in steps if s.get("uses", "").startswith("docker/metadata-action@")]
+    assert meta["with"]["images"] == "ghcr.io/${{ github.repository_owner }}/iomatrix-runner"
+    tags = meta["with"]["tags"].splitlines()
+    assert "type=semver,pattern={{version}}" in tags  # vX.Y.Z -> X.Y.Z
+    assert any("enable={{is_default_branch}}" in t and "version" in t for t in tags)  # main
+    # The digest a caller pins goes to the summary; the reusable workflows take it as `image`.
+    summary = next(s for s in steps if "GITHUB_STEP_SUMMARY" in s.get("run", ""))
+    assert summary["env"]["DIGEST"] == "${{ steps.build.outputs.digest }}"
+    assert "iomatrix-runner@$DIGEST" in summary["run"]
+    for name in ("reusable-gate.yml", "reusable-nightly.yml"):
+        image = workflow(name)["on"]["workflow_call"]["inputs"]["image"]
+        assert "@sha256:" in image["description"]
+        assert "publish-image.yml" in image["description"]
