@@ -7,11 +7,13 @@ import dataclasses
 import json
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from iomatrix.cli import help_format, options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.host import preflight
+from iomatrix.host.kernels.builder import last_measured_build, plan_builds
 from iomatrix.matrix.loader import json_schema as matrix_json_schema
 from iomatrix.matrix.loader import load_matrix, quick_variant
 from iomatrix.matrix.starter import write_starter
@@ -89,6 +91,48 @@ def _expand_shards(matrix: Matrix, count: int, as_json: bool) -> int:
     return ExitCode.OK
 
 
+def kernel_build_plan(cells: Sequence[Cell]) -> list[str]:
+    """The kernels these cells build from source: each one cached or to build (looked up in the
+    build cache without building anything), and how long a build takes here, from the newest
+    build this machine made. No lines when every kernel is fetched."""
+    recipes = {c.kernel: c.kernel_build for c in cells if c.kernel_build is not None}
+    if not recipes:
+        return []
+    planned = plan_builds(recipes)
+    rows = []
+    for build in planned:
+        if build.cached is None:
+            state = f"cached or not: {build.reason}"
+        else:
+            state = "cached" if build.cached else "to build"
+            state += f" (key {build.key})"
+        rows.append([build.name, build.source, state])
+    table = format_table(["kernel", "source", "build"], rows)
+    lines = ["kernels built from source:", *("  " + line for line in table.splitlines())]
+    to_build = sum(1 for b in planned if b.cached is False)
+    unknown = sum(1 for b in planned if b.cached is None)
+    what = f"{to_build} to build" + (f" and {unknown} that may be" if unknown else "")
+    measured = last_measured_build()
+    if not to_build and not unknown:
+        lines.append("every kernel is in the build cache: nothing to compile")
+    elif measured is None:
+        lines.append(f"{what}; time: no build measured on this machine yet")
+    else:
+        # Each estimated as the newest build took: a first build into an empty cache takes
+        # longer, one whose objects ccache has mostly seen much less.
+        total = measured.build_s * (to_build + unknown)
+        lines.append(
+            f"{what}: {'up to ' if unknown else ''}about {_duration(total)} "
+            f"({measured.build_s:.0f} s each, as the newest build on this machine took: "
+            f"{measured.release})"
+        )
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 def use_quick_variant(args: argparse.Namespace) -> None:
     """--quick: the matrix file's own `quick` variant replaces it (before anything is loaded)."""
     if args.quick:
@@ -115,6 +159,9 @@ def cmd_expand(args: argparse.Namespace) -> int:
         f"\n{len(cells)} cells in {len(boot_groups(cells))} boot(s), "
         f"about {total / 60:.0f} min of workload"
     )
+    builds = kernel_build_plan(cells)
+    if builds:
+        print("\n" + "\n".join(builds))
     return ExitCode.OK
 
 
@@ -175,7 +222,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "expand",
         help="list the cells of a matrix",
         description=(
-            "Expand a matrix into its cells, each with a deterministic id from its axis values."
+            "Expand a matrix into its cells, each with a deterministic id from its axis values. "
+            "When the matrix builds kernels from source, also each one's state in the build "
+            "cache (cached or to build, by its build key) and the time to build the others, as "
+            "the newest build on this machine took."
         ),
         epilog=help_format.examples(
             "iomatrix expand matrix/quick.yaml  # the cells, with their ids",

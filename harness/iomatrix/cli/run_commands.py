@@ -20,7 +20,13 @@ from iomatrix.cli import help_format, options
 from iomatrix.cli.archive_commands import update_index_or_warn
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.cli.kernel_commands import fetcher
-from iomatrix.cli.matrix_commands import QUICK_HELP, SHARD_HELP, select, use_quick_variant
+from iomatrix.cli.matrix_commands import (
+    QUICK_HELP,
+    SHARD_HELP,
+    kernel_build_plan,
+    select,
+    use_quick_variant,
+)
 from iomatrix.cli.report_commands import write_report_or_warn
 from iomatrix.errors import IomatrixError
 from iomatrix.host import boot, cores, guest_root, kernels, preflight, session
@@ -147,6 +153,9 @@ def _show_commands(
     if jobs > 1:
         pool = cores.CorePool(cores.available_cpus(), matrix.vm.cpus, share=share)
         slots = [pool.acquire() for _ in range(jobs)]
+    # Which kernels the run compiles first, and for how long, before the boots that wait on them.
+    for line in kernel_build_plan(cells):
+        print(f"# {line}")
     for index, group in enumerate(split_boots(boot_groups(cells, str(run_dir)), split)):
         recipe = group.cells[0].kernel_build
         if recipe is not None:
@@ -424,7 +433,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--show-command",
         action="store_true",
-        help="print each boot's vng/QEMU command instead of running it",
+        help="print each boot's vng/QEMU command instead of running it (and, first, the kernels "
+        "it would build from source, whether each is cached, and the time to build them)",
     )
     options.no_progress(p)
     options.offline(p)

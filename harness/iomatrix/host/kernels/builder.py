@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -50,7 +50,7 @@ from iomatrix.errors import KernelError
 from iomatrix.host.kernels import sandbox
 from iomatrix.host.kernels.cache import MANIFEST, cache_root, load_manifest, quiet
 from iomatrix.host.kernels.records import Kernel, Log
-from iomatrix.host.kernels.sources import Source, git, resolve
+from iomatrix.host.kernels.sources import Source, check_git_tree, git, resolve
 from iomatrix.model.cell import KernelBuild
 from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.model.result import KernelBuildInfo
@@ -142,6 +142,74 @@ def cached_builds(cache: Path | None = None, *, log: Log | None = None) -> list[
         except KernelError as exc:
             (log or quiet)(f"skipping broken build {entry.parent}: {exc.reason}")
     return found
+
+
+@dataclass(frozen=True)
+class PlannedBuild:
+    """A kernel a run will build from source, against the build cache as it is now.
+
+    cached is None when it cannot be told before the run: a plain folder's or Debian's source
+    gets its commit by being imported, which a plan does not do (it writes nothing); reason says
+    why. key is the build cache key when known (builds/<key>/)."""
+
+    name: str
+    source: str
+    cached: bool | None
+    key: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class MeasuredBuild:
+    """The newest finished build in the cache that was compiled here (not found cached): what
+    a build takes on this machine, as far as it knows."""
+
+    release: str
+    build_s: float
+
+
+def plan_builds(
+    recipes: Mapping[str, KernelBuild], *, cache: Path | None = None
+) -> list[PlannedBuild]:
+    """Each kernel (axis value -> recipe) looked up in the build cache without building,
+    fetching or importing anything: a git tree's ref is resolved read-only (as validate does),
+    and its key computed exactly as build() computes it."""
+    root = (cache or cache_root()).absolute()
+    planned: list[PlannedBuild] = []
+    tools: str | None = None
+    for name, recipe in recipes.items():
+        spec = parse_spec(recipe.source)
+        if spec.kind != "git":
+            planned.append(
+                PlannedBuild(name, recipe.source, None, reason="its commit is known once imported")
+            )
+            continue
+        try:
+            commit = check_git_tree(spec)
+            tools = tools or _tool_versions(name)
+        except KernelError as exc:
+            planned.append(PlannedBuild(name, recipe.source, None, reason=exc.reason))
+            continue
+        # The repository is where the build would check out; the key does not depend on it.
+        key = build_key(Source(root, commit, spec.raw), recipe, tools)
+        planned.append(
+            PlannedBuild(name, recipe.source, (root / "builds" / key / MANIFEST).is_file(), key)
+        )
+    return planned
+
+
+def last_measured_build(cache: Path | None = None) -> MeasuredBuild | None:
+    """The newest build in the cache by when it finished (its manifest is written last), or
+    None when no build was ever finished here."""
+    builds = (cache or cache_root()) / "builds"
+    newest: tuple[float, MeasuredBuild] | None = None
+    for kernel in cached_builds(cache):
+        if kernel.build is None or kernel.build.build_s <= 0:
+            continue
+        finished = (builds / kernel.build.key / MANIFEST).stat().st_mtime
+        if newest is None or finished > newest[0]:
+            newest = (finished, MeasuredBuild(kernel.release, kernel.build.build_s))
+    return newest[1] if newest else None
 
 
 def fragments(build: KernelBuild) -> str:

@@ -1,0 +1,398 @@
+"""The reusable workflows as another repository uses them: the consumer examples in
+docs/workflows/ pass actionlint calling them both as written (owner/repo/...@ref) and as local
+files (./.github/workflows/..., where actionlint checks every input against the called
+workflow's), and a consumer with a wrong input fails it; and the gate's and the nightly's steps,
+rendered with a consumer's inputs substituted and run by bash with the runner image and make
+replaced by recorders, hand those inputs to the `iomatrix` and `make` commands they run.
+
+No network, no VM and no container: the recorders stand in for tools/container.sh and make.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from iomatrix.cli import main as cli
+from support.kernel_trees import GIT_ENV, git
+from support.paths import REPO_ROOT
+from support.workflows import WORKFLOWS, actionlint, lint, shellcheck, workflow
+
+EXAMPLES = REPO_ROOT / "docs" / "workflows"
+GATE = "reusable-gate.yml"
+NIGHTLY = "reusable-nightly.yml"
+# actionlint knows the inputs of popular actions by tag, not by commit.
+PINNED = re.compile(r"@[0-9a-f]{40}(\s*#\s*)(v\d+)\.\d+\.\d+")
+REMOTE = re.compile(r"iomatrix/iomatrix/(\.github/workflows/[\w.-]+\.yml)@\S+")
+
+
+def by_tag(text: str) -> str:
+    return PINNED.sub(lambda m: f"@{m[2]}{m[1]}{m[2]}", text)
+
+
+def reusable_files() -> dict[str, str]:
+    return {p.name: by_tag(p.read_text()) for p in sorted(WORKFLOWS.glob("reusable-*.yml"))}
+
+
+def examples() -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(EXAMPLES.glob("*.yml"))}
+
+
+# --- the consumer examples, linted ---------------------------------------------------------------
+
+
+def test_the_examples_call_the_reusable_workflows_of_iomatrix() -> None:
+    called = {m[1] for text in examples().values() for m in REMOTE.finditer(text)}
+    assert called == {
+        ".github/workflows/reusable-gate.yml",
+        ".github/workflows/reusable-comment.yml",
+    }
+    for path in called:
+        assert "workflow_call" in workflow(Path(path).name)["on"]
+
+
+def test_the_examples_pass_actionlint_as_written(tmp_path: Path) -> None:
+    # A remote reusable workflow: actionlint checks the caller's own syntax and expressions.
+    shellcheck()
+    done = lint(tmp_path, examples())
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_examples_pass_actionlint_calling_the_workflows_as_local_files(tmp_path: Path) -> None:
+    # The same callers beside copies of the reusable workflows, called by path: actionlint then
+    # reads the called workflow and checks every input's name, type and the required ones.
+    local = {name: REMOTE.sub(r"./\1", text) for name, text in examples().items()}
+    assert all("uses: ./.github/workflows/reusable-" in text for text in local.values())
+    done = lint(tmp_path, {**reusable_files(), **local})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+CONSUMER = """\
+name: gate
+on: pull_request
+permissions: {}
+jobs:
+  gate:
+    uses: ./.github/workflows/reusable-gate.yml
+    with:
+      %s
+"""
+
+
+@pytest.mark.parametrize(
+    ("inputs", "error"),
+    [
+        ("matrix: m.yaml\n      repetition: 6", 'input "repetition" is not defined'),
+        ("repetitions: 6", 'input "matrix" is required'),
+        ("matrix: m.yaml\n      repetitions: six", 'input "repetitions" is typed as number'),
+    ],
+)
+def test_actionlint_fails_a_consumer_with_a_wrong_input(
+    tmp_path: Path, inputs: str, error: str
+) -> None:
+    actionlint()
+    done = lint(tmp_path, {**reusable_files(), "gate.yml": CONSUMER % inputs})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert error in done.stdout
+
+
+# --- the steps, rendered with a consumer's inputs and run ----------------------------------------
+
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+def evaluate(expression: str, context: dict[str, Any]) -> str:
+    """The few expression forms the rendered steps use: a context path (inputs.x, env.x,
+    steps.s.outputs.o, github.event...) or a quoted literal, joined by `||` (the first non-empty
+    one). Anything else fails the test: a step this renderer cannot read is not checked."""
+    for operand in (part.strip() for part in expression.split("||")):
+        if re.fullmatch(r"'[^']*'", operand):
+            value: Any = operand[1:-1]
+        else:
+            assert re.fullmatch(r"[\w-]+(\.[\w-]+)*", operand), f"cannot render {expression!r}"
+            value = context
+            for key in operand.split("."):
+                value = value.get(key, "") if isinstance(value, dict) else ""
+        if value not in ("", None, False):
+            return str(value).lower() if isinstance(value, bool) else str(value)
+    return ""
+
+
+def render(text: str, context: dict[str, Any]) -> str:
+    return EXPRESSION.sub(lambda m: evaluate(m[1], context), text)
+
+
+def inputs_of(name: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The inputs a called workflow sees: the caller's, then each declared default."""
+    declared = workflow(name)["on"]["workflow_call"]["inputs"]
+    assert set(given) <= set(declared), set(given) - set(declared)
+    for key, spec in declared.items():
+        if spec.get("required"):
+            assert key in given, f"{key} is required"
+    return {key: given.get(key, spec.get("default", "")) for key, spec in declared.items()}
+
+
+RECORDER = """#!/usr/bin/env bash
+# Records its argv as one JSON line, as the test's stand-in for %s.
+python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@" >> "%s"
+"""
+
+
+def recorder(path: Path, log: Path, stands_for: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(RECORDER % (stands_for, log))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def run_step(
+    name: str, job: str, step_name: str, context: dict[str, Any], workspace: Path
+) -> dict[str, str]:
+    """Run one step's script as GitHub would, with bash -e, its env (workflow's, job's, step's)
+    rendered from context; returns what it wrote to $GITHUB_OUTPUT."""
+    wf = workflow(name)
+    job_spec = wf["jobs"][job]
+    (step,) = [s for s in job_spec["steps"] if s.get("name", "").startswith(step_name)]
+    env_spec = {**wf.get("env", {}), **job_spec.get("env", {}), **step.get("env", {})}
+    # Job and step env may read the workflow's and job's env: rendered in that order.
+    context = {**context, "env": {}}
+    for key, value in env_spec.items():
+        context["env"][key] = render(str(value), context)
+    output = workspace / "github-output"
+    output.write_text("")
+    env = {
+        **os.environ,
+        **context["env"],
+        "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_OUTPUT": str(output),
+        "PATH": f"{workspace / 'bin'}:{os.environ['PATH']}",
+    }
+    script = render(step["run"], context)
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return dict(line.split("=", 1) for line in output.read_text().splitlines())
+
+
+def recorded(log: Path) -> list[list[str]]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def context_for(name: str, given: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {
+        "inputs": inputs_of(name, given),
+        "github": {
+            "workspace": "/ws",
+            "server_url": "https://github.com",
+            "repository": "someone/linux",
+            "run_id": "42",
+            "event": {
+                "pull_request": {"number": 7, "base": {"sha": "b" * 40}, "head": {"sha": "h" * 40}}
+            },
+        },
+        **more,
+    }
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+def test_the_gate_hands_the_matrices_and_repetitions_to_iomatrix_ab(workspace: Path) -> None:
+    log = workspace / "container.jsonl"
+    recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
+    given = {"matrix": "bench/gate.yaml", "repetitions": 7}
+    run_step(GATE, "ab", "iomatrix ab", context_for(GATE, given), workspace)
+    ((run, shell, flag, script, name, *argv),) = recorded(log)
+    assert (run, shell, flag, name) == ("run", "bash", "-c", "gate")
+    # The accelerator is checked in the image before any cell runs (REQUIRE_KVM=1 makes TCG fail).
+    assert 'bash tools/check-accel.sh && exec "$@"' in script
+    ws = str(workspace)
+    assert argv[:4] == ["iomatrix", "ab", f"{ws}/.ab-base/bench/gate.yaml", f"{ws}/bench/gate.yaml"]
+    assert argv[argv.index("--repeat") + 1] == "7"
+    assert argv[argv.index("--output") + 1] == f"{ws}/results/ab/report.md"
+    assert (
+        argv[argv.index("--report-url") + 1] == "https://github.com/someone/linux/actions/runs/42"
+    )
+    assert "--split" not in argv
+
+
+def test_the_gate_without_repetitions_keeps_the_matrix_repeat(workspace: Path) -> None:
+    log = workspace / "container.jsonl"
+    recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
+    run_step(GATE, "ab", "iomatrix ab", context_for(GATE, {"matrix": "m.yaml"}), workspace)
+    (argv,) = recorded(log)
+    assert "--repeat" not in argv
+
+
+def make_kernel_origin(tmp_path: Path) -> tuple[Path, str, str]:
+    """A kernel repository with a base and a head commit and history before them."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git(origin, "init", "-q", "-b", "master")
+    for n in range(3):
+        (origin / "VERSION").write_text(f"6.{n}\n")
+        git(origin, "add", "VERSION")
+        git(origin, "commit", "-q", "-m", f"commit {n}")
+    base = git(origin, "rev-parse", "HEAD~1").strip()
+    head = git(origin, "rev-parse", "HEAD").strip()
+    return origin, base, head
+
+
+def test_the_kernel_gate_fetches_both_commits_shallow_and_splits_on_them(
+    tmp_path: Path, workspace: Path
+) -> None:
+    origin, base, head = make_kernel_origin(tmp_path)
+    # What actions/checkout leaves for a kernel repository's own pull request: the head commit,
+    # depth 1, in the workspace root (the tree is the calling repository).
+    subprocess.run(
+        ["git", "clone", "-q", "--depth=1", f"file://{origin}", str(workspace)],
+        check=True,
+        env={**os.environ, **GIT_ENV},
+    )
+    (workspace / "bench").mkdir()
+    (workspace / "bench" / "gate.yaml").write_text(
+        "format: 1\nname: gate\nextends: iomatrix:base\nrepeat: 5\n"
+        "matrix: {kernel: [debian:bookworm], filesystem: [ext4, xfs], scheduler: [none],"
+        " device: [virtio-file], workload: [randwrite-4k]}\n"
+    )
+    given = {"matrix": "bench/gate.yaml", "kernel-tree": "someone/linux", "repetitions": 6}
+    context = context_for(GATE, given)
+    context["github"]["event"]["pull_request"]["base"]["sha"] = base
+    context["github"]["event"]["pull_request"]["head"]["sha"] = head
+    outputs = run_step(GATE, "ab", "Both kernel commits", context, workspace)
+    assert outputs == {"base": base, "head": head, "tree": str(workspace)}
+    # Shallow: the two commits and nothing between or before them.
+    assert git(workspace, "rev-parse", "--is-shallow-repository").strip() == "true"
+    assert git(workspace, "rev-list", "--all", "--count").strip() == "2"
+    assert git(workspace, "rev-parse", "refs/iomatrix/base").strip() == base
+
+    log = workspace / "container.jsonl"
+    recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
+    run_step(
+        GATE, "ab", "iomatrix ab", {**context, "steps": {"kernel": {"outputs": outputs}}}, workspace
+    )
+    ((_, _, _, prepare, _, *argv),) = recorded(log)
+    gate = f"{workspace}/.iomatrix-kernel-gate.yaml"
+    assert argv[:5] == ["iomatrix", "ab", gate, "--split", "kernel"]
+    assert argv[argv.index("--repeat") + 1] == "6"
+    # The ccache is bounded before the builds fill it; the tree is safe for the container's root.
+    assert "ccache --dir /root/.cache/iomatrix/ccache --max-size 5G" in prepare
+    assert f"safe.directory {workspace}" in prepare
+    # The written matrix is the consumer's with the kernel axis replaced by the two commits.
+    assert cli.main(["expand", gate, "--json"]) == 0
+
+
+def test_the_kernel_gate_matrix_expands_to_the_two_commits(
+    tmp_path: Path, workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    origin, base, head = make_kernel_origin(tmp_path)
+    subprocess.run(
+        ["git", "clone", "-q", f"file://{origin}", str(workspace)],
+        check=True,
+        env={**os.environ, **GIT_ENV},
+    )
+    (workspace / "gate.yaml").write_text(
+        "format: 1\nname: gate\nextends: iomatrix:base\n"
+        "matrix: {kernel: [debian:bookworm], filesystem: [ext4], scheduler: [none],"
+        " device: [virtio-file], workload: [randwrite-4k]}\n"
+    )
+    recorder(workspace / ".iomatrix" / "tools" / "container.sh", workspace / "c.jsonl", "x")
+    outputs = {"base": base, "head": head, "tree": str(workspace)}
+    given = {"matrix": "gate.yaml", "kernel-tree": "someone/linux"}
+    context = context_for(GATE, given, steps={"kernel": {"outputs": outputs}})
+    run_step(GATE, "ab", "iomatrix ab", context, workspace)
+    capsys.readouterr()
+    assert cli.main(["expand", str(workspace / ".iomatrix-kernel-gate.yaml"), "--json"]) == 0
+    cells = json.loads(capsys.readouterr().out)
+    assert sorted(c["axes"]["kernel"] for c in cells) == ["base", "head"]
+    # Each names its commit of the tree, as the build will resolve it.
+    assert {c["cell"]["kernel_build"]["source"] for c in cells} == {
+        f"git:{workspace}@{base}",
+        f"git:{workspace}@{head}",
+    }
+
+
+def test_the_nightly_hands_the_matrix_and_shard_to_make(workspace: Path) -> None:
+    log = workspace / "make.jsonl"
+    recorder(workspace / "bin" / "make", log, "make")
+    given = {"matrix": "bench/nightly.yaml", "shards": 4}
+    context = context_for(NIGHTLY, given, matrix={"shard": "3/4"})
+    run_step(NIGHTLY, "shard", "make nightly", context, workspace)
+    (argv,) = recorded(log)
+    assert argv == [
+        "-C",
+        ".iomatrix",
+        "nightly",
+        "SHARD=3/4",
+        "IN_CONTAINER=1",
+        f"NIGHTLY_MATRIX={workspace}/bench/nightly.yaml",
+        f"RESULTS={workspace}/results/nightly",
+    ]
+
+
+def test_the_nightly_plans_the_consumers_matrix_into_its_shards(workspace: Path) -> None:
+    log = workspace / "iomatrix.jsonl"
+    recorder(workspace / ".iomatrix" / ".venv" / "bin" / "iomatrix", log, "iomatrix")
+    context = context_for(NIGHTLY, {"matrix": "bench/nightly.yaml", "shards": 9})
+    run_step(NIGHTLY, "plan", "Plan the shards", context, workspace)
+    assert recorded(log) == [
+        ["expand", "bench/nightly.yaml", "--shards", "9", "--json"],
+        ["expand", "bench/nightly.yaml", "--shards", "9"],
+    ]
+
+
+def test_a_wrong_input_name_fails_the_render() -> None:
+    # The renderer itself must be able to fail: an input the workflow does not declare.
+    with pytest.raises(AssertionError):
+        inputs_of(GATE, {"matrix": "m.yaml", "repetition": 6})
+    with pytest.raises(AssertionError, match="matrix is required"):
+        inputs_of(GATE, {})
+
+
+def test_every_reusable_workflow_declares_what_its_steps_read() -> None:
+    # An `inputs.x` a step reads that the workflow does not declare renders as empty on GitHub.
+    for name in reusable_files():
+        text = (WORKFLOWS / name).read_text()
+        declared = set(workflow(name)["on"]["workflow_call"]["inputs"])
+        read = set(re.findall(r"inputs\.([\w-]+)", text))
+        assert read <= declared, f"{name}: {read - declared}"
+        assert yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(("name", "job"), [(GATE, "ab"), (NIGHTLY, "image")])
+def test_the_image_input_is_pulled_by_digest_only(name: str, job: str, tmp_path: Path) -> None:
+    digest = "ghcr.io/someone/iomatrix-runner@sha256:" + "a" * 64
+    for image, pulled in ((digest, True), ("ghcr.io/someone/iomatrix-runner:main", False)):
+        workspace = tmp_path / ("digest" if pulled else "tag")
+        workspace.mkdir()
+        log = workspace / "docker.jsonl"
+        recorder(workspace / "bin" / "docker", log, "docker")
+        recorder(workspace / "bin" / "make", workspace / "make.jsonl", "make")
+        context = context_for(name, {"matrix": "m.yaml", "image": image})
+        if pulled:
+            run_step(name, job, "The runner image", context, workspace)
+            assert recorded(log) == [["pull", image], ["tag", image, "iomatrix-runner:latest"]]
+        else:
+            with pytest.raises(AssertionError, match="must be pinned by digest"):
+                run_step(name, job, "The runner image", context, workspace)
+            assert not log.exists()
+        # Never built when an image is given.
+        assert not (workspace / "make.jsonl").exists()
