@@ -17,7 +17,12 @@ from selenium.webdriver.support.ui import Select
 from iomatrix.analysis import compare
 from iomatrix.report.site import build
 from iomatrix.store.records_io import load_run
-from support.archives import write_nightly_archive, write_pair
+from support.archives import (
+    FAILED_REASON,
+    write_nightly_archive,
+    write_pair,
+    write_run_with_failure,
+)
 from support.browser import Browser
 
 pytestmark = pytest.mark.browser
@@ -47,7 +52,9 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     archive = tmp / "archive"
     write_nightly_archive(archive)
     nightly = build.build_archive_site(archive)
+    failed = write_run_with_failure(tmp / "failed")
     return {
+        "failed run": build.build_run_site(failed).index,
         "run": build.build_run_site(results / "base").index,
         "comparison": compared.index,
         "dashboard": nightly.index,
@@ -60,6 +67,39 @@ def test_the_run_page(browser: Browser, sites: dict[str, Path]) -> None:
     assert browser.load(sites["run"]) == []
     assert_charts_drawn(browser, kinds={"strip", "heatmap", "line"})
     browser.screenshot("report-run")
+
+
+def test_the_run_page_answers_first_on_a_laptop_screen(
+    browser: Browser, sites: dict[str, Path]
+) -> None:
+    """Issue 27: at 1280x800 the page opens on the results and a failed cell's reason (not on
+    the system and the QEMU drives), and never scrolls sideways."""
+    browser.set_viewport(1280, 800)
+    try:
+        assert browser.load(sites["failed run"]) == []
+        assert browser.run("return window.innerHeight") == 800
+        # The headline table, whole, with a line per cell (three ok, one failed).
+        (headline,) = browser.on_first_screen("table[id^=headline-]")
+        assert headline.count("ok") >= 3
+        assert "failed" in headline
+        # The failed cell's reason, and its log's link beside it.
+        reasons = browser.on_first_screen("#failures + .table-box td.reason")
+        assert reasons == [FAILED_REASON]
+        assert browser.on_first_screen("#failures + .table-box a[href$='cell.log']")
+        # The setup is folded: what the guest applied and the QEMU drives take no room.
+        folded = browser.run(
+            "return Array.from(document.querySelectorAll('td.drive')).map(function(td){"
+            "var d = td.closest('details'); return d !== null && !d.open})"
+        )
+        assert folded == [True] * 4
+        assert not browser.scrolls_sideways()
+        # Unfolded, the wide table of QEMU drives scrolls inside its own box, not the page.
+        browser.run("document.querySelectorAll('details').forEach(function(d){d.open=true})")
+        assert browser.visible("td.drive") == 4
+        assert not browser.scrolls_sideways()
+    finally:
+        browser.reset_viewport()
+    browser.screenshot("report-run-failed")
 
 
 def test_the_comparison_page_filters_its_table_and_its_plot(

@@ -16,7 +16,13 @@ from iomatrix.cli import main as cli
 from iomatrix.report.site import build, svg
 from iomatrix.report.site.run_page import headline_metrics, latency_cdf
 from iomatrix.store.records_io import load_run, write_record
-from support.archives import BASE_IOPS, matrix_cells, run_of, write_nightly_archive, write_pair
+from support.archives import (
+    matrix_cells,
+    run_of,
+    write_nightly_archive,
+    write_pair,
+    write_run_with_failure,
+)
 
 
 class Page(HTMLParser):
@@ -65,17 +71,7 @@ def assert_self_contained(page: Page, folder: Path) -> None:
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
-    cells = matrix_cells()
-    iops = {c.id: BASE_IOPS[c.filesystem.name] for c in cells}
-    record = run_of(
-        "r1", "2026-11-20T00:00:00+00:00", cells, iops, seed=1, repeat=4, failed=[cells[-1].id]
-    )
-    folder = tmp_path / "results" / "r1"
-    write_record(folder / "run.json", record)
-    for cell in cells:
-        (folder / "cells" / cell.id).mkdir(parents=True)
-        (folder / "cells" / cell.id / "cell.log").write_text("log\n")
-    return folder
+    return write_run_with_failure(tmp_path / "results")
 
 
 def test_a_run_page_shows_every_repetition_a_heatmap_latency_and_cpu_per_io(run_dir: Path) -> None:

@@ -1,5 +1,8 @@
-"""The page of one run: what the guest applied, every repetition of every cell, a heatmap of two
-axes, latency CDFs from fio's json+ histogram, CPU per I/O, and each cell's logs."""
+"""The page of one run, answer first: each workload's headline table (a line per cell: its status
+and the median of each headline metric) and every failed cell's reason with its log, then a
+heatmap of two axes, every repetition, latency CDFs from fio's json+ histogram and CPU per I/O;
+what the guest applied, the QEMU drives, the system and the boots last, folded (<details>), as
+the terminal's `show` keeps them out of the results' way."""
 
 from __future__ import annotations
 
@@ -128,6 +131,71 @@ def _system_table(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
 def _drive_html(argv: Sequence[str]) -> str:
     """QEMU's drive options one argument a line, breakable after each comma."""
     return "<code>" + "<br>".join(e(arg).replace(",", ",<wbr>") for arg in argv) + "</code>"
+
+
+def _log_link(entry: CellEntry, record: RunRecord, run_dir: Path, out_dir: Path) -> str:
+    """The cell's own log, else the console log of the boot that ran it (a cell whose VM died
+    before it started has no log of its own), else a word saying there is none."""
+    if entry.result.log:
+        return link(_relative(run_dir / entry.result.log, out_dir), "cell log")
+    for boot in record.boots:
+        if entry.cell.id in boot.cells:
+            return link(_relative(run_dir / boot.console_log, out_dir), "boot console log")
+    return '<span class="note">no log recorded</span>'
+
+
+def _failures(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
+    """Every cell that is not ok, its reason whole and its log: why a cell has no numbers is
+    the first thing a reader of a failed run needs, so it comes right after the results."""
+    failed = [entry for entry in record.cells if entry.result.status != "ok"]
+    if not failed:
+        return ""
+    rows = [
+        [
+            Cell(html=f'<b id="failure-{e(entry.cell.id)}">{e(entry.cell.label)}</b>'),
+            Cell(text=entry.result.status, css=f"status-{entry.result.status}"),
+            Cell(text=entry.result.reason or "(no reason recorded)", css="reason"),
+            Cell(html=_log_link(entry, record, run_dir, out_dir)),
+        ]
+        for entry in failed
+    ]
+    return f'<h2 id="failures">Not ok: {len(failed)} cell(s)</h2>' + table(
+        ["cell", "status", "reason", "log"], rows, sortable=False
+    )
+
+
+def _headline_table(
+    workload: str, cells: Sequence[CellEntry], names: Sequence[str], headline: Sequence[str]
+) -> str:
+    """A line per cell of the workload: its status, repetitions and the median (and CoV) of
+    each headline metric; a cell that is not ok links to its reason."""
+    rows = []
+    for entry, name in zip(cells, names, strict=True):
+        result = entry.result
+        summary = result.summary()
+        status = (
+            Cell(text="ok", css="status-ok")
+            if result.status == "ok"
+            else Cell(
+                html=f'<a href="#failure-{e(entry.cell.id)}">{e(result.status)}</a>',
+                css=f"status-{result.status}",
+            )
+        )
+        values: list[Cell] = []
+        for metric in headline:
+            found = summary.get(metric)
+            cov = "" if found is None or found.cov is None else f" ({found.cov:.0%})"
+            values.append(number_cell(found.median if found else None, suffix=cov))
+        rows.append(
+            [
+                Cell(html=link(f"#cell-{entry.cell.id}", name)),
+                status,
+                Cell(text=str(len(result.repetitions)), numeric=True),
+                *values,
+            ]
+        )
+    header = ["cell", "status", "reps", *(f"{m} median (CoV)" for m in headline)]
+    return table(header, rows, css_id=f"headline-{workload}")
 
 
 def _environment(record: RunRecord) -> str:
@@ -392,35 +460,50 @@ def render_run_page(
         f"<p>Run <b>{e(record.run_id)}</b> of matrix <b>{e(record.matrix_name)}</b> "
         f"({e(record.matrix_source)}), {e(record.status)}: {e(counts) or 'no cells'}. "
         f"Started {e(record.created_at)}, finished {e(record.finished_at or '-')}.</p>",
-        "<h2>System</h2>",
-        _environment(record),
-        "<h2>What the guest applied</h2>",
-        '<p class="note">Read back in the guest after setting each cell up (mount options '
-        "from /proc/mounts, the scheduler from sysfs), beside the exact QEMU drive options.</p>",
-        _system_table(record, run_dir, out_dir),
-        _validity(record),
     ]
-    for workload, cells in _by_workload(record.cells).items():
+    workloads = _by_workload(record.cells)
+    # The answer first: every workload's headline table, then why any cell has no numbers.
+    charts: list[str] = []
+    for workload, cells in workloads.items():
         names = [short_label(c, _varying_axes(cells)) for c in cells]
         headline = headline_metrics(cells)
         body.append(f'<h2 id="workload-{e(workload)}">Workload {e(workload)}</h2>')
         if not headline:
             body.append('<p class="note">No repetition reported a metric.</p>')
+            body.append(_headline_table(workload, cells, names, ()))
             continue
+        body.append(_headline_table(workload, cells, names, headline))
         shown = heatmap_metric if heatmap_metric in headline else headline[0]
         heat = _heatmap(cells, shown, heatmap_axes) if shown else None
+        charts.append(f'<h2 id="charts-{e(workload)}">Workload {e(workload)}: charts</h2>')
         if heat:
-            body.append(heat)
+            charts.append(heat)
         for metric in headline:
-            body.append(_strips(cells, names, metric))
+            charts.append(_strips(cells, names, metric))
         if not any(metrics.family(m) == "cpu_s_per_io" for m in headline):
             # The workload does not report its CPU per I/O itself (cpu_s_per_io): derive it.
-            body.append(_cpu_per_io(cells, names))
-        body.append(_latency_charts(cells, names, headline[0]))
+            charts.append(_cpu_per_io(cells, names))
+        charts.append(_latency_charts(cells, names, headline[0]))
+    body.append(_failures(record, run_dir, out_dir))
+    body.append(_validity(record))
+    body += charts
     body += [
-        "<h2>Boots</h2>",
+        # What the guest applied and where it ran: needed to trust or reproduce the numbers,
+        # not to read them, so folded below them.
+        "<h2>System and setup</h2>",
+        "<details><summary>System: host, tools, kernels</summary>",
+        _environment(record),
+        "</details>",
+        "<details><summary>What the guest applied, and each disk's QEMU drive</summary>",
+        '<p class="note">Read back in the guest after setting each cell up (mount options '
+        "from /proc/mounts, the scheduler from sysfs), beside the exact QEMU drive options.</p>",
+        _system_table(record, run_dir, out_dir),
+        "</details>",
+        f"<details><summary>Boots: {len(record.boots)}</summary>",
         _boots(record, run_dir, out_dir),
+        "</details>",
         "<h2>Cells</h2>",
+        '<p class="note">Every repetition\'s value of every metric.</p>',
         _cell_details(record),
     ]
     return render_page(
