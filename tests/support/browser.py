@@ -86,6 +86,10 @@ class Browser:
             )
         )
 
+    def unfold(self) -> None:
+        """Open every folded section (<details>), as a reader clicking each would."""
+        self.run("document.querySelectorAll('details').forEach(function(d){d.open = true})")
+
     def set_viewport(self, width: int, height: int) -> None:
         """The page's viewport exactly this size (the window's would include its chrome), at the
         top of the page; reset_viewport undoes it."""

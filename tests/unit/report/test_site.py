@@ -144,6 +144,37 @@ def test_a_comparison_page_plots_every_ratio_and_filters_by_verdict(
     assert_self_contained(page, out)
 
 
+def test_a_comparison_page_shows_the_gated_rows_first_and_folds_the_rest(tmp_path: Path) -> None:
+    """The verdict line, then the gated headline rows by verdict; every informational row (the
+    guest's telemetry) only in the folded section, after them."""
+    from support.runs import quick_like_run  # noqa: PLC0415
+
+    for run_id, seed in (("base", 0), ("new", 1)):
+        write_record(tmp_path / run_id / "run.json", quick_like_run(run_id, seed=seed))
+    comparison = compare.compare_runs(load_run(tmp_path / "base"), load_run(tmp_path / "new"))
+    site = build.build_comparison_site(
+        comparison, tmp_path / "base", tmp_path / "new", tmp_path / "report"
+    )
+    text = site.index.read_text()
+    body = text.split("<main>", 1)[1]
+    verdict = body.index('class="verdict-line"')
+    groups = body.index('class="verdict-group"')
+    folded = body.index('<details id="every-row-details">')
+    assert verdict < groups < folded
+    # The axes every cell shares, said once above the groups, not as columns.
+    assert body.index("Every cell: kernel debian:bookworm") < groups
+    assert "<th>kernel</th>" not in body[:folded]
+    # Not one informational metric before the fold; all of them after it.
+    informational = {r.metric for r in comparison.rows if not r.gated}
+    assert len(informational) > 40
+    assert not [
+        m
+        for m in informational
+        if f"<th>{m}</th>" in body[:folded] or f"<td>{m}</td>" in body[:folded]
+    ]
+    assert all(f"{m} (info)" in body[folded:] for m in informational)
+
+
 def test_report_of_two_runs_from_the_command_line(
     pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
