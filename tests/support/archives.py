@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from iomatrix.model.cell import Cell
-from iomatrix.model.result import Applied, CellEntry, CellResult, CpuUsage, Repetition, RunRecord
+from iomatrix.model.result import (
+    Applied,
+    CellEntry,
+    CellResult,
+    CpuUsage,
+    KernelInfo,
+    Repetition,
+    RunRecord,
+)
 from iomatrix.store.records_io import write_record
 from support.builders import ENVIRONMENT, make_cell
 from support.runs import drive
@@ -109,6 +117,11 @@ class Nightly:
     first_run_after_step: str
 
 
+def nightly_release(night: int) -> str:
+    """The kernel release the synthetic archive's night booted."""
+    return f"6.13.0-rc{1 + night % 7}-nightly{night:04d}"
+
+
 def write_nightly_archive(
     results: Path, *, nights: int = 24, step_at: int = 14, step: float = 0.75
 ) -> Nightly:
@@ -131,6 +144,14 @@ def write_nightly_archive(
             iops,
             seed=night,
         )
+        # Each night a newer build of the cells' kernel, as a nightly of a moving tree boots.
+        kernel = KernelInfo(
+            spec=cells[0].kernel,
+            release=nightly_release(night),
+            source="test",
+            vmlinuz_sha256="c" * 64,
+        )
+        record = record.model_copy(update={"kernels": {kernel.spec: kernel}})
         write_record(results / run_id / "run.json", record)
         for cell in cells:
             log = results / run_id / "cells" / cell.id / "cell.log"

@@ -4,7 +4,9 @@ same pages in a real browser.)"""
 
 from __future__ import annotations
 
+import re
 import statistics
+from collections.abc import Sequence
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlparse
@@ -13,11 +15,14 @@ import pytest
 
 from iomatrix.analysis import compare, triage
 from iomatrix.cli import main as cli
-from iomatrix.report.site import build, svg
+from iomatrix.model.result import KernelInfo
+from iomatrix.report.site import build, history_page, svg
 from iomatrix.report.site.run_page import headline_metrics, latency_cdf
 from iomatrix.store.records_io import load_run, write_record
 from support.archives import (
+    BASE_IOPS,
     matrix_cells,
+    nightly_release,
     run_of,
     write_nightly_archive,
     write_pair,
@@ -219,6 +224,93 @@ def test_an_archive_site_marks_the_step_and_lists_it_as_a_regression(tmp_path: P
     assert dashboard.text.count(">steady<") == 10
     for page, folder in ((dashboard, site.index.parent), (history, site.index.parent)):
         assert_self_contained(page, folder)
+
+
+def marks_of(chart: str) -> list[tuple[float, str]]:
+    """Each point of a line chart: its x in pixels and its tooltip."""
+    return [
+        (float(x), title)
+        for x, title in re.findall(
+            r'<circle class="mark" cx="([0-9.]+)"[^>]*><title>([^<]*)', chart
+        )
+    ]
+
+
+def archive_of(results: Path, days: Sequence[int]) -> None:
+    """Runs of the four cells on these days of November 2026, each booting its own kernel."""
+    cells = matrix_cells()
+    for night, day in enumerate(days):
+        run_id = f"202611{day:02d}T000000Z-n{night}"
+        record = run_of(
+            run_id,
+            f"2026-11-{day:02d}T00:00:00+00:00",
+            cells,
+            {c.id: BASE_IOPS[c.filesystem.name] for c in cells},
+            seed=night,
+        )
+        kernel = KernelInfo(
+            spec=cells[0].kernel, release=nightly_release(night), source="t", vmlinuz_sha256="c"
+        )
+        write_record(
+            results / run_id / "run.json",
+            record.model_copy(update={"kernels": {kernel.spec: kernel}}),
+        )
+
+
+def test_the_history_is_drawn_over_the_runs_dates_and_names_each_runs_kernel(
+    tmp_path: Path,
+) -> None:
+    """Issue 27: the x axis is time (ticked at dates), not the run's index: three runs on days
+    1, 2 and 10 lie 1 and 8 days apart on the chart; each point's tooltip names its run, date
+    and kernel release."""
+    results = tmp_path / "results"
+    archive_of(results, [1, 2, 10])
+    build.build_archive_site(results)
+    history = (results / "site" / "history.html").read_text()
+    chart = history.split('<svg class="chart"')[1]
+    marks = marks_of(chart)
+    assert len(marks) == 3
+    (x1, t1), (x2, t2), (x3, t3) = marks
+    assert (x3 - x2) / (x2 - x1) == pytest.approx(8, rel=0.02)
+    for night, title in enumerate((t1, t2, t3)):
+        assert f"kernel {nightly_release(night)}" in title
+    assert "2026-11-10T00:00:00+00:00" in t3
+    # Ticks at dates; no run index ("0.2") on the axis.
+    ticks = re.findall(r'text-anchor="middle" fill="#555">([^<]*)</text>', chart)
+    assert "2026-11-05" in ticks
+    assert len([t for t in ticks if re.fullmatch(r"2026-11-\d\d", t)]) >= 4
+    assert not [t for t in ticks if re.fullmatch(r"[0-9.]+", t)], ticks
+    # Too few runs for change points: said, not "steady".
+    dashboard = (results / "site" / "index.html").read_text()
+    assert ">steady<" not in dashboard
+    assert dashboard.count("3 runs: too few for a trend (needs 9)") == 12
+    assert "3 runs in the archive: too few for a trend yet" in dashboard
+
+
+def test_a_one_run_archive_says_it_has_no_trend_yet(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    archive_of(results, [20])
+    build.build_archive_site(results)
+    dashboard = (results / "site" / "index.html").read_text()
+    assert ">steady<" not in dashboard
+    # Every drawn series (4 cells x 3 headline metrics) says why it has no verdict.
+    assert dashboard.count("one run: no trend yet") == 12
+    assert "One run in the archive: each cell has one point, no trend yet" in dashboard
+    history = (results / "site" / "history.html").read_text()
+    assert history.count("one run: no trend yet") == 12
+    chart = history.split('<svg class="chart"')[1]
+    ((_, title),) = marks_of(chart)
+    assert "2026-11-20" in title
+    # The lone run's day on the axis, not the index ticks of a one-point range (0, 0.2, ...).
+    ticks = re.findall(r'text-anchor="middle" fill="#555">([^<]*)</text>', chart)
+    assert "2026-11-20" in ticks
+    assert not [t for t in ticks if re.fullmatch(r"[0-9.]+", t)], ticks
+
+
+def test_an_empty_history_says_why() -> None:
+    page = history_page.render_history([])
+    assert "No series to draw yet" in page
+    assert 'class="chart"' not in page
 
 
 def test_an_empty_archive_is_refused_with_the_reason(

@@ -30,6 +30,9 @@ from iomatrix.store.records_io import load_run
 TREND_WINDOW = 200
 # Run pages the archive's site includes (the newest runs), linked from its index of runs.
 ARCHIVE_RUN_PAGES = 3
+# The most runs whose kernel the history's tooltips name: each is read whole (run.json), and a
+# history longer than this is drawn in buckets without a mark per run anyway (svg.py).
+KERNEL_LABEL_RUNS = 120
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,21 @@ def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltS
     )
 
 
+def _kernels(results_dir: Path, run_ids: set[str]) -> dict[str, dict[str, str]]:
+    """Each run's kernels (spec -> release) for the history's tooltips; none when there are
+    more than KERNEL_LABEL_RUNS runs to read, or for a run that cannot be read."""
+    if len(run_ids) > KERNEL_LABEL_RUNS:
+        return {}
+    out = {}
+    for run_id in sorted(run_ids):
+        try:
+            record = load_run(results_dir / run_id)
+        except IomatrixError:
+            continue
+        out[run_id] = {spec: info.release for spec, info in record.kernels.items()}
+    return out
+
+
 def build_archive_site(
     results_dir: Path,
     out_dir: Path | None = None,
@@ -205,7 +223,8 @@ def build_archive_site(
         ),
     )
     pages.insert(0, index)
-    pages.append(_write(out, "history.html", history_page.render_history(histories)))
+    kernels = _kernels(results_dir, {p.run_id for h in histories for p in h.points})
+    pages.append(_write(out, "history.html", history_page.render_history(histories, kernels)))
     pages.append(
         _write(
             out,
