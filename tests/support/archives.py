@@ -17,6 +17,7 @@ from typing import Any
 from iomatrix.model.cell import Cell
 from iomatrix.model.result import (
     Applied,
+    BootRecord,
     CellEntry,
     CellResult,
     CpuUsage,
@@ -175,14 +176,19 @@ def _applied(cell: Cell) -> Applied:
     )
 
 
-def write_run_with_failure(results: Path, run_id: str = "r1", *, repeat: int = 4) -> Path:
+def write_run_with_failure(
+    results: Path,
+    run_id: str = "r1",
+    *,
+    repeat: int = 4,
+    created_at: str = "2026-11-20T00:00:00+00:00",
+) -> Path:
     """A run of the four cells whose last one failed (FAILED_REASON), each cell with its log;
     the ok ones with what the guest read back, as long as a real run's (a kernel release with
     its git describe, xfs's mount options: unbreakable text a page must not widen for)."""
     cells = matrix_cells()
     iops = {c.id: BASE_IOPS[c.filesystem.name] for c in cells}
-    created = "2026-11-20T00:00:00+00:00"
-    record = run_of(run_id, created, cells, iops, seed=1, repeat=repeat, failed=[cells[-1].id])
+    record = run_of(run_id, created_at, cells, iops, seed=1, repeat=repeat, failed=[cells[-1].id])
     entries = []
     for entry in record.cells:
         if entry.result.status == "ok":
@@ -190,12 +196,26 @@ def write_run_with_failure(results: Path, run_id: str = "r1", *, repeat: int = 4
             entries.append(entry.model_copy(update={"result": result}))
         else:
             entries.append(entry)
-    record = record.model_copy(update={"cells": tuple(entries)})
+    # One boot ran every cell; its console log is the run's too.
+    boot = BootRecord(
+        boot_id="boot-0",
+        kernel=cells[0].kernel,
+        device=cells[0].device.name,
+        cells=tuple(c.id for c in cells),
+        console_log="boots/boot-0/console.log",
+        argv=("vng", "--run"),
+        exit_code=0,
+        outcome="ok",
+        duration_s=60.0,
+    )
+    record = record.model_copy(update={"cells": tuple(entries), "boots": (boot,)})
     folder = results / run_id
     write_record(folder / "run.json", record)
     for cell in cells:
         (folder / "cells" / cell.id).mkdir(parents=True)
         (folder / "cells" / cell.id / "cell.log").write_text("log\n")
+    (folder / boot.console_log).parent.mkdir(parents=True)
+    (folder / boot.console_log).write_text("console\n")
     return folder
 
 

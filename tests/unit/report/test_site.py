@@ -5,18 +5,19 @@ same pages in a real browser.)"""
 from __future__ import annotations
 
 import re
+import shutil
 import statistics
 from collections.abc import Sequence
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pytest
 
 from iomatrix.analysis import compare, triage
 from iomatrix.cli import main as cli
 from iomatrix.model.result import KernelInfo
-from iomatrix.report.site import build, history_page, svg
+from iomatrix.report.site import build, history_page, run_page, svg
 from iomatrix.report.site.run_page import headline_metrics, latency_cdf
 from iomatrix.store.records_io import load_run, write_record
 from support.archives import (
@@ -311,6 +312,84 @@ def test_an_empty_history_says_why() -> None:
     page = history_page.render_history([])
     assert "No series to draw yet" in page
     assert 'class="chart"' not in page
+
+
+def links_leaving(site: Path) -> list[str]:
+    """Every href and src of every page of the site that does not name a file inside it: one
+    to the network, to a missing file, or out of the folder (a '..' beyond its root)."""
+    root = site.resolve()
+    bad = []
+    for page_path in sorted(site.rglob("*.html")):
+        page = read(page_path)
+        for ref in page.refs:
+            url = urlparse(ref)
+            if url.scheme or url.netloc:
+                bad.append(f"{page_path.name}: {ref} (leaves the site)")
+                continue
+            if not url.path:  # "#anchor": this page
+                continue
+            target = (page_path.parent / unquote(url.path)).resolve()
+            if not target.is_relative_to(root):
+                bad.append(f"{page_path.name}: {ref} (outside the site)")
+            elif not target.is_file():
+                bad.append(f"{page_path.name}: {ref} (no such file)")
+    return bad
+
+
+def test_every_link_of_a_nightly_site_stays_inside_it(tmp_path: Path) -> None:
+    """Issue 27: the nightly site is published on its own (GitHub Pages), so every link of every
+    page, logs included, must name a file inside it. Checked on a copy of the site moved away
+    from the results, as Pages serves it; the newest run failed a cell and has a boot log."""
+    results = tmp_path / "results"
+    write_nightly_archive(results)
+    newest = write_run_with_failure(
+        results, "20261231T000000Z-failed", created_at="2026-12-31T00:00:00+00:00"
+    )
+    site = build.build_archive_site(results)
+    published = tmp_path / "published"
+    shutil.copytree(results / "site", published)
+    assert links_leaving(published) == []
+    # The logs are there: every cell's log and the boot's console log of the newest run.
+    failed_page = read(published / "runs" / f"{newest.name}.html")
+    logs = [r for r in failed_page.refs if r.endswith(".log")]
+    assert len([r for r in logs if r.endswith("cell.log")]) >= 4
+    assert any(r.endswith("console.log") for r in logs)
+    assert all(r.startswith("../logs/") for r in logs), logs
+    assert len(site.pages) == 3 + build.ARCHIVE_RUN_PAGES
+
+
+def test_the_link_check_finds_a_link_out_of_the_site(tmp_path: Path) -> None:
+    """The check itself can fail: a run page whose logs are linked where the run keeps them
+    (as a run's own report does) leaves a site that is published alone."""
+    run = write_run_with_failure(tmp_path / "results")
+    site = tmp_path / "site"
+    build.build_run_site(run, site)
+    bad = links_leaving(site)
+    assert any("cell.log (outside the site)" in b for b in bad), bad
+    (site / "index.html").write_text(
+        '<a href="https://example.org/">x</a><a href="gone.html">y</a>'
+    )
+    assert links_leaving(site) == [
+        "index.html: https://example.org/ (leaves the site)",
+        "index.html: gone.html (no such file)",
+    ]
+
+
+def test_a_logs_path_that_leaves_its_run_is_not_copied(tmp_path: Path) -> None:
+    """A record's log path is data: a '..' or a symlink must not publish a file from elsewhere
+    (the host's, another run's) in a site."""
+    run = tmp_path / "run"
+    (run / "cells").mkdir(parents=True)
+    (tmp_path / "secret").write_text("not the run's\n")
+    (run / "cells" / "link.log").symlink_to(tmp_path / "secret")
+    (run / "cells" / "own.log").write_text("the run's\n")
+    files = run_page.Files(run, tmp_path / "site" / "runs", tmp_path / "site" / "logs")
+    assert files.href("../secret") is None
+    assert files.href("cells/link.log") is None
+    assert files.href("cells/missing.log") is None
+    assert files.href("cells/own.log") == "../logs/cells/own.log"
+    assert (tmp_path / "site" / "logs" / "cells" / "own.log").read_text() == "the run's\n"
+    assert not list((tmp_path / "site").rglob("secret"))
 
 
 def test_an_empty_archive_is_refused_with_the_reason(

@@ -207,7 +207,11 @@ def build_archive_site(
         # The run pages sit one folder down: the dashboard's links go up one.
         nav = tuple(NavLink(n.title, "../" + n.href) for n in history_page.NAV)
         runs_out = out / "runs"
-        html = render_run_page(record, run_dir, runs_out, nav=nav)
+        # The run's logs are copied into the site: a nightly site is published on its own
+        # (GitHub Pages), where a link up into the results folder would lead nowhere.
+        html = render_run_page(
+            record, run_dir, runs_out, nav=nav, copy_files_to=out / "logs" / run.run_id
+        )
         pages.append(_write(runs_out, f"{run.run_id}.html", html))
         linked[run.run_id] = f"runs/{run.run_id}.html"
     index = _write(

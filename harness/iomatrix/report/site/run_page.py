@@ -7,10 +7,13 @@ the terminal's `show` keeps them out of the results' way."""
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from iomatrix.analysis import metrics, validity
 from iomatrix.model.axes import AXES, TITLES
@@ -35,7 +38,41 @@ _MAX_LINES = 8
 
 
 def _relative(target: Path, out_dir: Path) -> str:
-    return Path(os.path.relpath(target, out_dir)).as_posix()
+    """The link from a page in out_dir to the target, quoted (a run id or file name may hold a
+    character that means something in a URL: '#', '?', '%', a space)."""
+    return quote(Path(os.path.relpath(target, out_dir)).as_posix())
+
+
+@dataclass(frozen=True)
+class Files:
+    """How the page links a run's files (logs, result.json): relative to where the page is
+    written; or, with copy_to, copied into the site first, so a site published on its own (a
+    nightly's on GitHub Pages) has no link leaving it."""
+
+    run_dir: Path
+    out_dir: Path
+    copy_to: Path | None = None
+
+    def href(self, relative: str) -> str | None:
+        """The link to a file of the run (a path relative to its folder); None when it was to
+        be copied and is not a regular file inside the run's folder (a record's path is data:
+        a symlink or a "../" must not publish a file from elsewhere)."""
+        target = self.run_dir / relative
+        if self.copy_to is None:
+            return _relative(target, self.out_dir)
+        root = self.run_dir.resolve()
+        if target.is_symlink() or not target.is_file():
+            return None
+        if not target.resolve().is_relative_to(root):
+            return None
+        copy = self.copy_to / target.resolve().relative_to(root)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(target, copy)
+        return _relative(copy, self.out_dir)
+
+    def link(self, relative: str, text: str) -> str:
+        href = self.href(relative)
+        return link(href, text) if href else f'<span class="note">{e(text)} not found</span>'
 
 
 def _by_workload(cells: Sequence[CellEntry]) -> dict[str, list[CellEntry]]:
@@ -79,7 +116,7 @@ def _scheduler_read_back(entry: CellEntry) -> str:
     return applied.scheduler or "-"
 
 
-def _system_table(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
+def _system_table(record: RunRecord, files: Files) -> str:
     """Per cell, what the guest read back after setting it up, beside what QEMU was given."""
     header = [
         "cell",
@@ -104,10 +141,10 @@ def _system_table(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
             fs += f" on {applied.loop.device} on {applied.loop.outer_fstype}"
         log_html = ""
         if entry.result.log:
-            log_html = link(_relative(run_dir / entry.result.log, out_dir), "log")
-        result_json = run_dir / "cells" / cell.id / "result.json"
-        if result_json.exists():
-            log_html += " " + link(_relative(result_json, out_dir), "result.json")
+            log_html = files.link(entry.result.log, "log")
+        result_json = f"cells/{cell.id}/result.json"
+        if (files.run_dir / result_json).exists():
+            log_html += " " + files.link(result_json, "result.json")
         device = cell.device
         throttle = f", {device.iops_limit} IOPS max" if device.iops_limit else ""
         rows.append(
@@ -133,18 +170,18 @@ def _drive_html(argv: Sequence[str]) -> str:
     return "<code>" + "<br>".join(e(arg).replace(",", ",<wbr>") for arg in argv) + "</code>"
 
 
-def _log_link(entry: CellEntry, record: RunRecord, run_dir: Path, out_dir: Path) -> str:
+def _log_link(entry: CellEntry, record: RunRecord, files: Files) -> str:
     """The cell's own log, else the console log of the boot that ran it (a cell whose VM died
     before it started has no log of its own), else a word saying there is none."""
     if entry.result.log:
-        return link(_relative(run_dir / entry.result.log, out_dir), "cell log")
+        return files.link(entry.result.log, "cell log")
     for boot in record.boots:
         if entry.cell.id in boot.cells:
-            return link(_relative(run_dir / boot.console_log, out_dir), "boot console log")
+            return files.link(boot.console_log, "boot console log")
     return '<span class="note">no log recorded</span>'
 
 
-def _failures(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
+def _failures(record: RunRecord, files: Files) -> str:
     """Every cell that is not ok, its reason whole and its log: why a cell has no numbers is
     the first thing a reader of a failed run needs, so it comes right after the results."""
     failed = [entry for entry in record.cells if entry.result.status != "ok"]
@@ -155,7 +192,7 @@ def _failures(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
             Cell(html=f'<b id="failure-{e(entry.cell.id)}">{e(entry.cell.label)}</b>'),
             Cell(text=entry.result.status, css=f"status-{entry.result.status}"),
             Cell(text=entry.result.reason or "(no reason recorded)", css="reason"),
-            Cell(html=_log_link(entry, record, run_dir, out_dir)),
+            Cell(html=_log_link(entry, record, files)),
         ]
         for entry in failed
     ]
@@ -211,10 +248,9 @@ def _environment(record: RunRecord) -> str:
     return table(["", "value"], rows, sortable=False)
 
 
-def _boots(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
+def _boots(record: RunRecord, files: Files) -> str:
     rows = []
     for boot in record.boots:
-        console = run_dir / boot.console_log
         rows.append(
             [
                 boot.boot_id,
@@ -223,7 +259,7 @@ def _boots(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
                 Cell(text=boot.outcome, css=f"status-{boot.outcome}"),
                 number_cell(boot.duration_s, digits=1, suffix=" s"),
                 str(len(boot.cells)),
-                Cell(html=link(_relative(console, out_dir), "console log")),
+                Cell(html=files.link(boot.console_log, "console log")),
             ]
         )
     return table(["boot", "kernel", "device", "outcome", "duration", "cells", "log"], rows)
@@ -454,7 +490,11 @@ def render_run_page(
     heatmap_axes: tuple[str, str] = DEFAULT_HEATMAP_AXES,
     heatmap_metric: str | None = None,
     nav: Sequence[NavLink] = (),
+    copy_files_to: Path | None = None,
 ) -> str:
+    """The run's page, to be written in out_dir; with copy_files_to the logs it links are copied
+    there (inside the site) rather than linked where the run keeps them."""
+    files = Files(run_dir, out_dir, copy_files_to)
     counts = ", ".join(f"{n} {k}" for k, n in record.counts().items() if n)
     body = [
         f"<p>Run <b>{e(record.run_id)}</b> of matrix <b>{e(record.matrix_name)}</b> "
@@ -484,7 +524,7 @@ def render_run_page(
             # The workload does not report its CPU per I/O itself (cpu_s_per_io): derive it.
             charts.append(_cpu_per_io(cells, names))
         charts.append(_latency_charts(cells, names, headline[0]))
-    body.append(_failures(record, run_dir, out_dir))
+    body.append(_failures(record, files))
     body.append(_validity(record))
     body += charts
     body += [
@@ -497,10 +537,10 @@ def render_run_page(
         "<details><summary>What the guest applied, and each disk's QEMU drive</summary>",
         '<p class="note">Read back in the guest after setting each cell up (mount options '
         "from /proc/mounts, the scheduler from sysfs), beside the exact QEMU drive options.</p>",
-        _system_table(record, run_dir, out_dir),
+        _system_table(record, files),
         "</details>",
         f"<details><summary>Boots: {len(record.boots)}</summary>",
-        _boots(record, run_dir, out_dir),
+        _boots(record, files),
         "</details>",
         "<h2>Cells</h2>",
         '<p class="note">Every repetition\'s value of every metric.</p>',
