@@ -358,6 +358,25 @@ def test_every_link_of_a_nightly_site_stays_inside_it(tmp_path: Path) -> None:
     assert len(site.pages) == 3 + build.ARCHIVE_RUN_PAGES
 
 
+def test_a_rebuilt_nightly_site_keeps_only_its_newest_runs_pages_and_logs(
+    tmp_path: Path,
+) -> None:
+    results = tmp_path / "results"
+    nightly = write_nightly_archive(results, nights=4, step_at=2)
+    build.build_archive_site(results, run_pages=2)
+    logs = results / "site" / "logs"
+    assert sorted(p.name for p in logs.iterdir()) == list(nightly.run_ids[-2:])
+    (logs / "notes").mkdir()  # not a run's: left alone
+    newest = write_run_with_failure(results, "z-newest", created_at="2026-12-31T00:00:00+00:00")
+    build.build_archive_site(results, run_pages=2)
+    assert sorted(p.name for p in logs.iterdir()) == sorted(
+        [nightly.run_ids[-1], newest.name, "notes"]
+    )
+    pages = results / "site" / "runs"
+    assert sorted(p.stem for p in pages.iterdir()) == sorted([nightly.run_ids[-1], newest.name])
+    assert links_leaving(results / "site") == []
+
+
 def test_the_link_check_finds_a_link_out_of_the_site(tmp_path: Path) -> None:
     """The check itself can fail: a run page whose logs are linked where the run keeps them
     (as a run's own report does) leaves a site that is published alone."""

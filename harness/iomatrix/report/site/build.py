@@ -8,6 +8,7 @@ links to logs are relative and the folder can be kept as a CI artifact or publis
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,6 +157,23 @@ def _kernels(results_dir: Path, run_ids: set[str]) -> dict[str, dict[str, str]]:
     return out
 
 
+def _prune(out: Path, *, keep: set[str], archived: set[str]) -> None:
+    """Drop the pages and copied logs of runs the site no longer shows (a nightly site is
+    rebuilt every night: without this it would grow by a run a night, and an old page would
+    link to logs gone). Only a page or folder named after an archived run is removed: nothing
+    else a user put in the folder."""
+    stale = archived - keep
+    pages, logs = out / "runs", out / "logs"
+    if pages.is_dir():
+        for page in pages.glob("*.html"):
+            if page.stem in stale and page.is_file() and not page.is_symlink():
+                page.unlink()
+    if logs.is_dir():
+        for folder in logs.iterdir():
+            if folder.name in stale and not folder.is_symlink():
+                shutil.rmtree(folder)
+
+
 def build_archive_site(
     results_dir: Path,
     out_dir: Path | None = None,
@@ -214,6 +232,7 @@ def build_archive_site(
         )
         pages.append(_write(runs_out, f"{run.run_id}.html", html))
         linked[run.run_id] = f"runs/{run.run_id}.html"
+    _prune(out, keep=set(linked), archived={r.run_id for r in runs})
     index = _write(
         out,
         "index.html",
