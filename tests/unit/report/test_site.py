@@ -377,6 +377,22 @@ def test_a_rebuilt_nightly_site_keeps_only_its_newest_runs_pages_and_logs(
     assert links_leaving(results / "site") == []
 
 
+def test_every_link_of_a_sessions_report_stays_inside_it(tmp_path: Path) -> None:
+    """A session's report is uploaded alone (pr.yml: <session>/report/): its run pages' logs
+    are copied into it."""
+    session = tmp_path / "session"
+    for side in ("base", "new"):
+        write_run_with_failure(session, side)
+    site = build.build_session_site(session)
+    published = tmp_path / "artifact"
+    shutil.copytree(site.index.parent, published)
+    assert links_leaving(published) == []
+    for side in ("base", "new"):
+        logs = [r for r in read(published / f"{side}.html").refs if r.endswith(".log")]
+        assert len(logs) >= 5, logs  # four cells' logs (one twice: it failed) and the boot's
+        assert all(r.startswith(f"logs/{side}/") for r in logs), logs
+
+
 def test_the_link_check_finds_a_link_out_of_the_site(tmp_path: Path) -> None:
     """The check itself can fail: a run page whose logs are linked where the run keeps them
     (as a run's own report does) leaves a site that is published alone."""

@@ -77,7 +77,8 @@ def build_comparison_site(
     title: str | None = None,
     sequential: Mapping[str, Any] | None = None,
 ) -> BuiltSite:
-    """index.html (the comparison), base.html and new.html (each run's page)."""
+    """index.html (the comparison), base.html and new.html (each run's page, its logs copied
+    into logs/base/ and logs/new/)."""
     nav = (
         NavLink("comparison", "index.html"),
         NavLink(f"base {comparison.base.run_id}", "base.html"),
@@ -90,9 +91,14 @@ def build_comparison_site(
             render_comparison_page(comparison, nav=nav, title=title, sequential=sequential),
         )
     ]
-    for name, run_dir in (("base.html", base_dir), ("new.html", new_dir)):
+    for side, run_dir in (("base", base_dir), ("new", new_dir)):
         record = load_run(run_dir)
-        pages.append(_write(out_dir, name, render_run_page(record, run_dir, out_dir, nav=nav)))
+        # The runs' logs are copied in: a session's report is kept as a CI artifact on its own
+        # (pr.yml uploads <session>/report/), where a link up to the runs leads nowhere.
+        html = render_run_page(
+            record, run_dir, out_dir, nav=nav, copy_files_to=out_dir / "logs" / side
+        )
+        pages.append(_write(out_dir, f"{side}.html", html))
     return BuiltSite(index=pages[0], pages=tuple(pages))
 
 
