@@ -16,9 +16,15 @@ from selenium.webdriver.support.ui import Select
 
 from iomatrix.analysis import compare
 from iomatrix.report.site import build
-from iomatrix.store.records_io import load_run
-from support.archives import write_nightly_archive, write_pair
+from iomatrix.store.records_io import load_run, write_record
+from support.archives import (
+    FAILED_REASON,
+    write_nightly_archive,
+    write_pair,
+    write_run_with_failure,
+)
 from support.browser import Browser
+from support.runs import quick_like_run
 
 pytestmark = pytest.mark.browser
 
@@ -47,7 +53,19 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     archive = tmp / "archive"
     write_nightly_archive(archive)
     nightly = build.build_archive_site(archive)
+    failed = write_run_with_failure(tmp / "failed")
+    # The quick matrix's comparison as users met it in issue 27: one repetition a side, six
+    # cells, about 60 metrics each (360 rows, 294 of them telemetry).
+    quick = tmp / "quick"
+    for run_id, seed in (("base", 0), ("new", 1)):
+        write_record(quick / run_id / "run.json", quick_like_run(run_id, seed=seed))
+    quick_comparison = compare.compare_runs(load_run(quick / "base"), load_run(quick / "new"))
+    quick_site = build.build_comparison_site(
+        quick_comparison, quick / "base", quick / "new", quick / "report"
+    )
     return {
+        "quick comparison": quick_site.index,
+        "failed run": build.build_run_site(failed).index,
         "run": build.build_run_site(results / "base").index,
         "comparison": compared.index,
         "dashboard": nightly.index,
@@ -62,10 +80,97 @@ def test_the_run_page(browser: Browser, sites: dict[str, Path]) -> None:
     browser.screenshot("report-run")
 
 
+def test_the_run_page_answers_first_on_a_laptop_screen(
+    browser: Browser, sites: dict[str, Path]
+) -> None:
+    """Issue 27: at 1280x800 the page opens on the results and a failed cell's reason (not on
+    the system and the QEMU drives), and never scrolls sideways."""
+    browser.set_viewport(1280, 800)
+    try:
+        assert browser.load(sites["failed run"]) == []
+        assert browser.run("return window.innerHeight") == 800
+        # The headline table, whole, with a line per cell (three ok, one failed).
+        (headline,) = browser.on_first_screen("table[id^=headline-]")
+        assert headline.count("ok") >= 3
+        assert "failed" in headline
+        # The failed cell's reason, and its log's link beside it.
+        reasons = browser.on_first_screen("#failures + .table-box td.reason")
+        assert reasons == [FAILED_REASON]
+        assert browser.on_first_screen("#failures + .table-box a[href$='cell.log']")
+        # The setup is folded: what the guest applied and the QEMU drives take no room.
+        folded = browser.run(
+            "return Array.from(document.querySelectorAll('td.drive')).map(function(td){"
+            "var d = td.closest('details'); return d !== null && !d.open})"
+        )
+        assert folded == [True] * 4
+        assert not browser.scrolls_sideways()
+        # Unfolded, the wide table of QEMU drives scrolls inside its own box, not the page.
+        browser.unfold()
+        assert browser.visible("td.drive") == 4
+        assert not browser.scrolls_sideways()
+    finally:
+        browser.reset_viewport()
+    browser.screenshot("report-run-failed")
+
+
+def test_the_comparison_page_opens_on_the_verdict_and_the_gated_changes(
+    browser: Browser, sites: dict[str, Path]
+) -> None:
+    """Issue 27: the first screen holds the verdict and the gated headline rows, changes
+    first; the telemetry is folded."""
+    browser.set_viewport(1280, 800)
+    try:
+        assert browser.load(sites["comparison"]) == []
+        (verdict,) = browser.on_first_screen("p.verdict-line")
+        assert verdict.startswith("REGRESSION: 2 of 20 gated metrics worse, 2 better")
+        # The groups in order, changes first, each whole on the first screen.
+        groups = browser.run(
+            "return Array.from(document.querySelectorAll('section.verdict-group'))"
+            ".map(function(s){return s.getAttribute('data-verdict')})"
+        )
+        assert groups[:2] == ["regressed", "improved"]
+        first = browser.on_first_screen("section.verdict-group")
+        assert [g.split(" ")[0] for g in first[:2]] == ["regressed", "improved"]
+        # Each change with its numbers: two regressed rows (the slower cell's IOPS and p99).
+        assert browser.visible("section[data-verdict=regressed] tbody tr") == 2
+        # Every row is there, folded: the forest plot and the table take no room until opened.
+        assert browser.run("return document.getElementById('every-row-details').open") is False
+        assert not browser.scrolls_sideways()
+    finally:
+        browser.reset_viewport()
+
+
+def test_a_one_repetition_comparison_is_short_and_says_once_what_it_needs(
+    browser: Browser, sites: dict[str, Path]
+) -> None:
+    """The quick-like comparison (360 rows, 1 repetition a side) was 49,829 px tall before
+    issue 27 (measured here: every row in a forest plot and a table); now it opens on its
+    verdict and the grid of its 36 gated headline rows, about 620 px."""
+    browser.set_viewport(1280, 800)
+    try:
+        assert browser.load(sites["quick comparison"]) == []
+        (verdict,) = browser.on_first_screen("p.verdict-line")
+        assert verdict == "inconclusive: 1 repetition per side, needs >= 4 per side"
+        (group,) = browser.on_first_screen("section.verdict-group")
+        assert group.startswith("noisy: 36;")
+        # The grid of the gated headline metrics: a line per cell (6), whole on the screen.
+        assert browser.visible("section.verdict-group tbody tr") == 6
+        height = browser.run("return document.body.scrollHeight")
+        assert height < 1500, height
+        # What it would need, said once on the page as shown (the folded rows' reasons aside).
+        shown = browser.run("return document.body.innerText")
+        assert shown.count("4 per side") == 1, shown
+        assert not browser.scrolls_sideways()
+    finally:
+        browser.reset_viewport()
+    browser.screenshot("report-comparison-one-repetition")
+
+
 def test_the_comparison_page_filters_its_table_and_its_plot(
     browser: Browser, sites: dict[str, Path]
 ) -> None:
     assert browser.load(sites["comparison"]) == []
+    browser.unfold()
     assert_charts_drawn(browser, kinds={"forest"})
     rows = browser.visible("#rows tbody tr")
     regressed = browser.run(
@@ -97,6 +202,7 @@ def sort_keys(browser: Browser, column: int) -> list[str]:
 
 def test_the_comparison_table_sorts_by_a_column(browser: Browser, sites: dict[str, Path]) -> None:
     assert browser.load(sites["comparison"]) == []
+    browser.unfold()
     headers = browser.driver.find_elements(By.CSS_SELECTOR, "#rows th")
     column = next(i for i, h in enumerate(headers) if h.text == "change")
     headers[column].click()
@@ -152,6 +258,7 @@ def test_filtering_the_comparison_closes_the_plots_gaps(
     browser: Browser, sites: dict[str, Path]
 ) -> None:
     assert browser.load(sites["comparison"]) == []
+    browser.unfold()
     (forest,) = [c for c in browser.charts() if c.kind == "forest"]
     Select(
         browser.driver.find_element(By.CSS_SELECTOR, 'select[data-filter="verdict"]')

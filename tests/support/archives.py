@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from iomatrix.model.cell import Cell
-from iomatrix.model.result import CellEntry, CellResult, CpuUsage, Repetition, RunRecord
+from iomatrix.model.result import (
+    Applied,
+    BootRecord,
+    CellEntry,
+    CellResult,
+    CpuUsage,
+    KernelInfo,
+    Repetition,
+    RunRecord,
+)
 from iomatrix.store.records_io import write_record
 from support.builders import ENVIRONMENT, make_cell
 from support.runs import drive
@@ -23,6 +32,7 @@ from support.runs import drive
 FILESYSTEMS = ("ext4", "xfs")
 SCHEDULERS = ("none", "mq-deadline")
 BASE_IOPS = {"ext4": 1000.0, "xfs": 1200.0}
+FAILED_REASON = "guest panic (test)"
 
 
 def fio_json(rng: random.Random, iops: float, ios: int = 400) -> dict[str, Any]:
@@ -67,12 +77,18 @@ def run_of(
     failed: Sequence[str] = (),
 ) -> RunRecord:
     """A complete run of the cells, each with `repeat` repetitions around iops_of[cell.id];
-    cells in `failed` failed with a reason and no repetitions."""
+    cells in `failed` failed with a reason, no repetitions and their log (as a cell whose
+    workload failed in the guest has)."""
     rng = random.Random(seed)
     entries = []
     for cell in cells:
         if cell.id in failed:
-            result = CellResult(cell_id=cell.id, status="failed", reason="guest panic (test)")
+            result = CellResult(
+                cell_id=cell.id,
+                status="failed",
+                reason=FAILED_REASON,
+                log=f"cells/{cell.id}/cell.log",
+            )
         else:
             reps = tuple(repetition(rng, i, iops_of[cell.id]) for i in range(repeat))
             result = CellResult(
@@ -102,6 +118,11 @@ class Nightly:
     first_run_after_step: str
 
 
+def nightly_release(night: int) -> str:
+    """The kernel release the synthetic archive's night booted."""
+    return f"6.13.0-rc{1 + night % 7}-nightly{night:04d}"
+
+
 def write_nightly_archive(
     results: Path, *, nights: int = 24, step_at: int = 14, step: float = 0.75
 ) -> Nightly:
@@ -124,6 +145,14 @@ def write_nightly_archive(
             iops,
             seed=night,
         )
+        # Each night a newer build of the cells' kernel, as a nightly of a moving tree boots.
+        kernel = KernelInfo(
+            spec=cells[0].kernel,
+            release=nightly_release(night),
+            source="test",
+            vmlinuz_sha256="c" * 64,
+        )
+        record = record.model_copy(update={"kernels": {kernel.spec: kernel}})
         write_record(results / run_id / "run.json", record)
         for cell in cells:
             log = results / run_id / "cells" / cell.id / "cell.log"
@@ -131,6 +160,63 @@ def write_nightly_archive(
             log.write_text(f"log of {cell.id}\n")
         run_ids.append(run_id)
     return Nightly(tuple(run_ids), tuple(cells), stepped, run_ids[step_at])
+
+
+def _applied(cell: Cell) -> Applied:
+    return Applied(
+        kernel_release="6.12.0-rc3-iomatrix-00042-gdeadbeef0123-dirty+",
+        device="/dev/vdb",
+        scheduler=cell.scheduler,
+        schedulers_available=("none", "mq-deadline", "kyber", "bfq"),
+        mount_fstype=cell.filesystem.fstype,
+        mount_options=(
+            "rw,relatime,attr2,inode64,logbufs=8,logbsize=32k,sunit=1024,swidth=4096,"
+            "noquota,allocsize=64k,largeio,nodiscard,lazytime",
+        ),
+    )
+
+
+def write_run_with_failure(
+    results: Path,
+    run_id: str = "r1",
+    *,
+    repeat: int = 4,
+    created_at: str = "2026-11-20T00:00:00+00:00",
+) -> Path:
+    """A run of the four cells whose last one failed (FAILED_REASON), each cell with its log;
+    the ok ones with what the guest read back, as long as a real run's (a kernel release with
+    its git describe, xfs's mount options: unbreakable text a page must not widen for)."""
+    cells = matrix_cells()
+    iops = {c.id: BASE_IOPS[c.filesystem.name] for c in cells}
+    record = run_of(run_id, created_at, cells, iops, seed=1, repeat=repeat, failed=[cells[-1].id])
+    entries = []
+    for entry in record.cells:
+        if entry.result.status == "ok":
+            result = entry.result.model_copy(update={"applied": _applied(entry.cell)})
+            entries.append(entry.model_copy(update={"result": result}))
+        else:
+            entries.append(entry)
+    # One boot ran every cell; its console log is the run's too.
+    boot = BootRecord(
+        boot_id="boot-0",
+        kernel=cells[0].kernel,
+        device=cells[0].device.name,
+        cells=tuple(c.id for c in cells),
+        console_log="boots/boot-0/console.log",
+        argv=("vng", "--run"),
+        exit_code=0,
+        outcome="ok",
+        duration_s=60.0,
+    )
+    record = record.model_copy(update={"cells": tuple(entries), "boots": (boot,)})
+    folder = results / run_id
+    write_record(folder / "run.json", record)
+    for cell in cells:
+        (folder / "cells" / cell.id).mkdir(parents=True)
+        (folder / "cells" / cell.id / "cell.log").write_text("log\n")
+    (folder / boot.console_log).parent.mkdir(parents=True)
+    (folder / boot.console_log).write_text("console\n")
+    return folder
 
 
 def write_pair(results: Path, *, repeat: int = 8) -> tuple[Path, Path]:

@@ -86,6 +86,43 @@ class Browser:
             )
         )
 
+    def unfold(self) -> None:
+        """Open every folded section (<details>), as a reader clicking each would."""
+        self.run("document.querySelectorAll('details').forEach(function(d){d.open = true})")
+
+    def set_viewport(self, width: int, height: int) -> None:
+        """The page's viewport exactly this size (the window's would include its chrome), at the
+        top of the page; reset_viewport undoes it."""
+        self.driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
+        self.run("window.scrollTo(0, 0)")
+
+    def reset_viewport(self) -> None:
+        self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+    def on_first_screen(self, selector: str) -> list[str]:
+        """The text of the elements matching the selector that lie wholly inside the viewport
+        as the page opens (scrolled to the top), and are laid out."""
+        return list(
+            self.run(
+                "window.scrollTo(0, 0);"
+                "return Array.from(document.querySelectorAll(arguments[0])).filter(function(e){"
+                "var r = e.getBoundingClientRect();"
+                "return e.getClientRects().length > 0 && r.top >= 0"
+                " && r.bottom <= window.innerHeight && r.right <= window.innerWidth})"
+                ".map(function(e){return e.textContent})",
+                selector,
+            )
+        )
+
+    def scrolls_sideways(self) -> bool:
+        """Whether the page itself is wider than its viewport (a box scrolling inside is fine)."""
+        return bool(
+            self.run("var d = document.documentElement; return d.scrollWidth > d.clientWidth")
+        )
+
     def screenshot(self, name: str) -> Path:
         """The whole page's picture, kept as a test artifact."""
         height = int(self.run("return document.documentElement.scrollHeight"))

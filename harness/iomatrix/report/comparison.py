@@ -28,7 +28,7 @@ from iomatrix.report import validity as validity_report
 from iomatrix.report.text import fit_table, wrap
 from iomatrix.report.text import for_markdown as markdown_text
 
-_VERDICT_ORDER: tuple[Verdict, ...] = (
+VERDICT_ORDER: tuple[Verdict, ...] = (
     "regressed",
     "improved",
     "changed",
@@ -54,7 +54,7 @@ def verdict_line(comparison: Comparison) -> str:
         head = INSUFFICIENT
     else:
         head = "no significant change"
-    parts = [f"{counts[v]} {v}" for v in _VERDICT_ORDER if counts.get(v)]
+    parts = [f"{counts[v]} {v}" for v in VERDICT_ORDER if counts.get(v)]
     if insufficient:
         parts.append(f"{insufficient} with {INSUFFICIENT}")
     # The gate's rows: an informational row's blind spot says nothing about the gate.
@@ -255,7 +255,7 @@ def _repetitions(rows: Sequence[Row]) -> str:
     return "too few repetitions"
 
 
-def _shown_by_default(row: Row) -> bool:
+def shown_by_default(row: Row) -> bool:
     """The terminal's rows without --all-metrics: the gated headline metrics (throughput, p99
     latency, CPU cost; metrics.HEADLINE_FAMILIES), a cell with no metric at all, and every
     gated change whatever its metric (a regression that fails the gate is never hidden)."""
@@ -266,7 +266,7 @@ def _shown_by_default(row: Row) -> bool:
     return is_headline(row.metric) or row.verdict in ("regressed", "improved")
 
 
-def _axis_columns(rows: Sequence[Row]) -> list[str]:
+def axis_columns(rows: Sequence[Row]) -> list[str]:
     """The axes of these rows, in their order (knob axes after the matrix's)."""
     return list(dict.fromkeys(axis for r in rows for axis in r.axes))
 
@@ -274,7 +274,7 @@ def _axis_columns(rows: Sequence[Row]) -> list[str]:
 def constant_axes(rows: Sequence[Row]) -> list[tuple[str, str]]:
     """The axes whose value is the same in every row: said once, above the tables."""
     out = []
-    for axis in _axis_columns(rows):
+    for axis in axis_columns(rows):
         values = {r.axes.get(axis, "-") for r in rows}
         if len(values) == 1:
             out.append((axis, values.pop()))
@@ -287,7 +287,7 @@ def _title(axis: str) -> str:
 
 # Why a group of rows has its verdict, said once above it (the rows' reasons are in
 # --all-metrics and in every machine format).
-_GROUP_TITLES: dict[Verdict, str] = {
+GROUP_TITLES: dict[Verdict, str] = {
     "regressed": "regressed (gated, worse)",
     "improved": "improved (gated, better)",
     "changed": "changed (informational, not gated)",
@@ -336,7 +336,7 @@ def _axis_grid(comparison: Comparison, width: int | None) -> str:
     return fit_table(["cells", *names], body, width=width, numeric=range(1, len(names) + 1))
 
 
-def _group_note(rows: Sequence[Row], comparison: Comparison) -> str:
+def group_note(rows: Sequence[Row], comparison: Comparison) -> str:
     """What a group's rows share, said once: the repetitions they lacked."""
     short = [r for r in rows if r.reason.startswith(INSUFFICIENT)]
     if not short or len(short) != len(rows):
@@ -363,13 +363,13 @@ def render_table(
     shared = constant_axes(comparison.rows)
     if shared:
         lines.append(wrap("every cell: " + ", ".join(f"{_title(a)} {v}" for a, v in shared), width))
-    axes = [a for a in _axis_columns(comparison.rows) if a not in dict(shared)]
-    shown = [r for r in comparison.rows if all_metrics or _shown_by_default(r)]
-    for verdict in _VERDICT_ORDER:
+    axes = [a for a in axis_columns(comparison.rows) if a not in dict(shared)]
+    shown = [r for r in comparison.rows if all_metrics or shown_by_default(r)]
+    for verdict in VERDICT_ORDER:
         group = [r for r in shown if r.verdict == verdict]
         if not group:
             continue
-        heading = f"{_GROUP_TITLES[verdict]}: {len(group)}{_group_note(group, comparison)}"
+        heading = f"{GROUP_TITLES[verdict]}: {len(group)}{group_note(group, comparison)}"
         if verdict in ("regressed", "improved", "changed"):
             group.sort(key=lambda r: -abs((r.ratio or 1.0) - 1))
         if all_metrics or verdict not in ("noisy", "unchanged"):

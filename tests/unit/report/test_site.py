@@ -4,19 +4,31 @@ same pages in a real browser.)"""
 
 from __future__ import annotations
 
+import re
+import shutil
 import statistics
+from collections.abc import Sequence
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import pytest
 
 from iomatrix.analysis import compare, triage
 from iomatrix.cli import main as cli
-from iomatrix.report.site import build, svg
+from iomatrix.model.result import KernelInfo
+from iomatrix.report.site import build, history_page, run_page, svg
 from iomatrix.report.site.run_page import headline_metrics, latency_cdf
 from iomatrix.store.records_io import load_run, write_record
-from support.archives import BASE_IOPS, matrix_cells, run_of, write_nightly_archive, write_pair
+from support.archives import (
+    BASE_IOPS,
+    matrix_cells,
+    nightly_release,
+    run_of,
+    write_nightly_archive,
+    write_pair,
+    write_run_with_failure,
+)
 
 
 class Page(HTMLParser):
@@ -65,17 +77,7 @@ def assert_self_contained(page: Page, folder: Path) -> None:
 
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
-    cells = matrix_cells()
-    iops = {c.id: BASE_IOPS[c.filesystem.name] for c in cells}
-    record = run_of(
-        "r1", "2026-11-20T00:00:00+00:00", cells, iops, seed=1, repeat=4, failed=[cells[-1].id]
-    )
-    folder = tmp_path / "results" / "r1"
-    write_record(folder / "run.json", record)
-    for cell in cells:
-        (folder / "cells" / cell.id).mkdir(parents=True)
-        (folder / "cells" / cell.id / "cell.log").write_text("log\n")
-    return folder
+    return write_run_with_failure(tmp_path / "results")
 
 
 def test_a_run_page_shows_every_repetition_a_heatmap_latency_and_cpu_per_io(run_dir: Path) -> None:
@@ -148,6 +150,37 @@ def test_a_comparison_page_plots_every_ratio_and_filters_by_verdict(
     assert_self_contained(page, out)
 
 
+def test_a_comparison_page_shows_the_gated_rows_first_and_folds_the_rest(tmp_path: Path) -> None:
+    """The verdict line, then the gated headline rows by verdict; every informational row (the
+    guest's telemetry) only in the folded section, after them."""
+    from support.runs import quick_like_run  # noqa: PLC0415
+
+    for run_id, seed in (("base", 0), ("new", 1)):
+        write_record(tmp_path / run_id / "run.json", quick_like_run(run_id, seed=seed))
+    comparison = compare.compare_runs(load_run(tmp_path / "base"), load_run(tmp_path / "new"))
+    site = build.build_comparison_site(
+        comparison, tmp_path / "base", tmp_path / "new", tmp_path / "report"
+    )
+    text = site.index.read_text()
+    body = text.split("<main>", 1)[1]
+    verdict = body.index('class="verdict-line"')
+    groups = body.index('class="verdict-group"')
+    folded = body.index('<details id="every-row-details">')
+    assert verdict < groups < folded
+    # The axes every cell shares, said once above the groups, not as columns.
+    assert body.index("Every cell: kernel debian:bookworm") < groups
+    assert "<th>kernel</th>" not in body[:folded]
+    # Not one informational metric before the fold; all of them after it.
+    informational = {r.metric for r in comparison.rows if not r.gated}
+    assert len(informational) > 40
+    assert not [
+        m
+        for m in informational
+        if f"<th>{m}</th>" in body[:folded] or f"<td>{m}</td>" in body[:folded]
+    ]
+    assert all(f"{m} (info)" in body[folded:] for m in informational)
+
+
 def test_report_of_two_runs_from_the_command_line(
     pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -192,6 +225,206 @@ def test_an_archive_site_marks_the_step_and_lists_it_as_a_regression(tmp_path: P
     assert dashboard.text.count(">steady<") == 10
     for page, folder in ((dashboard, site.index.parent), (history, site.index.parent)):
         assert_self_contained(page, folder)
+
+
+def marks_of(chart: str) -> list[tuple[float, str]]:
+    """Each point of a line chart: its x in pixels and its tooltip."""
+    return [
+        (float(x), title)
+        for x, title in re.findall(
+            r'<circle class="mark" cx="([0-9.]+)"[^>]*><title>([^<]*)', chart
+        )
+    ]
+
+
+def archive_of(results: Path, days: Sequence[int]) -> None:
+    """Runs of the four cells on these days of November 2026, each booting its own kernel."""
+    cells = matrix_cells()
+    for night, day in enumerate(days):
+        run_id = f"202611{day:02d}T000000Z-n{night}"
+        record = run_of(
+            run_id,
+            f"2026-11-{day:02d}T00:00:00+00:00",
+            cells,
+            {c.id: BASE_IOPS[c.filesystem.name] for c in cells},
+            seed=night,
+        )
+        kernel = KernelInfo(
+            spec=cells[0].kernel, release=nightly_release(night), source="t", vmlinuz_sha256="c"
+        )
+        write_record(
+            results / run_id / "run.json",
+            record.model_copy(update={"kernels": {kernel.spec: kernel}}),
+        )
+
+
+def test_the_history_is_drawn_over_the_runs_dates_and_names_each_runs_kernel(
+    tmp_path: Path,
+) -> None:
+    """Issue 27: the x axis is time (ticked at dates), not the run's index: three runs on days
+    1, 2 and 10 lie 1 and 8 days apart on the chart; each point's tooltip names its run, date
+    and kernel release."""
+    results = tmp_path / "results"
+    archive_of(results, [1, 2, 10])
+    build.build_archive_site(results)
+    history = (results / "site" / "history.html").read_text()
+    chart = history.split('<svg class="chart"')[1]
+    marks = marks_of(chart)
+    assert len(marks) == 3
+    (x1, t1), (x2, t2), (x3, t3) = marks
+    assert (x3 - x2) / (x2 - x1) == pytest.approx(8, rel=0.02)
+    for night, title in enumerate((t1, t2, t3)):
+        assert f"kernel {nightly_release(night)}" in title
+    assert "2026-11-10T00:00:00+00:00" in t3
+    # Ticks at dates; no run index ("0.2") on the axis.
+    ticks = re.findall(r'text-anchor="middle" fill="#555">([^<]*)</text>', chart)
+    assert "2026-11-05" in ticks
+    assert len([t for t in ticks if re.fullmatch(r"2026-11-\d\d", t)]) >= 4
+    assert not [t for t in ticks if re.fullmatch(r"[0-9.]+", t)], ticks
+    # Too few runs for change points: said, not "steady".
+    dashboard = (results / "site" / "index.html").read_text()
+    assert ">steady<" not in dashboard
+    assert dashboard.count("3 runs: too few for a trend (needs 9)") == 12
+    assert "3 runs in the archive: too few for a trend yet" in dashboard
+
+
+def test_a_one_run_archive_says_it_has_no_trend_yet(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    archive_of(results, [20])
+    build.build_archive_site(results)
+    dashboard = (results / "site" / "index.html").read_text()
+    assert ">steady<" not in dashboard
+    # Every drawn series (4 cells x 3 headline metrics) says why it has no verdict.
+    assert dashboard.count("one run: no trend yet") == 12
+    assert "One run in the archive: each cell has one point, no trend yet" in dashboard
+    history = (results / "site" / "history.html").read_text()
+    assert history.count("one run: no trend yet") == 12
+    chart = history.split('<svg class="chart"')[1]
+    ((_, title),) = marks_of(chart)
+    assert "2026-11-20" in title
+    # The lone run's day on the axis, not the index ticks of a one-point range (0, 0.2, ...).
+    ticks = re.findall(r'text-anchor="middle" fill="#555">([^<]*)</text>', chart)
+    assert "2026-11-20" in ticks
+    assert not [t for t in ticks if re.fullmatch(r"[0-9.]+", t)], ticks
+
+
+def test_an_empty_history_says_why() -> None:
+    page = history_page.render_history([])
+    assert "No series to draw yet" in page
+    assert 'class="chart"' not in page
+
+
+def links_leaving(site: Path) -> list[str]:
+    """Every href and src of every page of the site that does not name a file inside it: one
+    to the network, to a missing file, or out of the folder (a '..' beyond its root)."""
+    root = site.resolve()
+    bad = []
+    for page_path in sorted(site.rglob("*.html")):
+        page = read(page_path)
+        for ref in page.refs:
+            url = urlparse(ref)
+            if url.scheme or url.netloc:
+                bad.append(f"{page_path.name}: {ref} (leaves the site)")
+                continue
+            if not url.path:  # "#anchor": this page
+                continue
+            target = (page_path.parent / unquote(url.path)).resolve()
+            if not target.is_relative_to(root):
+                bad.append(f"{page_path.name}: {ref} (outside the site)")
+            elif not target.is_file():
+                bad.append(f"{page_path.name}: {ref} (no such file)")
+    return bad
+
+
+def test_every_link_of_a_nightly_site_stays_inside_it(tmp_path: Path) -> None:
+    """Issue 27: the nightly site is published on its own (GitHub Pages), so every link of every
+    page, logs included, must name a file inside it. Checked on a copy of the site moved away
+    from the results, as Pages serves it; the newest run failed a cell and has a boot log."""
+    results = tmp_path / "results"
+    write_nightly_archive(results)
+    newest = write_run_with_failure(
+        results, "20261231T000000Z-failed", created_at="2026-12-31T00:00:00+00:00"
+    )
+    site = build.build_archive_site(results)
+    published = tmp_path / "published"
+    shutil.copytree(results / "site", published)
+    assert links_leaving(published) == []
+    # The logs are there: every cell's log and the boot's console log of the newest run.
+    failed_page = read(published / "runs" / f"{newest.name}.html")
+    logs = [r for r in failed_page.refs if r.endswith(".log")]
+    assert len([r for r in logs if r.endswith("cell.log")]) >= 4
+    assert any(r.endswith("console.log") for r in logs)
+    assert all(r.startswith("../logs/") for r in logs), logs
+    assert len(site.pages) == 3 + build.ARCHIVE_RUN_PAGES
+
+
+def test_a_rebuilt_nightly_site_keeps_only_its_newest_runs_pages_and_logs(
+    tmp_path: Path,
+) -> None:
+    results = tmp_path / "results"
+    nightly = write_nightly_archive(results, nights=4, step_at=2)
+    build.build_archive_site(results, run_pages=2)
+    logs = results / "site" / "logs"
+    assert sorted(p.name for p in logs.iterdir()) == list(nightly.run_ids[-2:])
+    (logs / "notes").mkdir()  # not a run's: left alone
+    newest = write_run_with_failure(results, "z-newest", created_at="2026-12-31T00:00:00+00:00")
+    build.build_archive_site(results, run_pages=2)
+    assert sorted(p.name for p in logs.iterdir()) == sorted(
+        [nightly.run_ids[-1], newest.name, "notes"]
+    )
+    pages = results / "site" / "runs"
+    assert sorted(p.stem for p in pages.iterdir()) == sorted([nightly.run_ids[-1], newest.name])
+    assert links_leaving(results / "site") == []
+
+
+def test_every_link_of_a_sessions_report_stays_inside_it(tmp_path: Path) -> None:
+    """A session's report is uploaded alone (pr.yml: <session>/report/): its run pages' logs
+    are copied into it."""
+    session = tmp_path / "session"
+    for side in ("base", "new"):
+        write_run_with_failure(session, side)
+    site = build.build_session_site(session)
+    published = tmp_path / "artifact"
+    shutil.copytree(site.index.parent, published)
+    assert links_leaving(published) == []
+    for side in ("base", "new"):
+        logs = [r for r in read(published / f"{side}.html").refs if r.endswith(".log")]
+        assert len(logs) >= 5, logs  # four cells' logs (one twice: it failed) and the boot's
+        assert all(r.startswith(f"logs/{side}/") for r in logs), logs
+
+
+def test_the_link_check_finds_a_link_out_of_the_site(tmp_path: Path) -> None:
+    """The check itself can fail: a run page whose logs are linked where the run keeps them
+    (as a run's own report does) leaves a site that is published alone."""
+    run = write_run_with_failure(tmp_path / "results")
+    site = tmp_path / "site"
+    build.build_run_site(run, site)
+    bad = links_leaving(site)
+    assert any("cell.log (outside the site)" in b for b in bad), bad
+    (site / "index.html").write_text(
+        '<a href="https://example.org/">x</a><a href="gone.html">y</a>'
+    )
+    assert links_leaving(site) == [
+        "index.html: https://example.org/ (leaves the site)",
+        "index.html: gone.html (no such file)",
+    ]
+
+
+def test_a_logs_path_that_leaves_its_run_is_not_copied(tmp_path: Path) -> None:
+    """A record's log path is data: a '..' or a symlink must not publish a file from elsewhere
+    (the host's, another run's) in a site."""
+    run = tmp_path / "run"
+    (run / "cells").mkdir(parents=True)
+    (tmp_path / "secret").write_text("not the run's\n")
+    (run / "cells" / "link.log").symlink_to(tmp_path / "secret")
+    (run / "cells" / "own.log").write_text("the run's\n")
+    files = run_page.Files(run, tmp_path / "site" / "runs", tmp_path / "site" / "logs")
+    assert files.href("../secret") is None
+    assert files.href("cells/link.log") is None
+    assert files.href("cells/missing.log") is None
+    assert files.href("cells/own.log") == "../logs/cells/own.log"
+    assert (tmp_path / "site" / "logs" / "cells" / "own.log").read_text() == "the run's\n"
+    assert not list((tmp_path / "site").rglob("secret"))
 
 
 def test_an_empty_archive_is_refused_with_the_reason(

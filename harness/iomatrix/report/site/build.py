@@ -8,6 +8,7 @@ links to logs are relative and the folder can be kept as a CI artifact or publis
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ from iomatrix.store.records_io import load_run
 TREND_WINDOW = 200
 # Run pages the archive's site includes (the newest runs), linked from its index of runs.
 ARCHIVE_RUN_PAGES = 3
+# The most runs whose kernel the history's tooltips name: each is read whole (run.json), and a
+# history longer than this is drawn in buckets without a mark per run anyway (svg.py).
+KERNEL_LABEL_RUNS = 120
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,8 @@ def build_comparison_site(
     title: str | None = None,
     sequential: Mapping[str, Any] | None = None,
 ) -> BuiltSite:
-    """index.html (the comparison), base.html and new.html (each run's page)."""
+    """index.html (the comparison), base.html and new.html (each run's page, its logs copied
+    into logs/base/ and logs/new/)."""
     nav = (
         NavLink("comparison", "index.html"),
         NavLink(f"base {comparison.base.run_id}", "base.html"),
@@ -86,9 +91,14 @@ def build_comparison_site(
             render_comparison_page(comparison, nav=nav, title=title, sequential=sequential),
         )
     ]
-    for name, run_dir in (("base.html", base_dir), ("new.html", new_dir)):
+    for side, run_dir in (("base", base_dir), ("new", new_dir)):
         record = load_run(run_dir)
-        pages.append(_write(out_dir, name, render_run_page(record, run_dir, out_dir, nav=nav)))
+        # The runs' logs are copied in: a session's report is kept as a CI artifact on its own
+        # (pr.yml uploads <session>/report/), where a link up to the runs leads nowhere.
+        html = render_run_page(
+            record, run_dir, out_dir, nav=nav, copy_files_to=out_dir / "logs" / side
+        )
+        pages.append(_write(out_dir, f"{side}.html", html))
     return BuiltSite(index=pages[0], pages=tuple(pages))
 
 
@@ -136,6 +146,38 @@ def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltS
         title=f"iomatrix A/B session {session_dir.name}",
         sequential=sequential,
     )
+
+
+def _kernels(results_dir: Path, run_ids: set[str]) -> dict[str, dict[str, str]]:
+    """Each run's kernels (spec -> release) for the history's tooltips; none when there are
+    more than KERNEL_LABEL_RUNS runs to read, or for a run that cannot be read."""
+    if len(run_ids) > KERNEL_LABEL_RUNS:
+        return {}
+    out = {}
+    for run_id in sorted(run_ids):
+        try:
+            record = load_run(results_dir / run_id)
+        except IomatrixError:
+            continue
+        out[run_id] = {spec: info.release for spec, info in record.kernels.items()}
+    return out
+
+
+def _prune(out: Path, *, keep: set[str], archived: set[str]) -> None:
+    """Drop the pages and copied logs of runs the site no longer shows (a nightly site is
+    rebuilt every night: without this it would grow by a run a night, and an old page would
+    link to logs gone). Only a page or folder named after an archived run is removed: nothing
+    else a user put in the folder."""
+    stale = archived - keep
+    pages, logs = out / "runs", out / "logs"
+    if pages.is_dir():
+        for page in pages.glob("*.html"):
+            if page.stem in stale and page.is_file() and not page.is_symlink():
+                page.unlink()
+    if logs.is_dir():
+        for folder in logs.iterdir():
+            if folder.name in stale and not folder.is_symlink():
+                shutil.rmtree(folder)
 
 
 def build_archive_site(
@@ -189,9 +231,14 @@ def build_archive_site(
         # The run pages sit one folder down: the dashboard's links go up one.
         nav = tuple(NavLink(n.title, "../" + n.href) for n in history_page.NAV)
         runs_out = out / "runs"
-        html = render_run_page(record, run_dir, runs_out, nav=nav)
+        # The run's logs are copied into the site: a nightly site is published on its own
+        # (GitHub Pages), where a link up into the results folder would lead nowhere.
+        html = render_run_page(
+            record, run_dir, runs_out, nav=nav, copy_files_to=out / "logs" / run.run_id
+        )
         pages.append(_write(runs_out, f"{run.run_id}.html", html))
         linked[run.run_id] = f"runs/{run.run_id}.html"
+    _prune(out, keep=set(linked), archived={r.run_id for r in runs})
     index = _write(
         out,
         "index.html",
@@ -205,7 +252,8 @@ def build_archive_site(
         ),
     )
     pages.insert(0, index)
-    pages.append(_write(out, "history.html", history_page.render_history(histories)))
+    kernels = _kernels(results_dir, {p.run_id for h in histories for p in h.points})
+    pages.append(_write(out, "history.html", history_page.render_history(histories, kernels)))
     pages.append(
         _write(
             out,

@@ -1,15 +1,29 @@
-"""The page of a comparison (two runs, or an A/B session): a forest plot of every cell x metric
-ratio with its 95% CI and minimum-effect band, coloured by verdict, and a table that sorts and
-filters by verdict, axis and metric (the filters hide the plot's rows too)."""
+"""The page of a comparison (two runs, or an A/B session), answer first as the terminal's report
+(report/comparison.py render_table): the verdict in one line, the axes every cell shares said
+once, then the gated headline metrics grouped by verdict, changes first (each change with its
+numbers, the rows of no change as a grid of the change per cell and metric). Folded below: every
+row, telemetry and informational metrics too, as a forest plot of each ratio with its 95% CI and
+minimum-effect band and a table that sorts and filters by verdict, axis and metric (the filters
+hide the plot's rows too); and the change per axis value."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from iomatrix.analysis.compare import Comparison, Row
+from iomatrix.analysis import metrics
+from iomatrix.analysis.compare import INSUFFICIENT, Comparison, Row
 from iomatrix.model.axes import AXES, TITLES
-from iomatrix.report.comparison import verdict_line
+from iomatrix.report.comparison import (
+    GROUP_TITLES,
+    VERDICT_ORDER,
+    axis_columns,
+    constant_axes,
+    group_note,
+    headline,
+    shown_by_default,
+    verdict_line,
+)
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,
@@ -134,7 +148,7 @@ def _axis_summary(comparison: Comparison) -> str:
         for s in comparison.axes
     ]
     header = ["axis", "value", "metric", "geomean change", "cells", "improved", "regressed"]
-    return "<h2>Per axis value</h2>" + table(header, rows)
+    return table(header, rows)
 
 
 def sequential_section(data: Mapping[str, Any]) -> str:
@@ -170,6 +184,112 @@ def sequential_section(data: Mapping[str, Any]) -> str:
     )
 
 
+def _ci_text(row: Row) -> str:
+    if row.ci_low is None or row.ci_high is None:
+        return "-"
+    return f"{row.ci_low - 1:+.1%} .. {row.ci_high - 1:+.1%}"
+
+
+def _change_table(rows: Sequence[Row], axes: Sequence[str]) -> str:
+    """A group of changes (or of missing rows), each with its numbers and reason; the group's
+    heading says the verdict."""
+    header = [
+        *(TITLES.get(a, a) for a in axes),
+        "metric",
+        "base median",
+        "new median",
+        "change",
+        "95% CI",
+        "p (adj.)",
+        "could see",
+        "reason",
+    ]
+    body = [
+        [
+            *(row.axes.get(a, "-") for a in axes),
+            row.metric,
+            number_cell(row.base_median),
+            number_cell(row.new_median),
+            percent_cell(None if row.ratio is None else row.ratio - 1),
+            _ci_text(row),
+            Cell(
+                text="-" if row.p_adjusted is None else f"{row.p_adjusted:.3g}",
+                sort="" if row.p_adjusted is None else repr(row.p_adjusted),
+                numeric=True,
+            ),
+            Cell(
+                text="-" if row.detectable is None else f">= {row.detectable:.1%}",
+                sort="" if row.detectable is None else repr(row.detectable),
+                numeric=True,
+            ),
+            Cell(text=row.reason, css="reason"),
+        ]
+        for row in rows
+    ]
+    return table(header, body)
+
+
+def _pivot(rows: Sequence[Row], axes: Sequence[str]) -> str:
+    """Rows of no change as a grid, as the terminal shows them: a line per cell, a column per
+    metric, the change of the median in each (a whole group in a few lines)."""
+    names = sorted({r.metric for r in rows}, key=metrics.sort_key)
+    changes: dict[str, dict[str, Row]] = {}
+    labels: dict[str, list[str]] = {}
+    for r in rows:
+        changes.setdefault(r.cell_id, {})[r.metric] = r
+        labels[r.cell_id] = [r.axes.get(a, "-") for a in axes]
+    body = []
+    for cell_id, found in changes.items():
+        line: list[object] = [*labels[cell_id]]
+        for name in names:
+            row = found.get(name)
+            ratio = None if row is None or row.ratio is None else row.ratio - 1
+            line.append(percent_cell(ratio) if row is not None else "")
+        body.append(line)
+    return table([*(TITLES.get(a, a) for a in axes), *names], body)
+
+
+def _verdict_groups(comparison: Comparison) -> str:
+    """The gated headline metrics (and any gated change, whatever its metric) grouped by
+    verdict, changes first; what the rest holds is said in a line, and shown folded below."""
+    shared = constant_axes(comparison.rows)
+    axes = [a for a in axis_columns(comparison.rows) if a not in dict(shared)]
+    out = []
+    if shared:
+        every = ", ".join(f"{TITLES.get(a, a)} {v}" for a, v in shared)
+        out.append(f'<p class="note" id="every-cell">Every cell: {e(every)}.</p>')
+    shown = [r for r in comparison.rows if shown_by_default(r)]
+    # When every gated row lacked repetitions the verdict line already says how many it needs
+    # ("inconclusive: 1 repetition per side, needs >= 4 per side"): said once, not per group.
+    needs_said = "needs >=" in headline(comparison)
+    for verdict in VERDICT_ORDER:
+        group = [r for r in shown if r.verdict == verdict]
+        if not group:
+            continue
+        short = all(r.reason.startswith(INSUFFICIENT) for r in group)
+        note = "" if needs_said and short else group_note(group, comparison)
+        heading = f"{GROUP_TITLES[verdict]}: {len(group)}{note}"
+        if verdict in ("noisy", "unchanged"):
+            heading += "; the change of the median (new/base-1):"
+            content = _pivot(group, axes)
+        else:
+            group.sort(key=lambda r: -abs((r.ratio or 1.0) - 1))
+            content = _change_table(group, axes)
+        out.append(
+            f'<section class="verdict-group" data-verdict="{e(verdict)}">'
+            f'<h3 class="verdict-{e(verdict)}">{e(heading)}</h3>{content}</section>'
+        )
+    hidden = len(comparison.rows) - len(shown)
+    if hidden:
+        informational = sum(not r.gated and r.metric != "-" for r in comparison.rows)
+        out.append(
+            f'<p class="note">Not shown here: {informational} telemetry and informational '
+            f"row(s), {hidden - informational} other gated row(s) of no change; every row is "
+            'in <a href="#every-row">every cell x metric</a> below.</p>'
+        )
+    return "".join(out)
+
+
 def render_comparison_page(
     comparison: Comparison,
     *,
@@ -185,11 +305,13 @@ def render_comparison_page(
         else f"max({settings.min_effect_floor:.0%}, {settings.min_effect_cov_factor:g} x "
         "the baseline's CoV) per row"
     )
-    body = [f"<p><b>{e(verdict_line(comparison))}</b></p>"]
-    if sequential is not None:
-        body.append(sequential_section(sequential))
+    # The answer first: one line (the terminal's first), then the gate's rows by verdict.
+    body = [f'<p class="verdict-line"><b>{e(headline(comparison))}</b></p>']
     if comparison.marker:
         body.append(f'<p class="forced">{e(comparison.marker)}</p>')
+    if sequential is not None:
+        body.append(sequential_section(sequential))
+    body.append(_verdict_groups(comparison))
     if comparison.differences:
         body.append(
             "<h2>Environment differences</h2>"
@@ -217,16 +339,28 @@ def render_comparison_page(
         values = sorted({r.axes.get(axis, "") for r in rows})
         if len(values) > 1:
             choices.append((f"axis-{axis}", TITLES[axis], values))
+    informational = sum(not r.gated for r in rows)
+    # Every row, telemetry and informational metrics too: hundreds of rows for a matrix whose
+    # guest reports its kernel's view, read only to dig into one, so folded.
     body += [
-        "<h2>Every cell x metric</h2>",
+        f'<h2 id="every-row">Every cell x metric: {len(rows)} rows</h2>',
+        f'<details id="every-row-details"><summary>The forest plot and table of every row '
+        f"({informational} of them telemetry or informational, never gated)</summary>",
         filters(choices),
         _forest(rows),
         _table(rows),
-        _axis_summary(comparison),
+        "</details>",
     ]
+    axis_summary = _axis_summary(comparison)
+    if axis_summary:
+        body.append(
+            "<details><summary>The change per axis value (geometric mean)</summary>"
+            f"{axis_summary}</details>"
+        )
+    body.append(f'<p class="note">{e(verdict_line(comparison))}</p>')
     return render_page(
         title or f"iomatrix comparison {comparison.base.run_id} vs {comparison.new.run_id}",
         "".join(body),
         nav,
-        subtitle=verdict_line(comparison),
+        subtitle=f"base {comparison.base.run_id} -> new {comparison.new.run_id}",
     )

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from iomatrix.analysis import metrics
+from iomatrix.analysis.changepoint import DEFAULT_END_MIN_SIZE, DEFAULT_MIN_SIZE
 from iomatrix.analysis.trend import TrendChange
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
@@ -29,6 +31,30 @@ from iomatrix.store.archive import HistoryPoint, RunSummary, Series
 
 # Runs a sparkline shows.
 SPARK_RUNS = 30
+# The fewest runs in which a change point can be found at all: a baseline before it and the
+# runs after it at the end of the history (analysis/changepoint.py).
+TREND_MIN_RUNS = DEFAULT_MIN_SIZE + DEFAULT_END_MIN_SIZE
+
+
+def seconds(created_at: str) -> float:
+    """A run's creation time (ISO 8601, as run.json writes it) in POSIX seconds; a time without
+    a zone is taken as UTC."""
+    moment = datetime.fromisoformat(created_at)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def too_few_runs(runs: int) -> str | None:
+    """What a series of this many runs can say of its trend when it is too short to have one:
+    never "steady", which would claim a trend was looked for and not found."""
+    if runs == 0:
+        return "no ok run yet"
+    if runs == 1:
+        return "one run: no trend yet"
+    if runs < TREND_MIN_RUNS:
+        return f"{runs} runs: too few for a trend (needs {TREND_MIN_RUNS})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -47,14 +73,20 @@ class SeriesHistory:
         where = {p.run_id: i for i, p in enumerate(self.points)}
         return sorted(where[c.first_run_after] for c in self.changes if c.first_run_after in where)
 
+    def times(self) -> list[float]:
+        """Each point's run time, POSIX seconds: the history's x axis."""
+        return [seconds(p.created_at) for p in self.points]
+
     def segments(self) -> list[svg.Segment]:
-        """Each stretch between change points at its median."""
+        """Each stretch between change points at its median, from its first run's time to its
+        last's."""
         cuts = [0, *self.change_indices(), len(self.points)]
+        times = self.times()
         out = []
         for start, end in itertools.pairwise(cuts):
             if end > start:
                 values = [p.median for p in self.points[start:end]]
-                out.append(svg.Segment(float(start), float(end - 1), statistics.median(values)))
+                out.append(svg.Segment(times[start], times[end - 1], statistics.median(values)))
         return out
 
     def latest_change(self) -> TrendChange | None:
@@ -77,6 +109,9 @@ NAV = (
 def _verdict_cell(h: SeriesHistory) -> Cell:
     change = h.latest_change()
     if change is None:
+        short = too_few_runs(len(h.points))
+        if short is not None:
+            return Cell(text=short, css="note")
         return Cell(text="steady", css="verdict-unchanged")
     size = "" if change.median_change is None else f" {change.median_change:+.1%}"
     known = ", known" if change.known else ""
@@ -137,6 +172,23 @@ def _grid(histories: Sequence[SeriesHistory]) -> str:
     return table(["cell", *columns], rows, sortable=False)
 
 
+def _young_archive(runs: Sequence[RunSummary]) -> str:
+    """Words for an archive too young for trends, so an empty grid or a lone point is not
+    taken for a broken page."""
+    if len(runs) == 1:
+        return (
+            '<p class="forced">One run in the archive: each cell has one point, no trend '
+            f"yet. Change points need at least {TREND_MIN_RUNS} runs of a series "
+            f"({DEFAULT_MIN_SIZE} before a change, {DEFAULT_END_MIN_SIZE} after it).</p>"
+        )
+    if len(runs) < TREND_MIN_RUNS:
+        return (
+            f'<p class="forced">{len(runs)} runs in the archive: too few for a trend yet '
+            f"(change points need at least {TREND_MIN_RUNS} runs of a series).</p>"
+        )
+    return ""
+
+
 def render_dashboard(
     runs: Sequence[RunSummary],
     histories: Sequence[SeriesHistory],
@@ -149,13 +201,15 @@ def render_dashboard(
     news = [c for c in changes if c.known is None]
     regressed = [c for c in news if c.verdict == "regressed"]
     body = [
+        _young_archive(runs),
         f"<p>{len(runs)} run(s) in {e(results_dir)}; {examined} series examined for change "
         f"points: <b>{len(news)}</b> change(s) not yet triaged, "
         f'<b class="verdict-regressed">{len(regressed)}</b> regression(s); '
         f'{len(changes) - len(news)} known (<a href="changes.html">changes</a>).</p>',
         "<h2>Cells</h2>",
         f'<p class="note">Each cell\'s last {SPARK_RUNS} ok runs; the verdict is its newest '
-        "change point (steady: none in the runs examined).</p>",
+        f"change point (steady: none in the runs examined; a series of fewer than "
+        f"{TREND_MIN_RUNS} runs is too short to have one, and says so).</p>",
         _grid(histories),
         "<h2>Runs</h2>",
         _runs_table(runs, run_pages),
@@ -163,18 +217,36 @@ def render_dashboard(
     return render_page("iomatrix dashboard", "".join(body), NAV, subtitle=str(results_dir))
 
 
-def _series_block(h: SeriesHistory) -> str:
-    points = tuple((float(i), p.median) for i, p in enumerate(h.points))
-    names = {float(i): f"{p.run_id} ({p.created_at})" for i, p in enumerate(h.points)}
+# A run's kernels: run id -> kernel spec -> the release it booted.
+Kernels = Mapping[str, Mapping[str, str]]
+
+
+def _point_name(point: HistoryPoint, label: str, kernels: Kernels) -> str:
+    """What a point's tooltip says of its run: the run, its time and the kernel the cell ran
+    (of a run of several kernels, the one the cell's label names)."""
+    booted = kernels.get(point.run_id, {})
+    mine = [r for spec, r in booted.items() if len(booted) == 1 or spec in label.split("/")]
+    kernel = f", kernel {mine[0]}" if len(mine) == 1 else ""
+    return f"{point.run_id} ({point.created_at}{kernel})"
+
+
+def _series_block(h: SeriesHistory, kernels: Kernels) -> str:
+    times = h.times()
+    points = tuple((t, p.median) for t, p in zip(times, h.points, strict=True))
+    label = h.series.label
+    names = {t: _point_name(p, label, kernels) for t, p in zip(times, h.points, strict=True)}
     markers = []
     where = {p.run_id: i for i, p in enumerate(h.points)}
     for change in h.changes:
         if change.first_run_after in where:
+            index = where[change.first_run_after]
+            # Between the last run before the change and the first after it.
+            at = (times[index - 1] + times[index]) / 2 if index > 0 else times[index]
             colour = svg.VERDICT_COLOURS.get(change.verdict, "#333")
             size = "" if change.median_change is None else f" {change.median_change:+.1%}"
             markers.append(
                 (
-                    float(where[change.first_run_after]) - 0.5,
+                    at,
                     colour,
                     f"{change.verdict}{size} from {change.first_run_after} "
                     f"(p {change.p_value:.3g})",
@@ -183,22 +255,33 @@ def _series_block(h: SeriesHistory) -> str:
     chart = svg.line_chart(
         [svg.Line(label=h.series.metric, points=points)],
         title=f"{h.series.label} {h.series.metric}",
-        x_label="runs, oldest first",
+        x_label="run date (UTC)",
         y_label=h.series.metric,
         markers=markers,
         segments=h.segments(),
         x_names=names,
+        time_x=True,
     )
+    short = too_few_runs(len(h.points)) if not h.changes else None
+    state = short or f"{len(h.points)} runs, {len(h.changes)} change point(s)"
     return (
         f'<div class="filterable" data-cell="{e(h.series.label)}" '
         f'data-metric="{e(h.series.metric)}"><h3 id="{e(h.anchor)}">{e(h.series.label)} '
-        f'<span class="note">{e(h.series.metric)}, {len(h.points)} runs, '
-        f"{len(h.changes)} change point(s)</span></h3>{chart}</div>"
+        f'<span class="note">{e(h.series.metric)}, {e(state)}</span></h3>{chart}</div>'
     )
 
 
-def render_history(histories: Sequence[SeriesHistory]) -> str:
+def render_history(histories: Sequence[SeriesHistory], kernels: Kernels | None = None) -> str:
+    """Every headline series over time; `kernels` names each run's kernel in its points'
+    tooltips where it is known."""
     shown = [h for h in histories if metrics.is_headline(h.series.metric) and h.points]
+    if not shown:
+        empty = (
+            "<p>No series to draw yet: no cell has an ok run with a headline metric (throughput, "
+            "p99 latency, CPU cost). A series appears here with its first ok run, and its "
+            f"change points once it has {TREND_MIN_RUNS} runs.</p>"
+        )
+        return render_page("iomatrix history", empty, NAV)
     # Series that changed first: what a reader opens the page for.
     shown.sort(key=lambda h: not h.changes)
     choices: list[tuple[str, str, Sequence[str]]] = [
@@ -206,12 +289,13 @@ def render_history(histories: Sequence[SeriesHistory]) -> str:
         ("metric", "metric", sorted({h.series.metric for h in shown}, key=metrics.sort_key)),
     ]
     body = [
-        '<p class="note">Each headline metric\'s per-run median (ok runs), the change points '
-        "found in it (dashed, coloured by verdict) and each segment's median (black). Long "
+        "<p class=\"note\">Each headline metric's per-run median (ok runs) over the runs' "
+        "dates (a point's tooltip names its run and kernel), the change points found in it "
+        "(dashed, coloured by verdict) and each segment's median (black). Long "
         f"histories are drawn in {svg.MAX_DRAWN_POINTS} buckets: the line is each bucket's "
         "median, the pale bars its range.</p>",
         filters(choices, text=False),
-        *(_series_block(h) for h in shown),
+        *(_series_block(h, kernels or {}) for h in shown),
     ]
     return render_page("iomatrix history", "".join(body), NAV)
 

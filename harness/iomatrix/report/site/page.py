@@ -16,7 +16,9 @@ body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
 header{background:#263238;color:#fff;padding:10px 20px}
 header a{color:#b3e5fc;margin-right:14px;text-decoration:none}
 header h1{font-size:18px;margin:4px 0 6px}
-main{padding:10px 20px 40px;max-width:1200px}
+main{padding:10px 20px 40px;max-width:1200px;box-sizing:border-box}
+.table-box{max-width:100%;overflow-x:auto}
+details{margin:6px 0}summary{cursor:pointer;font-weight:600;font-size:13px}
 h2{font-size:16px;margin:26px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 h3{font-size:14px;margin:18px 0 6px}
 table{border-collapse:collapse;font-size:12px;background:#fff;margin:6px 0}
@@ -37,6 +39,7 @@ figure{margin:10px 0}figcaption{font-size:12px;font-weight:600;margin:2px 0}
 svg.chart{background:#fff;border:1px solid #e0e0e0;margin:4px 0;max-width:100%;height:auto}
 .hidden{display:none}
 code{font-size:11px}
+td.reason{max-width:640px;overflow-wrap:anywhere}
 td.drive{min-width:280px}
 td.drive code{overflow-wrap:anywhere}
 """
@@ -130,11 +133,12 @@ def table(
     row_attributes: Sequence[Sequence[tuple[str, str]]] | None = None,
     css_id: str = "",
 ) -> str:
-    """An HTML table; rows with attributes become .filterable (the page's filters apply)."""
+    """An HTML table in its own scrolling box (a wide table scrolls inside it, never the page);
+    rows with attributes become .filterable (the page's filters apply)."""
     id_attr = f' id="{e(css_id)}"' if css_id else ""
     class_attr = ' class="sortable"' if sortable else ""
     out = [
-        f"<table{id_attr}{class_attr}><thead><tr>"
+        f'<div class="table-box"><table{id_attr}{class_attr}><thead><tr>'
         + "".join(f"<th>{e(h)}</th>" for h in header)
         + "</tr></thead><tbody>"
     ]
@@ -151,7 +155,7 @@ def table(
             content = cell.html if cell.html is not None else e(cell.text)
             out.append(f"<td{attrs_html}>{content}</td>")
         out.append("</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 

@@ -1,13 +1,19 @@
-"""The page of one run: what the guest applied, every repetition of every cell, a heatmap of two
-axes, latency CDFs from fio's json+ histogram, CPU per I/O, and each cell's logs."""
+"""The page of one run, answer first: each workload's headline table (a line per cell: its status
+and the median of each headline metric) and every failed cell's reason with its log, then a
+heatmap of two axes, every repetition, latency CDFs from fio's json+ histogram and CPU per I/O;
+what the guest applied, the QEMU drives, the system and the boots last, folded (<details>), as
+the terminal's `show` keeps them out of the results' way."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from iomatrix.analysis import metrics, validity
 from iomatrix.model.axes import AXES, TITLES
@@ -32,7 +38,41 @@ _MAX_LINES = 8
 
 
 def _relative(target: Path, out_dir: Path) -> str:
-    return Path(os.path.relpath(target, out_dir)).as_posix()
+    """The link from a page in out_dir to the target, quoted (a run id or file name may hold a
+    character that means something in a URL: '#', '?', '%', a space)."""
+    return quote(Path(os.path.relpath(target, out_dir)).as_posix())
+
+
+@dataclass(frozen=True)
+class Files:
+    """How the page links a run's files (logs, result.json): relative to where the page is
+    written; or, with copy_to, copied into the site first, so a site published on its own (a
+    nightly's on GitHub Pages) has no link leaving it."""
+
+    run_dir: Path
+    out_dir: Path
+    copy_to: Path | None = None
+
+    def href(self, relative: str) -> str | None:
+        """The link to a file of the run (a path relative to its folder); None when it was to
+        be copied and is not a regular file inside the run's folder (a record's path is data:
+        a symlink or a "../" must not publish a file from elsewhere)."""
+        target = self.run_dir / relative
+        if self.copy_to is None:
+            return _relative(target, self.out_dir)
+        root = self.run_dir.resolve()
+        if target.is_symlink() or not target.is_file():
+            return None
+        if not target.resolve().is_relative_to(root):
+            return None
+        copy = self.copy_to / target.resolve().relative_to(root)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(target, copy)
+        return _relative(copy, self.out_dir)
+
+    def link(self, relative: str, text: str) -> str:
+        href = self.href(relative)
+        return link(href, text) if href else f'<span class="note">{e(text)} not found</span>'
 
 
 def _by_workload(cells: Sequence[CellEntry]) -> dict[str, list[CellEntry]]:
@@ -76,7 +116,7 @@ def _scheduler_read_back(entry: CellEntry) -> str:
     return applied.scheduler or "-"
 
 
-def _system_table(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
+def _system_table(record: RunRecord, files: Files) -> str:
     """Per cell, what the guest read back after setting it up, beside what QEMU was given."""
     header = [
         "cell",
@@ -101,10 +141,10 @@ def _system_table(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
             fs += f" on {applied.loop.device} on {applied.loop.outer_fstype}"
         log_html = ""
         if entry.result.log:
-            log_html = link(_relative(run_dir / entry.result.log, out_dir), "log")
-        result_json = run_dir / "cells" / cell.id / "result.json"
-        if result_json.exists():
-            log_html += " " + link(_relative(result_json, out_dir), "result.json")
+            log_html = files.link(entry.result.log, "log")
+        result_json = f"cells/{cell.id}/result.json"
+        if (files.run_dir / result_json).exists():
+            log_html += " " + files.link(result_json, "result.json")
         device = cell.device
         throttle = f", {device.iops_limit} IOPS max" if device.iops_limit else ""
         rows.append(
@@ -130,6 +170,71 @@ def _drive_html(argv: Sequence[str]) -> str:
     return "<code>" + "<br>".join(e(arg).replace(",", ",<wbr>") for arg in argv) + "</code>"
 
 
+def _log_link(entry: CellEntry, record: RunRecord, files: Files) -> str:
+    """The cell's own log, else the console log of the boot that ran it (a cell whose VM died
+    before it started has no log of its own), else a word saying there is none."""
+    if entry.result.log:
+        return files.link(entry.result.log, "cell log")
+    for boot in record.boots:
+        if entry.cell.id in boot.cells:
+            return files.link(boot.console_log, "boot console log")
+    return '<span class="note">no log recorded</span>'
+
+
+def _failures(record: RunRecord, files: Files) -> str:
+    """Every cell that is not ok, its reason whole and its log: why a cell has no numbers is
+    the first thing a reader of a failed run needs, so it comes right after the results."""
+    failed = [entry for entry in record.cells if entry.result.status != "ok"]
+    if not failed:
+        return ""
+    rows = [
+        [
+            Cell(html=f'<b id="failure-{e(entry.cell.id)}">{e(entry.cell.label)}</b>'),
+            Cell(text=entry.result.status, css=f"status-{entry.result.status}"),
+            Cell(text=entry.result.reason or "(no reason recorded)", css="reason"),
+            Cell(html=_log_link(entry, record, files)),
+        ]
+        for entry in failed
+    ]
+    return f'<h2 id="failures">Not ok: {len(failed)} cell(s)</h2>' + table(
+        ["cell", "status", "reason", "log"], rows, sortable=False
+    )
+
+
+def _headline_table(
+    workload: str, cells: Sequence[CellEntry], names: Sequence[str], headline: Sequence[str]
+) -> str:
+    """A line per cell of the workload: its status, repetitions and the median (and CoV) of
+    each headline metric; a cell that is not ok links to its reason."""
+    rows = []
+    for entry, name in zip(cells, names, strict=True):
+        result = entry.result
+        summary = result.summary()
+        status = (
+            Cell(text="ok", css="status-ok")
+            if result.status == "ok"
+            else Cell(
+                html=f'<a href="#failure-{e(entry.cell.id)}">{e(result.status)}</a>',
+                css=f"status-{result.status}",
+            )
+        )
+        values: list[Cell] = []
+        for metric in headline:
+            found = summary.get(metric)
+            cov = "" if found is None or found.cov is None else f" ({found.cov:.0%})"
+            values.append(number_cell(found.median if found else None, suffix=cov))
+        rows.append(
+            [
+                Cell(html=link(f"#cell-{entry.cell.id}", name)),
+                status,
+                Cell(text=str(len(result.repetitions)), numeric=True),
+                *values,
+            ]
+        )
+    header = ["cell", "status", "reps", *(f"{m} median (CoV)" for m in headline)]
+    return table(header, rows, css_id=f"headline-{workload}")
+
+
 def _environment(record: RunRecord) -> str:
     env = record.environment.model_dump()
     rows = [[key, str(value)] for key, value in env.items() if value is not None]
@@ -143,10 +248,9 @@ def _environment(record: RunRecord) -> str:
     return table(["", "value"], rows, sortable=False)
 
 
-def _boots(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
+def _boots(record: RunRecord, files: Files) -> str:
     rows = []
     for boot in record.boots:
-        console = run_dir / boot.console_log
         rows.append(
             [
                 boot.boot_id,
@@ -155,7 +259,7 @@ def _boots(record: RunRecord, run_dir: Path, out_dir: Path) -> str:
                 Cell(text=boot.outcome, css=f"status-{boot.outcome}"),
                 number_cell(boot.duration_s, digits=1, suffix=" s"),
                 str(len(boot.cells)),
-                Cell(html=link(_relative(console, out_dir), "console log")),
+                Cell(html=files.link(boot.console_log, "console log")),
             ]
         )
     return table(["boot", "kernel", "device", "outcome", "duration", "cells", "log"], rows)
@@ -386,41 +490,60 @@ def render_run_page(
     heatmap_axes: tuple[str, str] = DEFAULT_HEATMAP_AXES,
     heatmap_metric: str | None = None,
     nav: Sequence[NavLink] = (),
+    copy_files_to: Path | None = None,
 ) -> str:
+    """The run's page, to be written in out_dir; with copy_files_to the logs it links are copied
+    there (inside the site) rather than linked where the run keeps them."""
+    files = Files(run_dir, out_dir, copy_files_to)
     counts = ", ".join(f"{n} {k}" for k, n in record.counts().items() if n)
     body = [
         f"<p>Run <b>{e(record.run_id)}</b> of matrix <b>{e(record.matrix_name)}</b> "
         f"({e(record.matrix_source)}), {e(record.status)}: {e(counts) or 'no cells'}. "
         f"Started {e(record.created_at)}, finished {e(record.finished_at or '-')}.</p>",
-        "<h2>System</h2>",
-        _environment(record),
-        "<h2>What the guest applied</h2>",
-        '<p class="note">Read back in the guest after setting each cell up (mount options '
-        "from /proc/mounts, the scheduler from sysfs), beside the exact QEMU drive options.</p>",
-        _system_table(record, run_dir, out_dir),
-        _validity(record),
     ]
-    for workload, cells in _by_workload(record.cells).items():
+    workloads = _by_workload(record.cells)
+    # The answer first: every workload's headline table, then why any cell has no numbers.
+    charts: list[str] = []
+    for workload, cells in workloads.items():
         names = [short_label(c, _varying_axes(cells)) for c in cells]
         headline = headline_metrics(cells)
         body.append(f'<h2 id="workload-{e(workload)}">Workload {e(workload)}</h2>')
         if not headline:
             body.append('<p class="note">No repetition reported a metric.</p>')
+            body.append(_headline_table(workload, cells, names, ()))
             continue
+        body.append(_headline_table(workload, cells, names, headline))
         shown = heatmap_metric if heatmap_metric in headline else headline[0]
         heat = _heatmap(cells, shown, heatmap_axes) if shown else None
+        charts.append(f'<h2 id="charts-{e(workload)}">Workload {e(workload)}: charts</h2>')
         if heat:
-            body.append(heat)
+            charts.append(heat)
         for metric in headline:
-            body.append(_strips(cells, names, metric))
+            charts.append(_strips(cells, names, metric))
         if not any(metrics.family(m) == "cpu_s_per_io" for m in headline):
             # The workload does not report its CPU per I/O itself (cpu_s_per_io): derive it.
-            body.append(_cpu_per_io(cells, names))
-        body.append(_latency_charts(cells, names, headline[0]))
+            charts.append(_cpu_per_io(cells, names))
+        charts.append(_latency_charts(cells, names, headline[0]))
+    body.append(_failures(record, files))
+    body.append(_validity(record))
+    body += charts
     body += [
-        "<h2>Boots</h2>",
-        _boots(record, run_dir, out_dir),
+        # What the guest applied and where it ran: needed to trust or reproduce the numbers,
+        # not to read them, so folded below them.
+        "<h2>System and setup</h2>",
+        "<details><summary>System: host, tools, kernels</summary>",
+        _environment(record),
+        "</details>",
+        "<details><summary>What the guest applied, and each disk's QEMU drive</summary>",
+        '<p class="note">Read back in the guest after setting each cell up (mount options '
+        "from /proc/mounts, the scheduler from sysfs), beside the exact QEMU drive options.</p>",
+        _system_table(record, files),
+        "</details>",
+        f"<details><summary>Boots: {len(record.boots)}</summary>",
+        _boots(record, files),
+        "</details>",
         "<h2>Cells</h2>",
+        '<p class="note">Every repetition\'s value of every metric.</p>',
         _cell_details(record),
     ]
     return render_page(

@@ -17,6 +17,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from html import escape
 
 # Verdict colours (colour-blind safe pairs: blue/orange for good/bad would hide "regressed"
@@ -120,6 +121,30 @@ def log_ticks(low: float, high: float) -> list[float]:
     ]
 
 
+_HOUR = 3600.0
+_DAY = 24 * _HOUR
+# Steps of a time axis, the finest first: hours, days, weeks, months, years (in seconds).
+_TIME_STEPS = (
+    *(h * _HOUR for h in (1, 3, 6, 12)),
+    *(d * _DAY for d in (1, 2, 7, 14, 30, 61, 91, 182, 365)),
+)
+
+
+def time_ticks(low: float, high: float, count: int = 7) -> list[float]:
+    """At most about `count` round moments (POSIX seconds) between low and high: whole hours or
+    UTC midnights, a step from _TIME_STEPS."""
+    span = max(high - low, 1.0)
+    step = next((s for s in _TIME_STEPS if span / s <= count), _TIME_STEPS[-1])
+    first = math.ceil(low / step) * step
+    return [first + i * step for i in range(int((high - first) // step) + 1)]
+
+
+def time_label(value: float, step: float) -> str:
+    """A tick's date (and hour when the ticks are less than a day apart), in UTC."""
+    moment = datetime.fromtimestamp(value, tz=UTC)
+    return moment.strftime("%Y-%m-%d") if step >= _DAY else moment.strftime("%m-%d %H:%M")
+
+
 def _open(kind: str, width: float, height: float, points: int, label: str) -> str:
     return (
         f'<svg class="chart" data-kind="{kind}" data-points="{points}" role="img" '
@@ -133,9 +158,18 @@ def _x_axis(scale: Scale, y: float, values: Sequence[float], fmt: str = "number"
         f'<line x1="{_f(scale.start)}" x2="{_f(scale.end)}" y1="{_f(y)}" y2="{_f(y)}" '
         'stroke="#999"/>'
     ]
+    step = values[1] - values[0] if len(values) > 1 else _DAY
     for value in values:
         x = scale(value)
-        text = number(value) if fmt == "number" else f"{value:+.0%}" if fmt == "change" else fmt
+        text = (
+            number(value)
+            if fmt == "number"
+            else f"{value:+.0%}"
+            if fmt == "change"
+            else time_label(value, step)
+            if fmt == "time"
+            else fmt
+        )
         out.append(
             f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{_f(y)}" y2="{_f(y + 4)}" stroke="#999"/>'
             f'<text x="{_f(x)}" y="{_f(y + 15)}" text-anchor="middle" fill="#555">'
@@ -376,6 +410,18 @@ class Segment:
     median: float
 
 
+def _x_range(xs: Sequence[float], *, log_x: bool, time_x: bool) -> tuple[float, float]:
+    if log_x:
+        low, high = min(x for x in xs if x > 0), max(xs)
+        return 10 ** math.floor(math.log10(low)), 10 ** math.ceil(math.log10(high))
+    if time_x:
+        # Days either side of a lone run (its date among dates, not hours), a little room
+        # either side of a history.
+        pad = (max(xs) - min(xs)) * 0.02 or 3 * _DAY
+        return min(xs) - pad, max(xs) + pad
+    return min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+
+
 def line_chart(
     lines: Sequence[Line],
     *,
@@ -388,10 +434,12 @@ def line_chart(
     markers: Sequence[tuple[float, str, str]] = (),
     segments: Sequence[Segment] = (),
     x_names: dict[float, str] | None = None,
+    time_x: bool = False,
 ) -> str:
-    """Lines over a shared x axis (a CDF over log latency, a metric over runs). `markers` are
+    """Lines over a shared x axis (a CDF over log latency, a metric over time). `markers` are
     vertical lines (x, colour, tooltip): change points; `segments` each segment's median;
-    `x_names` what a point's tooltip calls its x (a run id)."""
+    `x_names` what a point's tooltip calls its x (a run id, its date and kernel). With time_x
+    the x values are POSIX seconds, ticked at dates (a lone point: the day around it)."""
     left, right, top, bottom = 64.0, 16.0, 10.0, 44.0
     if len(lines) > 1:
         top += 16.0 * math.ceil(len(lines) / 3)
@@ -400,18 +448,17 @@ def line_chart(
         return _open("line", width, 40, 0, title) + '<text x="8" y="24">no values</text></svg>'
     xs = [x for x, _ in all_points]
     ys = [y for _, y in all_points] + [s.median for s in segments]
-    if log_x:
-        x_low, x_high = min(x for x in xs if x > 0), max(xs)
-        x_low, x_high = 10 ** math.floor(math.log10(x_low)), 10 ** math.ceil(math.log10(x_high))
-    else:
-        x_low, x_high = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+    x_low, x_high = _x_range(xs, log_x=log_x, time_x=time_x)
     y_low, y_high = nice_range(ys)
     sx = Scale(x_low, x_high, left, width - right, log=log_x)
     sy = Scale(y_low, y_high, height - bottom, top)
     out = [_open("line", width, height, len(all_points), title)]
     out.extend(_y_axis(sy, left, ticks(y_low, y_high), width - left - right))
-    x_ticks = log_ticks(x_low, x_high) if log_x else ticks(x_low, x_high, 8)
-    out.extend(_x_axis(sx, height - bottom, x_ticks))
+    if time_x:
+        out.extend(_x_axis(sx, height - bottom, time_ticks(x_low, x_high), "time"))
+    else:
+        x_ticks = log_ticks(x_low, x_high) if log_x else ticks(x_low, x_high, 8)
+        out.extend(_x_axis(sx, height - bottom, x_ticks))
     out.append(
         f'<text x="{_f((left + width - right) / 2)}" y="{_f(height - 6)}" text-anchor="middle" '
         f'fill="#555">{escape(x_label)}</text>'
