@@ -4,8 +4,11 @@ archive."""
 from __future__ import annotations
 
 import argparse
+import difflib
+import fnmatch
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from iomatrix.analysis import compare, planning, stats, trend, triage
@@ -95,6 +98,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_repetitions(args: argparse.Namespace) -> int:
     record = load_run(rundir.find_run(args.run, Path(args.results)))
+    compare.check_metric_patterns(args.metric, record.cells)
     plans = planning.plan_repetitions(
         record,
         args.target_effect,
@@ -132,10 +136,53 @@ def update_index_or_warn(results_dir: Path) -> None:
         )
 
 
+# How many names a refusal lists.
+_SHOWN = 10
+
+
+def _check_names(
+    results: Path,
+    cells: Sequence[str],
+    metric_patterns: Sequence[str],
+    *,
+    matrix: str | None = None,
+) -> None:
+    """Every --cell must be a cell of the archive and every --metric match one of its metrics:
+    a typo would otherwise find nothing and say so as if there were nothing to find (exit 0 for
+    trend). Refused (exit 2) with the closest name and the choices. An empty archive has no
+    names to check against."""
+    series = archive.series_of(results, matrix=matrix)
+    if not series:
+        return
+    labels = {s.cell_id: s.label for s in series}
+    for cell in cells:
+        if cell not in labels:
+            close = difflib.get_close_matches(cell, list(labels), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]} ({labels[close[0]]})?" if close else ""
+            shown = ", ".join(f"{c} {label}" for c, label in list(labels.items())[:_SHOWN])
+            more = len(labels) - _SHOWN
+            raise IomatrixError(
+                f"--cell {cell}: no cell of the archive {results} has this id{hint} (its cells: "
+                f"{shown}{f', and {more} more' if more > 0 else ''})"
+            )
+    metrics = sorted({s.metric for s in series if not cells or s.cell_id in cells})
+    for pattern in metric_patterns:
+        if not any(fnmatch.fnmatchcase(m, pattern) for m in metrics):
+            close = difflib.get_close_matches(pattern, metrics, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            shown = ", ".join(metrics[: 3 * _SHOWN])
+            more = len(metrics) - 3 * _SHOWN
+            raise IomatrixError(
+                f"--metric {pattern}: no metric of {'these cells' if cells else 'the archive'} "
+                f"matches it{hint} (the metrics: {shown}{f', and {more} more' if more > 0 else ''})"
+            )
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     results = Path(args.results)
     for problem in archive.update_index(results):
         print(f"iomatrix: warning: not indexed: {problem}", file=sys.stderr)
+    _check_names(results, [args.cell], [args.metric], matrix=args.matrix)
     points = archive.history(
         results, args.cell, args.metric, matrix=args.matrix, limit=args.limit, refresh=False
     )
@@ -199,6 +246,9 @@ def cmd_trend(args: argparse.Namespace) -> int:
         return ExitCode.OK
     # A RUN like any other: its id, a unique prefix of one, or latest.
     since_run = rundir.resolve_run_id(args.since, results) if args.since else None
+    for problem in archive.update_index(results):
+        print(f"iomatrix: warning: not indexed: {problem}", file=sys.stderr)
+    _check_names(results, args.cell or (), args.metric or (), matrix=args.matrix)
     changes, examined = trend.find_trends(
         results,
         cells=args.cell or (),

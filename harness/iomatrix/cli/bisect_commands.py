@@ -14,6 +14,7 @@ kernel) or with another value of an axis, run in real VMs through the same sessi
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import signal
 import sys
@@ -107,7 +108,9 @@ def _axis_candidates(
 ) -> tuple[list[Cell], list[bisect.Candidate]]:
     """The axis's values in the matrix's order: the first is good, the last bad."""
     if args.axis not in AXES:
-        raise IomatrixError(f"--axis {args.axis!r} is not an axis; axes: {', '.join(AXES)}")
+        close = difflib.get_close_matches(args.axis, AXES, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise IomatrixError(f"--axis {args.axis!r} is not an axis{hint} (axes: {', '.join(AXES)})")
     values = list(dict.fromkeys(c.axis_value(args.axis) for c in matrix.cells))
     if len(values) < 3:
         raise IomatrixError(

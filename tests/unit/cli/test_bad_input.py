@@ -571,3 +571,84 @@ def test_triage_refuses_a_run_cell_or_metric_that_does_not_exist(
     code, err = triage("*xfs*", "*_iops", "2026")
     assert code == 0, err
     assert f"first_run_after: {run_id}" in (results / "triage.yaml").read_text()
+
+
+@pytest.fixture
+def archive_of_one_run(tmp_path: Path) -> tuple[Path, str, str]:
+    """An archive of one run of two cells: the results folder, the run id, a cell id."""
+    results = tmp_path / "results"
+    cells = [make_cell(fs="ext4"), make_cell(fs="xfs")]
+    run_id = "20261125T101010Z-nightly-ab12"
+    record = make_run([ok(c, {"write_iops": [100.0] * 3}) for c in cells], run_id=run_id)
+    write_record(results / run_id / "run.json", record)
+    return results, run_id, cells[0].id
+
+
+def every_name_option(results: Path, run_id: str, cell: str) -> dict[str, tuple[list[str], str]]:
+    """Each command and option that names a run, a cell, a metric or an axis, given a typo:
+    the argv, and the name the refusal must suggest."""
+    r = ["--results", str(results)]
+    quick = str(REPO_ROOT / "matrix" / "quick.yaml")
+    typo_run = run_id[:-1] + "x"
+    return {
+        "show RUN": (["show", typo_run, *r], run_id),
+        "compare RUN": (["compare", run_id, typo_run, *r], run_id),
+        "compare --metric": (
+            ["compare", run_id, run_id, "--metric", "write_iop", *r],
+            "write_iops",
+        ),
+        "repetitions RUN": (["repetitions", typo_run, "--target-effect", "0.1", *r], run_id),
+        "repetitions --metric": (
+            ["repetitions", run_id, "--target-effect", "0.1", "--metric", "write_iop", *r],
+            "write_iops",
+        ),
+        "trend --cell": (["trend", "--cell", cell[:-1] + "x", *r], cell),
+        "trend --metric": (["trend", "--metric", "write_iop", *r], "write_iops"),
+        "trend --since": (["trend", "--since", typo_run, *r], run_id),
+        "history --cell": (
+            ["history", "--cell", cell[:-1] + "x", "--metric", "write_iops", *r],
+            cell,
+        ),
+        "history --metric": (
+            ["history", "--cell", cell, "--metric", "write_iop", *r],
+            "write_iops",
+        ),
+        "triage --cell": (
+            [
+                "triage",
+                "ack",
+                "--cell",
+                cell[:-1] + "x",
+                "--metric",
+                "write_iops",
+                *r,
+                "--first-run-after",
+                run_id,
+                "--who",
+                "a",
+                "--why",
+                "b",
+            ],
+            cell,
+        ),
+        "ab --split": (["ab", quick, "--split", "filesytem"], "filesystem"),
+        "bisect --axis": (["bisect", quick, "--axis", "filesytem"], "filesystem"),
+    }
+
+
+def test_every_command_refuses_an_unknown_run_cell_metric_or_axis_with_the_choices(
+    archive_of_one_run: tuple[Path, str, str],
+    capsys: pytest.CaptureFixture[str],
+    no_commands: list[Sequence[str]],
+) -> None:
+    """A typo in a name is a usage error (exit 2) that suggests the name meant, never a
+    traceback, an empty answer with exit 0 (a gate would pass) or 1 (read as a regression)."""
+    results, run_id, cell = archive_of_one_run
+    wrong = []
+    for what, (argv, meant) in every_name_option(results, run_id, cell).items():
+        code = main(argv)
+        err = capsys.readouterr().err
+        if code != 2 or "Traceback" in err or meant not in err:
+            wrong.append(f"{what}: exit {code}: {err.strip()[-300:]}")
+    assert wrong == []
+    assert no_commands == []
