@@ -48,7 +48,7 @@ ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
 
 .PHONY: run test setup host-packages venv venv-dev lock kernel lint actionlint shellcheck typecheck \
 	unit test-nightly expand validate docs bench clean help venv-stamps image container-tools container-image nightly \
-	canaries \
+	canaries samples \
 	nightly-shard fresh-machine
 
 help:
@@ -228,6 +228,10 @@ validate: venv
 # when it falls behind): after changing a command's options, help or examples.
 docs: venv
 	$(BIN)/python -m iomatrix.cli.reference > docs/commands.md
+
+# The docs' output samples, from real runs (VMs; about 10 minutes under TCG): tools/doc_samples.py.
+samples: setup
+	$(BIN)/python tools/doc_samples.py
 
 expand: venv
 	$(BIN)/iomatrix expand $(MATRIX) $(if $(QUICK),--quick) $(if $(SHARD),--shard $(SHARD))

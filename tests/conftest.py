@@ -5,6 +5,7 @@ folder imports support.*."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,18 @@ def no_commands(monkeypatch: pytest.MonkeyPatch) -> list[Sequence[str]]:
 
     monkeypatch.setattr("iomatrix.proc.run", fake_run)
     return calls
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_terminal_width() -> None:
+    """Commands a test starts lay their tables out for no terminal (whole lines), as in CI.
+    Under pytest the process environment holds COLUMNS=80 where os.environ does not show it (set
+    below Python, seen 2026-11-26), and a child inherits it: its tables were cut at 80 columns.
+    A test that wants a width sets COLUMNS itself (monkeypatch.setenv)."""
+    if "COLUMNS" not in os.environ:
+        os.unsetenv("COLUMNS")
+    if "LINES" not in os.environ:
+        os.unsetenv("LINES")
 
 
 @pytest.fixture(scope="session")

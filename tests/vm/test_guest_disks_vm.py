@@ -1,21 +1,21 @@
 """The guest finds its disks on every bus with no udev at all: the agent loads each bus's
 drivers itself and waits for the serials its plan names.
 
-virtme-ng's guest shares the host's root filesystem and starts udev only when it finds the
-host's udevd. The test hides it: iomatrix runs in a private mount namespace (unshare) in which an
-empty tmpfs covers the daemon's folder, so QEMU exports a root without it. (iomatrix cannot hide
-it itself through vng: a --rodir over /usr/lib/systemd is covered again by the overlay virtme-ng
-puts on /usr.) virtme-ng's init says in the console when it finds no udevd; the test reads that
-line as the proof.
+virtme-ng's init starts udev only when the guest's root has a udevd; iomatrix's guest root has
+one (udev comes with mdadm). The test boots on a copy of that root without it (hard links, the
+daemon's link removed), given with IOMATRIX_GUEST_ROOT. virtme-ng's init says in the console when
+it finds no udevd; the test reads that line as the proof.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from iomatrix.host import guest_root, kernels
 from iomatrix.model.result import RunRecord
 from support.paths import TESTS_DIR
 from support.vm import ROOT, iomatrix_argv, only_run
@@ -44,27 +44,24 @@ matrix:
 
 # virtme-ng-init's words when it finds no udev daemon to start.
 NO_UDEV = "unable to find udevd, skip udev"
-# Where virtme-ng's init looks for the daemon (virtme-ng-init; virtme-init's find_udevd). It
-# also tries `udevd` on PATH, a name Debian does not ship.
+# Where virtme-ng's init looks for the daemon (virtme-ng-init; virtme-init's find_udevd), in the
+# guest's root. It also tries `udevd` on PATH, a name Debian does not ship.
 UDEVD_PATHS = (Path("/usr/lib/systemd/systemd-udevd"), Path("/lib/systemd/systemd-udevd"))
 
 
-def udev_folders() -> list[Path]:
-    """The host folders holding a udevd, each once (on a merged /usr, /lib/systemd is
-    /usr/lib/systemd; the daemon itself may be a link to udevadm elsewhere)."""
-    return list(dict.fromkeys(p.parent.resolve() for p in UDEVD_PATHS if p.exists()))
-
-
-def without_udev(argv: list[str]) -> list[str]:
-    """argv run in a private mount namespace where empty tmpfs folders cover udevd's folders."""
-    folders = udev_folders()
-    if not folders:
-        return argv
-    # One sh per folder: it mounts over its folder ($1) and runs the rest; nothing interpolated.
-    cover = 'mount -t tmpfs -o ro,size=4k none "$1"; shift; exec "$@"'
-    for folder in folders:
-        argv = ["sh", "-ec", cover, "sh", str(folder), *argv]
-    return ["unshare", "--mount", "--propagation", "private", *argv]
+def root_without_udev(folder: Path) -> Path:
+    """A copy of the guest root (hard links: instant, no space) without udevd."""
+    root, _record = guest_root.ensure(
+        kernels.cache_root(),
+        offline=False,
+        mirror=lambda: kernels.debian_mirror("the guest root"),
+        log=print,
+    )
+    copy = folder / "root-without-udev"
+    subprocess.run(["cp", "-a", "--link", str(root), str(copy)], check=True)
+    for path in UDEVD_PATHS:
+        (copy / path.relative_to("/")).unlink(missing_ok=True)
+    return copy
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +74,9 @@ def bus_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunRecord, Path]:
     argv = iomatrix_argv(
         "run", str(folder / "buses.yaml"), "--results", str(results), "--no-progress"
     )
+    env = {**os.environ, "IOMATRIX_GUEST_ROOT": str(root_without_udev(folder))}
     done = subprocess.run(
-        without_udev(argv), capture_output=True, text=True, timeout=1500, check=False, cwd=ROOT
+        argv, capture_output=True, text=True, timeout=1500, check=False, cwd=ROOT, env=env
     )
     assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-4000:]
     return only_run(results)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.paths import REPO_ROOT, TESTS_DIR
+from support.paths import TESTS_DIR
 from support.vm import run_matrix
 
 pytestmark = pytest.mark.vm
@@ -65,9 +65,8 @@ def test_a_confirmed_host_device_is_attached_formatted_and_measured(
     device, backing = loop_device
     matrix = tmp_path / "host-device.yaml"
     # Copied beside the matrix: files a matrix names stay inside its folder (docs/SECURITY.md).
-    shutil.copyfile(REPO_ROOT / "matrix" / "presets" / "base.yaml", tmp_path / "base.yaml")
     shutil.copyfile(TESTS_DIR / "data" / "vm" / "randwrite-short.fio", tmp_path / "short.fio")
-    matrix.write_text(MATRIX.format(presets="base.yaml", device=device, workload="short.fio"))
+    matrix.write_text(MATRIX.format(presets="iomatrix:base", device=device, workload="short.fio"))
     record, _run_dir, _done = run_matrix(
         matrix, tmp_path / "results", "--allow-host-device", device
     )
