@@ -40,12 +40,13 @@ def no_commands(monkeypatch: pytest.MonkeyPatch) -> list[Sequence[str]]:
     return calls
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="session")
 def _no_inherited_terminal_width() -> None:
     """Commands a test starts lay their tables out for no terminal (whole lines), as in CI.
     Under pytest the process environment holds COLUMNS=80 where os.environ does not show it (set
     below Python, seen 2026-11-26), and a child inherits it: its tables were cut at 80 columns.
-    A test that wants a width sets COLUMNS itself (monkeypatch.setenv)."""
+    A test that wants a width sets COLUMNS itself (monkeypatch.setenv). Session-wide, so that it
+    comes before module fixtures that run commands."""
     if "COLUMNS" not in os.environ:
         os.unsetenv("COLUMNS")
     if "LINES" not in os.environ:
