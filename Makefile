@@ -245,6 +245,7 @@ BENCH_ROUNDS ?= 3
 # The report's benchmark loads its page in chromium (selenium, from the dev lock): the test set-up.
 bench: HOST_PACKAGES = test
 bench: setup venv-dev
+	$(BIN)/python benchmarks/bench_cli.py
 	$(BIN)/python benchmarks/bench_archive.py
 	$(BIN)/python benchmarks/bench_report.py
 	$(BIN)/python benchmarks/bench_harness.py --rounds $(BENCH_ROUNDS)
