@@ -119,7 +119,8 @@ def test_a_clear_regression_gets_rounds_until_it_is_decided(
     # The session's HTML report shows the decisions as its gate, one row per pair and metric.
     (folder / "sequential.json").write_text(comparison_report.sequential_json(decisions, rules))
     page = build.build_session_site(folder).index.read_text()
-    section = page.split("<h2>Sequential decisions</h2>")[1].split("<h2>")[0]
+    # Up to the next section's heading (which may carry an id).
+    section = page.split("<h2>Sequential decisions</h2>")[1].split("<h2")[0]
     assert section.count('class="verdict-regressed">regressed</td>') == len(decisions)
 
 

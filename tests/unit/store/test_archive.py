@@ -645,11 +645,15 @@ def test_cli_history_of_an_unknown_metric_lists_the_cells_metrics(
     results: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_run(results, real_run("r1", at(1)))
-    code = cli.main(["history", "--cell", CELL, "--metric", "iops", "--results", str(results)])
-    assert code == 1
-    out = capsys.readouterr().out
-    assert out.startswith(f"no history of iops for cell {CELL} in {results} (its metrics: ")
-    assert "write_iops" in out
+    code = cli.main(["history", "--cell", CELL, "--metric", "write_iop", "--results", str(results)])
+    # A typo, not an empty history: exit 2 (exit 1 would read as "no such history"), the
+    # closest name and the metrics there are.
+    assert code == 2
+    err = capsys.readouterr().err
+    assert (
+        "--metric write_iop: no metric of these cells matches it; did you mean write_iops?" in err
+    )
+    assert "write_iops" in err
 
 
 def test_cli_history_warns_about_runs_it_cannot_index(
