@@ -116,15 +116,19 @@ def test_the_image_builds_and_runs_a_cell_in_a_vm_inside_it(engine: str, tmp_pat
     assert entry.result.applied is not None
     assert entry.result.applied.scheduler == "mq-deadline"
     assert entry.result.repetitions[0].metrics["write_iops"] > 0
-    # The VM was booted by the image's virtme-ng, and the guest ran the mounted checkout's agent
-    # with the image's interpreter.
+    # The VM was booted by the image's virtme-ng on the guest's own root (built inside the
+    # container, or found in the mounted cache), and the guest ran the mounted checkout's agent,
+    # lent read-only, with its root's interpreter.
     argv = record.boots[0].argv
     assert argv[0] == "/opt/iomatrix/venv/bin/vng"
+    assert "--root" in argv
+    assert "--rodir=/opt/iomatrix/harness/iomatrix=/iomatrix/harness/iomatrix" in argv
     # The guest's path holds the package only: its side imports the standard library alone.
-    assert (
-        "PYTHONPATH=/iomatrix/harness /opt/iomatrix/venv/bin/python3 -S -m iomatrix.guest /"
-        in (argv[-1])
+    assert argv[-1] == (
+        "env PYTHONPATH=/opt/iomatrix/harness python3 -S -m iomatrix.guest "
+        "/opt/iomatrix/input/plan.json"
     )
+    assert record.environment.guest_root is not None
     assert record.environment.accelerator in ("kvm", "tcg")
     assert kernel_cache_state() == before, "a kernel was downloaded inside the container"
     print(f"\nimage build ({engine}): {build_s:.0f} s; one cell in the container: {run_s:.0f} s")
