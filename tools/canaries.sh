@@ -36,7 +36,9 @@ session() {
   local out status
   out=$(mktemp)
   set +e
-  "$IOMATRIX" ab "$1" "$2" --results "$results" --no-progress --min-effect 0.10 \
+  # --sides shared: the canaries are this repository's own matrices; they check the gate's
+  # statistics as the interleaved A/B in one VM measures, not a stranger's pull request.
+  "$IOMATRIX" ab "$1" "$2" --results "$results" --no-progress --min-effect 0.10 --sides shared \
     ${repeat:+--repeat "$repeat"} --output "$out.md" --format markdown >"$out" 2>&1
   status=$?
   set -e

@@ -1,7 +1,8 @@
 """A/B sessions in real VMs: an A/A session of the unthrottled disk finds nothing, an injected
 slowdown is caught, a sequential session decides a 10% one.
 
-Both sides run in the same VM, their repetitions interleaved ABAB. The slowdowns are real: QEMU
+Both sides run in the same VM (`--sides shared`: the matrices are the test's own), their
+repetitions interleaved ABAB. The slowdowns are real: QEMU
 block throttling on both sides, far below what a TCG guest reaches (about 2,000 IOPS here), so the
 device sets the pace and the slowdown is known on any runner (as the canaries do).
 """
@@ -62,6 +63,10 @@ def ab(
             str(base),
             str(new),
             *extra,
+            # The test's own matrices: both sides in one VM, interleaved, as these tests measure
+            # (a stranger's matrix gets VMs of its own: tests/unit/host/test_ab_sides.py).
+            "--sides",
+            "shared",
             "--repeat",
             repeat,
             "--results",
