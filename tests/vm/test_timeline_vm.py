@@ -53,6 +53,7 @@ def test_the_timeline_of_a_real_run_adds_up(tmp_path: Path) -> None:
     assert [name.split()[0] for name, _, _ in built.spans] == [
         "kernels",
         "accelerator",
+        "guest",  # the guest root: found in the cache, or built once
         "environment",
         "boot",
         "cleanup",
