@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from iomatrix.analysis import compare, planning, stats, trend, triage
-from iomatrix.cli import help_format, options
+from iomatrix.cli import help_format, options, output
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
@@ -75,24 +75,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 comparison_report.render(exc.comparison, args.format, report_url=args.report_url)
             )
         raise
-    if args.output is not None:
-        # A file is read whole, whatever the terminal's width.
-        args.output.write_text(
-            comparison_report.render(
-                result, args.format, report_url=args.report_url, all_metrics=args.all_metrics
-            )
-        )
-        print(comparison_report.verdict_line(result))
-    else:
-        sys.stdout.write(
-            comparison_report.render(
-                result,
-                args.format,
-                report_url=args.report_url,
-                width=output_width(),
-                all_metrics=args.all_metrics,
-            )
-        )
+    output.print_comparison(result, args)
     return ExitCode(compare.exit_code(result, fail_on_invalid=args.fail_on_invalid))
 
 

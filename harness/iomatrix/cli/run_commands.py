@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from iomatrix.analysis import compare, planning, sequential
-from iomatrix.cli import help_format, options
+from iomatrix.cli import help_format, options, output
 from iomatrix.cli.archive_commands import update_index_or_warn
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.cli.kernel_commands import fetcher
@@ -274,24 +274,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     (session_dir / "comparison.md").write_text(
         comparison_report.render(result, "markdown", report_url=args.report_url)
     )
-    if args.output is not None:
-        # A file is read whole, whatever the terminal's width.
-        args.output.write_text(
-            comparison_report.render(
-                result, args.format, report_url=args.report_url, all_metrics=args.all_metrics
-            )
-        )
-        print(comparison_report.verdict_line(result))
-    else:
-        sys.stdout.write(
-            comparison_report.render(
-                result,
-                args.format,
-                report_url=args.report_url,
-                width=output_width(),
-                all_metrics=args.all_metrics,
-            )
-        )
+    output.print_comparison(result, args)
     if rules is None:
         print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
         write_report_or_warn(lambda: build.build_session_site(session_dir))

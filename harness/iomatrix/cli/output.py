@@ -1,0 +1,32 @@
+"""What `compare` and `ab` print of a comparison, one way for both: to --output whole (a file is
+read whatever the terminal's width) with the verdict line on the terminal, else to the terminal
+laid out for its width."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from iomatrix.analysis.compare import Comparison
+from iomatrix.report import comparison as comparison_report
+from iomatrix.report.text import output_width
+
+
+def print_comparison(result: Comparison, args: argparse.Namespace) -> None:
+    if args.output is not None:
+        args.output.write_text(
+            comparison_report.render(
+                result, args.format, report_url=args.report_url, all_metrics=args.all_metrics
+            )
+        )
+        print(comparison_report.verdict_line(result))
+        return
+    sys.stdout.write(
+        comparison_report.render(
+            result,
+            args.format,
+            report_url=args.report_url,
+            width=output_width(),
+            all_metrics=args.all_metrics,
+        )
+    )
