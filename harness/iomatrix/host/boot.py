@@ -272,6 +272,9 @@ class Watchdog:
         self.clock = clock or time.monotonic
         self.last_progress = self.clock()
         self.first_seen: dict[tuple[str, str, int], float] = {}
+        # Every step whose marker a poll saw, never forgotten (a hostile job can delete its
+        # marker before it crashes the guest; the blame must still find it).
+        self.ever_started: set[tuple[str, str, int]] = set()
 
     def __call__(self) -> str | None:
         if self.also is not None:
@@ -290,6 +293,7 @@ class Watchdog:
                     self.last_progress = now
                 continue
             if rep_marker(cell_dir(step), step.repetition).exists():
+                self.ever_started.add(key)
                 if key not in self.first_seen:
                     self.first_seen[key] = now
                     self.last_progress = now
@@ -346,6 +350,9 @@ class BootClock:
         self._seen: set[str] = set()
         # The guest script's exit status as virtme-ng's init printed it (console mode only).
         self.script_exit: int | None = None
+        # Each (cell id, repetition) the agent announced, as the host read it: the guest's own
+        # markers can be deleted by a job it runs, a line the host has read cannot be taken back.
+        self.announced: set[tuple[str, int]] = set()
 
     def __call__(self, line: str) -> None:
         self.last_line_at = self.clock()
@@ -367,6 +374,7 @@ class BootClock:
         if status := _SCRIPT_EXIT.search(text):
             self.script_exit = int(status[1])
         if step := _STEP_LINE.search(text):
+            self.announced.add((step[1], int(step[2])))
             self.events.append(BootEvent(name=f"step {step[1]} {step[2]}", at_s=at_s))
             return
         for marker, name in _BOOT_MARKS:
@@ -491,6 +499,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                 console=console,
                 attempt=attempt,
                 out=out,
+                seen_started=_seen_started(watchdog, boot_clock),
             )
     finally:
         for image in scratch_images:
@@ -603,6 +612,20 @@ def _cancellable(watchdog: Watchdog, cancel: threading.Event) -> Callable[[], st
     return stop
 
 
+def _seen_started(watchdog: Watchdog, boot_clock: BootClock) -> Callable[[Step], bool]:
+    """Whether the host saw a step start during the boot: its marker at a watchdog poll, or the
+    agent's line announcing it on the console. Both are the host's own memory, kept even when a
+    job the guest ran deleted its marker afterwards."""
+
+    def seen(step: Step) -> bool:
+        key = (step.run_dir, step.cell.id, step.repetition)
+        return key in watchdog.ever_started or (
+            (step.cell.id, step.repetition) in boot_clock.announced
+        )
+
+    return seen
+
+
 def _settle_unfinished(
     ctx: BootContext,
     *,
@@ -613,10 +636,13 @@ def _settle_unfinished(
     console: Path,
     attempt: int,
     out: TextIO,
+    seen_started: Callable[[Step], bool],
 ) -> None:
     """After a boot: the cell whose repetition was running when the VM died gets the blame and
     the console excerpt; steps never started stay pending for a restart (or fail once restarts
-    run out)."""
+    run out). A step started if its marker is there or the host saw it start (seen_started):
+    steps run in plan order, so the first started one that did not finish is the one that was
+    running, whatever a hostile job later wrote or deleted."""
     unfinished = [s for s in pending if not _step_done(s)]
     if not unfinished:
         return
@@ -627,7 +653,9 @@ def _settle_unfinished(
         "ok": "the VM exited without a result for this cell",
     }[outcome]
     excerpt = console_excerpt(console)
-    started = [s for s in unfinished if rep_marker(cell_dir(s), s.repetition).exists()]
+    started = [
+        s for s in unfinished if seen_started(s) or rep_marker(cell_dir(s), s.repetition).exists()
+    ]
     # The step that was running takes the blame and the VM is booted again for the rest. When no
     # step had started, the boot itself failed: booting again would fail the same way.
     blamed = started[:1] or unfinished

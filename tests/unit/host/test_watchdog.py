@@ -3,7 +3,11 @@ its step's state, and a console reader that raises loses its own view, never the
 
 from __future__ import annotations
 
+import functools
+import io
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 from iomatrix.host import boot
 from iomatrix.plan.boots import Step
@@ -67,3 +71,77 @@ def test_a_reader_that_raises_keeps_the_boots_events_and_is_reported_once() -> N
     assert [e.name for e in clock.events] == ["kernel", "agent-done"]
     assert clock.problems == ["FileNotFoundError: [Errno 2] No such file or directory"]
     assert clock.last_line() == 2.0
+
+
+def test_a_job_that_deletes_its_marker_before_crashing_the_guest_still_takes_the_blame(
+    tmp_path: Path,
+) -> None:
+    """A stranger's job runs inside the guest and may delete the marker the agent wrote before
+    it: the host remembers what it saw (a poll, the agent's console line), so the crash is the
+    job's cell's, and the cell after it stays pending for a new boot instead of failing too."""
+    hostile = Step.of(str(tmp_path), make_cell(workload="hostile"), 0)
+    innocent = Step.of(str(tmp_path), make_cell(workload="short"), 0)
+    assert hostile.cell.id != innocent.cell.id
+    folder = rundir.cell_dir(str(tmp_path), hostile.cell.id)
+    folder.mkdir(parents=True)
+    marker = rundir.rep_marker(folder, 0)
+    marker.write_text("now\n")
+    dog = boot.Watchdog([hostile, innocent], cell_s=600, boot_s=240, clock=Clock())
+    assert dog() is None  # a poll sees the hostile step running
+    marker.unlink()  # ... then its job deletes the marker
+    console = tmp_path / "console-0.log"
+    console.write_text("Kernel panic - not syncing: sysrq triggered crash\n")
+    ctx = cast(boot.BootContext, SimpleNamespace(rw_dir=tmp_path))
+    settle = functools.partial(
+        boot._settle_unfinished,
+        ctx,
+        pending=[hostile, innocent],
+        outcome="panic",
+        why=None,
+        exit_code=None,
+        console=console,
+        attempt=0,
+        out=io.StringIO(),
+    )
+    # Without the host's memory nothing looks started: the boot itself is blamed, both fail.
+    settle(seen_started=boot._seen_started(boot.Watchdog([], cell_s=1, boot_s=1), boot.BootClock()))
+    for step in (hostile, innocent):
+        result = rundir.cell_result(rundir.cell_dir(str(tmp_path), step.cell.id))
+        assert "before the first step started" in result.read_text()
+        result.unlink()
+    settle(seen_started=boot._seen_started(dog, boot.BootClock()))
+    blamed = rundir.cell_result(folder).read_text()
+    assert "the guest kernel panicked" in blamed
+    assert "before the first step started" not in blamed
+    assert not rundir.cell_result(rundir.cell_dir(str(tmp_path), innocent.cell.id)).exists()
+
+
+def test_the_agents_console_line_marks_a_step_started_and_fake_lines_blame_no_earlier_step(
+    tmp_path: Path,
+) -> None:
+    first = Step.of(str(tmp_path), make_cell(workload="hostile"), 0)
+    second = Step.of(str(tmp_path), make_cell(workload="short"), 0)
+    clock = boot.BootClock()
+    clock(f"iomatrix-agent: cell {first.cell.id} {first.cell.label} repetition 0\r\n")
+    # The hostile job then claims the next cell started too.
+    clock(f"iomatrix-agent: cell {second.cell.id} x repetition 0")
+    seen = boot._seen_started(boot.Watchdog([], cell_s=1, boot_s=1), clock)
+    assert seen(first)
+    assert seen(second)
+    assert not seen(Step.of(str(tmp_path), first.cell, 1))
+    console = tmp_path / "console-0.log"
+    console.write_text("Kernel panic - not syncing: sysrq triggered crash\n")
+    boot._settle_unfinished(
+        cast(boot.BootContext, SimpleNamespace(rw_dir=tmp_path)),
+        pending=[first, second],
+        outcome="panic",
+        why=None,
+        exit_code=None,
+        console=console,
+        attempt=0,
+        out=io.StringIO(),
+        seen_started=seen,
+    )
+    # Steps run in plan order: the first started, unfinished one is the one that was running.
+    assert rundir.cell_result(rundir.cell_dir(str(tmp_path), first.cell.id)).exists()
+    assert not rundir.cell_result(rundir.cell_dir(str(tmp_path), second.cell.id)).exists()
