@@ -37,7 +37,7 @@ from iomatrix.store import files
 from iomatrix.store.records_io import write_record
 
 # Bump when the recipe changes in a way the package list does not show (the post-build steps).
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 GUEST_ROOT_FORMAT = 1
 DEFAULT_SUITE = "bookworm"
 
@@ -97,6 +97,12 @@ REQUIRED_COMMANDS = (
 
 # The links update-alternatives would make (a maintainer script's work): link -> target.
 _ALTERNATIVES = {"usr/bin/awk": "mawk"}
+# udev's daemon, where virtme-ng's init looks for it (mdadm's and lvm2's packages pull udev in).
+# Without it the init skips udev: no coldplug loading every module the emulated machine's
+# devices match (measured: 9.3 s of a 23 s TCG boot, 2026-11-26), and the agent's devices are
+# the same on every host. The agent loads the drivers it needs and the device-mapper tools make
+# their own nodes (guest/disks.py, guest/layers.py); udevadm stays for the tools that call it.
+_UDEV_DAEMON = ("usr/lib/systemd/systemd-udevd", "lib/systemd/systemd-udevd", "sbin/udevd")
 
 # Where the guest finds what the host lends it: folders made in the tree at build time, since the
 # read-only root cannot take new mount points (virtme-ng mounts a --rodir or --rwdir on a folder
@@ -302,3 +308,7 @@ def _finish_tree(target: Path) -> None:
     for link, points_to in _ALTERNATIVES.items():
         if not os.path.lexists(target / link):
             (target / link).symlink_to(points_to)
+    for daemon in _UDEV_DAEMON:
+        # lib/ may be usr/lib (merged /usr): the first removal takes both names.
+        if os.path.lexists(target / daemon):
+            (target / daemon).unlink()
