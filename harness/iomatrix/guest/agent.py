@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iomatrix.adapters.filesystems import adapter
 from iomatrix.guest.context import MOUNTPOINT, CellContext, CellError, CellFailed, now_utc
@@ -37,9 +37,7 @@ from iomatrix.guest.knobs import (
     undo_knobs,
     workload_cgroup,
 )
-from iomatrix.guest.layers import Built, build_layers, layer_modules
 from iomatrix.guest.plan_view import PlanView, StepView
-from iomatrix.guest.prepare import run_aging, run_precondition
 from iomatrix.guest.records import Applied, CellResult, Repetition, RepetitionRecord, write_json
 from iomatrix.guest.stack import (
     attach_loop,
@@ -51,6 +49,13 @@ from iomatrix.guest.stack import (
 from iomatrix.guest.workloads import run_workload
 from iomatrix.store import rundir
 from iomatrix.store.rundir import rep_marker, rep_path
+
+if TYPE_CHECKING:
+    from iomatrix.guest.layers import Built
+
+# Stacks (guest/layers.py) and a workload's starting state (guest/prepare.py, guest/aging.py)
+# are imported by the first cell that asks for them: the agent's start-up is paid at every boot,
+# under an emulated CPU, and most cells need neither.
 
 
 def run_repetition(
@@ -76,7 +81,9 @@ def run_repetition(
                 target = [attach_loop(ctx, cell.filesystem.loop, dev_paths)]
         if cell.filesystem.layered:
             with ctx.phase("stack"):
-                built = build_layers(ctx, cell.filesystem, target)
+                from iomatrix.guest import layers  # noqa: PLC0415 (see the note on imports)
+
+                built = layers.build_layers(ctx, cell.filesystem, target)
             target = [built.top]
         make_and_mount(
             ctx,
@@ -90,15 +97,18 @@ def run_repetition(
         ctx.log(f"applied: {applied}")
         # The state the workload starts from (aging, then a precondition job), recorded apart.
         aged = preconditioned = None
-        if cell.workload.aging is not None:
-            with ctx.phase("aging"):
-                aged = run_aging(ctx, index)
-        if cell.workload.precondition is not None:
-            with ctx.phase("precondition"):
-                preconditioned = run_precondition(ctx, index)
+        if cell.workload.aging is not None or cell.workload.precondition is not None:
+            from iomatrix.guest import prepare  # noqa: PLC0415 (see the note on imports)
+
+            if cell.workload.aging is not None:
+                with ctx.phase("aging"):
+                    aged = prepare.run_aging(ctx, index)
+            if cell.workload.precondition is not None:
+                with ctx.phase("precondition"):
+                    preconditioned = prepare.run_precondition(ctx, index)
         with ctx.phase("flush"):
-            layers = [*built.below, *built.devices] if built is not None else []
-            flush_device_caches(ctx, [*dev_paths, *layers, *target])
+            stacked = [*built.below, *built.devices] if built is not None else []
+            flush_device_caches(ctx, [*dev_paths, *stacked, *target])
         # The tool's own run is the "workload" phase; what the agent does around it (bounds,
         # reading /proc/stat, parsing the report, building the record) is "results".
         with ctx.phase("results"), workload_cgroup(ctx) as ran_in:
@@ -197,7 +207,10 @@ def run_step(plan: PlanView, step: StepView, number: int = 0) -> None:
             modules = list(adapter(cell.filesystem.fstype).modules)
             if cell.filesystem.loop is not None:
                 modules += [*adapter(cell.filesystem.loop.outer_fstype).modules, "loop"]
-            modules += layer_modules(cell.filesystem)
+            if cell.filesystem.layered:
+                from iomatrix.guest import layers  # noqa: PLC0415 (see the note on imports)
+
+                modules += layers.layer_modules(cell.filesystem)
             # A filesystem module that fails to load shows as mkfs's or mount's own refusal.
             load_modules(ctx, modules)
             scheduler_texts = [set_scheduler(ctx, device) for device in devices]

@@ -8,10 +8,11 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iomatrix import proc
 from iomatrix.adapters.filesystems import (
@@ -33,9 +34,15 @@ from iomatrix.guest.context import (
     CellFailed,
 )
 from iomatrix.guest.disks import scheduler_file
-from iomatrix.guest.layers import Built, layers_readback, tear_down_layers
 from iomatrix.guest.plan_view import LoopView
 from iomatrix.guest.records import Applied, LoopApplied
+
+if TYPE_CHECKING:
+    from iomatrix.guest.layers import Built
+
+# guest/layers.py is imported by the first cell with a stack (the agent imports it lazily to
+# start sooner); a boot in which no cell imported it built no stack to tear down.
+_LAYERS = "iomatrix.guest.layers"
 
 
 def mounted_options(mountpoint: Path) -> tuple[str, str, tuple[str, ...]]:
@@ -140,7 +147,10 @@ def tear_down(ctx: CellContext) -> None:
     md (guest.layers), the loop devices over files of the outer filesystem, the outer
     filesystem. Safe to call on any state."""
     release(ctx, MOUNTPOINT)
-    tear_down_layers(ctx)
+    if ctx.cell.filesystem.layered or _LAYERS in sys.modules:
+        from iomatrix.guest import layers  # noqa: PLC0415 (see _LAYERS)
+
+        layers.tear_down_layers(ctx)
     for loop in loop_devices_backed_under(OUTER_MOUNTPOINT):
         try:
             ctx.run(["losetup", "-d", loop], what=f"detaching {loop}", cleanup=True)
@@ -214,7 +224,11 @@ def read_back(
         if cell.filesystem.loop is not None:
             loop_device = built.below[0] if built is not None else target[0]
             loop_applied = loop_readback(ctx, cell.filesystem.loop, loop_device, devices[0])
-        layers = layers_readback(ctx, built) if built is not None else None
+        layers = None
+        if built is not None:
+            from iomatrix.guest.layers import layers_readback  # noqa: PLC0415 (see _LAYERS)
+
+            layers = layers_readback(ctx, built)
         _source, fstype, options = mounted_options(MOUNTPOINT)
         return Applied(
             kernel_release=os.uname().release,

@@ -81,3 +81,24 @@ def test_the_entry_runs_the_agent() -> None:
     assert done.returncode == 2
     assert done.stderr == "usage: python -m iomatrix.guest PLAN.json\n"
     assert vm.guest_agent_command()[2] == "python3"
+
+
+# What a plain cell never needs: stacks, aging and preconditioning, and their tools' parsers.
+LAZY = ("iomatrix.guest.layers", "iomatrix.adapters.stacks", "iomatrix.guest.prepare")
+
+
+def test_the_agent_starts_without_what_only_some_cells_need() -> None:
+    """The agent's start-up is paid at every boot under an emulated CPU (issue 29): the modules
+    only stacked or preconditioned cells use are imported by the first such cell."""
+    done = python(
+        "-c",
+        f"import sys, iomatrix.guest.agent; print(*sorted(m for m in {LAZY} if m in sys.modules))",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == []
+    # The check can fail: the module the agent imports for a stacked cell brings them.
+    done = python(
+        "-c",
+        f"import sys, iomatrix.guest.layers; print(*sorted(m for m in {LAZY} if m in sys.modules))",
+    )
+    assert done.stdout.split() == ["iomatrix.adapters.stacks", "iomatrix.guest.layers"]
