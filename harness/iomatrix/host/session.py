@@ -514,10 +514,24 @@ def _run_side_by_side(
     """
     pool = cores.CorePool(session.host_cpus, session.vm_settings.cpus, share=session.share_cores)
     cancel = threading.Event()
+    finished = [threading.Event() for _ in groups]
+    before = _earlier_boots_of_the_same_cells(groups)
 
-    def drive(group: BootGroup) -> None:
-        if cancel.is_set():
-            return
+    def drive(index: int, group: BootGroup) -> None:
+        try:
+            # A later repetition of a cell starts from the files the earlier boots left in the
+            # run folder (the agent counts them to know the cell is complete): never beside them.
+            for earlier in before[index]:
+                while not finished[earlier].wait(0.2):
+                    if cancel.is_set():
+                        return
+            if cancel.is_set():
+                return
+            _drive_held(group)
+        finally:
+            finished[index].set()
+
+    def _drive_held(group: BootGroup) -> None:
         held = pool.acquire()
         try:
             print(
@@ -538,8 +552,8 @@ def _run_side_by_side(
         try:
             # Submitted inside the try: a Ctrl-C that lands while the first boots already run
             # (before the last is submitted) must cancel them too, not leave them running.
-            for group in groups:
-                running.append(executor.submit(drive, group))
+            for index, group in enumerate(groups):
+                running.append(executor.submit(drive, index, group))
             pending = set(running)
             while pending:
                 done, pending = futures.wait(
@@ -552,6 +566,20 @@ def _run_side_by_side(
             for future in running:
                 future.cancel()
             raise
+
+
+def _earlier_boots_of_the_same_cells(groups: Sequence[BootGroup]) -> list[set[int]]:
+    """For each boot, the earlier boots (by index) holding a repetition of one of its cells: an
+    A/B whose kernels differ boots once per repetition and side, and the boots of one cell's
+    repetitions must run one after the other, whatever --jobs allows."""
+    last: dict[tuple[str, str], int] = {}
+    before: list[set[int]] = []
+    for index, group in enumerate(groups):
+        keys = {(step.run_dir, step.cell.id) for step in group.steps}
+        before.append({last[key] for key in keys if key in last})
+        for key in keys:
+            last[key] = index
+    return before
 
 
 def _run_group(

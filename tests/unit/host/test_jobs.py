@@ -6,6 +6,7 @@ Ctrl-C) with the subprocess seam faked: no VM boots here (test_jobs_vm.py boots 
 from __future__ import annotations
 
 import _thread
+import io
 import json
 import shlex
 import signal
@@ -13,6 +14,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -555,3 +557,57 @@ def test_a_second_resume_of_one_run_folder_is_refused_while_the_first_runs(
     record, again = session.run_matrix(matrix, opts, fetch=kernels.fetch, resume=run_dir)
     assert again == run_dir
     assert record.status == "complete"
+
+
+def test_boots_of_one_cells_repetitions_never_run_side_by_side(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An A/B whose kernels differ boots once per repetition and side (A0 B0 A1 B1 A2 B2); with
+    --jobs 2 a free worker must not start A2 while A1 runs: the agent counts the repetitions the
+    earlier boots left in the run folder to know the cell is complete (a real session lost its
+    base side's result this way). Other boots still run two at a time."""
+    pairs = [
+        (make_cell(kernel="debian:bookworm", repeat=3), make_cell(kernel="debian:sid", repeat=3))
+    ]
+    groups = cut_into_boots(interleaved_steps("/b", "/n", pairs), key=lambda s: s.cell.kernel)
+    assert [g.kernel for g in groups] == ["debian:bookworm", "debian:sid"] * 3
+    # A1 is slow: without the wait, B1 ends first and its worker takes A2 beside A1.
+    slow = {groups[2].boot_id: 0.6}
+    lock = threading.Lock()
+    running: set[tuple[str, str]] = set()
+    spans: list[tuple[str, float, float]] = []
+    overlaps: list[str] = []
+
+    def fake_group(_session: object, group: object, _by_dir: object, **_: object) -> None:
+        keys = {(s.run_dir, s.cell.id) for s in group.steps}  # type: ignore[attr-defined]
+        with lock:
+            if keys & running:
+                overlaps.append(group.boot_id)  # type: ignore[attr-defined]
+            running.update(keys)
+        started = time.monotonic()
+        time.sleep(slow.get(group.boot_id, 0.05))  # type: ignore[attr-defined]
+        with lock:
+            running.difference_update(keys)
+            spans.append((group.boot_id, started, time.monotonic()))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(session, "_run_group", fake_group)
+    fake_session = SimpleNamespace(
+        host_cpus=(0, 1),
+        vm_settings=VmSettings(cpus=1),
+        share_cores=False,
+        jobs=2,
+        out=io.StringIO(),
+        clock=session.RunClock(),
+    )
+    session._run_side_by_side(fake_session, groups, {})  # type: ignore[arg-type]
+    assert len(spans) == 6
+    assert overlaps == []
+    # Each side's repetitions in order; and boots of the two sides did run at once.
+    order = [boot for boot, _, _ in sorted(spans, key=lambda span: span[1])]
+    assert [b for b in order if b in {g.boot_id for g in groups[::2]}] == [
+        g.boot_id for g in groups[::2]
+    ]
+    by_id = {boot: (start, end) for boot, start, end in spans}
+    a0, b0 = by_id[groups[0].boot_id], by_id[groups[1].boot_id]
+    assert b0[0] < a0[1]
+    assert session._earlier_boots_of_the_same_cells(groups) == [set(), set(), {0}, {1}, {2}, {3}]
