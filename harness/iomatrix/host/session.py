@@ -830,7 +830,16 @@ def run_ab(
         sides.append(side)
     fresh = base.fresh_boot or new.fresh_boot
     steps = interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
-    groups = _ab_groups(steps, pairs, sides, fresh=fresh, split=options.split_boots, apart=apart)
+    together = options.jobs > 1
+    groups = _ab_groups(
+        steps,
+        pairs,
+        sides,
+        fresh=fresh,
+        split=options.split_boots,
+        apart=apart,
+        together=together,
+    )
     session = _session(
         prepared,
         options,
@@ -857,9 +866,10 @@ def run_ab(
             )
             if step.repetition == step.cell.repeat - 1
         ]
-        _execute(
-            session, _ab_groups(latest, pairs, sides, fresh=fresh, split=1, apart=apart), sides
+        more_groups = _ab_groups(
+            latest, pairs, sides, fresh=fresh, split=1, apart=apart, together=together
         )
+        _execute(session, more_groups, sides)
     return sides[0].record, sides[1].record, session_dir
 
 
@@ -871,7 +881,14 @@ def _ab_groups(
     fresh: bool,
     split: int,
     apart: bool = False,
+    together: bool = False,
 ) -> list[BootGroup]:
+    """The session's boots, in the order they run. `together`: boots run side by side (--jobs
+    2 or more). Then, when a pair's kernels differ, each side's repetitions of a round run in
+    one boot of its kernel, the base's and the new's at the same time: running at once
+    cancels drift as alternating does, for a boot per side and round instead of one per
+    repetition (under TCG a boot costs more than a repetition). One after the other, the
+    boots alternate per repetition (B N B N). fresh_boot still gives every repetition a VM."""
     if fresh:
         return fresh_boots(steps)
     if apart:
@@ -879,6 +896,18 @@ def _ab_groups(
         side = {str(s.run_dir): i for i, s in enumerate(sides)}
         ordered = sorted(steps, key=lambda s: (s.repetition, side[s.run_dir]))
         return cut_into_boots(ordered, key=lambda s: (s.cell.kernel, s.run_dir))
+    if together:
+        side = {str(s.run_dir): i for i, s in enumerate(sides)}
+        differ = {
+            (str(sides[1].run_dir), b.id)
+            for a, b in pairs
+            if a.kernel != b.kernel or a.kernel_build != b.kernel_build
+        }
+        # A stable sort: the new side's steps of pairs whose kernels differ move after the base
+        # side's, in their order; everything else keeps its place (its ABAB in one VM).
+        steps = sorted(
+            steps, key=lambda s: side[s.run_dir] if (s.run_dir, s.cell.id) in differ else 0
+        )
     # A split keeps each pair in one VM: its ABAB interleaving is what makes it fair.
     pair_of = {
         key: index

@@ -119,3 +119,35 @@ def test_the_sides_share_a_vm_only_when_they_run_the_same(
     assert code in (0, 1), err
     assert fake.sides[0] == first_boot
     assert said in err
+
+
+def test_side_by_side_a_kernel_ab_boots_each_side_once_per_round() -> None:
+    """--jobs 2: the base's and the new kernel's repetitions of a round each in one boot, the two
+    boots running at once (issue 29: a boot per repetition and side tripled a commit's wait
+    under TCG); one after the other, boots still alternate per repetition."""
+    pairs = [
+        (
+            make_cell(fs=fs, kernel="debian:bookworm", repeat=3),
+            make_cell(fs=fs, kernel="debian:sid", repeat=3),
+        )
+        for fs in ("ext4", "xfs")
+    ]
+    sides = [SimpleNamespace(run_dir=Path("/a")), SimpleNamespace(run_dir=Path("/b"))]
+    steps = interleaved_steps("/a", "/b", pairs)
+    together = session._ab_groups(steps, pairs, sides, fresh=False, split=1, together=True)  # type: ignore[arg-type]
+    assert [(g.kernel, len(g.steps)) for g in together] == [
+        ("debian:bookworm", 6),
+        ("debian:sid", 6),
+    ]
+    assert [{s.run_dir for s in g.steps} for g in together] == [{"/a"}, {"/b"}]
+    # Within a boot the cells keep their interleaving, repetition by repetition.
+    assert [(s.cell.filesystem.fstype, s.repetition) for s in together[0].steps] == [
+        (fs, rep) for rep in range(3) for fs in ("ext4", "xfs")
+    ]
+    apart_in_time = session._ab_groups(steps, pairs, sides, fresh=False, split=1)  # type: ignore[arg-type]
+    assert [g.kernel for g in apart_in_time] == ["debian:bookworm", "debian:sid"] * 6
+    # Kernels that agree keep one VM for both sides, side by side or not.
+    same = [(a, b.model_copy(update={"kernel": a.kernel})) for a, b in pairs]
+    steps = interleaved_steps("/a", "/b", same)
+    (one,) = session._ab_groups(steps, same, sides, fresh=False, split=1, together=True)  # type: ignore[arg-type]
+    assert [s.run_dir for s in one.steps[:4]] == ["/a", "/b", "/a", "/b"]
