@@ -12,11 +12,12 @@ build cache never holds it) and times, one after the other:
   verdict, split by the session's own timeline into
   the build, the boots (QEMU started to the agent's first line), the measurement (the agent's
   first line to the VM's end) and the rest (records, comparison, report);
-- by hand, the same work a developer without iomatrix does: a second one-file change built by
-  `make bzImage modules` + `modules_install` in a copy of the output folder holding the previous
-  build (the incremental build a developer's own tree gives), then one vng boot per kernel on the
-  same root, disk and throttle running the same job file as many times as iomatrix's session did
-  (benchmarks/handwritten-ab.sh), sequentially.
+- by hand, the same work a developer without iomatrix does: a one-file change of the same size
+  built by `make bzImage modules` + `modules_install` in the developer's own output folder, which
+  holds the base's build (kept in the cache under bench/hand-kbuild: the first run builds it
+  whole, untimed), then one vng boot per kernel on the same root, disk and throttle running the
+  same job file as many times as iomatrix's session did (benchmarks/handwritten-ab.sh), one
+  after the other.
 
 It prints each beside the targets of issue 29 (under 5 minutes; within 1.10x of by hand) and the
 session's timeline. Under TCG on 2 cores the device's throttle, not the emulated CPU, sets the
@@ -103,6 +104,7 @@ def run_iomatrix(matrix: Path, results: Path) -> tuple[float, int, str]:
     started = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=ROOT)
     took = time.monotonic() - started
+    (results.parent / "ab-output.txt").write_text(done.stdout + done.stderr)
     if done.returncode not in (0, 1):
         sys.exit(f"iomatrix ab failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return took, done.returncode, done.stdout
@@ -151,32 +153,54 @@ def write_iops(record: RunRecord) -> float:
     return statistics.median(r.metrics["write_iops"] for r in entry.result.repetitions)
 
 
-def hand_build(tree: Path, kbuild: Path, release: str, modules: Path) -> float:
-    """What a developer's incremental build of a one-file change costs: make in an output folder
-    that holds the previous build (same config, same LOCALVERSION), then modules_install (vng
-    does it for a tree's own kernel)."""
-    suffix = release[release.index("-iomatrix-") :]
-    jobs = str(os.cpu_count() or 1)
+HAND_SUFFIX = "-by-hand"
+
+
+def hand_make(tree: Path, kbuild: Path, *targets: str) -> None:
+    """make in the developer's own output folder, as iomatrix's builder runs it (ccache, the
+    same reproducible-build variables), its own LOCALVERSION kept from build to build."""
+    env = {
+        **os.environ,
+        "CCACHE_DIR": str(kernels.cache_root() / "ccache"),
+        "KBUILD_BUILD_TIMESTAMP": "1970-01-01",
+        "KBUILD_BUILD_USER": "iomatrix",
+        "KBUILD_BUILD_HOST": "iomatrix",
+    }
+    compiler = ["CC=ccache gcc"] if shutil.which("ccache") else []
+    jobs = f"-j{os.cpu_count() or 1}"
+    subprocess.run(
+        [
+            *("make", "-C", str(tree), f"O={kbuild}", jobs, f"LOCALVERSION={HAND_SUFFIX}"),
+            *compiler,
+            *targets,
+        ],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def hand_tree_at_base(tree: Path, kbuild: Path, config: Path) -> None:
+    """Not timed: the developer's output folder holding the base's build, with iomatrix's config
+    (a folder of its own, kept in the cache: the first bench run builds it whole, later ones
+    only what the last run's change touched)."""
+    kbuild.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(config, kbuild / ".config")
+    git(tree, "checkout", "--quiet", "--force", "bench-base")
+    hand_make(tree, kbuild, "olddefconfig")
+    hand_make(tree, kbuild, "bzImage", "modules")
+
+
+def hand_build(tree: Path, kbuild: Path, modules: Path) -> tuple[float, str]:
+    """What a developer's build of a one-file change costs: make in the output folder that holds
+    the previous build, then modules_install (vng does it for a tree's own kernel). Returns the
+    seconds and the release."""
     started = time.monotonic()
-    for targets in (
-        ["bzImage", "modules"],
-        ["modules_install", f"INSTALL_MOD_PATH={modules}", "INSTALL_MOD_STRIP=1"],
-    ):
-        subprocess.run(
-            [
-                "make",
-                "-C",
-                str(tree),
-                f"O={kbuild}",
-                f"-j{jobs}",
-                f"LOCALVERSION={suffix}",
-                *targets,
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    return time.monotonic() - started
+    hand_make(tree, kbuild, "bzImage", "modules")
+    hand_make(tree, kbuild, "modules_install", f"INSTALL_MOD_PATH={modules}", "INSTALL_MOD_STRIP=1")
+    took = time.monotonic() - started
+    return took, (kbuild / "include" / "config" / "kernel.release").read_text().strip()
 
 
 def hand_boot(
@@ -261,13 +285,16 @@ def main() -> int:
         parts, base_run, new_run, timeline = session_parts(session)
         reps = repetitions(new_run)
         new_kernel = new_run.kernels[new_run.cells[0].cell.kernel]
-        # By hand: a second one-file change, built incrementally over the first one's objects.
-        kbuild = work / "hand-kbuild"
-        shutil.copytree(cache / "kbuild", kbuild, symlinks=True)
+        # By hand: the developer's own output folder at the base, then a one-file change of
+        # the same size (its own comment) built over it.
+        kbuild = cache / "bench" / "hand-kbuild"
+        assert base.build is not None
+        print("by hand: the base in the developer's own output folder (not timed) ...", flush=True)
+        hand_tree_at_base(tree, kbuild, cache / "builds" / base.build.key / "config")
         slow_change(tree, "bench-hand", secrets.token_hex(4))
         modules = work / "hand-modules"
         print("by hand: make, vng, fio ...", flush=True)
-        built_s = hand_build(tree, kbuild, new_kernel.release, modules)
+        built_s, hand_release = hand_build(tree, kbuild, modules)
         assert base.modules_dir is not None
         base_s, base_iops = hand_boot(
             work / "hand-base", base.vmlinuz, base.release, base.modules_dir, reps, matrix
@@ -275,8 +302,8 @@ def main() -> int:
         new_s, new_iops = hand_boot(
             work / "hand-new",
             str(kbuild / "arch" / "x86" / "boot" / "bzImage"),
-            new_kernel.release,
-            str(modules / "lib" / "modules" / new_kernel.release),
+            hand_release,
+            str(modules / "lib" / "modules" / hand_release),
             reps,
             matrix,
         )
