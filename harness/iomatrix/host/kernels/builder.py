@@ -280,10 +280,13 @@ def build(
 def _as_requested(kernel: Kernel, name: str, source: Source) -> Kernel:
     """A cached build as this request names it. The key holds the commit, not where it came
     from, so one build serves a user's tree and Debian's tarball alike when they hold the same
-    commit; the record says where this request's commit came from, not the first requester's."""
+    commit; the record says where this request's commit came from, not the first requester's.
+    Its build_s is 0, as KernelBuildInfo documents: a run (and a bisection step) that found its
+    kernel cached spent no time compiling it. The manifest keeps the time the build took, for
+    last_measured_build."""
     build = kernel.build
     if build is not None:
-        build = build.model_copy(update={"origin": source.origin})
+        build = build.model_copy(update={"origin": source.origin, "build_s": 0.0})
     return kernel.model_copy(
         update={"spec": name, "build": build, "source": f"built from {source.origin}"}
     )
