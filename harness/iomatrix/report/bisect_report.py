@@ -3,7 +3,7 @@ state itself, bisect.json)."""
 
 from __future__ import annotations
 
-from iomatrix.analysis.bisect import BisectState, Evidence
+from iomatrix.analysis.bisect import BisectState, Evidence, KernelBuilt
 from iomatrix.report.text import fit_table, for_markdown, wrap
 
 
@@ -20,6 +20,28 @@ def _evidence(e: Evidence | None) -> str:
     return f"{ratio}{ci} p {e.p_value:.3g} ({e.step_n}/{e.end_n}) {e.decision}"
 
 
+def _build(kernel: KernelBuilt | None) -> str:
+    # The seconds this step's kernel took to compile, "cached" when the build cache had it.
+    if kernel is None:
+        return "-"
+    if kernel.cached or kernel.build_s is None:
+        return "cached"
+    return f"{kernel.build_s:.0f} s"
+
+
+def _builds(state: BisectState) -> str | None:
+    """The bisection's compile time in all, ends included; None when no kernel was built from
+    source (an axis of fetched kernels, or a state saved before builds were recorded)."""
+    kernels = [*state.end_kernels.values(), *(s.kernel for s in state.steps if s.kernel)]
+    if not kernels:
+        return None
+    compiled = sum(1 for k in kernels if not k.cached)
+    return (
+        f"kernel builds: {state.build_s():.0f} s compiling {compiled} kernel(s), "
+        f"{len(kernels) - compiled} from the build cache (steps and ends)"
+    )
+
+
 def _rows(state: BisectState) -> list[list[str]]:
     details = {c.label: c.detail for c in state.candidates}
     rows = []
@@ -32,6 +54,7 @@ def _rows(state: BisectState) -> list[list[str]]:
                 str(number),
                 f"{_short(step.label)} {details.get(step.label, '')}".strip(),
                 step.verdict,
+                _build(step.kernel),
                 f"{median:,.4g}" if median is not None else "-",
                 _evidence(good),
                 _evidence(bad),
@@ -41,7 +64,7 @@ def _rows(state: BisectState) -> list[list[str]]:
     return rows
 
 
-HEADER = ["step", "candidate", "verdict", "median", "vs good", "vs bad", "why"]
+HEADER = ["step", "candidate", "verdict", "build", "median", "vs good", "vs bad", "why"]
 
 
 def _head(state: BisectState) -> list[str]:
@@ -64,14 +87,20 @@ def text(state: BisectState, *, width: int | None = None) -> str:
     """The bisection for a terminal of `width` columns (report.text.fit_table, wrap)."""
     lines = [wrap(line, width) for line in _head(state)]
     if state.steps:
-        lines += ["", fit_table(HEADER, _rows(state), width=width, numeric={0, 3})]
+        lines += ["", fit_table(HEADER, _rows(state), width=width, numeric={0, 3, 4})]
     lines += ["", wrap(f"result: {state.outcome}: {state.summary}", width)]
+    builds = _builds(state)
+    if builds:
+        lines.append(wrap(builds, width))
     return "\n".join(lines) + "\n"
 
 
 def markdown(state: BisectState) -> str:
     # The summary, the head and the rows carry commit subjects and reasons: inert Markdown.
     lines = [f"## {state.outcome}: {for_markdown(state.summary)}", ""]
+    builds = _builds(state)
+    if builds:
+        lines += [builds, ""]
     lines += [f"- {for_markdown(line)}" for line in _head(state)]
     if state.steps:
         lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
@@ -79,7 +108,8 @@ def markdown(state: BisectState) -> str:
             lines.append("| " + " | ".join(for_markdown(cell) for cell in row) + " |")
     lines.append("")
     lines.append(
-        "Each step ran interleaved with both ends; ratio = step / end median, 95% bootstrap CI, "
+        "Each step ran interleaved with both ends; build = seconds its kernel took to compile "
+        "(cached: the build cache had it); ratio = step / end median, 95% bootstrap CI, "
         "Mann-Whitney p, repetitions (step/end)."
     )
     return "\n".join(lines) + "\n"
