@@ -65,6 +65,16 @@ def _rows(state: BisectState) -> list[list[str]]:
 
 
 HEADER = ["step", "candidate", "verdict", "build", "median", "vs good", "vs bad", "why"]
+_BUILD = HEADER.index("build")
+
+
+def _table(state: BisectState) -> tuple[list[str], list[list[str]]]:
+    """The header and rows; without the build column when no step's kernel was built from
+    source (an axis of filesystems or fetched kernels: a column of dashes says nothing)."""
+    rows = _rows(state)
+    if any(step.kernel is not None for step in state.steps):
+        return HEADER, rows
+    return HEADER[:_BUILD] + HEADER[_BUILD + 1 :], [r[:_BUILD] + r[_BUILD + 1 :] for r in rows]
 
 
 def _head(state: BisectState) -> list[str]:
@@ -87,7 +97,10 @@ def text(state: BisectState, *, width: int | None = None) -> str:
     """The bisection for a terminal of `width` columns (report.text.fit_table, wrap)."""
     lines = [wrap(line, width) for line in _head(state)]
     if state.steps:
-        lines += ["", fit_table(HEADER, _rows(state), width=width, numeric={0, 3, 4})]
+        header, rows = _table(state)
+        # The step number, the build's seconds and the median are data: right-aligned, kept.
+        numeric = {0, header.index("median")} | ({_BUILD} if "build" in header else set())
+        lines += ["", fit_table(header, rows, width=width, numeric=numeric)]
     lines += ["", wrap(f"result: {state.outcome}: {state.summary}", width)]
     builds = _builds(state)
     if builds:
@@ -102,14 +115,20 @@ def markdown(state: BisectState) -> str:
     if builds:
         lines += [builds, ""]
     lines += [f"- {for_markdown(line)}" for line in _head(state)]
+    header = HEADER
     if state.steps:
-        lines += ["", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-        for row in _rows(state):
+        header, rows = _table(state)
+        lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for row in rows:
             lines.append("| " + " | ".join(for_markdown(cell) for cell in row) + " |")
     lines.append("")
+    build = (
+        "build = seconds its kernel took to compile (cached: the build cache had it); "
+        if "build" in header and state.steps
+        else ""
+    )
     lines.append(
-        "Each step ran interleaved with both ends; build = seconds its kernel took to compile "
-        "(cached: the build cache had it); ratio = step / end median, 95% bootstrap CI, "
-        "Mann-Whitney p, repetitions (step/end)."
+        f"Each step ran interleaved with both ends; {build}ratio = step / end median, 95% "
+        "bootstrap CI, Mann-Whitney p, repetitions (step/end)."
     )
     return "\n".join(lines) + "\n"

@@ -77,4 +77,8 @@ def test_a_bisection_without_built_kernels_says_nothing_of_builds() -> None:
         }
     )
     assert "kernel builds" not in bisect_report.text(state)
-    assert "kernel builds" not in bisect_report.markdown(state)
+    markdown = bisect_report.markdown(state)
+    assert "kernel builds" not in markdown
+    # Nor a column of dashes.
+    assert "| step | candidate | verdict | median |" in markdown
+    assert "build" not in bisect_report.text(state, width=200).splitlines()[4]
