@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from iomatrix.cli import main as cli_main
 from iomatrix.errors import IomatrixError
 from iomatrix.host import session
 from iomatrix.matrix.loader import load_matrix
-from iomatrix.model.cell import Matrix
+from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.result import KernelBuildInfo, KernelInfo, RunRecord
 from support.kernel_trees import commit_all, git, matrix_file, toy_tree
 from support.runs import make_run, ok
@@ -121,6 +122,9 @@ class FakeRuns:
             level = 750.0 if sha in self.slow else 1000.0
             values = [self.rng.gauss(level, level * 0.01) for _ in range(cell.repeat)]
             results.append(ok(cell, {"write_iops": values}))
+            if cell.kernel in kernels:
+                # One record per kernel, as a run has, however many cells boot it.
+                continue
             kernels[cell.kernel] = KernelInfo(
                 spec=cell.kernel,
                 release=f"6.99.0-iomatrix-{sha[:8]}",
@@ -140,6 +144,19 @@ class FakeRuns:
             self.built.add(sha)
         record = make_run(results).model_copy(update={"kernels": kernels})
         return record, options.results_dir
+
+    def ab(
+        self,
+        _base: Matrix,
+        _new: Matrix,
+        pairs: Sequence[tuple[Cell, Cell]],
+        options: session.RunOptions,
+        **_kwargs: object,
+    ) -> tuple[RunRecord, RunRecord, Path]:
+        """session.run_ab: each side as a run of its cells."""
+        base, _ = self(_base.model_copy(update={"cells": tuple(a for a, _ in pairs)}), options)
+        new, _ = self(_new.model_copy(update={"cells": tuple(b for _, b in pairs)}), options)
+        return base, new, options.results_dir
 
 
 def test_each_steps_build_time_comes_from_its_runs_kernel_record(
@@ -175,3 +192,30 @@ def test_each_steps_build_time_comes_from_its_runs_kernel_record(
     result_md = (folder / "result.md").read_text()
     assert total in result_md
     assert result_md.count("| 123 s |") == steps
+
+
+def test_the_ends_built_by_the_ab_that_chose_the_cell_are_shown_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No --cell of two and no --metric: an A/B of the ends chooses, and it compiled them; the
+    # confirmation after it finds them in the build cache, which is not what they cost.
+    tree = toy_tree(tmp_path / "linux")
+    shas = [git(tree, "rev-parse", "v1")]
+    for n in range(2):
+        (tree / "toy.c").write_text(f"int toy(void) {{ return {n}; }}\n")
+        shas.append(commit_all(tree, f"change {n}"))
+    path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]", "[ext4, xfs]")
+    runs = FakeRuns(tree, shas[1], shas)
+    monkeypatch.setattr(session, "run_matrix", runs)
+    monkeypatch.setattr(session, "run_ab", runs.ab)
+    results = tmp_path / "results"
+    argv = ["bisect", str(path), "--good", "v1", "--bad", "HEAD", "--first", "5"]
+    assert cli_main.main([*argv, "--results", str(results)]) == 0
+    capsys.readouterr()
+    (folder,) = results.iterdir()
+    state = bisect.load_state(folder / "bisect.json")
+    assert state.settings.metric == "write_iops"
+    compiled = bisect.KernelBuilt(cached=False, build_s=123.4)
+    assert state.end_kernels == {shas[0]: compiled, shas[2]: compiled}
+    (step,) = state.steps
+    assert step.kernel == compiled
