@@ -121,6 +121,9 @@ def test_one_step_finds_the_commit_that_slowed_direct_writes(
     assert vs_bad["decision"] in ("unchanged", "continue"), vs_bad
     assert 0.8 < vs_bad["ratio"] < 1.25, vs_bad
     assert "not from the bad one" in step["reason"], step
+    # Its kernel was compiled (seconds) or found in a warm build cache: either is recorded.
+    kernel = step["kernel"]
+    assert kernel["cached"] or kernel["build_s"] > 0, kernel
     assert (
         "the first bad is"
         in (tmp_path / "results")

@@ -25,6 +25,13 @@ What it does, as Pinpoint and `git bisect` do it, and refusing to guess where th
    the first bad, and the result lists them (as `git bisect` does with skipped commits).
 The state, every value measured included, is written after every round: an interrupted
 bisection resumes where it stopped.
+
+Format history of bisect.json (BISECT_FORMAT):
+  1  first format (2026-11).
+     Compatible additions since (optional fields with a default: no format bump, older files load
+     unchanged; an older iomatrix refuses a file that has them, "extra field"):
+     - kernel (step), end_kernels (state): how each candidate's kernel was had, compiled by the
+       bisection (and in how many seconds) or found in the build cache (issue 29).
 """
 
 from __future__ import annotations
@@ -46,6 +53,20 @@ Outcome = Literal["running", "found", "ambiguous", "refused", "failed"]
 
 # labels -> rounds -> {label: new values, or why it could not be measured}
 Measure = Callable[[Sequence[str], int], Mapping[str, "list[float] | str"]]
+
+
+class KernelBuilt(Record):
+    """How the bisection had a candidate's kernel built from source: compiled (build_s, the
+    seconds the build took) or found in the build cache (build_s None). A bisection's time is
+    mostly builds and boots, and a step that compiled for ten minutes should say so."""
+
+    cached: bool
+    build_s: float | None = None
+
+
+# label -> its kernel as the measurements so far had it; None when it is not built from source
+# (an axis value), did not build (the step's reason says why) or is not known yet.
+Builds = Callable[[str], "KernelBuilt | None"]
 
 
 class Candidate(Record):
@@ -74,6 +95,8 @@ class Step(Record):
     verdict: StepVerdict
     reason: str
     evidence: tuple[Evidence, ...] = ()
+    # None: not a kernel built from source, one that did not build, or a step saved before.
+    kernel: KernelBuilt | None = None
 
 
 class Settings(Record):
@@ -97,6 +120,8 @@ class BisectState(Record):
     values: dict[str, list[float]] = Field(default_factory=dict)
     confirmation: tuple[Evidence, ...] = ()
     steps: tuple[Step, ...] = ()
+    # The good and the bad end's kernels, as the confirmation had them (label -> how).
+    end_kernels: dict[str, KernelBuilt] = Field(default_factory=dict)
     outcome: Outcome = "running"
     summary: str = ""
 
@@ -107,6 +132,11 @@ class BisectState(Record):
     @property
     def bad(self) -> str:
         return self.candidates[-1].label
+
+    def build_s(self) -> float:
+        """Seconds the bisection spent compiling kernels: the ends' and every step's."""
+        kernels = [*self.end_kernels.values(), *(s.kernel for s in self.steps if s.kernel)]
+        return sum(k.build_s or 0.0 for k in kernels)
 
 
 def load_state(path: Path) -> BisectState:
@@ -268,13 +298,17 @@ def run(
     *,
     save: Callable[[BisectState], None] = lambda _state: None,
     log: Callable[[str], None] = lambda _message: None,
+    builds: Builds = lambda _label: None,
 ) -> BisectState:
-    """Confirm the ends differ, then search; resumes a state that is still running."""
+    """Confirm the ends differ, then search; resumes a state that is still running. builds
+    says how each candidate's kernel was had, once it has been measured (or failed to be)."""
     s = state.settings
     # Each step is judged against both ends: each look at half the alpha.
     design = sequential.design(s.alpha / 2, s.first, s.cap)
     if not state.confirmation:
         state = _confirm(state, measure, save, log)
+        ends = {end: k for end in (state.good, state.bad) if (k := builds(end)) is not None}
+        state = state.model_copy(update={"end_kernels": ends})
         save(state)
         if state.outcome != "running":
             return state
@@ -297,13 +331,31 @@ def run(
                 verdict, reason = "skip", failures[label]
                 break
             verdict, reason, evidence = judge_step(state, label, design)
-        step = Step(index=index, label=label, verdict=verdict, reason=reason, evidence=evidence)
-        log(f"  {label}: {verdict} ({reason})")
+        kernel = builds(label)
+        step = Step(
+            index=index,
+            label=label,
+            verdict=verdict,
+            reason=reason,
+            evidence=evidence,
+            kernel=kernel,
+        )
+        log(f"  {label}: {verdict}{kernel_words(kernel, ', kernel ')} ({reason})")
         state = state.model_copy(update={"steps": (*state.steps, step)})
         save(state)
     state = conclude(state)
     save(state)
     return state
+
+
+def kernel_words(kernel: KernelBuilt | None, before: str = "") -> str:
+    """How a candidate's kernel was had, in words ("built in 123 s", "from the build cache"),
+    after `before`; nothing when it was not built from source."""
+    if kernel is None:
+        return ""
+    if kernel.cached or kernel.build_s is None:
+        return f"{before}from the build cache"
+    return f"{before}built in {kernel.build_s:.0f} s"
 
 
 def _failed(state: BisectState, why: str, save: Callable[[BisectState], None]) -> BisectState:

@@ -18,7 +18,8 @@ import difflib
 import math
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from iomatrix.analysis import bisect, compare
@@ -123,15 +124,39 @@ def _axis_candidates(
     return first, [bisect.Candidate(label=v) for v in values]
 
 
+def kernel_built(record: RunRecord, cell: Cell) -> bisect.KernelBuilt | None:
+    """How a run had the cell's kernel: compiled (its build_s) or from the build cache (build_s
+    0, builder._as_requested); None when it is fetched, not built from source, or did not build."""
+    info = record.kernels.get(cell.kernel)
+    if info is None or info.build is None:
+        return None
+    if info.build.build_s > 0:
+        return bisect.KernelBuilt(cached=False, build_s=info.build.build_s)
+    return bisect.KernelBuilt(cached=True)
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    """The cell x metric with the largest confirmed change, and what the A/B measured."""
+
+    index: int
+    metric: str
+    good_values: list[float]
+    bad_values: list[float]
+    # The ends' kernels as the A/B had them: it compiled them, not the confirmation after it.
+    kernels: dict[str, bisect.KernelBuilt]
+
+
 def _largest_change(
     matrix: Matrix,
     pairs: Sequence[tuple[Cell, Cell]],
     args: argparse.Namespace,
     folder: Path,
-) -> tuple[int, str, list[float], list[float]] | str:
+    ends: tuple[str, str],
+) -> _Chosen | str:
     """No cell or metric chosen: an interleaved A/B of the good and the bad end on every cell
-    (args.first repetitions each), and the cell x metric with the largest confirmed change:
-    (the pair's index, the metric, the good end's values, the bad end's), or why there is none."""
+    (args.first repetitions each), and the cell x metric with the largest confirmed change, or
+    why there is none."""
     repeat = {"repeat": args.first}
     pairs = [(a.model_copy(update=repeat), b.model_copy(update=repeat)) for a, b in pairs]
     print(
@@ -182,7 +207,9 @@ def _largest_change(
         f"{row.verdict} ({row.ratio:.3f})",
         file=sys.stderr,
     )
-    return index, row.metric, values(base, good_cell), values(new, bad_cell)
+    had = {ends[0]: kernel_built(base, good_cell), ends[1]: kernel_built(new, bad_cell)}
+    kernels = {label: k for label, k in had.items() if k is not None}
+    return _Chosen(index, row.metric, values(base, good_cell), values(new, bad_cell), kernels)
 
 
 class _Measure:
@@ -195,12 +222,21 @@ class _Measure:
         runs: Path,
         args: argparse.Namespace,
         metric: str,
+        *,
+        kernels: Mapping[str, bisect.KernelBuilt] | None = None,
     ) -> None:
         self.matrix = matrix
         self.cells = cells
         self.runs = runs
         self.args = args
         self.metric = metric
+        # label -> its kernel as the first run that had it had it: that run compiled it (or found
+        # it cached), the rounds after it find it in the build cache.
+        self.kernels: dict[str, bisect.KernelBuilt] = dict(kernels or {})
+
+    def kernel(self, label: str) -> bisect.KernelBuilt | None:
+        """bisect.run's builds: how the candidate's kernel was had, None until it was."""
+        return self.kernels.get(label)
 
     def __call__(self, labels: Sequence[str], rounds: int) -> dict[str, list[float] | str]:
         out: dict[str, list[float] | str] = {}
@@ -221,6 +257,8 @@ class _Measure:
             )
             by_id = {e.cell.id: e for e in record.cells}
             for label, cell in zip(labels, cells, strict=True):
+                if label not in self.kernels and (built := kernel_built(record, cell)):
+                    self.kernels[label] = built
                 if isinstance(out.get(label), str):
                     continue
                 entry = by_id.get(cell.id)
@@ -283,10 +321,12 @@ def _new_state(
     tree: str | None,
     where: str,
     folder: Path,
-) -> tuple[bisect.BisectState, dict[str, Cell]]:
+) -> tuple[bisect.BisectState, dict[str, Cell], dict[str, bisect.KernelBuilt]]:
     """A new bisection of the chosen cell and metric, or of the cell x metric with the largest
-    confirmed change between the ends (whose values it starts with)."""
+    confirmed change between the ends (whose values it starts with, and whose kernels it had
+    built)."""
     seeded: dict[str, list[float]] = {}
+    kernels: dict[str, bisect.KernelBuilt] = {}
     metric = args.metric
     refused = ""
     cell = choices[0]
@@ -296,14 +336,15 @@ def _new_state(
             _on_candidates(matrix, args, c, ends, recipe=recipe, tree=tree) for c in choices
         ]
         pairs = [(m[ends[0].label], m[ends[1].label]) for m in per_cell]
-        chosen = _largest_change(matrix, pairs, args, folder)
+        chosen = _largest_change(matrix, pairs, args, folder, (ends[0].label, ends[1].label))
         if isinstance(chosen, str):
             refused = chosen
             metric = metric or "(none)"
         else:
-            index, metric, good_values, bad_values = chosen
-            cell = choices[index]
-            seeded = {ends[0].label: good_values, ends[1].label: bad_values}
+            metric = chosen.metric
+            cell = choices[chosen.index]
+            seeded = {ends[0].label: chosen.good_values, ends[1].label: chosen.bad_values}
+            kernels = chosen.kernels
     state = bisect.BisectState(
         what=f"{cell.label} on {where}",
         settings=bisect.Settings(
@@ -319,7 +360,8 @@ def _new_state(
         outcome="refused" if refused else "running",
         summary=refused,
     )
-    return state, _on_candidates(matrix, args, cell, candidates, recipe=recipe, tree=tree)
+    cells = _on_candidates(matrix, args, cell, candidates, recipe=recipe, tree=tree)
+    return state, cells, kernels
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -344,6 +386,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         vm_cpus=matrix.vm.cpus,
         vm_memory_mib=matrix.vm.memory_mib,
     )
+    kernels: dict[str, bisect.KernelBuilt] = {}
     if args.resume is not None:
         folder = args.resume.resolve()
         state = bisect.load_state(folder / "bisect.json")
@@ -357,7 +400,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     else:
         folder = (Path(args.results) / new_run_id(f"bisect-{matrix.name}")).resolve()
         folder.mkdir(parents=True)
-        state, cells = _new_state(
+        state, cells, kernels = _new_state(
             matrix, args, choices, candidates, recipe=recipe, tree=tree, where=where, folder=folder
         )
     print(
@@ -365,7 +408,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         f"candidates, state in {folder / 'bisect.json'}",
         file=sys.stderr,
     )
-    measure = _Measure(matrix, cells, folder / "runs", args, state.settings.metric)
+    measure = _Measure(matrix, cells, folder / "runs", args, state.settings.metric, kernels=kernels)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         if state.outcome == "running":
@@ -374,6 +417,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                 measure,
                 save=lambda s: bisect.save_state(s, folder / "bisect.json"),
                 log=lambda message: print(f"iomatrix: {message}", file=sys.stderr),
+                builds=measure.kernel,
             )
         bisect.save_state(state, folder / "bisect.json")
     except KeyboardInterrupt:

@@ -47,7 +47,8 @@ def _build_matrix_kernels(args: argparse.Namespace) -> int:
             continue
         assert kernel.build is not None
         print(f"{name}: {kernel.release} ({kernel.source})")
-        print(f"  build {kernel.build.key}, {kernel.build.build_s:.0f} s; log {kernel.build.log}")
+        took = f"{kernel.build.build_s:.0f} s" if kernel.build.build_s > 0 else "from the cache"
+        print(f"  build {kernel.build.key}, {took}; log {kernel.build.log}")
         for line in kernel.build.dropped:
             print(f"  warning: the built config does not honour {line}")
     return ExitCode.NOT_OK if failed else ExitCode.OK

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -13,7 +14,12 @@ from pathlib import Path
 from iomatrix.cli import help_format, options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.host import preflight
-from iomatrix.host.kernels.builder import last_measured_build, plan_builds
+from iomatrix.host.kernels.builder import (
+    OTHER_RUNNER_CORES,
+    SERIAL_BUILD_S,
+    last_measured_build,
+    plan_builds,
+)
 from iomatrix.matrix.loader import json_schema as matrix_json_schema
 from iomatrix.matrix.loader import load_matrix, quick_variant
 from iomatrix.matrix.starter import write_starter
@@ -126,6 +132,16 @@ def kernel_build_plan(cells: Sequence[Cell]) -> list[str]:
             f"({measured.build_s:.0f} s each, as the newest build on this machine took: "
             f"{measured.release})"
         )
+        # Labelled an estimate, with its model named: nothing here ran on those runners.
+        others = ", ".join(
+            f"{cores} cores about {_duration(measured.on_cores(cores) * (to_build + unknown))}"
+            for cores in OTHER_RUNNER_CORES
+        )
+        lines.append(
+            f"estimated for other runners: {others} (not measured: Amdahl's law from the "
+            f"{os.cpu_count() or 1} cores here, {SERIAL_BUILD_S:.0f} s of each build serial; "
+            "docs/kernels.md)"
+        )
     return lines
 
 
@@ -225,7 +241,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "Expand a matrix into its cells, each with a deterministic id from its axis values. "
             "When the matrix builds kernels from source, also each one's state in the build "
             "cache (cached or to build, by its build key) and the time to build the others, as "
-            "the newest build on this machine took."
+            "the newest build on this machine took, with an estimate for a 4-core and a 16-core "
+            "runner (docs/kernels.md says its model)."
         ),
         epilog=help_format.examples(
             "iomatrix expand matrix/quick.yaml  # the cells, with their ids",

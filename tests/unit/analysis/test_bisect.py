@@ -3,6 +3,7 @@ the test sets (the real measurements, kernels built and booted, are tests/vm/)."
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -222,3 +223,36 @@ def test_the_equivalence_margin_decides_what_unchanged_ends_are() -> None:
     assert narrow.outcome == "refused"
     assert narrow.summary.startswith("refusing to bisect: c1 is undecided against c0")
     assert "equivalence margin 1.0%" in narrow.summary
+
+
+def test_each_step_and_each_end_keeps_how_its_kernel_was_had() -> None:
+    # The measure's builds seam: c0 and c3 compiled, c5 (the bad end) found in the build cache,
+    # the rest not built from source (None), as an axis of fetched kernels would be.
+    had = {
+        "c0": bisect.KernelBuilt(cached=False, build_s=600.0),
+        "c3": bisect.KernelBuilt(cached=False, build_s=123.4),
+        "c5": bisect.KernelBuilt(cached=True),
+    }
+    logged: list[str] = []
+    state = bisect.run(state_of(6), Simulated(step_change(6, 3)), log=logged.append, builds=had.get)
+    assert state.outcome == "found", state.summary
+    assert state.end_kernels == {"c0": had["c0"], "c5": had["c5"]}
+    by_label = {s.label: s for s in state.steps}
+    assert by_label["c3"].kernel == had["c3"]
+    assert all(s.kernel is None for s in state.steps if s.label != "c3")
+    assert state.build_s() == pytest.approx(723.4)
+    # The step's line on the terminal says what its build took.
+    assert any(line.startswith("  c3: bad, kernel built in 123 s (") for line in logged)
+
+
+def test_a_state_saved_before_builds_were_recorded_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "bisect.json"
+    state = bisect.run(state_of(4), Simulated(step_change(4, 2)))
+    old = json.loads(state.model_dump_json())
+    del old["end_kernels"]
+    for step in old["steps"]:
+        del step["kernel"]
+    path.write_text(json.dumps(old))
+    loaded = bisect.load_state(path)
+    assert loaded == state
+    assert loaded.build_s() == 0

@@ -1,18 +1,27 @@
 """iomatrix bisect before anything boots: the candidates from a real git history (toy tree),
-and every refusal of its arguments. The bisection itself, in VMs: tests/vm/test_bisect_vm.py."""
+and every refusal of its arguments; a whole bisection over session.run_matrix faked (no VM, no
+build), for what it shows of each step's kernel build. The bisection itself, in VMs:
+tests/vm/test_bisect_vm.py."""
 
 from __future__ import annotations
 
 import argparse
+import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from iomatrix.analysis import bisect
 from iomatrix.cli import bisect_commands
 from iomatrix.cli import main as cli_main
 from iomatrix.errors import IomatrixError
+from iomatrix.host import session
 from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.cell import Cell, Matrix
+from iomatrix.model.result import KernelBuildInfo, KernelInfo, RunRecord
 from support.kernel_trees import commit_all, git, matrix_file, toy_tree
+from support.runs import make_run, ok
 
 
 def args(path: Path, **extra: object) -> argparse.Namespace:
@@ -89,3 +98,124 @@ def test_each_candidate_is_a_cell_of_its_own(tmp_path: Path) -> None:
     for label, cell in on.items():
         assert cell.kernel_build is not None
         assert cell.kernel_build.source == f"git:{tree}@{label}"
+
+
+class FakeRuns:
+    """session.run_matrix without VMs or builds: each candidate's write_iops around 1000, or 750
+    from the first bad commit on, and its kernel in the run's `kernels` map as a real run records
+    it: compiled in 123.4 s the first time a run has it, from the build cache (build_s 0) after."""
+
+    def __init__(self, tree: Path, first_bad: str, order: list[str]) -> None:
+        self.tree = tree
+        self.slow = set(order[order.index(first_bad) :])
+        self.built: set[str] = set()
+        self.rng = random.Random(5)
+
+    def __call__(
+        self, matrix: Matrix, options: session.RunOptions, **_kwargs: object
+    ) -> tuple[RunRecord, Path]:
+        results = []
+        kernels = {}
+        for cell in matrix.cells:
+            assert cell.kernel_build is not None
+            sha = cell.kernel_build.source.rsplit("@", 1)[1]
+            level = 750.0 if sha in self.slow else 1000.0
+            values = [self.rng.gauss(level, level * 0.01) for _ in range(cell.repeat)]
+            results.append(ok(cell, {"write_iops": values}))
+            if cell.kernel in kernels:
+                # One record per kernel, as a run has, however many cells boot it.
+                continue
+            kernels[cell.kernel] = KernelInfo(
+                spec=cell.kernel,
+                release=f"6.99.0-iomatrix-{sha[:8]}",
+                source=f"built from {self.tree}",
+                vmlinuz_sha256="0" * 64,
+                build=KernelBuildInfo(
+                    commit=sha,
+                    origin=str(self.tree),
+                    key=sha[:24],
+                    compiler="gcc",
+                    config_sha256="0" * 64,
+                    build_s=0.0 if sha in self.built else 123.4,
+                    log="/cache/build.log",
+                    config="/cache/config",
+                ),
+            )
+            self.built.add(sha)
+        record = make_run(results).model_copy(update={"kernels": kernels})
+        return record, options.results_dir
+
+    def ab(
+        self,
+        _base: Matrix,
+        _new: Matrix,
+        pairs: Sequence[tuple[Cell, Cell]],
+        options: session.RunOptions,
+        **_kwargs: object,
+    ) -> tuple[RunRecord, RunRecord, Path]:
+        """session.run_ab: each side as a run of its cells."""
+        base, _ = self(_base.model_copy(update={"cells": tuple(a for a, _ in pairs)}), options)
+        new, _ = self(_new.model_copy(update={"cells": tuple(b for _, b in pairs)}), options)
+        return base, new, options.results_dir
+
+
+def test_each_steps_build_time_comes_from_its_runs_kernel_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = toy_tree(tmp_path / "linux")
+    shas = [git(tree, "rev-parse", "v1")]
+    for n in range(4):
+        (tree / "toy.c").write_text(f"int toy(void) {{ return {n}; }}\n")
+        shas.append(commit_all(tree, f"change {n}"))
+    path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]")
+    monkeypatch.setattr(session, "run_matrix", FakeRuns(tree, shas[3], shas))
+    results = tmp_path / "results"
+    argv = ["bisect", str(path), "--good", "v1", "--bad", "HEAD", "--metric", "write_iops"]
+    assert cli_main.main([*argv, "--results", str(results)]) == 0
+    captured = capsys.readouterr()
+    (folder,) = results.iterdir()
+    state = bisect.load_state(folder / "bisect.json")
+    assert state.summary.startswith(f"the first bad is {shas[3]}")
+    # Every candidate's kernel was compiled the first time a run had it: the ends during the
+    # confirmation, each step at its first round.
+    assert state.end_kernels == {
+        shas[0]: bisect.KernelBuilt(cached=False, build_s=123.4),
+        shas[4]: bisect.KernelBuilt(cached=False, build_s=123.4),
+    }
+    assert state.steps
+    assert all(s.kernel == bisect.KernelBuilt(cached=False, build_s=123.4) for s in state.steps)
+    steps = len(state.steps)
+    for step in state.steps:
+        assert f"iomatrix:   {step.label}: {step.verdict}, kernel built in 123 s (" in captured.err
+    total = f"kernel builds: {123.4 * (steps + 2):.0f} s compiling {steps + 2} kernel(s), 0 from"
+    assert total in captured.out
+    result_md = (folder / "result.md").read_text()
+    assert total in result_md
+    assert result_md.count("| 123 s |") == steps
+
+
+def test_the_ends_built_by_the_ab_that_chose_the_cell_are_shown_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No --cell of two and no --metric: an A/B of the ends chooses, and it compiled them; the
+    # confirmation after it finds them in the build cache, which is not what they cost.
+    tree = toy_tree(tmp_path / "linux")
+    shas = [git(tree, "rev-parse", "v1")]
+    for n in range(2):
+        (tree / "toy.c").write_text(f"int toy(void) {{ return {n}; }}\n")
+        shas.append(commit_all(tree, f"change {n}"))
+    path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]", "[ext4, xfs]")
+    runs = FakeRuns(tree, shas[1], shas)
+    monkeypatch.setattr(session, "run_matrix", runs)
+    monkeypatch.setattr(session, "run_ab", runs.ab)
+    results = tmp_path / "results"
+    argv = ["bisect", str(path), "--good", "v1", "--bad", "HEAD", "--first", "5"]
+    assert cli_main.main([*argv, "--results", str(results)]) == 0
+    capsys.readouterr()
+    (folder,) = results.iterdir()
+    state = bisect.load_state(folder / "bisect.json")
+    assert state.settings.metric == "write_iops"
+    compiled = bisect.KernelBuilt(cached=False, build_s=123.4)
+    assert state.end_kernels == {shas[0]: compiled, shas[2]: compiled}
+    (step,) = state.steps
+    assert step.kernel == compiled

@@ -1,6 +1,7 @@
 """`iomatrix expand` and `run --show-command` on a matrix that builds kernels: which are built
-from source, whether each is in the build cache (by the key the build itself uses) and how long a
-build takes here, from the newest build this machine made. Toy trees (tests/support/
+from source, whether each is in the build cache (by the key the build itself uses), how long a
+build takes here, from the newest build this machine made, and an estimate for runners with 4 and
+16 cores. Toy trees (tests/support/
 kernel_trees.py) built with the real compiler into a cache in the test's folder."""
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import pytest
 
 from iomatrix.cli import main as cli
 from iomatrix.host.kernels import build
-from iomatrix.host.kernels.builder import last_measured_build, plan_builds
+from iomatrix.host.kernels.builder import (
+    SERIAL_BUILD_S,
+    MeasuredBuild,
+    estimate_build_s,
+    last_measured_build,
+    plan_builds,
+)
 from iomatrix.host.kernels.cache import MANIFEST
 from iomatrix.host.kernels.records import Kernel
 from iomatrix.model.cell import KernelBuild
@@ -22,9 +29,11 @@ from support.kernel_trees import commit_all, git, matrix_file, toy_tree
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """This machine's build cache, empty: the one expand and run look in."""
+    """This machine's build cache, empty: the one expand and run look in. The machine has 2
+    cores, as the one the docs' build times come from (the estimates scale from them)."""
     path = tmp_path / "cache"
     monkeypatch.setenv("IOMATRIX_CACHE", str(path))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     return path
 
 
@@ -86,9 +95,14 @@ def test_a_built_kernel_is_cached_under_the_key_its_build_used_and_times_the_oth
     assert f"cached (key {base.build.key})" in lines[3]
     assert lines[4].split()[2:4] == ["to", "build"]
     assert base.build.key not in lines[4]
-    assert lines[-1] == (
+    assert lines[-2] == (
         f"1 to build: about 10 min (600 s each, as the newest build on this machine took: "
         f"{base.release})"
+    )
+    # 30 s serial + 570 s over 2 cores: 315 s on 4 cores, 101 s on 16.
+    assert lines[-1] == (
+        "estimated for other runners: 4 cores about 5 min, 16 cores about 2 min (not measured: "
+        "Amdahl's law from the 2 cores here, 30 s of each build serial; docs/kernels.md)"
     )
 
 
@@ -163,7 +177,34 @@ def test_run_show_command_says_what_it_builds_first(
         "# 1 to build: about 60 s (60 s each, as the newest build on this machine took: "
         f"{base.release})"
     ) in out
+    # 30 s serial + 30 s over 2 cores: 45 s on 4, 34 s on 16.
+    assert any(
+        line.startswith("# estimated for other runners: 4 cores about 45 s, 16 cores about 34 s")
+        for line in out
+    )
     # Before the boots that wait on the builds.
     boots = [i for i, line in enumerate(out) if line.startswith("# boot ")]
     assert boots
     assert min(boots) > start
+
+
+def test_the_estimate_spreads_all_but_the_serial_part_over_the_cores() -> None:
+    # docs/kernels.md's from-scratch build on 2 cores: 30 s serial, 610 s that spread.
+    assert estimate_build_s(640.0, 2, 4) == pytest.approx(30 + 610 / 2)
+    assert estimate_build_s(640.0, 2, 16) == pytest.approx(30 + 610 / 8)
+    # The same cores: the measurement itself; fewer cores: slower.
+    assert estimate_build_s(640.0, 2, 2) == pytest.approx(640.0)
+    assert estimate_build_s(640.0, 2, 1) == pytest.approx(30 + 610 * 2)
+    # A one-file change is mostly serial: more cores barely help it.
+    assert estimate_build_s(34.0, 2, 16) == pytest.approx(30 + 4 / 8)
+    # Shorter than the serial part: all serial, the same on any runner.
+    assert estimate_build_s(SERIAL_BUILD_S / 2, 2, 16) == SERIAL_BUILD_S / 2
+    with pytest.raises(ValueError, match="no estimate"):
+        estimate_build_s(640.0, 2, 0)
+
+
+def test_a_measured_build_is_estimated_from_this_machines_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    assert MeasuredBuild("6.1", 330.0).on_cores(16) == pytest.approx(30 + 300 * 4 / 16)

@@ -88,6 +88,15 @@ def test_a_second_build_of_the_same_recipe_comes_from_the_cache(
     assert not [argv for argv in made if "bzImage" in argv or "olddefconfig" in argv]
     gits = [argv[argv.index("-C") :] for argv in made if argv[0] == "git" and "-C" in argv]
     assert ["-C", str(tree), "rev-parse", "--git-dir"] in gits
+    # This request compiled nothing (a bisection step shows it as cached); the cache entry keeps
+    # what the build took, which the estimates of expand read.
+    assert first.build is not None
+    assert again.build is not None
+    assert first.build.build_s > 0
+    assert again.build.build_s == 0
+    assert build_module.last_measured_build(cache) == build_module.MeasuredBuild(
+        first.release, first.build.build_s
+    )
 
 
 def test_a_cached_build_names_where_this_requests_commit_came_from(

@@ -167,6 +167,34 @@ class MeasuredBuild:
     release: str
     build_s: float
 
+    def on_cores(self, cores: int) -> float:
+        """This build's estimate on a runner with `cores` cores. It ran with make -j as many
+        as this machine has (build() uses them all), the cache being this machine's own."""
+        return estimate_build_s(self.build_s, os.cpu_count() or 1, cores)
+
+
+# Estimates for runners with other core counts (issue 29: what a 4-core and a 16-core runner
+# would take), from the build measured here. The model is Amdahl's law with the serial part a
+# fixed number of seconds: virtme-ng's config and olddefconfig, make's walk of the tree, the link
+# of vmlinux, modpost and modules_install run on one core whatever -j says, and the compiles
+# spread over every core. A one-file change has little but that serial part to do, and took
+# 26-34 s on this 2-core machine (docs/kernels.md, "Build times") against 587-640 s from scratch:
+# about 30 s, some 5% of a full build, is taken as serial. It is an assumption, not a measurement
+# phase by phase (the build log has no time stamps), and it assumes cores as fast as these and
+# enough memory and I/O to feed them: a real runner does no better, often worse.
+SERIAL_BUILD_S = 30.0
+OTHER_RUNNER_CORES = (4, 16)
+
+
+def estimate_build_s(measured_s: float, measured_cores: int, cores: int) -> float:
+    """What a build that took measured_s seconds with make -j<measured_cores> would take with
+    -j<cores> (model above): its serial part as it was, the rest spread over the cores. A build
+    shorter than the serial part is taken as all serial (more cores do not help it)."""
+    if measured_s < 0 or measured_cores < 1 or cores < 1:
+        raise ValueError(f"no estimate for {measured_s} s on {measured_cores} -> {cores} cores")
+    serial = min(measured_s, SERIAL_BUILD_S)
+    return serial + (measured_s - serial) * measured_cores / cores
+
 
 def plan_builds(
     recipes: Mapping[str, KernelBuild], *, cache: Path | None = None
@@ -280,10 +308,13 @@ def build(
 def _as_requested(kernel: Kernel, name: str, source: Source) -> Kernel:
     """A cached build as this request names it. The key holds the commit, not where it came
     from, so one build serves a user's tree and Debian's tarball alike when they hold the same
-    commit; the record says where this request's commit came from, not the first requester's."""
+    commit; the record says where this request's commit came from, not the first requester's.
+    Its build_s is 0, as KernelBuildInfo documents: a run (and a bisection step) that found its
+    kernel cached spent no time compiling it. The manifest keeps the time the build took, for
+    last_measured_build."""
     build = kernel.build
     if build is not None:
-        build = build.model_copy(update={"origin": source.origin})
+        build = build.model_copy(update={"origin": source.origin, "build_s": 0.0})
     return kernel.model_copy(
         update={"spec": name, "build": build, "source": f"built from {source.origin}"}
     )
