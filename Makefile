@@ -238,7 +238,7 @@ expand: venv
 
 # Side by side, in one run: history through the archive index vs loading run.json files (about a
 # minute); the archive at scale against issue 29's targets, each figure beside its target (history
-# of one cell over 10,000 runs, 100 ms; the report of 10,000 runs x 50 series, 30 s: about 3
+# of one cell over 10,000 runs, 100 ms; the report of 10,000 runs x 50 series, 30 s: about 2
 # minutes with writing the archive; trend over 1,000 series x 200 runs, 60 s: about a minute);
 # then `iomatrix run matrix/quick.yaml` vs a hand-written script doing the same work in the
 # same VM, alternated BENCH_ROUNDS times each (about 3.5 minutes a round under TCG), then a kernel
