@@ -199,13 +199,19 @@ def megabytes(folder: Path, pattern: str) -> str:
 
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
     """Median wall time of `repeat` calls, and the last call's result."""
+    times, result = times_of(fn, repeat)
+    return statistics.median(times), result
+
+
+def times_of(fn: Callable[[], object], repeat: int) -> tuple[list[float], object]:
+    """The wall time of each of `repeat` calls, fastest first, and the last call's result."""
     times = []
     result: object = None
     for _ in range(repeat):
         start = time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+    return sorted(times), result
 
 
 def against_target(what: str, measured_s: float, target_s: float, note: str = "") -> None:
