@@ -47,6 +47,7 @@ from synthetic import (
 
 from iomatrix import proc
 from iomatrix.cli.archive_commands import _check_names
+from iomatrix.cli.main import build_parser
 from iomatrix.cli.main import main as cli_main
 from iomatrix.report.site import build
 from iomatrix.store import archive
@@ -75,6 +76,7 @@ def bench_history(results: Path, cell: str, runs: int) -> None:
     noop_s, _ = timed(lambda: archive.update_index(results), 20)
     check_s, _ = timed(lambda: _check_names(results, [cell], [METRIC]), 20)
     query_s, points = timed(lambda: archive.history(results, cell, METRIC, refresh=False), 20)
+    parser_s, _ = timed(build_parser, 20)
     assert isinstance(points, list)
     assert len(points) == runs
     process = [sys.executable, "-m", "iomatrix", *history_argv(results, cell)]
@@ -91,7 +93,8 @@ def bench_history(results: Path, cell: str, runs: int) -> None:
     )
     print(
         f"    of which: index update, nothing to do {1000 * noop_s:.1f} ms; cell and metric "
-        f"checked {1000 * check_s:.1f} ms; query {1000 * query_s:.1f} ms"
+        f"checked {1000 * check_s:.1f} ms; query {1000 * query_s:.1f} ms; the command line "
+        f"parser built {1000 * parser_s:.1f} ms; the rest: the table formatted and written"
     )
     against_target(
         "history as a new process (python -m iomatrix history)",
