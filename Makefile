@@ -236,9 +236,11 @@ samples: setup
 expand: venv
 	$(BIN)/iomatrix expand $(MATRIX) $(if $(QUICK),--quick) $(if $(SHARD),--shard $(SHARD))
 
-# History queries through the archive index vs loading run.json files (about a minute).
 # Side by side, in one run: history through the archive index vs loading run.json files (about a
-# minute), then `iomatrix run matrix/quick.yaml` vs a hand-written script doing the same work in the
+# minute); the archive at scale against issue 29's targets, each figure beside its target (history
+# of one cell over 10,000 runs, 100 ms; the report of 10,000 runs x 50 series, 30 s: about 2
+# minutes with writing the archive; trend over 1,000 series x 200 runs, 60 s: about a minute);
+# then `iomatrix run matrix/quick.yaml` vs a hand-written script doing the same work in the
 # same VM, alternated BENCH_ROUNDS times each (about 3.5 minutes a round under TCG), then a kernel
 # built from source from scratch and again after a one-file change (benchmarks/bench_kernel_build.py).
 BENCH_ROUNDS ?= 3
@@ -248,6 +250,7 @@ bench: setup venv-dev
 	$(BIN)/python benchmarks/bench_cli.py
 	$(BIN)/python benchmarks/bench_archive.py
 	$(BIN)/python benchmarks/bench_report.py
+	$(BIN)/python benchmarks/bench_trend.py
 	$(BIN)/python benchmarks/bench_harness.py --rounds $(BENCH_ROUNDS)
 	$(BIN)/python benchmarks/bench_kernel_build.py
 

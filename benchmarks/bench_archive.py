@@ -16,17 +16,15 @@ and prints, side by side, the time of history(cell, metric):
 - what a history() call pays before its query to keep the index true to the folders: the
   incremental update with nothing changed, measured on the 500 folders and scaled to 10,000.
 The files were just written, so they are in the page cache: the file numbers are a best case.
+The time a user pays for `iomatrix history` over 10,000 run folders (update, checks, query, table)
+is measured beside its target by bench_report.py, on the archive it writes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import platform
 import random
-import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -34,137 +32,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from iomatrix.model.cell import (
-    Cell,
-    DeviceProfile,
-    FilesystemChoice,
-    MountOptionSet,
-    Workload,
-    axis_values,
-    cell_id,
+from synthetic import (
+    SAMPLE,
+    machine,
+    metric_names,
+    minute_stamp,
+    nightly_run,
+    synthetic_cells,
+    timed,
 )
-from iomatrix.model.result import CellEntry, CellResult, CpuUsage, Repetition, RunRecord
+
 from iomatrix.store import archive
 from iomatrix.store.records_io import load_run, write_record
 
 SYNTHETIC_RUNS = 10_000
 REAL_RUNS = 500
-SAMPLE = (
-    Path(__file__).resolve().parent.parent / "tests" / "data" / "runs" / "format-1" / "run.json"
-)
 REAL_CELL = "fae5d15ad08b"
 METRIC = "write_iops"
-FIO_METRICS = (
-    "write_iops",
-    "write_bw_mib_s",
-    "write_lat_mean_us",
-    "write_lat_p50_us",
-    "write_lat_p99_us",
-    "write_lat_max_us",
-    "read_iops",
-    "read_bw_mib_s",
-    "read_lat_mean_us",
-    "read_lat_p99_us",
-)
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return (
-        f"{model}, {os.cpu_count()} cores; {platform.system()} {platform.release()}; "
-        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
-    )
-
-
-def synthetic_cells() -> list[Cell]:
-    cells = []
-    for fs in ("ext4", "xfs", "btrfs"):
-        for scheduler in ("none", "mq-deadline"):
-            values = axis_values(
-                kernel="debian:bookworm",
-                filesystem=fs,
-                mount_options="default",
-                scheduler=scheduler,
-                device="virtio-file",
-                workload="mixed-4k",
-            )
-            cells.append(
-                Cell.model_validate(
-                    {
-                        "id": cell_id(values),
-                        "kernel": "debian:bookworm",
-                        "filesystem": FilesystemChoice(name=fs, fstype=fs),
-                        "mount_options": MountOptionSet(name="default"),
-                        "scheduler": scheduler,
-                        "device": DeviceProfile(name="virtio-file", size_bytes=1 << 30),
-                        "workload": Workload(
-                            name="mixed-4k",
-                            job_file="/m/workloads/mixed-4k.fio",
-                            sha256="0" * 64,
-                            estimated_s=10.0,
-                        ),
-                        "repeat": 3,
-                    }
-                )
-            )
-    return cells
-
-
-def synthetic_run(
-    index: int, cells: list[Cell], rng: random.Random, template: RunRecord
-) -> RunRecord:
-    entries = []
-    for cell in cells:
-        reps = tuple(
-            Repetition(
-                index=r,
-                metrics={name: rng.uniform(100.0, 5000.0) for name in FIO_METRICS},
-                cpu=CpuUsage(
-                    usr_pct=rng.uniform(1, 10),
-                    sys_pct=rng.uniform(20, 60),
-                    iowait_pct=rng.uniform(0, 5),
-                    idle_pct=rng.uniform(30, 70),
-                    busy_cpu_s=rng.uniform(2, 8),
-                ),
-                duration_s=6.0,
-                fio_version="fio-3.33",
-                fio={},
-            )
-            for r in range(3)
-        )
-        result = CellResult(cell_id=cell.id, status="ok", repetitions=reps)
-        entries.append(CellEntry(cell=cell, qemu_drive=("-drive", "file=x.img"), result=result))
-    return template.model_copy(
-        update={
-            "run_id": f"synthetic-{index:05d}",
-            "created_at": minute_stamp(1, index),
-            "matrix_name": "nightly",
-            "boots": (),
-            "cells": tuple(entries),
-        }
-    )
-
-
-def minute_stamp(month: int, minute: int) -> str:
-    """One run a minute from the first of the month, as the runner writes dates."""
-    day, hour, mins = 1 + minute // 1440, minute // 60 % 24, minute % 60
-    return f"2026-{month:02d}-{day:02d}T{hour:02d}:{mins:02d}:00+00:00"
-
-
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
-    """Median wall time of `repeat` calls, and the last call's result."""
-    times = []
-    result: object = None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
 
 
 def write_real_runs(results: Path, count: int) -> None:
@@ -241,7 +125,7 @@ def bench_synthetic(root: Path, timings: Timings) -> None:
     template = load_run(SAMPLE)
     rng = random.Random(42)  # noqa: S311 - reproducible synthetic measurements, not secrets
     start = time.perf_counter()
-    records = [synthetic_run(i, cells, rng, template) for i in range(SYNTHETIC_RUNS)]
+    records = [nightly_run(i, cells, rng, template) for i in range(SYNTHETIC_RUNS)]
     built_s = time.perf_counter() - start
     start = time.perf_counter()
     stamp = archive.FileStamp(0, 0, 0)
@@ -250,7 +134,7 @@ def bench_synthetic(root: Path, timings: Timings) -> None:
         for record in records:
             archive.index_run(conn, record.run_id, record, stamp)
     indexed_s = time.perf_counter() - start
-    metrics = len(FIO_METRICS) + 5
+    metrics = len(metric_names(reads=6))
     print(
         f"{SYNTHETIC_RUNS:,} synthetic runs x 6 cells x {metrics} metrics x 3 repetitions: "
         f"built in {built_s:.1f} s, indexed in {indexed_s:.1f} s "

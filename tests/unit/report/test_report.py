@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,39 @@ def test_format_table_alignment() -> None:
         "a            1  x",
         "longer  12,345",
     ]
+
+
+def padded_one_by_one(
+    header: Sequence[str], rows: Sequence[Sequence[object]], numeric: set[int]
+) -> str:
+    """format_table as it was before it formatted each line with one format string."""
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
+
+    def line(values: Sequence[object]) -> str:
+        cells = [
+            str(v).rjust(w) if i in numeric else str(v).ljust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=False))
+        ]
+        return "  ".join(cells).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(header), rule, *(line(r) for r in rows)])
+
+
+def test_format_table_lays_out_what_padding_each_value_did() -> None:
+    """Numbers, empty columns (a width of 0), rows longer than the header, values that are not
+    strings, trailing blanks and braces: the same text as padding each value in its own call."""
+    header = ["run", "", "n", "note"]
+    rows: list[list[object]] = [
+        ["r1", "", 3, "{0} {x}"],
+        ["r-longer", "", 12345, "", "extra"],
+        ["r3 ", "", 1.5, " trailing  "],
+    ]
+    for numeric in (set(), {2}, {0, 1, 2, 3}):
+        assert format_table(header, rows, numeric=numeric) == (  # type: ignore[arg-type]
+            padded_one_by_one(header, rows, numeric)
+        )
+    assert format_table(["a"], [[""]]) == padded_one_by_one(["a"], [[""]], set())
 
 
 def test_format_table_without_rows() -> None:

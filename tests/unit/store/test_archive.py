@@ -201,6 +201,78 @@ def test_every_series_at_once_equals_each_history(results: Path) -> None:
             assert together[(one.cell_id, one.metric)] == alone
 
 
+def without(record: RunRecord, cells: int, metric: str) -> RunRecord:
+    """The run with only its first `cells` cells, and `metric` gone from every repetition."""
+    entries = []
+    for entry in record.cells[:cells]:
+        reps = tuple(
+            rep.model_copy(
+                update={"metrics": {k: v for k, v in rep.metrics.items() if k != metric}}
+            )
+            for rep in entry.result.repetitions
+        )
+        result = entry.result.model_copy(update={"repetitions": reps})
+        entries.append(entry.model_copy(update={"result": result}))
+    return record.model_copy(update={"cells": tuple(entries)})
+
+
+def test_series_keys_are_the_distinct_pairs_of_the_index(results: Path) -> None:
+    """series_keys seeks from one series to the next on the primary key; it must list what
+    SELECT DISTINCT lists, with a matrix or without, when runs hold different cells and metrics
+    (a metric whose name extends another's among them), and nothing for an empty archive."""
+    archive.update_index(results)
+    assert archive.series_keys(results) == []
+    assert archive.series_of(results) == []
+    write_run(results, without(real_run("spine-1", at(1)), 2, "write_iops"))
+    renamed = real_run("other-1", at(2), matrix_name="other")
+    entry = renamed.cells[0]
+    reps = tuple(
+        rep.model_copy(update={"metrics": {**rep.metrics, "write_iops_x": 1.0}})
+        for rep in entry.result.repetitions
+    )
+    renamed = renamed.model_copy(
+        update={
+            "cells": (
+                entry.model_copy(
+                    update={"result": entry.result.model_copy(update={"repetitions": reps})}
+                ),
+                *renamed.cells[1:],
+            )
+        }
+    )
+    write_run(results, renamed)
+    write_run(results, without(real_run("spine-2", at(3)), 4, "read_iops"))
+    archive.update_index(results)
+    db = archive.index_path(results)
+    everything = table(db, "SELECT DISTINCT cell_id, metric FROM metrics")
+    assert archive.series_keys(results) == sorted(everything)
+    assert ("fae5d15ad08b", "write_iops_x") in everything
+    for matrix in ("spine", "other", "none such"):
+        expected = table(
+            db,
+            "SELECT DISTINCT m.cell_id, m.metric FROM metrics m JOIN runs r "
+            "ON r.run_id = m.run_id WHERE r.matrix_name = ?",
+            matrix,
+        )
+        assert sorted(archive.series_keys(results, matrix=matrix)) == sorted(expected)
+        assert sorted((s.cell_id, s.metric) for s in archive.series_of(results, matrix=matrix)) == (
+            sorted(expected)
+        )
+
+
+def test_a_run_json_that_cannot_be_stat_is_a_problem(results: Path) -> None:
+    """A stat that fails for another reason than a missing file (here a symlink loop) names the
+    file; the other runs are indexed."""
+    write_run(results, real_run("r1", at(1)))
+    (results / "r2").mkdir()
+    (results / "r2" / "run.json").symlink_to("run.json")
+    problems = archive.update_index(results)
+    assert [(p.path, p.reason.split(":")[0]) for p in problems] == [
+        (results / "r2" / "run.json", "cannot stat")
+    ]
+    assert archive.indexed_runs(results) == ["r1"]
+
+
 def test_history_of_a_missing_folder_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(IomatrixError, match="no such results folder"):
         archive.history(tmp_path / "nothing", CELL, "write_iops")
