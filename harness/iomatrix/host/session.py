@@ -409,6 +409,10 @@ def _guest_root(out: TextIO) -> tuple[Path | None, str, GuestRoot | None]:
         f"(fio {record.packages.get('fio', '?')}): {root}",
         file=out,
     )
+    # Without bytecode the guest compiles the agent at every boot, under an emulated CPU.
+    problem = guest_root.compile_package(root, Path(vm.package_dir()))
+    if problem is not None:
+        print(f"iomatrix: the agent's bytecode was not compiled ({problem})", file=out)
     return root, "", record
 
 

@@ -166,6 +166,21 @@ def test_a_real_guest_root_is_built_and_its_fio_runs(cache: Path) -> None:
         timeout_s=60,
     )
     assert ran.stdout.strip() == f"fio-{record.packages['fio'].split('-')[0]}"
+    # The standard library's bytecode is there (no maintainer script compiled it), written by
+    # the tree's own interpreter under the guest's paths.
+    (library,) = (tree / "usr/lib").glob("python3.[0-9]*")
+    tag = f"cpython-{library.name.removeprefix('python').replace('.', '')}"
+    compiled = library / "__pycache__" / f"os.{tag}.pyc"
+    assert compiled.is_file()
+    assert f"/usr/lib/{library.name}/os.py".encode() in compiled.read_bytes()
+    assert str(tree).encode() not in compiled.read_bytes()
+    # ... and the agent's package is compiled for it the same way, before a run's first boot.
+    package = cache / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "sub" / "mod.py").write_text("X = 1\n")
+    assert guest_root.compile_package(tree, package) is None
+    assert (package / "sub" / "__pycache__" / f"mod.{tag}.pyc").is_file()
+    assert guest_root.compile_package(cache / "pkg", package) is not None  # no loader there
     # udev's package is there (mdadm and lvm2 need it), its daemon is not.
     assert os.path.lexists(tree / "bin/udevadm") or os.path.lexists(tree / "usr/bin/udevadm")
     assert not os.path.lexists(tree / "usr/lib/systemd/systemd-udevd")
