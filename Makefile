@@ -241,18 +241,26 @@ expand: venv
 # of one cell over 10,000 runs, 100 ms; the report of 10,000 runs x 50 series, 30 s: about 2
 # minutes with writing the archive; trend over 1,000 series x 200 runs, 60 s: about a minute);
 # then `iomatrix run matrix/quick.yaml` vs a hand-written script doing the same work in the
-# same VM, alternated BENCH_ROUNDS times each (about 3.5 minutes a round under TCG), then a kernel
-# built from source from scratch and again after a one-file change (benchmarks/bench_kernel_build.py).
+# same VM, alternated BENCH_ROUNDS times each (about 3.5 minutes a round under TCG); a kernel
+# commit to its verdict (benchmarks/bench_verdict.py: a one-file change through `ab --split
+# kernel --until-decided`, beside make, vng and fio by hand; about 8 minutes, the first run 10
+# more to build the hand-made side's output folder), then a kernel built from source from
+# scratch and again after a one-file change (benchmarks/bench_kernel_build.py); last, every
+# figure beside its target in one table (benchmarks/targets.py).
 BENCH_ROUNDS ?= 3
 # The report's benchmark loads its page in chromium (selenium, from the dev lock): the test set-up.
 bench: HOST_PACKAGES = test
+bench: export IOMATRIX_BENCH_SUMMARY = $(abspath .bench/summary.jsonl)
 bench: setup venv-dev
+	mkdir -p .bench && rm -f .bench/summary.jsonl
 	$(BIN)/python benchmarks/bench_cli.py
 	$(BIN)/python benchmarks/bench_archive.py
 	$(BIN)/python benchmarks/bench_report.py
 	$(BIN)/python benchmarks/bench_trend.py
 	$(BIN)/python benchmarks/bench_harness.py --rounds $(BENCH_ROUNDS)
+	$(BIN)/python benchmarks/bench_verdict.py
 	$(BIN)/python benchmarks/bench_kernel_build.py
+	$(BIN)/python benchmarks/targets.py .bench/summary.jsonl
 
 nightly-shard:
 	@test -n "$(SHARD)" || { echo "make nightly needs SHARD=I/N;" \

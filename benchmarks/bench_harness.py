@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from targets import against_target
+
 from iomatrix.host import guest_root, kernels, vm
 from iomatrix.host.boot import create_disk
 from iomatrix.host.guest_root import GUEST_INPUT, GUEST_OUT
@@ -154,6 +156,7 @@ def main() -> int:
         each = ", ".join(f"{x:.1f}" for x in values)
         print(f"{what + ':':32} median {median:.1f} s ({each})")
     print(f"harness ratio (median / median): {h / s:.3f}")
+    against_target("harness: iomatrix run quick.yaml / hand-written script", h / s, 1.03, unit="x")
     print("\niomatrix's time, median per run (s):")
     for name, values in phases.items():
         print(f"  {name:40} {statistics.median(values):7.1f}")

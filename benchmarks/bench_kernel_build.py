@@ -22,6 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
+from targets import against_target  # noqa: E402
+
 from iomatrix import proc  # noqa: E402
 from iomatrix.host import kernels  # noqa: E402
 from iomatrix.host.kernels import sources  # noqa: E402
@@ -77,6 +79,7 @@ def main() -> int:
         ("after a one-file change", rebuild, REBUILD_TARGET_S),
     ):
         print(f"{what:30} {took:9.1f} {target:8.0f} {took / target:6.2f}")
+        against_target(f"kernel build, {what}", took, target)
     return 0
 
 

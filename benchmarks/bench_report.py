@@ -32,8 +32,8 @@ from pathlib import Path
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from targets import against_target
 from synthetic import (
-    against_target,
     headline_count,
     machine,
     megabytes,

@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from targets import against_target
 from synthetic import (
     WRITE_METRICS,
-    against_target,
     machine,
     metric_names,
     quiet,

@@ -1,4 +1,4 @@
-"""Synthetic archives for the benchmarks, and the way they print a figure beside its target.
+"""Synthetic archives for the benchmarks (a figure beside its target: targets.py).
 
 One generator for every archive benchmark (bench_archive, bench_report, bench_trend), so that
 their archives differ only in size: `cells` cells of one nightly matrix, 3 repetitions each, and
@@ -212,16 +212,6 @@ def times_of(fn: Callable[[], object], repeat: int) -> tuple[list[float], object
         result = fn()
         times.append(time.perf_counter() - start)
     return sorted(times), result
-
-
-def against_target(what: str, measured_s: float, target_s: float, note: str = "") -> None:
-    """One figure of the issue beside its target: `<what> <measured> <target> <ratio>`."""
-    verdict = "ok" if measured_s <= target_s else "OVER"
-    print(
-        f"  {what:<58} {fmt_s(measured_s):>9}  target {fmt_s(target_s):>7}  "
-        f"ratio {measured_s / target_s:5.2f} {verdict}" + (f"  ({note})" if note else ""),
-        flush=True,
-    )
 
 
 def fmt_s(seconds: float) -> str:

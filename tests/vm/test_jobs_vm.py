@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.host import kernels
+from iomatrix.store.records_io import load_run
 from support.paths import TESTS_DIR
-from support.vm import run_matrix
+from support.vm import iomatrix, run_matrix
 
 pytestmark = pytest.mark.vm
 
@@ -62,3 +64,54 @@ def test_two_jobs_run_two_pinned_vms_at_once(tmp_path: Path) -> None:
     # The whole run, kernels and records included, took less than its two boots back to back.
     boots_s = sum(b.duration_s for b in record.boots)
     assert record.timeline.wall_s < boots_s, (record.timeline.wall_s, boots_s)
+
+
+KERNEL_AB = """\
+format: 1
+name: kernel-ab
+vm: {{memory: 1GiB, cpus: 1}}
+repeat: 2
+timeouts: {{boot: 300, cell: 300}}
+devices:
+  disk: {{size: 256MiB, bus: virtio-blk, backing: file, cache: none, aio: native}}
+workloads:
+  tiny: {{fio: workloads/tiny.fio}}
+matrix:
+  kernel: ['debian:bookworm', 'path:{vmlinuz},modules={modules}']
+  filesystem: [ext4]
+  scheduler: [none]
+  device: [disk]
+  workload: [tiny]
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two VMs need two host cores")
+def test_a_kernel_ab_side_by_side_boots_each_side_once_at_the_same_time(tmp_path: Path) -> None:
+    """`ab --split kernel --jobs 2`: the two kernels' boots run at once, each holding its side's
+    repetitions (issue 29); both sides end with every repetition (the boots of one cell's
+    repetitions never overlap). The kernel is Debian's, named twice: the axis values differ."""
+    kernel = kernels.fetch("debian:bookworm")
+    assert kernel.modules_dir is not None
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "tiny.fio").write_bytes(TINY_FIO.read_bytes())
+    matrix = tmp_path / "ab.yaml"
+    matrix.write_text(KERNEL_AB.format(vmlinuz=kernel.vmlinuz, modules=kernel.modules_dir))
+    results = tmp_path / "results"
+    done = iomatrix(
+        *("ab", str(matrix), "--split", "kernel", "--jobs", "2"),
+        *("--results", str(results), "--no-progress"),
+    )
+    assert done.returncode in (0, 1), done.stderr[-4000:]
+    (session,) = (p for p in results.iterdir() if p.is_dir())
+    base, new = load_run(session / "base"), load_run(session / "new")
+    for record in (base, new):
+        (entry,) = record.cells
+        assert entry.result.status == "ok", entry.result.reason
+        assert len(entry.result.repetitions) == 2
+    boots = {b.boot_id: b for record in (base, new) for b in record.boots}
+    assert len(boots) == 2, sorted(boots)
+    assert new.timeline is not None
+    first, second = sorted(
+        (s for s in new.timeline.spans if s.name.startswith("boot ")), key=lambda s: s.start_s
+    )
+    assert second.start_s < first.start_s + first.duration_s, (first, second)
