@@ -337,6 +337,7 @@ class BootClock:
         self,
         clock: Callable[[], float] = time.monotonic,
         also: Callable[[str], None] | None = None,
+        steps: Sequence[Step] = (),
     ) -> None:
         self.clock = clock
         # Another reader of the same lines (the host's view of the disks, host/qmp.py).
@@ -353,6 +354,9 @@ class BootClock:
         # Each (cell id, repetition) the agent announced, as the host read it: the guest's own
         # markers can be deleted by a job it runs, a line the host has read cannot be taken back.
         self.announced: set[tuple[str, int]] = set()
+        # Only the boot's own steps are remembered: a guest printing fake lines without end
+        # must not grow the host's memory.
+        self._expected = {(step.cell.id, step.repetition) for step in steps}
 
     def __call__(self, line: str) -> None:
         self.last_line_at = self.clock()
@@ -374,7 +378,8 @@ class BootClock:
         if status := _SCRIPT_EXIT.search(text):
             self.script_exit = int(status[1])
         if step := _STEP_LINE.search(text):
-            self.announced.add((step[1], int(step[2])))
+            if (step[1], int(step[2])) in self._expected:
+                self.announced.add((step[1], int(step[2])))
             self.events.append(BootEvent(name=f"step {step[1]} {step[2]}", at_s=at_s))
             return
         for marker, name in _BOOT_MARKS:
@@ -443,7 +448,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             guest_io.write_input(input_dir(ctx), shared, attempt_plan)
             watcher = host_disk_watcher(attempt_plan, pending, qmp.socket_path(qmp_dir))
             console = rundir.console_log(folder, attempt)
-            boot_clock = BootClock(also=watcher)
+            boot_clock = BootClock(also=watcher, steps=pending)
             # The watchdog reads the guest's own markers; cells the guest finished are copied
             # out as it goes (the progress display reads the run folder).
             watchdog = Watchdog(

@@ -121,8 +121,11 @@ def test_the_agents_console_line_marks_a_step_started_and_fake_lines_blame_no_ea
 ) -> None:
     first = Step.of(str(tmp_path), make_cell(workload="hostile"), 0)
     second = Step.of(str(tmp_path), make_cell(workload="short"), 0)
-    clock = boot.BootClock()
+    clock = boot.BootClock(steps=[first, second])
     clock(f"iomatrix-agent: cell {first.cell.id} {first.cell.label} repetition 0\r\n")
+    # A line naming no step of the boot is not kept (a flood of them cannot grow the set).
+    clock("iomatrix-agent: cell ../../x y repetition 0")
+    assert clock.announced == {(first.cell.id, 0)}
     # The hostile job then claims the next cell started too.
     clock(f"iomatrix-agent: cell {second.cell.id} x repetition 0")
     seen = boot._seen_started(boot.Watchdog([], cell_s=1, boot_s=1), clock)
