@@ -33,13 +33,17 @@ from iomatrix.host import guest_root, kernels, vm
 from iomatrix.host.boot import create_disk
 from iomatrix.host.guest_root import GUEST_INPUT, GUEST_OUT
 from iomatrix.matrix import builtin
+from iomatrix.host.kernels import Kernel
 from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.cell import Matrix
 from iomatrix.report import timeline
 from iomatrix.store.records_io import load_run
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = ROOT / "matrix" / "quick.yaml"
 SCRIPT = ROOT / "benchmarks" / "handwritten-quick.sh"
+# What both hand-written scripts do first: load the disk driver and find the disk by serial.
+FIND_DISK = ROOT / "benchmarks" / "handwritten-find-disk.sh"
 IOMATRIX_RUN = [sys.executable, "-m", "iomatrix", "run", str(MATRIX)]
 
 
@@ -59,12 +63,14 @@ def run_iomatrix(results: Path) -> tuple[float, Path]:
     return took, run_dir
 
 
-def handwritten_argv(work: Path) -> list[str]:
-    """The vng command iomatrix would build for the quick matrix's one boot, with the script as
-    the guest's command instead of the agent."""
-    matrix = load_matrix(MATRIX)
+def hand_vng_argv(
+    work: Path, matrix: Matrix, kernel: Kernel, script: Path, *script_args: str
+) -> list[str]:
+    """The vng command iomatrix would build for one boot of the matrix's first cell on
+    `kernel`, with a hand-written script (given the job file and the output folder, then
+    `script_args`) as the guest's command instead of the agent: the same root, accelerator,
+    shared folders and disk (a preallocated image as iomatrix makes it, in `work`)."""
     cell = matrix.cells[0]
-    kernel = kernels.fetch(cell.kernel)
     accelerator, _ = vm.choose_accelerator(
         cache_dir=kernels.cache_root(),
         probe_vmlinuz=kernel.vmlinuz,
@@ -84,7 +90,8 @@ def handwritten_argv(work: Path) -> list[str]:
     )
     given = work / "input"
     given.mkdir(parents=True, exist_ok=True)
-    shutil.copy(SCRIPT, given / SCRIPT.name)
+    for lent in (script, FIND_DISK):
+        shutil.copy(lent, given / lent.name)
     shutil.copy(builtin.WORKLOADS_DIR / "randwrite-4k.fio", given / "job.fio")
     return vm.vng_argv(
         vng=vm.vng_path(),
@@ -99,12 +106,19 @@ def handwritten_argv(work: Path) -> list[str]:
         disk_args=[vm.disk_qemu_args(cell.device, str(image), 0)],
         guest_command=[
             "bash",
-            str(GUEST_INPUT / SCRIPT.name),
+            str(GUEST_INPUT / script.name),
             str(GUEST_INPUT / "job.fio"),
             str(GUEST_OUT / "out"),
+            *script_args,
         ],
         shared_fs=shared_fs,
     )
+
+
+def handwritten_argv(work: Path) -> list[str]:
+    """The quick matrix's one boot with benchmarks/handwritten-quick.sh as its command."""
+    matrix = load_matrix(MATRIX)
+    return hand_vng_argv(work, matrix, kernels.fetch(matrix.cells[0].kernel), SCRIPT)
 
 
 def run_handwritten(work: Path) -> float:

@@ -43,11 +43,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench_harness import hand_vng_argv  # noqa: E402
 from targets import against_target  # noqa: E402
 
-from iomatrix.host import guest_root, kernels, vm  # noqa: E402
-from iomatrix.host.boot import create_disk  # noqa: E402
-from iomatrix.host.guest_root import GUEST_INPUT, GUEST_OUT  # noqa: E402
+from iomatrix.host import kernels, vm  # noqa: E402
+from iomatrix.host.kernels import Kernel  # noqa: E402
 from iomatrix.host.kernels import sources  # noqa: E402
 from iomatrix.matrix import builtin  # noqa: E402
 from iomatrix.matrix.loader import load_matrix  # noqa: E402
@@ -208,52 +208,12 @@ def hand_build(tree: Path, kbuild: Path, modules: Path) -> tuple[float, str]:
     return took, (kbuild / "include" / "config" / "kernel.release").read_text().strip()
 
 
-def hand_boot(
-    work: Path, vmlinuz: str, release: str, modules_dir: str, reps: int, matrix: Path
-) -> tuple[float, float]:
+def hand_boot(work: Path, kernel: Kernel, reps: int, matrix: Path) -> tuple[float, float]:
     """One vng boot running the job `reps` times: (seconds, median write IOPS)."""
-    loaded = load_matrix(matrix)
-    cell = loaded.cells[0]
     out = work / "out"
     out.mkdir(parents=True)
-    given = work / "input"
-    given.mkdir()
-    shutil.copy(SCRIPT, given / SCRIPT.name)
-    shutil.copy(builtin.WORKLOADS_DIR / "randwrite-4k.fio", given / "job.fio")
+    argv = hand_vng_argv(work, load_matrix(matrix), kernel, SCRIPT, str(reps))
     image = work / "disk.img"
-    create_disk(image, cell.device.size_bytes, preallocate=cell.device.backing == "file")
-    accelerator, _ = vm.choose_accelerator(
-        cache_dir=kernels.cache_root(),
-        probe_vmlinuz=vmlinuz,
-        probe_release=release,
-        probe_modules=modules_dir,
-    )
-    root, _record = guest_root.ensure(
-        kernels.cache_root(),
-        offline=kernels.offline_requested(),
-        mirror=lambda: kernels.debian_mirror("the guest root"),
-        log=print,
-    )
-    argv = vm.vng_argv(
-        vng=vm.vng_path(),
-        vmlinuz=vmlinuz,
-        release=release,
-        modules_dir=modules_dir,
-        vm=loaded.vm,
-        accelerator=accelerator,
-        guest_root=str(root),
-        input_dir=str(given),
-        rw_dir=str(work),
-        disk_args=[vm.disk_qemu_args(cell.device, str(image), 0)],
-        guest_command=[
-            "bash",
-            str(GUEST_INPUT / SCRIPT.name),
-            str(GUEST_INPUT / "job.fio"),
-            str(GUEST_OUT / "out"),
-            str(reps),
-        ],
-        shared_fs=vm.shared_fs_for_host()[0],
-    )
     started = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, check=False, env=vm.vng_env())
     took = time.monotonic() - started
@@ -294,7 +254,6 @@ def main() -> int:
         )
         del parts["the rest (records, comparison, report)"]
         reps = repetitions(new_run)
-        new_kernel = new_run.kernels[new_run.cells[0].cell.kernel]
         # By hand: the developer's own output folder at the base, then a one-file change of
         # the same size (its own comment) built over it.
         kbuild = cache / "bench" / "hand-kbuild"
@@ -306,17 +265,15 @@ def main() -> int:
         print("by hand: make, vng, fio ...", flush=True)
         built_s, hand_release = hand_build(tree, kbuild, modules)
         assert base.modules_dir is not None
-        base_s, base_iops = hand_boot(
-            work / "hand-base", base.vmlinuz, base.release, base.modules_dir, reps, matrix
+        base_s, base_iops = hand_boot(work / "hand-base", base, reps, matrix)
+        hand_kernel = base.model_copy(
+            update={
+                "vmlinuz": str(kbuild / "arch" / "x86" / "boot" / "bzImage"),
+                "release": hand_release,
+                "modules_dir": str(modules / "lib" / "modules" / hand_release),
+            }
         )
-        new_s, new_iops = hand_boot(
-            work / "hand-new",
-            str(kbuild / "arch" / "x86" / "boot" / "bzImage"),
-            hand_release,
-            str(modules / "lib" / "modules" / hand_release),
-            reps,
-            matrix,
-        )
+        new_s, new_iops = hand_boot(work / "hand-new", hand_kernel, reps, matrix)
         hand = built_s + base_s + new_s
     finally:
         git(tree, "checkout", "--quiet", "--force", "base")
@@ -360,7 +317,9 @@ def report(
     ratio = wall / hand
     print(f"{'iomatrix / by hand':52} {ratio:8.2f} {RATIO_TARGET:7.2f} {ratio / RATIO_TARGET:6.2f}")
     against_target("commit to verdict: ab --split kernel --until-decided", wall, TARGET_S)
-    against_target("commit to verdict: iomatrix / by hand (make, vng, fio)", ratio, RATIO_TARGET, unit="x")
+    against_target(
+        "commit to verdict: iomatrix / by hand (make, vng, fio)", ratio, RATIO_TARGET, unit="x"
+    )
     verdict = next((line for line in output.splitlines() if line.strip()), "")
     print(f"\niomatrix's verdict (exit {code}, {reps} repetitions per side): {verdict}")
     print(f"  write IOPS median: base {write_iops(base_run):.0f}, new {write_iops(new_run):.0f}")

@@ -10,17 +10,8 @@ job=$1
 out=$2
 stamp() { echo "$(cut -d' ' -f1 /proc/uptime) $*" >>"$out/phases.txt"; }
 stamp start
-# Without udev nothing else loads the disk's driver (as in iomatrix's agent).
-modprobe virtio_blk
-dev=
-for _ in $(seq 300); do
-  for block in /sys/block/vd*; do
-    if [ "$(cat "$block/serial" 2>/dev/null)" = iomatrix0 ]; then dev=${block##*/}; fi
-  done
-  [ -n "$dev" ] && break
-  sleep 0.1
-done
-[ -n "$dev" ] || { echo "no disk with serial iomatrix0" >&2; exit 1; }
+# shellcheck source=benchmarks/handwritten-find-disk.sh
+. "$(dirname "$0")/handwritten-find-disk.sh"
 mnt=/tmp/handwritten
 mkdir -p "$mnt"
 for fs in ext4 xfs btrfs; do
