@@ -2,12 +2,17 @@
 Context: the spec, which file supplied each value, the errors found so far), and the one
 interface each axis resolver offers, AxisResolver.
 
-An axis value is resolved the same way wherever it is written: the values under matrix: and the
-axis values of a matrix.include entry that adds a combination both go through the resolver's
-`resolve`, so an include entry is checked exactly as the axis is, with the same errors at its own
-place (matrix.include[i].<axis>). The families: axis_kernels.py, axis_filesystems.py (with the
-mount option sets), axis_devices.py (devices, schedulers and the storage stacks over them),
-axis_workloads.py and axis_knobs.py; expand.py builds their product.
+An axis value is resolved the same way wherever it is written: the values of matrix.kernel,
+.scheduler, .device and .workload and the axis values of a matrix.include entry that adds a
+combination all go through the resolver's `resolve`, so an include entry is checked exactly as
+the axis is, with the same errors at its own place (matrix.include[i].<axis>). The filesystem and
+knob axes define their values (a filesystem entry, a knob set); `resolve` finds a defined one by
+the name an include entry gives (or, for a filesystem, makes one of a known type, as a type name
+on the axis does). mount_options depends on the filesystem: FilesystemAxis.option_set.
+
+The families: axis_kernels.py, axis_filesystems.py (with the mount option sets), axis_devices.py
+(devices, schedulers and the storage stacks over them), axis_workloads.py and axis_knobs.py;
+expand.py builds their product.
 """
 
 from __future__ import annotations

@@ -29,6 +29,15 @@ class SchedulerAxis:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
 
+    def axis(self, values: Sequence[str]) -> list[Scheduler]:
+        """matrix.scheduler, each value once, in the order written."""
+        out: list[Scheduler] = []
+        for i, value in enumerate(dict.fromkeys(values)):
+            scheduler = self.resolve(value, ("matrix", "scheduler", i))
+            if scheduler is not None:
+                out.append(scheduler)
+        return out
+
     def resolve(self, value: str, loc: Loc) -> Scheduler | None:
         if value not in SCHEDULERS:
             self.ctx.error(

@@ -8,9 +8,10 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from iomatrix.errors import MatrixError
-from iomatrix.matrix.axis import Context
+from iomatrix.matrix.axis import AxisResolver, Context
 from iomatrix.matrix.axis_devices import DeviceAxis, SchedulerAxis
 from iomatrix.matrix.axis_filesystems import FilesystemAxis
 from iomatrix.matrix.axis_kernels import KernelAxis
@@ -49,6 +50,8 @@ from iomatrix.model.cell import (
     cell_id,
 )
 from iomatrix.model.knob_keys import KNOB_FAMILIES
+
+T = TypeVar("T")
 
 # --- stage 2: the merged file into cells ------------------------------------------------------
 
@@ -129,7 +132,7 @@ class Expander:
         ):
             return None
         kernels = self.kernels.axis(m.kernel)
-        schedulers = list(dict.fromkeys(m.scheduler))
+        schedulers = self.schedulers.axis(m.scheduler)
         filesystems = self.filesystems.axis(m.filesystem)
         self.filesystems.define_option_sets(m.mount_options or {}, filesystems)
         devices = self.devices.axis(m.device)
@@ -323,20 +326,20 @@ class Expander:
         """The combination an include entry adds: each of its values resolved as the axis's own
         values are, every bad one reported at matrix.include[i].<axis>."""
         errors_before = len(self.errors)
-        kernel = self.kernels.resolve(values["kernel"], (*loc, "kernel"))
-        fs = self.filesystems.resolve(values["filesystem"], (*loc, "filesystem"))
+        kernel = _resolved(self.kernels, values, "kernel", loc)
+        fs = _resolved(self.filesystems, values, "filesystem", loc)
         option_set = (
             None
             if fs is None
             else self.filesystems.option_set(fs, values["mount_options"], (*loc, "mount_options"))
         )
-        scheduler = self.schedulers.resolve(values["scheduler"], (*loc, "scheduler"))
-        device = self.devices.resolve(values["device"], (*loc, "device"))
-        workload = self.workloads.resolve(values["workload"], (*loc, "workload"))
+        scheduler: Scheduler | None = _resolved(self.schedulers, values, "scheduler", loc)
+        device = _resolved(self.devices, values, "device", loc)
+        workload = _resolved(self.workloads, values, "workload", loc)
         knobs: dict[str, KnobSet] = {}
-        for family, value in values.items():
+        for family in values:
             if family in KNOB_FAMILIES:
-                chosen = self.knobs.resolver(family).resolve(value, (*loc, family))
+                chosen = _resolved(self.knobs.resolver(family), values, family, loc)
                 if chosen is not None:
                     knobs[family] = chosen
         if (
@@ -350,3 +353,11 @@ class Expander:
         ):
             return None
         return _Combo(kernel, fs, option_set, scheduler, device, workload, knobs)
+
+
+def _resolved(
+    resolver: AxisResolver[T], values: Mapping[str, str], axis: str, loc: Loc
+) -> T | None:
+    """An include entry's value of one axis, through the axis's own resolver (reported at
+    matrix.include[i].<axis>)."""
+    return resolver.resolve(values[axis], (*loc, axis))
