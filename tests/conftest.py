@@ -18,6 +18,9 @@ from iomatrix.host import guest_root
 if TYPE_CHECKING:
     from support.browser import Browser
 
+# The matrix tests' fixtures (ws, preset), beside the builders they use.
+pytest_plugins = ["support.matrix_files"]
+
 UNIT_TESTS = Path(__file__).resolve().parent / "unit"
 
 

@@ -17,7 +17,7 @@ prune=${2:-}
 import shutil
 import sys
 from iomatrix.host import kernels
-from iomatrix.matrix import load_matrix
+from iomatrix.matrix.loader import load_matrix
 
 releases = sorted({kernels.fetch(spec).release for spec in load_matrix(sys.argv[1]).kernels})
 if sys.argv[2] == "--prune":

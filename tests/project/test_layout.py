@@ -4,7 +4,8 @@ pyproject.toml holds the rules: import-linter contracts (stages point down the p
 and the guest never import each other, records import nothing but errors) and ruff's banned-api
 (only proc.py imports subprocess). Each test copies the package, breaks one rule in the copy and
 runs the same tool with the same configuration on it: the tool must name the broken rule. The
-clean tree passing is shown by `make lint` itself and by the first test.
+clean tree passing is shown by `make lint` itself and by the first test. One rule has no tool and
+is checked here: the size of the matrix reader's modules and functions (oversized).
 """
 
 from __future__ import annotations
@@ -157,3 +158,41 @@ def test_commands_return_named_exit_codes(copy: Path) -> None:
     assert bare_exit_codes(cli_dir) == [
         "matrix_commands.py:" + str(len(module.read_text().splitlines())) + " in cmd_broken"
     ]
+
+
+# The matrix reader stays in modules a reader can hold in mind (issue 26: the expander was one
+# 1,000-line class): no module under matrix/ over 600 lines, no function over 80.
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+
+
+def oversized(folder: Path) -> list[str]:
+    """Modules of `folder` over MAX_MODULE_LINES lines and functions (methods and nested ones
+    too, decorators counted) over MAX_FUNCTION_LINES."""
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        text = path.read_text()
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append(f"{path.name}: {lines} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                length = (node.end_lineno or node.lineno) - first + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{path.name}:{first} {node.name}: {length} lines")
+    return found
+
+
+def test_matrix_modules_and_functions_stay_small(copy: Path) -> None:
+    matrix_dir = copy / "harness" / "iomatrix" / "matrix"
+    assert oversized(matrix_dir) == []
+    # The check sees a long function and a long module, planted in the copy.
+    module = matrix_dir / "rules.py"
+    start = len(module.read_text().splitlines()) + 3
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    module.write_text(module.read_text() + f"\n\ndef planted() -> None:\n{body}")
+    assert oversized(matrix_dir) == [f"rules.py:{start} planted: {MAX_FUNCTION_LINES + 1} lines"]
+    filler = matrix_dir / "filler.py"
+    filler.write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert f"filler.py: {MAX_MODULE_LINES + 1} lines" in oversized(matrix_dir)

@@ -34,8 +34,10 @@ Loading happens in two stages:
 The parts, in the order a file goes through them: yaml_reader.py (strict YAML and where each field
 is written), schema.py (one file's raw schema and its field checks), fio_jobs.py (job files as
 untrusted input), presets.py (stage 1: a file and its presets, merged), expand.py (stage 2: the
-merged file into Cells), problems.py (pydantic's errors as MatrixErrors), rules.py (limits,
-character rules, shared helpers). This module is the entry point.
+merged file into Cells, the product and exclude/include) with one module per axis family, behind
+one resolver interface (axis.py: axis_kernels.py, axis_filesystems.py, axis_devices.py,
+axis_workloads.py, axis_knobs.py with knobs.py), problems.py (pydantic's errors as MatrixErrors),
+rules.py (limits, character rules, shared helpers). This module is the entry point.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ file, the field's YAML path and line, and the reason."""
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from iomatrix.host import vm
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import KnobSet, KnobSetting, VmSettings, axes_of, cell_id
 from iomatrix.plan.boots import boot_groups
+from support.matrix_files import dump, with_matrix
 
 FIO = "[w]\nrw=randwrite\nbs=4k\nsize=16m\n"
 
@@ -256,3 +258,18 @@ def test_fio_knobs_need_fio_workloads(tmp_path: Path) -> None:
     (error,) = errors(tmp_path, doc)
     assert error.field == "matrix.fio"
     assert "fio options need fio workloads; sync is not (split the matrix)" in error.reason
+
+
+def test_a_knob_mapping_that_multiplies_to_millions_is_refused_at_once(ws: Path) -> None:
+    """3.8 KB of knob lists hung validate: their product was built before the cell limit."""
+    values = list(range(1, 41))
+    doc = with_matrix()
+    doc["matrix"]["queue"] = dict.fromkeys(
+        ("read_ahead_kb", "nr_requests", "max_sectors_kb", "rq_affinity"), values
+    )
+    dump(ws / "m.yaml", doc)
+    started = time.monotonic()
+    with pytest.raises(MatrixErrors) as caught:
+        load_matrix(ws / "m.yaml")
+    assert time.monotonic() - started < 10
+    assert "multiply to 2560000 sets" in str(caught.value)
