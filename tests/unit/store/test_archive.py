@@ -125,6 +125,12 @@ def test_index_built_from_run_folders(results: Path) -> None:
     per_run = table(db, "SELECT run_id, count(*) FROM metrics GROUP BY run_id")
     assert per_run == [("r1", OK_CELLS * METRICS_PER_CELL), ("r2", OK_CELLS * METRICS_PER_CELL)]
     assert table(db, "SELECT count(*) FROM metrics WHERE cell_id = ?", FAILED_CELL) == [(0,)]
+    # Each metric row carries its cell's status in that run (history reads it from there).
+    assert table(
+        db,
+        "SELECT count(*) FROM metrics m JOIN cells c USING (run_id, cell_id) "
+        "WHERE m.status IS NOT c.status",
+    ) == [(0,)]
     with contextlib.closing(sqlite3.connect(db)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (archive.SCHEMA_VERSION,)
 
@@ -383,12 +389,14 @@ def test_a_folder_without_run_json_is_skipped(results: Path) -> None:
 # --- rebuilds of unusable indexes ----------------------------------------------------------------
 
 
-def test_an_index_of_another_schema_version_is_rebuilt(results: Path) -> None:
+# 1: the layout before metrics rows carried their cell's status.
+@pytest.mark.parametrize("version", [1, 99])
+def test_an_index_of_another_schema_version_is_rebuilt(results: Path, version: int) -> None:
     write_run(results, real_run("r1", at(1)))
     db = archive.index_path(results)
     with contextlib.closing(sqlite3.connect(db)) as conn:
         conn.execute("CREATE TABLE runs (run_id TEXT)")  # an older layout
-        conn.execute("PRAGMA user_version = 99")
+        conn.execute(f"PRAGMA user_version = {version}")
         conn.commit()
     assert archive.update_index(results) == []
     assert archive.indexed_runs(results) == ["r1"]
