@@ -22,10 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.cli import archive_commands
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
 from iomatrix.host import session
 from iomatrix.model.result import RUN_FORMAT, CellEntry, RunRecord
+from iomatrix.report.tables import format_table
 from iomatrix.store import archive
 from iomatrix.store.archive import HistoryPoint, Problem
 from iomatrix.store.records_io import load_run, write_record
@@ -703,6 +705,38 @@ def test_cli_history_table(results: Path, capsys: pytest.CaptureFixture[str]) ->
     assert lines[2].split() == ["r1", at(1), "1590.94", "-", "1", "ok"]
     assert lines[3].split() == ["r2", at(2), "3181.88", "-", "1", "ok"]
     assert len(lines) == 4
+
+
+@pytest.mark.parametrize(
+    "points",
+    [
+        [HistoryPoint("r1", at(1), 1590.939374, None, 1, "ok")],
+        [
+            HistoryPoint("2026-nightly-00001", at(1), 1590.939374, 0.0123, 3, "ok"),
+            HistoryPoint("r2", at(2), float("nan"), None, 0, "failed"),
+            HistoryPoint("a-much-longer-run-id", at(3), 1.5e-7, 0.0, 2, "interrupted"),
+            HistoryPoint("r4", at(4), 123456789.0, 1.0, 12, "ok"),
+            HistoryPoint("r5", at(5), -0.5, 0.00049, 3, "skipped"),
+        ],
+    ],
+)
+def test_cli_history_table_is_format_tables_text(points: list[HistoryPoint]) -> None:
+    # The command builds its table column by column for speed: the text must stay the one
+    # format_table makes of a row per point.
+    rows = [
+        [
+            p.run_id,
+            p.created_at,
+            f"{p.median:.6g}",
+            "-" if p.cov is None else f"{100 * p.cov:.1f}%",
+            str(p.n),
+            p.status,
+        ]
+        for p in points
+    ]
+    expected = format_table(["run", "date", "median", "CoV", "n", "status"], rows)
+    assert archive_commands.history_table(points) == expected
+    assert archive_commands.history_table([]) == format_table(archive_commands.HISTORY_HEADER, [])
 
 
 def test_cli_history_json(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
