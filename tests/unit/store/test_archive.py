@@ -97,6 +97,7 @@ def dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
         "cells": table(db, "SELECT * FROM cells"),
         "metrics": table(db, "SELECT * FROM metrics"),
         "merged_from": table(db, "SELECT * FROM merged_from"),
+        "folders": table(db, "SELECT * FROM folders"),
     }
 
 
@@ -328,11 +329,110 @@ def test_update_picks_up_new_and_changed_runs_and_drops_deleted_ones(
     assert loads == []  # nothing changed, nothing read
 
 
+def primed(results: Path) -> None:
+    """An update that leaves the index equal to the folders, and records them: the next update
+    that finds them the same has nothing to do (without reading the runs table). Twice: the
+    first may be a rebuild, which records the folders its own way."""
+    assert archive.update_index(results) == []
+    assert archive.update_index(results) == []
+    assert len(table(archive.index_path(results), "SELECT * FROM folders")) == 1
+
+
+def refuse_runs_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(_conn: sqlite3.Connection) -> dict[str, tuple[int, int, int]]:
+        raise AssertionError("the runs table was read")
+
+    monkeypatch.setattr(archive, "_known_stamps", refused)
+
+
+def test_an_update_with_nothing_to_do_reads_no_run_and_not_the_runs_table(
+    results: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_run(results, real_run("r1", at(1)))
+    write_run(results, real_run("r2", at(2)))
+    (results / "starting").mkdir()  # no run.json yet
+    primed(results)
+    refuse_runs_table(monkeypatch)
+    monkeypatch.setattr(archive, "load_run", None)  # nothing is read either
+    assert archive.update_index(results) == []
+    assert archive.update_index(results) == []
+
+
+def test_a_run_folder_added_after_a_no_op_update_is_indexed(results: Path) -> None:
+    write_run(results, real_run("r1", at(1)))
+    primed(results)
+    write_run(results, real_run("r2", at(2), scale=2.0))
+    assert archive.update_index(results) == []
+    assert iops(results, refresh=False) == [("r1", BASE_IOPS), ("r2", pytest.approx(2 * BASE_IOPS))]
+    # And a run.json that appears in a folder that had none (a run that was starting).
+    (results / "r3").mkdir()
+    primed(results)
+    write_record(results / "r3" / "run.json", real_run("r3", at(3), scale=3.0))
+    assert archive.update_index(results) == []
+    assert archive.indexed_runs(results) == ["r1", "r2", "r3"]
+
+
+def test_a_run_folder_removed_after_a_no_op_update_is_dropped(results: Path) -> None:
+    write_run(results, real_run("r1", at(1)))
+    write_run(results, real_run("r2", at(2)))
+    primed(results)
+    shutil.rmtree(results / "r2")
+    assert archive.update_index(results) == []
+    assert archive.indexed_runs(results) == ["r1"]
+    assert [r for r, _ in iops(results, refresh=False)] == ["r1"]
+    # A folder renamed is one removed and one added.
+    primed(results)
+    (results / "r1").rename(results / "r9")
+    assert archive.update_index(results) == []
+    assert archive.indexed_runs(results) == ["r9"]
+
+
+def test_a_run_json_rewritten_in_place_within_the_same_second_is_seen(results: Path) -> None:
+    # `cp` over a run.json writes into the same inode and leaves its folder's mtime alone: only
+    # run.json's own mtime shows the change (the size is the same here), to the nanosecond.
+    write_run(results, real_run("r1", at(1)))
+    primed(results)
+    run_json = results / "r1" / "run.json"
+    before = run_json.stat()
+    text = run_json.read_text()
+    rewritten = text.replace('"matrix_name": "spine"', '"matrix_name": "spinf"')
+    assert rewritten != text
+    assert len(rewritten) == len(text)
+    with run_json.open("r+") as file:
+        file.write(rewritten)
+    # One nanosecond later, in the same second.
+    second_ns = 1_000_000_000
+    later = before.st_mtime_ns + (1 if before.st_mtime_ns % second_ns < second_ns - 1 else -1)
+    os.utime(run_json, ns=(before.st_atime_ns, later))
+    after = run_json.stat()
+    if after.st_mtime_ns == before.st_mtime_ns:
+        pytest.skip("this file system keeps no nanoseconds of mtime")
+    assert (after.st_ino, after.st_size) == (before.st_ino, before.st_size)
+    assert after.st_mtime_ns // second_ns == before.st_mtime_ns // second_ns
+    assert archive.update_index(results) == []
+    assert table(archive.index_path(results), "SELECT matrix_name FROM runs") == [("spinf",)]
+
+
+def test_an_index_changed_outside_an_update_is_compared_run_by_run(results: Path) -> None:
+    # The folders' record stands for the runs table only as long as no run's rows change.
+    write_run(results, real_run("r1", at(1)))
+    primed(results)
+    db = archive.index_path(results)
+    with (
+        contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn,
+        archive.transaction(conn),
+    ):
+        archive.index_run(conn, "ghost", real_run("ghost", at(2)), archive.FileStamp(0, 0, 0))
+    assert archive.indexed_runs(results) == ["r1", "ghost"]
+    assert archive.update_index(results) == []
+    assert archive.indexed_runs(results) == ["r1"]  # it has no folder
+
+
 def test_a_rewrite_of_the_same_size_and_mtime_is_seen(results: Path) -> None:
     # The runner rewrites run.json by rename after every boot: a new inode, even when the size
     # and the (coarse) mtime happen to be the same.
     write_run(results, real_run("r1", at(1)))
-    archive.update_index(results)
+    primed(results)
     run_json = results / "r1" / "run.json"
     before = run_json.stat()
     write_record(run_json, load_run(run_json).model_copy(update={"matrix_name": "spinf"}))
@@ -391,8 +491,8 @@ def test_a_folder_without_run_json_is_skipped(results: Path) -> None:
 # --- rebuilds of unusable indexes ----------------------------------------------------------------
 
 
-# 1: the layout before metrics rows carried their cell's status.
-@pytest.mark.parametrize("version", [1, 99])
+# 1: before metrics rows carried their cell's status; 2: before the folders table.
+@pytest.mark.parametrize("version", [1, 2, 99])
 def test_an_index_of_another_schema_version_is_rebuilt(results: Path, version: int) -> None:
     write_run(results, real_run("r1", at(1)))
     db = archive.index_path(results)
