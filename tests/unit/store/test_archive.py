@@ -8,6 +8,7 @@ cells/<id>/result.json the way the runner leaves them.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -837,6 +838,31 @@ def test_cli_history_table_is_format_tables_text(points: list[HistoryPoint]) -> 
     expected = format_table(["run", "date", "median", "CoV", "n", "status"], rows)
     assert archive_commands.history_table(points) == expected
     assert archive_commands.history_table([]) == format_table(archive_commands.HISTORY_HEADER, [])
+
+
+def test_cli_history_leaves_the_garbage_collector_as_it_found_it(results: Path) -> None:
+    # The command holds Python's cycle collector off while it works (speed), and only then.
+    write_run(results, real_run("r1", at(1)))
+    argv = ["history", "--cell", CELL, "--metric", "write_iops", "--results", str(results)]
+    seen: list[bool] = []
+    original = archive.history
+
+    def spying(*args: object, **kwargs: object) -> list[HistoryPoint]:
+        seen.append(gc.isenabled())
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(archive, "history", spying)
+        assert gc.isenabled()
+        assert cli.main(argv) == 0
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            assert cli.main(argv) == 0
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    assert seen == [False, False]
 
 
 def test_cli_history_json(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
