@@ -190,25 +190,28 @@ def cmd_history(args: argparse.Namespace) -> int:
     for problem in archive.update_index(results):
         print(f"iomatrix: warning: not indexed: {problem}", file=sys.stderr)
     _check_names(results, [args.cell], [args.metric], matrix=args.matrix)
-    points = archive.history(
-        results, args.cell, args.metric, matrix=args.matrix, limit=args.limit, refresh=False
-    )
     if args.json:
+        points = archive.history(
+            results, args.cell, args.metric, matrix=args.matrix, limit=args.limit, refresh=False
+        )
         print(json.dumps([p._asdict() for p in points], indent=1))
         return ExitCode.OK if points else ExitCode.NOT_OK
-    if not points:
+    rows = archive.history_rows(
+        results, args.cell, args.metric, matrix=args.matrix, limit=args.limit, refresh=False
+    )
+    if not rows:
         known = archive.metrics_of_cell(results, args.cell)
         hint = f"its metrics: {', '.join(known)}" if known else "no indexed run has this cell"
         print(f"no history of {args.metric} for cell {args.cell} in {results} ({hint})")
         return ExitCode.NOT_OK
-    print(history_table(points))
+    print(history_table(rows))
     return ExitCode.OK
 
 
 HISTORY_HEADER = ("run", "date", "median", "CoV", "n", "status")
 
 
-def history_table(points: Sequence[archive.HistoryPoint]) -> str:
+def history_table(points: Sequence[archive.HistoryRow]) -> str:
     """format_table(HISTORY_HEADER, a row per point), the same text, built column by column.
 
     A row per run, 10,000 on a nightly's archive: each column formatted and padded by one map

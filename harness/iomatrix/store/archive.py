@@ -577,6 +577,38 @@ LIMIT :limit
 """
 
 
+# A history point as a plain tuple: HistoryPoint's fields, in its order.
+HistoryRow = tuple[str, str, float, float | None, int, str]
+
+
+def query_history_rows(
+    conn: sqlite3.Connection,
+    cell_id: str,
+    metric: str,
+    *,
+    matrix: str | None = None,
+    limit: int | None = None,
+) -> list[HistoryRow]:
+    """query_history()'s points as the plain tuples SQLite returns: for a caller that reads
+    them by position (the `iomatrix history` table), without a named tuple made per row (a
+    quarter of the query of 10,000 points: 11 against 14.5 ms of CPU)."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"the history limit must be at least 1, not {limit}")
+    rows: list[HistoryRow] = conn.execute(
+        _HISTORY_SQL,
+        {
+            "cell": cell_id,
+            "metric": metric,
+            "matrix": matrix,
+            "limit": -1 if limit is None else limit,
+        },
+    ).fetchall()
+    rows.reverse()
+    # The columns' types are the tuple's (histories() builds its points the same way); SQLite
+    # stores a NaN median as NULL, and the few there are become NaN again.
+    return [r if r[2] is not None else (*r[:2], math.nan, *r[3:]) for r in rows]
+
+
 def query_history(
     conn: sqlite3.Connection,
     cell_id: str,
@@ -586,21 +618,8 @@ def query_history(
     limit: int | None = None,
 ) -> list[HistoryPoint]:
     """history() on an open index, without updating it first."""
-    if limit is not None and limit < 1:
-        raise ValueError(f"the history limit must be at least 1, not {limit}")
-    rows = conn.execute(
-        _HISTORY_SQL,
-        {
-            "cell": cell_id,
-            "metric": metric,
-            "matrix": matrix,
-            "limit": -1 if limit is None else limit,
-        },
-    ).fetchall()
-    # The columns' types are the tuple's (histories() builds its points the same way); SQLite
-    # stores a NaN median as NULL, and the few there are become NaN again.
-    points = list(map(HistoryPoint._make, reversed(rows)))
-    return [p if p.median is not None else p._replace(median=math.nan) for p in points]
+    rows = query_history_rows(conn, cell_id, metric, matrix=matrix, limit=limit)
+    return list(map(HistoryPoint._make, rows))
 
 
 def history(
@@ -623,6 +642,22 @@ def history(
         update_index(results_dir)
     with open_index(results_dir) as conn:
         return query_history(conn, cell_id, metric, matrix=matrix, limit=limit)
+
+
+def history_rows(
+    results_dir: Path,
+    cell_id: str,
+    metric: str,
+    *,
+    matrix: str | None = None,
+    limit: int | None = None,
+    refresh: bool = True,
+) -> list[HistoryRow]:
+    """history()'s points as plain tuples (query_history_rows)."""
+    if refresh:
+        update_index(results_dir)
+    with open_index(results_dir) as conn:
+        return query_history_rows(conn, cell_id, metric, matrix=matrix, limit=limit)
 
 
 def metrics_of_cell(results_dir: Path, cell_id: str) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -181,6 +182,21 @@ def test_history_median_cov_and_n_over_repetitions(results: Path) -> None:
     assert point.cov == pytest.approx(statistics.stdev(values) / statistics.fmean(values))
     assert point.n == 3
     assert point.status == "failed"  # the cell's status in that run
+
+
+def test_history_rows_are_the_points_as_plain_tuples_a_nan_median_included(results: Path) -> None:
+    write_run(results, real_run("r1", at(1)))
+    write_run(results, real_run("r2", at(2), scale=math.nan))
+    write_run(results, real_run("r3", at(3), scale=3.0, matrix_name="other"))
+    archive.update_index(results)
+    for kwargs in ({}, {"limit": 2}, {"matrix": "spine"}):
+        points = archive.history(results, CELL, "write_iops", refresh=False, **kwargs)
+        rows = archive.history_rows(results, CELL, "write_iops", refresh=False, **kwargs)
+        assert all(type(r) is tuple for r in rows)
+        assert [repr(r) for r in rows] == [repr(tuple(p)) for p in points]  # repr: nan != nan
+    nan_point = archive.history(results, CELL, "write_iops")[1]
+    assert nan_point.run_id == "r2"
+    assert math.isnan(nan_point.median)
 
 
 def test_history_of_one_matrix(results: Path) -> None:
@@ -845,14 +861,14 @@ def test_cli_history_leaves_the_garbage_collector_as_it_found_it(results: Path) 
     write_run(results, real_run("r1", at(1)))
     argv = ["history", "--cell", CELL, "--metric", "write_iops", "--results", str(results)]
     seen: list[bool] = []
-    original = archive.history
+    original = archive.history_rows
 
-    def spying(*args: object, **kwargs: object) -> list[HistoryPoint]:
+    def spying(*args: object, **kwargs: object) -> list[archive.HistoryRow]:
         seen.append(gc.isenabled())
         return original(*args, **kwargs)  # type: ignore[arg-type]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(archive, "history", spying)
+        patch.setattr(archive, "history_rows", spying)
         assert gc.isenabled()
         assert cli.main(argv) == 0
         assert gc.isenabled()
