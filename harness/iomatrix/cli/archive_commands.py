@@ -4,11 +4,14 @@ archive."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import fnmatch
+import gc
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import repeat
 from pathlib import Path
 
 from iomatrix.analysis import compare, planning, stats, trend, triage
@@ -163,36 +166,75 @@ def _check_names(
             )
 
 
+@contextlib.contextmanager
+def _cyclic_gc_held_off() -> Iterator[None]:
+    """Python's cycle collector off for a while: a history of 10,000 runs allocates some 100,000
+    tuples, strings and lists, none in a cycle, and every 700 allocations set off a collection
+    that walks the young objects, now and then every object of the process. Measured with
+    gc.callbacks over `iomatrix history` of 10,000 runs: 49 collections and 12 ms of CPU a
+    command (of about 85), 2 and 1 ms with this (those of the parser, before it). Reference
+    counting still frees every object as soon as it is unused."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@_cyclic_gc_held_off()
 def cmd_history(args: argparse.Namespace) -> int:
     results = Path(args.results)
     for problem in archive.update_index(results):
         print(f"iomatrix: warning: not indexed: {problem}", file=sys.stderr)
     _check_names(results, [args.cell], [args.metric], matrix=args.matrix)
-    points = archive.history(
-        results, args.cell, args.metric, matrix=args.matrix, limit=args.limit, refresh=False
-    )
     if args.json:
+        points = archive.history(
+            results, args.cell, args.metric, matrix=args.matrix, limit=args.limit, refresh=False
+        )
         print(json.dumps([p._asdict() for p in points], indent=1))
         return ExitCode.OK if points else ExitCode.NOT_OK
-    if not points:
+    rows = archive.history_rows(
+        results, args.cell, args.metric, matrix=args.matrix, limit=args.limit, refresh=False
+    )
+    if not rows:
         known = archive.metrics_of_cell(results, args.cell)
         hint = f"its metrics: {', '.join(known)}" if known else "no indexed run has this cell"
         print(f"no history of {args.metric} for cell {args.cell} in {results} ({hint})")
         return ExitCode.NOT_OK
-    # A row per run, 10,000 on a nightly's archive: the points unpacked, not read by name.
-    rows = [
-        [
-            run_id,
-            created_at,
-            f"{median:.6g}",
-            "-" if cov is None else f"{100 * cov:.1f}%",
-            str(n),
-            status,
-        ]
-        for run_id, created_at, median, cov, n, status in points
-    ]
-    print(format_table(["run", "date", "median", "CoV", "n", "status"], rows))
+    print(history_table(rows))
     return ExitCode.OK
+
+
+HISTORY_HEADER = ("run", "date", "median", "CoV", "n", "status")
+
+
+def history_table(points: Sequence[archive.HistoryRow]) -> str:
+    """format_table(HISTORY_HEADER, a row per point), the same text, built column by column.
+
+    A row per run, 10,000 on a nightly's archive: each column formatted and padded by one map
+    over it and each line joined from the padded columns takes half the time of a list per row
+    through format_table (13 ms against 26 ms of CPU for 10,000 points)."""
+    if not points:
+        return format_table(HISTORY_HEADER, [])
+    run_ids, dates, medians, covs, ns, statuses = zip(*points, strict=True)
+    columns: list[Sequence[str]] = [
+        run_ids,
+        dates,
+        list(map("{:.6g}".format, medians)),
+        ["-" if cov is None else f"{100 * cov:.1f}%" for cov in covs],
+        list(map(str, ns)),
+        statuses,
+    ]
+    widths = [max(len(h), *map(len, c)) for h, c in zip(HISTORY_HEADER, columns, strict=True)]
+    padded = [list(map(str.ljust, c, repeat(w))) for c, w in zip(columns, widths, strict=True)]
+    head = "  ".join(map(str.ljust, HISTORY_HEADER, widths))
+    rule = "  ".join("-" * w for w in widths)
+    # As format_table does, no line ends in spaces.
+    lines = map(str.rstrip, map("  ".join, zip(*padded, strict=True)))
+    return "\n".join([head.rstrip(), rule, *lines])
 
 
 def cmd_trend(args: argparse.Namespace) -> int:

@@ -8,7 +8,9 @@ cells/<id>/result.json the way the runner leaves them.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -22,10 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from iomatrix.cli import archive_commands
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
 from iomatrix.host import session
 from iomatrix.model.result import RUN_FORMAT, CellEntry, RunRecord
+from iomatrix.report.tables import format_table
 from iomatrix.store import archive
 from iomatrix.store.archive import HistoryPoint, Problem
 from iomatrix.store.records_io import load_run, write_record
@@ -95,6 +99,7 @@ def dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
         "cells": table(db, "SELECT * FROM cells"),
         "metrics": table(db, "SELECT * FROM metrics"),
         "merged_from": table(db, "SELECT * FROM merged_from"),
+        "folders": table(db, "SELECT * FROM folders"),
     }
 
 
@@ -125,6 +130,12 @@ def test_index_built_from_run_folders(results: Path) -> None:
     per_run = table(db, "SELECT run_id, count(*) FROM metrics GROUP BY run_id")
     assert per_run == [("r1", OK_CELLS * METRICS_PER_CELL), ("r2", OK_CELLS * METRICS_PER_CELL)]
     assert table(db, "SELECT count(*) FROM metrics WHERE cell_id = ?", FAILED_CELL) == [(0,)]
+    # Each metric row carries its cell's status in that run (history reads it from there).
+    assert table(
+        db,
+        "SELECT count(*) FROM metrics m JOIN cells c USING (run_id, cell_id) "
+        "WHERE m.status IS NOT c.status",
+    ) == [(0,)]
     with contextlib.closing(sqlite3.connect(db)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (archive.SCHEMA_VERSION,)
 
@@ -171,6 +182,21 @@ def test_history_median_cov_and_n_over_repetitions(results: Path) -> None:
     assert point.cov == pytest.approx(statistics.stdev(values) / statistics.fmean(values))
     assert point.n == 3
     assert point.status == "failed"  # the cell's status in that run
+
+
+def test_history_rows_are_the_points_as_plain_tuples_a_nan_median_included(results: Path) -> None:
+    write_run(results, real_run("r1", at(1)))
+    write_run(results, real_run("r2", at(2), scale=math.nan))
+    write_run(results, real_run("r3", at(3), scale=3.0, matrix_name="other"))
+    archive.update_index(results)
+    for kwargs in ({}, {"limit": 2}, {"matrix": "spine"}):
+        points = archive.history(results, CELL, "write_iops", refresh=False, **kwargs)
+        rows = archive.history_rows(results, CELL, "write_iops", refresh=False, **kwargs)
+        assert all(type(r) is tuple for r in rows)
+        assert [repr(r) for r in rows] == [repr(tuple(p)) for p in points]  # repr: nan != nan
+    nan_point = archive.history(results, CELL, "write_iops")[1]
+    assert nan_point.run_id == "r2"
+    assert math.isnan(nan_point.median)
 
 
 def test_history_of_one_matrix(results: Path) -> None:
@@ -320,11 +346,110 @@ def test_update_picks_up_new_and_changed_runs_and_drops_deleted_ones(
     assert loads == []  # nothing changed, nothing read
 
 
+def primed(results: Path) -> None:
+    """An update that leaves the index equal to the folders, and records them: the next update
+    that finds them the same has nothing to do (without reading the runs table). Twice: the
+    first may be a rebuild, which records the folders its own way."""
+    assert archive.update_index(results) == []
+    assert archive.update_index(results) == []
+    assert len(table(archive.index_path(results), "SELECT * FROM folders")) == 1
+
+
+def refuse_runs_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(_conn: sqlite3.Connection) -> dict[str, tuple[int, int, int]]:
+        raise AssertionError("the runs table was read")
+
+    monkeypatch.setattr(archive, "_known_stamps", refused)
+
+
+def test_an_update_with_nothing_to_do_reads_no_run_and_not_the_runs_table(
+    results: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_run(results, real_run("r1", at(1)))
+    write_run(results, real_run("r2", at(2)))
+    (results / "starting").mkdir()  # no run.json yet
+    primed(results)
+    refuse_runs_table(monkeypatch)
+    monkeypatch.setattr(archive, "load_run", None)  # nothing is read either
+    assert archive.update_index(results) == []
+    assert archive.update_index(results) == []
+
+
+def test_a_run_folder_added_after_a_no_op_update_is_indexed(results: Path) -> None:
+    write_run(results, real_run("r1", at(1)))
+    primed(results)
+    write_run(results, real_run("r2", at(2), scale=2.0))
+    assert archive.update_index(results) == []
+    assert iops(results, refresh=False) == [("r1", BASE_IOPS), ("r2", pytest.approx(2 * BASE_IOPS))]
+    # And a run.json that appears in a folder that had none (a run that was starting).
+    (results / "r3").mkdir()
+    primed(results)
+    write_record(results / "r3" / "run.json", real_run("r3", at(3), scale=3.0))
+    assert archive.update_index(results) == []
+    assert archive.indexed_runs(results) == ["r1", "r2", "r3"]
+
+
+def test_a_run_folder_removed_after_a_no_op_update_is_dropped(results: Path) -> None:
+    write_run(results, real_run("r1", at(1)))
+    write_run(results, real_run("r2", at(2)))
+    primed(results)
+    shutil.rmtree(results / "r2")
+    assert archive.update_index(results) == []
+    assert archive.indexed_runs(results) == ["r1"]
+    assert [r for r, _ in iops(results, refresh=False)] == ["r1"]
+    # A folder renamed is one removed and one added.
+    primed(results)
+    (results / "r1").rename(results / "r9")
+    assert archive.update_index(results) == []
+    assert archive.indexed_runs(results) == ["r9"]
+
+
+def test_a_run_json_rewritten_in_place_within_the_same_second_is_seen(results: Path) -> None:
+    # `cp` over a run.json writes into the same inode and leaves its folder's mtime alone: only
+    # run.json's own mtime shows the change (the size is the same here), to the nanosecond.
+    write_run(results, real_run("r1", at(1)))
+    primed(results)
+    run_json = results / "r1" / "run.json"
+    before = run_json.stat()
+    text = run_json.read_text()
+    rewritten = text.replace('"matrix_name": "spine"', '"matrix_name": "spinf"')
+    assert rewritten != text
+    assert len(rewritten) == len(text)
+    with run_json.open("r+") as file:
+        file.write(rewritten)
+    # One nanosecond later, in the same second.
+    second_ns = 1_000_000_000
+    later = before.st_mtime_ns + (1 if before.st_mtime_ns % second_ns < second_ns - 1 else -1)
+    os.utime(run_json, ns=(before.st_atime_ns, later))
+    after = run_json.stat()
+    if after.st_mtime_ns == before.st_mtime_ns:
+        pytest.skip("this file system keeps no nanoseconds of mtime")
+    assert (after.st_ino, after.st_size) == (before.st_ino, before.st_size)
+    assert after.st_mtime_ns // second_ns == before.st_mtime_ns // second_ns
+    assert archive.update_index(results) == []
+    assert table(archive.index_path(results), "SELECT matrix_name FROM runs") == [("spinf",)]
+
+
+def test_an_index_changed_outside_an_update_is_compared_run_by_run(results: Path) -> None:
+    # The folders' record stands for the runs table only as long as no run's rows change.
+    write_run(results, real_run("r1", at(1)))
+    primed(results)
+    db = archive.index_path(results)
+    with (
+        contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn,
+        archive.transaction(conn),
+    ):
+        archive.index_run(conn, "ghost", real_run("ghost", at(2)), archive.FileStamp(0, 0, 0))
+    assert archive.indexed_runs(results) == ["r1", "ghost"]
+    assert archive.update_index(results) == []
+    assert archive.indexed_runs(results) == ["r1"]  # it has no folder
+
+
 def test_a_rewrite_of_the_same_size_and_mtime_is_seen(results: Path) -> None:
     # The runner rewrites run.json by rename after every boot: a new inode, even when the size
     # and the (coarse) mtime happen to be the same.
     write_run(results, real_run("r1", at(1)))
-    archive.update_index(results)
+    primed(results)
     run_json = results / "r1" / "run.json"
     before = run_json.stat()
     write_record(run_json, load_run(run_json).model_copy(update={"matrix_name": "spinf"}))
@@ -383,12 +508,14 @@ def test_a_folder_without_run_json_is_skipped(results: Path) -> None:
 # --- rebuilds of unusable indexes ----------------------------------------------------------------
 
 
-def test_an_index_of_another_schema_version_is_rebuilt(results: Path) -> None:
+# 1: before metrics rows carried their cell's status; 2: before the folders table.
+@pytest.mark.parametrize("version", [1, 2, 99])
+def test_an_index_of_another_schema_version_is_rebuilt(results: Path, version: int) -> None:
     write_run(results, real_run("r1", at(1)))
     db = archive.index_path(results)
     with contextlib.closing(sqlite3.connect(db)) as conn:
         conn.execute("CREATE TABLE runs (run_id TEXT)")  # an older layout
-        conn.execute("PRAGMA user_version = 99")
+        conn.execute(f"PRAGMA user_version = {version}")
         conn.commit()
     assert archive.update_index(results) == []
     assert archive.indexed_runs(results) == ["r1"]
@@ -695,6 +822,63 @@ def test_cli_history_table(results: Path, capsys: pytest.CaptureFixture[str]) ->
     assert lines[2].split() == ["r1", at(1), "1590.94", "-", "1", "ok"]
     assert lines[3].split() == ["r2", at(2), "3181.88", "-", "1", "ok"]
     assert len(lines) == 4
+
+
+@pytest.mark.parametrize(
+    "points",
+    [
+        [HistoryPoint("r1", at(1), 1590.939374, None, 1, "ok")],
+        [
+            HistoryPoint("2026-nightly-00001", at(1), 1590.939374, 0.0123, 3, "ok"),
+            HistoryPoint("r2", at(2), float("nan"), None, 0, "failed"),
+            HistoryPoint("a-much-longer-run-id", at(3), 1.5e-7, 0.0, 2, "interrupted"),
+            HistoryPoint("r4", at(4), 123456789.0, 1.0, 12, "ok"),
+            HistoryPoint("r5", at(5), -0.5, 0.00049, 3, "skipped"),
+        ],
+    ],
+)
+def test_cli_history_table_is_format_tables_text(points: list[HistoryPoint]) -> None:
+    # The command builds its table column by column for speed: the text must stay the one
+    # format_table makes of a row per point.
+    rows = [
+        [
+            p.run_id,
+            p.created_at,
+            f"{p.median:.6g}",
+            "-" if p.cov is None else f"{100 * p.cov:.1f}%",
+            str(p.n),
+            p.status,
+        ]
+        for p in points
+    ]
+    expected = format_table(["run", "date", "median", "CoV", "n", "status"], rows)
+    assert archive_commands.history_table(points) == expected
+    assert archive_commands.history_table([]) == format_table(archive_commands.HISTORY_HEADER, [])
+
+
+def test_cli_history_leaves_the_garbage_collector_as_it_found_it(results: Path) -> None:
+    # The command holds Python's cycle collector off while it works (speed), and only then.
+    write_run(results, real_run("r1", at(1)))
+    argv = ["history", "--cell", CELL, "--metric", "write_iops", "--results", str(results)]
+    seen: list[bool] = []
+    original = archive.history_rows
+
+    def spying(*args: object, **kwargs: object) -> list[archive.HistoryRow]:
+        seen.append(gc.isenabled())
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(archive, "history_rows", spying)
+        assert gc.isenabled()
+        assert cli.main(argv) == 0
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            assert cli.main(argv) == 0
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    assert seen == [False, False]
 
 
 def test_cli_history_json(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
