@@ -229,7 +229,7 @@ validate: venv
 docs: venv
 	$(BIN)/python -m iomatrix.cli.reference > docs/commands.md
 
-# The docs' output samples, from real runs (VMs; about 10 minutes under TCG): tools/doc_samples.py.
+# The docs' output samples, from real runs (VMs; about 30 minutes under TCG, the bisection 21 of them): tools/doc_samples.py.
 samples: setup
 	$(BIN)/python tools/doc_samples.py
 
