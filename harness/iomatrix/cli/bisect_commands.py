@@ -25,7 +25,6 @@ from pathlib import Path
 from iomatrix.analysis import bisect, compare
 from iomatrix.cli import help_format, options
 from iomatrix.cli.exit_codes import ExitCode
-from iomatrix.cli.kernel_commands import fetcher
 from iomatrix.errors import IomatrixError
 from iomatrix.host import preflight, session
 from iomatrix.host.kernels.sources import commit_of, git
@@ -172,7 +171,7 @@ def _largest_change(
             results_dir=folder / "choose", scratch_dir=session.default_scratch_dir()
         ),
         out=sys.stderr,
-        fetch=fetcher(args),
+        fetch=options.fetcher(args),
     )
     result = compare.compare_runs(
         base,
@@ -253,7 +252,7 @@ class _Measure:
                     results_dir=self.runs, scratch_dir=session.default_scratch_dir()
                 ),
                 out=sys.stderr,
-                fetch=fetcher(self.args),
+                fetch=options.fetcher(self.args),
             )
             by_id = {e.cell.id: e for e in record.cells}
             for label, cell in zip(labels, cells, strict=True):

@@ -17,23 +17,14 @@ from typing import TextIO
 
 from iomatrix.analysis import compare, planning, sequential
 from iomatrix.cli import help_format, options, output
-from iomatrix.cli.archive_commands import update_index_or_warn
 from iomatrix.cli.exit_codes import ExitCode
-from iomatrix.cli.kernel_commands import fetcher
-from iomatrix.cli.matrix_commands import (
-    QUICK_HELP,
-    SHARD_HELP,
-    kernel_build_plan,
-    select,
-    use_quick_variant,
-)
-from iomatrix.cli.report_commands import write_report_or_warn
 from iomatrix.errors import IomatrixError
 from iomatrix.host import boot, cores, guest_root, kernels, preflight, session
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.plan import ab
 from iomatrix.plan.boots import boot_groups, split_boots
+from iomatrix.plan.shards import shard_of
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
 from iomatrix.report.site import build
@@ -41,6 +32,7 @@ from iomatrix.report.tables import format_repetition_plans, metric_tables, run_t
 from iomatrix.report.text import output_width
 from iomatrix.store import rundir
 from iomatrix.store.records_io import load_run
+from iomatrix.workflows import build_plan
 
 
 class _Terminated(KeyboardInterrupt):
@@ -58,10 +50,10 @@ def _concurrency(args: argparse.Namespace) -> preflight.Concurrency:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    use_quick_variant(args)
+    options.use_quick_variant(args)
     matrix = load_matrix(args.file)
     preflight.check_concurrency(_concurrency(args), matrix.vm.cpus)
-    cells = select(matrix, args.shard)
+    cells = shard_of(matrix.cells, args.shard)
     if not cells:
         print(f"{args.file}: no cells to run (shard {args.shard} is empty)")
         return ExitCode.OK
@@ -82,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _show_commands(
             matrix,
             cells,
-            fetcher(args),
+            options.fetcher(args),
             jobs=args.jobs,
             split=args.split_boots,
             share=args.share_cores,
@@ -104,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             run_options,
             cells=cells,
             resume=resume,
-            fetch=fetcher(args),
+            fetch=options.fetcher(args),
             out=_messages(args),
         )
     except KeyboardInterrupt as exc:
@@ -117,7 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return ExitCode.TERMINATED if isinstance(exc, _Terminated) else ExitCode.INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, previous)
-    update_index_or_warn(Path(args.results))
+    output.update_index_or_warn(Path(args.results))
     print()
     print(run_table(record, width=output_width()))
     # Workloads whose measurements the run table's columns cannot show (builtin, bonnie++,
@@ -127,7 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("\n" + extra)
     print(f"\nresults: {run_dir}/run.json")
     print(f"logs:    {run_dir}/cells/<cell-id>/cell.log, {run_dir}/boots/<boot-id>/console-*.log")
-    write_report_or_warn(lambda: build.build_run_site(run_dir))
+    output.write_report_or_warn(lambda: build.build_run_site(run_dir))
     return (
         ExitCode.OK if record.counts()["ok"] == len(record.cells) == len(cells) else ExitCode.NOT_OK
     )
@@ -154,7 +146,7 @@ def _show_commands(
         pool = cores.CorePool(cores.available_cpus(), matrix.vm.cpus, share=share)
         slots = [pool.acquire() for _ in range(jobs)]
     # Which kernels the run compiles first, and for how long, before the boots that wait on them.
-    for line in kernel_build_plan(cells):
+    for line in build_plan.kernel_build_plan(cells):
         print(f"# {line}")
     for index, group in enumerate(split_boots(boot_groups(cells, str(run_dir)), split)):
         recipe = group.cells[0].kernel_build
@@ -250,7 +242,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
             new,
             pairs,
             run_options,
-            fetch=fetcher(args),
+            fetch=options.fetcher(args),
             out=_messages(args),
             more=rules.undecided if rules is not None else None,
             apart=_sides_apart(args, pairs),
@@ -277,7 +269,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     output.print_comparison(result, args)
     if rules is None:
         print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
-        write_report_or_warn(lambda: build.build_session_site(session_dir))
+        output.write_report_or_warn(lambda: build.build_session_site(session_dir))
         return ExitCode(compare.exit_code(result, fail_on_invalid=args.fail_on_invalid))
     # The gate of a sequential session is its own decisions: the comparison above tests each
     # row once at alpha, which after repeated looks would not keep alpha.
@@ -289,7 +281,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     print(
         f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md, sequential.json)"
     )
-    write_report_or_warn(lambda: build.build_session_site(session_dir))
+    output.write_report_or_warn(lambda: build.build_session_site(session_dir))
     return _sequential_exit(decisions, result, fail_on_invalid=args.fail_on_invalid)
 
 
@@ -410,8 +402,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
-    p.add_argument("--quick", action="store_true", help=QUICK_HELP)
-    p.add_argument("--shard", type=options.shard, metavar="I/N", help=SHARD_HELP)
+    p.add_argument("--quick", action="store_true", help=options.QUICK_HELP)
+    p.add_argument("--shard", type=options.shard, metavar="I/N", help=options.SHARD_HELP)
     options.results(p)
     p.add_argument(
         "--show-command",
