@@ -26,7 +26,7 @@ from iomatrix.analysis import bisect, compare
 from iomatrix.cli import help_format, options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
-from iomatrix.host import preflight, session
+from iomatrix.host import execute, preflight
 from iomatrix.host.kernels.sources import commit_of, git
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.axes import AXES
@@ -36,6 +36,8 @@ from iomatrix.model.result import RunRecord
 from iomatrix.report import bisect_report
 from iomatrix.report.text import output_width
 from iomatrix.store.rundir import new_run_id
+from iomatrix.workflows import ab as ab_workflow
+from iomatrix.workflows import prepare, runs
 
 # A bisection's history is this many commits at most: 2^10 steps would take days in VMs.
 MAX_CANDIDATES = 1024
@@ -163,12 +165,12 @@ def _largest_change(
         f"on {len(pairs)} cells",
         file=sys.stderr,
     )
-    base, new, _session_dir = session.run_ab(
+    base, new, _session_dir = ab_workflow.run_ab(
         matrix,
         matrix,
         pairs,
-        session.RunOptions(
-            results_dir=folder / "choose", scratch_dir=session.default_scratch_dir()
+        prepare.RunOptions(
+            results_dir=folder / "choose", scratch_dir=execute.default_scratch_dir()
         ),
         out=sys.stderr,
         fetch=options.fetcher(args),
@@ -246,10 +248,10 @@ class _Measure:
             repeat = min(self.args.per_boot, left)
             left -= repeat
             cells = [self.cells[label].model_copy(update={"repeat": repeat}) for label in labels]
-            record, _run_dir = session.run_matrix(
+            record, _run_dir = runs.run_matrix(
                 self.matrix.model_copy(update={"cells": tuple(cells)}),
-                session.RunOptions(
-                    results_dir=self.runs, scratch_dir=session.default_scratch_dir()
+                prepare.RunOptions(
+                    results_dir=self.runs, scratch_dir=execute.default_scratch_dir()
                 ),
                 out=sys.stderr,
                 fetch=options.fetcher(self.args),

@@ -19,7 +19,7 @@ from iomatrix.analysis import compare, planning, sequential
 from iomatrix.cli import help_format, options, output
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
-from iomatrix.host import boot, cores, guest_root, kernels, preflight, session
+from iomatrix.host import boot, cores, execute, guest_root, kernels, preflight
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.plan import ab
@@ -32,7 +32,8 @@ from iomatrix.report.tables import format_repetition_plans, metric_tables, run_t
 from iomatrix.report.text import output_width
 from iomatrix.store import rundir
 from iomatrix.store.records_io import load_run
-from iomatrix.workflows import build_plan
+from iomatrix.workflows import ab as ab_workflow
+from iomatrix.workflows import build_plan, prepare, runs
 
 
 class _Terminated(KeyboardInterrupt):
@@ -80,9 +81,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             share=args.share_cores,
         )
     resume = rundir.find_run(args.resume, Path(args.results)) if args.resume else None
-    run_options = session.RunOptions(
+    run_options = prepare.RunOptions(
         results_dir=Path(args.results),
-        scratch_dir=session.default_scratch_dir(),
+        scratch_dir=execute.default_scratch_dir(),
         shard=args.shard,
         progress=_progress(args),
         jobs=args.jobs,
@@ -91,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        record, run_dir = session.run_matrix(
+        record, run_dir = runs.run_matrix(
             matrix,
             run_options,
             cells=cells,
@@ -139,7 +140,7 @@ def _show_commands(
     With --jobs N, boot i is shown on the cores of the i-th of N slots (i modulo N): the cores
     the first N boots get; a later boot takes the cores of whichever boot ends before it.
     """
-    scratch = session.default_scratch_dir() / "RUN-ID"
+    scratch = execute.default_scratch_dir() / "RUN-ID"
     run_dir = Path(options.DEFAULT_RESULTS).resolve() / "RUN-ID"
     slots: list[tuple[int, ...]] = [()]
     if jobs > 1:
@@ -226,9 +227,9 @@ def cmd_ab(args: argparse.Namespace) -> int:
     if sharing is not None:
         print(sharing, file=sys.stderr)
     _print_plan(args, [c for pair in pairs for c in pair])
-    run_options = session.RunOptions(
+    run_options = prepare.RunOptions(
         results_dir=Path(args.results),
-        scratch_dir=session.default_scratch_dir(),
+        scratch_dir=execute.default_scratch_dir(),
         progress=_progress(args),
         jobs=args.jobs,
         share_cores=args.share_cores,
@@ -237,7 +238,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     rules = _sequential_rules(args, pairs)
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        base_run, new_run, session_dir = session.run_ab(
+        base_run, new_run, session_dir = ab_workflow.run_ab(
             base,
             new,
             pairs,
@@ -368,7 +369,7 @@ def _quiet(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "quiet", False))
 
 
-def _progress(args: argparse.Namespace) -> session.ProgressFactory | None:
+def _progress(args: argparse.Namespace) -> execute.ProgressFactory | None:
     """The progress line, unless asked away: --no-progress, -q, or -v (whose command lines would
     land in it)."""
     if args.no_progress or _quiet(args) or getattr(args, "verbose", False):

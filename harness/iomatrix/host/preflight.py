@@ -149,7 +149,7 @@ def check_resources(
 
 
 def _default_scratch() -> Path:
-    # As host/session.py's default_scratch_dir (which imports this module's users).
+    # As host/execute.py's default_scratch_dir.
     env = os.environ.get("IOMATRIX_SCRATCH")
     return Path(env) if env else kernels.cache_root() / "scratch"
 

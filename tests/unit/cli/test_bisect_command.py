@@ -1,5 +1,5 @@
 """iomatrix bisect before anything boots: the candidates from a real git history (toy tree),
-and every refusal of its arguments; a whole bisection over session.run_matrix faked (no VM, no
+and every refusal of its arguments; a whole bisection over runs.run_matrix faked (no VM, no
 build), for what it shows of each step's kernel build. The bisection itself, in VMs:
 tests/vm/test_bisect_vm.py."""
 
@@ -16,10 +16,10 @@ from iomatrix.analysis import bisect
 from iomatrix.cli import bisect_commands
 from iomatrix.cli import main as cli_main
 from iomatrix.errors import IomatrixError
-from iomatrix.host import session
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.result import KernelBuildInfo, KernelInfo, RunRecord
+from iomatrix.workflows import ab, prepare, runs
 from support.kernel_trees import commit_all, git, matrix_file, toy_tree
 from support.runs import make_run, ok
 
@@ -101,7 +101,7 @@ def test_each_candidate_is_a_cell_of_its_own(tmp_path: Path) -> None:
 
 
 class FakeRuns:
-    """session.run_matrix without VMs or builds: each candidate's write_iops around 1000, or 750
+    """runs.run_matrix without VMs or builds: each candidate's write_iops around 1000, or 750
     from the first bad commit on, and its kernel in the run's `kernels` map as a real run records
     it: compiled in 123.4 s the first time a run has it, from the build cache (build_s 0) after."""
 
@@ -112,7 +112,7 @@ class FakeRuns:
         self.rng = random.Random(5)
 
     def __call__(
-        self, matrix: Matrix, options: session.RunOptions, **_kwargs: object
+        self, matrix: Matrix, options: prepare.RunOptions, **_kwargs: object
     ) -> tuple[RunRecord, Path]:
         results = []
         kernels = {}
@@ -150,10 +150,10 @@ class FakeRuns:
         _base: Matrix,
         _new: Matrix,
         pairs: Sequence[tuple[Cell, Cell]],
-        options: session.RunOptions,
+        options: prepare.RunOptions,
         **_kwargs: object,
     ) -> tuple[RunRecord, RunRecord, Path]:
-        """session.run_ab: each side as a run of its cells."""
+        """ab.run_ab: each side as a run of its cells."""
         base, _ = self(_base.model_copy(update={"cells": tuple(a for a, _ in pairs)}), options)
         new, _ = self(_new.model_copy(update={"cells": tuple(b for _, b in pairs)}), options)
         return base, new, options.results_dir
@@ -168,7 +168,7 @@ def test_each_steps_build_time_comes_from_its_runs_kernel_record(
         (tree / "toy.c").write_text(f"int toy(void) {{ return {n}; }}\n")
         shas.append(commit_all(tree, f"change {n}"))
     path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]")
-    monkeypatch.setattr(session, "run_matrix", FakeRuns(tree, shas[3], shas))
+    monkeypatch.setattr(runs, "run_matrix", FakeRuns(tree, shas[3], shas))
     results = tmp_path / "results"
     argv = ["bisect", str(path), "--good", "v1", "--bad", "HEAD", "--metric", "write_iops"]
     assert cli_main.main([*argv, "--results", str(results)]) == 0
@@ -205,9 +205,9 @@ def test_the_ends_built_by_the_ab_that_chose_the_cell_are_shown_compiled(
         (tree / "toy.c").write_text(f"int toy(void) {{ return {n}; }}\n")
         shas.append(commit_all(tree, f"change {n}"))
     path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]", "[ext4, xfs]")
-    runs = FakeRuns(tree, shas[1], shas)
-    monkeypatch.setattr(session, "run_matrix", runs)
-    monkeypatch.setattr(session, "run_ab", runs.ab)
+    fake = FakeRuns(tree, shas[1], shas)
+    monkeypatch.setattr(runs, "run_matrix", fake)
+    monkeypatch.setattr(ab, "run_ab", fake.ab)
     results = tmp_path / "results"
     argv = ["bisect", str(path), "--good", "v1", "--bad", "HEAD", "--first", "5"]
     assert cli_main.main([*argv, "--results", str(results)]) == 0
