@@ -208,3 +208,66 @@ def test_commands_return_named_exit_codes(copy: Path) -> None:
     assert bare_exit_codes(cli_dir) == [
         "matrix_commands.py:" + str(len(module.read_text().splitlines())) + " in cmd_broken"
     ]
+
+
+def preflight_callers(package: Path) -> list[str]:
+    """Modules that call host/preflight.py's `preflight` (the refusals before cells run): the
+    workflows call it once, in workflows/prepare.py's `check`, so no command can skip it."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name == "preflight":
+                found.append(str(path.relative_to(package)))
+    return sorted(set(found))
+
+
+def test_the_preflight_is_called_in_one_place(copy: Path) -> None:
+    package = copy / "harness" / "iomatrix"
+    assert preflight_callers(package) == ["workflows/prepare.py"]
+    # A command calling it itself (and so able to forget it) is caught.
+    add_line(
+        package / "cli" / "run_commands.py",
+        "_ = preflight.preflight([], source='', allowed_host_devices=(), "
+        "concurrency=preflight.Concurrency(), vm_cpus=1)",
+    )
+    assert preflight_callers(package) == ["cli/run_commands.py", "workflows/prepare.py"]
+
+
+# The orchestration and the boot execution that came out of host/session.py (939 lines): kept
+# small enough to read.
+SIZED = ("workflows", "host/execute.py")
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+
+
+def oversized(package: Path) -> list[str]:
+    """Modules over MAX_MODULE_LINES and functions over MAX_FUNCTION_LINES under SIZED."""
+    found = []
+    for where in SIZED:
+        root = package / where
+        for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
+            text = path.read_text()
+            name = str(path.relative_to(package))
+            if len(text.splitlines()) > MAX_MODULE_LINES:
+                found.append(f"{name}: {len(text.splitlines())} lines")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        found.append(f"{name}: {node.name} has {lines} lines")
+    return found
+
+
+def test_the_workflows_and_the_boot_execution_stay_small(copy: Path) -> None:
+    package = copy / "harness" / "iomatrix"
+    assert oversized(package) == []
+    # A function too long, and a module too long, are both caught.
+    body = "".join(f"    x{n} = {n}\n" for n in range(MAX_FUNCTION_LINES))
+    (package / "workflows" / "long.py").write_text(f"def long() -> None:\n{body}")
+    assert oversized(package) == ["workflows/long.py: long has 81 lines"]
+    (package / "workflows" / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert oversized(package) == ["workflows/long.py: 601 lines"]

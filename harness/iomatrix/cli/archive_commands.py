@@ -27,6 +27,7 @@ from iomatrix.report.text import output_width, wrap
 from iomatrix.report.timeline import format_timeline
 from iomatrix.store import archive, export, merge, rundir
 from iomatrix.store.records_io import load_run
+from iomatrix.workflows import archiving
 
 # What names a run, everywhere (store.rundir.find_run).
 RUN_HELP = "a run id, a unique prefix of one, latest (the newest), a run folder or a run.json"
@@ -312,7 +313,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     runs = [rundir.find_run(run, Path(args.results)) for run in args.runs]
     matrix = load_matrix(args.matrix) if args.matrix else None
     record = merge.merge_runs(runs, into=results, matrix=matrix, read_matrix=load_matrix)
-    output.update_index_or_warn(results)
+    archiving.index_or_warn(results)
     counts = ", ".join(f"{n} {k}" for k, n in record.counts().items() if n)
     print(f"merged {len(runs)} runs into {results / record.run_id} ({counts})")
     missing = merge.missing_cells(record)

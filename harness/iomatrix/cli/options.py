@@ -10,7 +10,6 @@ one.
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from iomatrix.host import kernels
 from iomatrix.matrix.loader import quick_variant
 from iomatrix.plan.shards import GITHUB_MAX_MATRIX_JOBS, parse_shard
 from iomatrix.report import comparison as comparison_report
+from iomatrix.workflows import prepare
 
 DEFAULT_RESULTS = Path("results")
 
@@ -325,4 +325,4 @@ def use_quick_variant(args: argparse.Namespace) -> None:
 
 def fetcher(args: argparse.Namespace) -> Callable[[str], kernels.Kernel]:
     """kernels.fetch as this command's --offline (or IOMATRIX_OFFLINE) asks for it."""
-    return functools.partial(kernels.fetch, offline=kernels.offline_requested(args.offline))
+    return prepare.fetcher(args.offline)

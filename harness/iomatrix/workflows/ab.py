@@ -1,20 +1,40 @@
-"""An A/B session's runs: both sides' repetitions interleaved ABAB in the same VMs (or each
-round a base VM then a new one), written as two runs under one session folder, and grown one
-repetition per undecided pair while a sequential session asks for more."""
+"""`iomatrix ab`, end to end: the two sides loaded (two matrices, or one split on an axis) and
+paired cell by cell, checked by the one preflight (`plan`); then the session (`run`): both
+sides' repetitions interleaved ABAB in the same VMs (or each round a base VM then a new one),
+written as two runs under one session folder, grown one repetition per undecided pair while a
+sequential session asks for more; compared, and the session's files written:
+
+  <results>/ab-<time>-<name>/base/, new/   the two runs
+                             comparison.json, comparison.md
+                             sequential.json   (--until-decided) each pair's decision
+                             report/           the HTML report
+"""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from iomatrix.analysis import compare, sequential
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.boot import cell_result_path
-from iomatrix.host.execute import Execution, RunClock, Side, execute
+from iomatrix.host.execute import (
+    Execution,
+    ProgressFactory,
+    RunClock,
+    Side,
+    default_scratch_dir,
+    execute,
+)
+from iomatrix.host.preflight import Concurrency
+from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.result import RunRecord
+from iomatrix.plan import ab as pairing
 from iomatrix.plan.boots import (
     BootGroup,
     Step,
@@ -23,11 +43,15 @@ from iomatrix.plan.boots import (
     interleaved_steps,
     split_boots,
 )
+from iomatrix.report import comparison as comparison_report
+from iomatrix.report.site import build as site
 from iomatrix.store.rundir import new_run_id
+from iomatrix.workflows import archiving
 from iomatrix.workflows.prepare import (
     Build,
     Prepared,
     RunOptions,
+    check,
     cores_shared,
     execution,
     host_cores,
@@ -35,6 +59,195 @@ from iomatrix.workflows.prepare import (
     start_record,
 )
 
+
+@dataclass(frozen=True)
+class ABRequest:
+    """What `iomatrix ab` was asked: the sides (NEW_MATRIX, or --split AXIS of BASE_MATRIX), the
+    repetitions, where results go, the confirmed host devices, how boots share the host."""
+
+    base: Path
+    results: Path
+    new: Path | None = None
+    split: str | None = None
+    repeat: int | None = None
+    allowed_host_devices: Sequence[str] = ()
+    concurrency: Concurrency = field(default_factory=Concurrency)
+
+
+@dataclass(frozen=True)
+class PlannedAB:
+    """A session that passed the preflight: the two sides and their cells, paired."""
+
+    base: Matrix
+    new: Matrix
+    pairs: list[tuple[Cell, Cell]]
+    # Two matrices (None), or the axis one matrix is split on.
+    split: str | None
+    # The notice to print when VMs will share host cores.
+    sharing: str | None = None
+
+
+def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
+    """The sides, their pairs, and the preflight of every cell of both: nothing is fetched or
+    written."""
+    base = load_matrix(request.base)
+    if request.new is not None:
+        new = load_matrix(request.new)
+        if request.split is not None:
+            raise IomatrixError("give either NEW_MATRIX or --split AXIS, not both")
+        base_cells, new_cells = list(base.cells), list(new.cells)
+    elif request.split is not None:
+        new = base
+        base_cells, new_cells, first, second = pairing.split_matrix(base, request.split)
+        print(f"iomatrix: A/B on {request.split}: base {first}, new {second}", file=out)
+    else:
+        raise IomatrixError("give NEW_MATRIX, or --split AXIS for one matrix with two values")
+    if request.repeat is not None:
+        base_cells = [c.model_copy(update={"repeat": request.repeat}) for c in base_cells]
+        new_cells = [c.model_copy(update={"repeat": request.repeat}) for c in new_cells]
+    split = request.split if request.new is None else None
+    pairs = pairing.pair_cells(base_cells, new_cells, split_axis=split)
+    sharing = check(
+        [c for pair in pairs for c in pair],
+        source=str(request.base),
+        matrix=base,
+        allowed_host_devices=request.allowed_host_devices,
+        concurrency=request.concurrency,
+    )
+    return PlannedAB(base, new, pairs, split, sharing)
+
+
+@dataclass(frozen=True)
+class Judging:
+    """How the session is judged and run: the comparison's settings, a sequential session's
+    (--until-decided, --max-repeat), and whether the sides share VMs (--sides)."""
+
+    alpha: float = 0.05
+    min_effect: float | None = None
+    target_effect: float | None = None
+    metrics: Sequence[str] | None = None
+    equivalence: float = compare.DEFAULT_EQUIVALENCE
+    until_decided: bool = False
+    max_repeat: int | None = None
+    sides: str = "auto"
+    report_url: str | None = None
+
+
+@dataclass(frozen=True)
+class ABOutcome:
+    result: compare.Comparison
+    session_dir: Path
+    # A sequential session's rules and decisions (its gate); None for a fixed session.
+    rules: sequential.Session | None
+    decisions: Sequence[sequential.PairDecision] | None
+    # The HTML report, or None when it could not be written (a warning said why).
+    report: site.BuiltSite | None
+
+
+def run(
+    planned: PlannedAB,
+    request: ABRequest,
+    judging: Judging,
+    *,
+    fetch: Callable[[str], kernels.Kernel] | None = None,
+    progress: ProgressFactory | None = None,
+    out: TextIO = sys.stderr,
+) -> ABOutcome:
+    """The session in VMs, compared; comparison.json and .md (and sequential.json) written, and
+    the HTML report. Ctrl-C (and SIGTERM, as the command line raises it) goes on as
+    KeyboardInterrupt once both runs are marked interrupted."""
+    pairs = planned.pairs
+    rules = sequential_rules(judging, pairs)
+    options = RunOptions(
+        results_dir=request.results,
+        scratch_dir=default_scratch_dir(),
+        progress=progress,
+        jobs=request.concurrency.jobs,
+        share_cores=request.concurrency.share_cores,
+        split_boots=request.concurrency.split_boots,
+    )
+    base_run, new_run, session_dir = run_ab(
+        planned.base,
+        planned.new,
+        pairs,
+        options,
+        fetch=fetch,
+        out=out,
+        more=rules.undecided if rules is not None else None,
+        apart=sides_apart(judging.sides, planned, sys.stderr),
+    )
+    result = compare.compare_runs(
+        base_run,
+        new_run,
+        min_effect=judging.min_effect,
+        target_effect=judging.target_effect,
+        alpha=judging.alpha,
+        metrics=judging.metrics,
+        pairs=[(a.id, b.id) for a, b in pairs],
+        equivalence=judging.equivalence,
+    )
+    (session_dir / "comparison.json").write_text(comparison_report.render(result, "json"))
+    (session_dir / "comparison.md").write_text(
+        comparison_report.render(result, "markdown", report_url=judging.report_url)
+    )
+    decisions = None
+    if rules is not None:
+        # The gate of a sequential session is its own decisions: the comparison tests each row
+        # once at alpha, which after repeated looks would not keep alpha.
+        decisions = rules.decisions(base_run, new_run)
+        (session_dir / "sequential.json").write_text(
+            comparison_report.sequential_json(decisions, rules)
+        )
+    report = archiving.report_or_warn(lambda: site.build_session_site(session_dir))
+    return ABOutcome(result, session_dir, rules, decisions, report)
+
+
+def sides_apart(sides: str, planned: PlannedAB, out: TextIO) -> bool:
+    """--sides, or by default: apart when two matrices make the new side run in the guest what
+    the base side does not (docs/SECURITY.md); one matrix split on an axis has one author."""
+    if sides != "auto":
+        apart = sides == "apart"
+        why = f"--sides {sides}"
+    elif planned.split is not None:
+        apart, why = False, "one matrix, one author"
+    else:
+        apart = not pairing.sides_run_the_same_guest_code(planned.pairs)
+        why = (
+            "the new side runs in the guest what the base side does not"
+            if apart
+            else "both sides run the same in the guest"
+        )
+    where = "in VMs of their own, a boot per side and round" if apart else "in shared VMs"
+    print(f"iomatrix: the sides run {where} ({why})", file=out)
+    return apart
+
+
+def sequential_rules(
+    judging: Judging, pairs: Sequence[tuple[Cell, Cell]]
+) -> sequential.Session | None:
+    """--until-decided: the rules each round is judged by, or None for a fixed session."""
+    if not judging.until_decided:
+        if judging.max_repeat is not None:
+            raise IomatrixError("--max-repeat goes with --until-decided")
+        return None
+    first = [min(a.repeat, b.repeat) for a, b in pairs]
+    cap = judging.max_repeat if judging.max_repeat is not None else 2 * max(first)
+    if cap < max(first):
+        raise IomatrixError(
+            f"--max-repeat {cap} is below the repetitions the cells start with ({max(first)})"
+        )
+    return sequential.Session(
+        pairs=tuple((a.id, b.id) for a, b in pairs),
+        first=tuple(first),
+        cap=cap,
+        alpha=judging.alpha,
+        metrics=tuple(judging.metrics) if judging.metrics else None,
+        min_effect=judging.min_effect,
+        equivalence=judging.equivalence,
+    )
+
+
+# Given both runs so far, the indices of the pairs that need one more repetition each.
 MoreRounds = Callable[[RunRecord, RunRecord], Sequence[int]]
 
 

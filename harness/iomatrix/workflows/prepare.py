@@ -1,11 +1,14 @@
-"""What a run and an A/B session do alike before anything boots: check that their VMs fit on
-the host's cores; fetch or build each kernel once (a kernel that cannot be had fails its cells,
-not the run); refuse the cells a built kernel cannot serve; choose the accelerator and the
-shared filesystem; have the guest's root; start the run record (or check that a run can resume).
+"""What a run, an A/B session and a bisection do alike before anything boots: the one preflight
+(`check`: every refusal of host/preflight.py, before anything is fetched, built or written);
+check that their VMs fit on the host's cores; fetch or build each kernel once (a kernel that
+cannot be had fails its cells, not the run); refuse the cells a built kernel cannot serve;
+choose the accelerator and the shared filesystem; have the guest's root; start the run record
+(or check that a run can resume).
 """
 
 from __future__ import annotations
 
+import functools
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,13 +17,39 @@ from typing import TextIO
 
 from iomatrix.adapters import kconfig
 from iomatrix.errors import IomatrixError
-from iomatrix.host import cores, environment, guest_root, kernels, vm
+from iomatrix.host import cores, environment, guest_root, kernels, preflight, vm
 from iomatrix.host.boot import now_iso
 from iomatrix.host.execute import Execution, ProgressFactory, RunClock
 from iomatrix.host.guest_root import GuestRoot
 from iomatrix.model.cell import Cell, KernelBuild, Matrix, VmSettings
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, KernelInfo, RunRecord
 from iomatrix.store.files import sha256_file
+
+
+def check(
+    cells: Sequence[Cell],
+    *,
+    source: str,
+    matrix: Matrix,
+    allowed_host_devices: Sequence[str],
+    concurrency: preflight.Concurrency,
+) -> str | None:
+    """The preflight of every command that runs cells, called by each workflow before it fetches,
+    builds, boots or writes anything: so that no command can skip a refusal another one makes.
+    Returns the notice to print when VMs will share host cores, else None."""
+    return preflight.preflight(
+        cells,
+        source=source,
+        allowed_host_devices=allowed_host_devices,
+        concurrency=concurrency,
+        vm_cpus=matrix.vm.cpus,
+        vm_memory_mib=matrix.vm.memory_mib,
+    )
+
+
+def fetcher(offline: bool) -> Callable[[str], kernels.Kernel]:
+    """kernels.fetch as --offline (or IOMATRIX_OFFLINE) asks for it."""
+    return functools.partial(kernels.fetch, offline=kernels.offline_requested(offline))
 
 
 @dataclass(frozen=True)

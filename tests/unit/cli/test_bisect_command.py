@@ -5,29 +5,27 @@ tests/vm/test_bisect_vm.py."""
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from iomatrix.analysis import bisect
-from iomatrix.cli import bisect_commands
 from iomatrix.cli import main as cli_main
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.result import KernelBuildInfo, KernelInfo, RunRecord
 from iomatrix.workflows import ab, prepare, runs
+from iomatrix.workflows import bisect as bisect_workflow
 from support.kernel_trees import commit_all, git, matrix_file, toy_tree
 from support.runs import make_run, ok
 
 
-def args(path: Path, **extra: object) -> argparse.Namespace:
-    values: dict[str, object] = {"matrix": path, "kernel": None, "cell": None, "axis": None}
-    values.update(extra)
-    return argparse.Namespace(**values)
+def args(path: Path, **extra: Any) -> bisect_workflow.BisectRequest:
+    return bisect_workflow.BisectRequest(matrix=path, **extra)
 
 
 def test_the_candidates_are_good_then_every_commit_up_to_bad_in_order(tmp_path: Path) -> None:
@@ -37,7 +35,7 @@ def test_the_candidates_are_good_then_every_commit_up_to_bad_in_order(tmp_path: 
         (tree / "toy.c").write_text(f"int toy(void) {{ return {n}; }}\n")
         shas.append(commit_all(tree, f"change {n}"))
     path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]", "[ext4, xfs]")
-    cells, recipe, found_tree, candidates = bisect_commands._git_candidates(
+    cells, recipe, found_tree, candidates = bisect_workflow.git_candidates(
         load_matrix(path), args(path, good="v1", bad="HEAD")
     )
     assert found_tree == str(tree)
@@ -54,23 +52,23 @@ def test_a_bad_end_that_does_not_descend_from_good_is_refused(tmp_path: Path) ->
     commit_all(tree, "later")
     path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]")
     with pytest.raises(IomatrixError, match="is not a descendant of"):
-        bisect_commands._git_candidates(load_matrix(path), args(path, good="HEAD", bad="v1"))
+        bisect_workflow.git_candidates(load_matrix(path), args(path, good="HEAD", bad="v1"))
     with pytest.raises(IomatrixError, match="'nope' is not a commit of"):
-        bisect_commands._git_candidates(load_matrix(path), args(path, good="nope", bad="HEAD"))
+        bisect_workflow.git_candidates(load_matrix(path), args(path, good="nope", bad="HEAD"))
 
 
 def test_bisecting_commits_needs_one_git_built_kernel(tmp_path: Path) -> None:
     path = matrix_file(tmp_path, "  k: {source: 'debian-source:6.1'}\n", "[k, debian:bookworm]")
     with pytest.raises(IomatrixError, match="needs one kernel built from a git tree"):
-        bisect_commands._git_candidates(load_matrix(path), args(path, good="a", bad="b"))
+        bisect_workflow.git_candidates(load_matrix(path), args(path, good="a", bad="b"))
 
 
 def test_an_axis_needs_three_values_and_exists(tmp_path: Path) -> None:
     path = matrix_file(tmp_path, "  k: {source: 'debian-source:6.1'}\n", "[k, debian:bookworm]")
     with pytest.raises(IomatrixError, match="has 2 values"):
-        bisect_commands._axis_candidates(load_matrix(path), args(path, axis="kernel"))
+        bisect_workflow.axis_candidates(load_matrix(path), args(path, axis="kernel"))
     with pytest.raises(IomatrixError, match="is not an axis"):
-        bisect_commands._axis_candidates(load_matrix(path), args(path, axis="colour"))
+        bisect_workflow.axis_candidates(load_matrix(path), args(path, axis="colour"))
 
 
 def test_the_command_wants_refs_or_an_axis(
@@ -87,10 +85,10 @@ def test_each_candidate_is_a_cell_of_its_own(tmp_path: Path) -> None:
     commit_all(tree, "later")
     path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]")
     matrix = load_matrix(path)
-    cells, recipe, found_tree, candidates = bisect_commands._git_candidates(
+    cells, recipe, found_tree, candidates = bisect_workflow.git_candidates(
         matrix, args(path, good="v1", bad="HEAD")
     )
-    on = bisect_commands._on_candidates(
+    on = bisect_workflow.on_candidates(
         matrix, args(path), cells[0], candidates, recipe=recipe, tree=found_tree
     )
     # Distinct ids, or the runs of one round would write each other's results.
