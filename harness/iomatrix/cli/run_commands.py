@@ -15,18 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from iomatrix.analysis import compare, planning, sequential
+from iomatrix.analysis import compare, sequential
 from iomatrix.cli import help_format, options, output
 from iomatrix.cli.exit_codes import ExitCode
-from iomatrix.errors import IomatrixError
 from iomatrix.host import execute, preflight
 from iomatrix.model.cell import Cell
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
 from iomatrix.report.text import output_width
-from iomatrix.store import rundir
-from iomatrix.store.records_io import load_run
 from iomatrix.workflows import ab as ab_workflow
 from iomatrix.workflows import runs
 
@@ -175,40 +172,34 @@ def _print_plan(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
     """--baseline RUN --target-effect F: the repetitions each cell needs, before anything runs."""
     if args.baseline is None:
         return
-    if args.target_effect is None:
-        raise IomatrixError("--baseline needs --target-effect: the change the run must see")
-    base = load_run(rundir.find_run(args.baseline, Path(args.results)))
-    repeat = {c.id: c.repeat for c in cells}
-    plans = [
-        p
-        for p in planning.plan_repetitions(
-            base,
-            args.target_effect,
-            metrics=args.metric,
-            alpha=args.alpha,
-            min_effect=args.min_effect,
-        )
-        if p.cell_id in repeat
-    ]
+    advice = runs.repetition_advice(
+        args.baseline,
+        Path(args.results),
+        cells,
+        target_effect=args.target_effect,
+        metrics=args.metric,
+        alpha=args.alpha,
+        min_effect=args.min_effect,
+    )
     print(
         f"iomatrix: repetitions to see a {args.target_effect:.1%} change, from the noise of "
-        f"{base.run_id}:",
+        f"{advice.baseline.run_id}:",
         file=sys.stderr,
     )
+    width = output_width(sys.stderr)
     print(
-        format_repetition_plans(plans, width=output_width(sys.stderr), cells=base.cells),
+        format_repetition_plans(advice.plans, width=width, cells=advice.baseline.cells),
         file=sys.stderr,
     )
-    short = sorted({p.cell for p in plans if p.needed is None or p.needed > repeat[p.cell_id]})
-    unknown = len(set(repeat) - {p.cell_id for p in plans})
-    if short:
+    if advice.short:
         print(
-            f"iomatrix: warning: {len(short)} cell(s) cannot see {args.target_effect:.1%} with "
-            "the repetitions they have (see 'needed' and 'advice' above)",
+            f"iomatrix: warning: {len(advice.short)} cell(s) cannot see "
+            f"{args.target_effect:.1%} with the repetitions they have (see 'needed' and "
+            "'advice' above)",
             file=sys.stderr,
         )
-    if unknown:
-        print(f"iomatrix: {unknown} cell(s) are not in the baseline run", file=sys.stderr)
+    if advice.unknown:
+        print(f"iomatrix: {advice.unknown} cell(s) are not in the baseline run", file=sys.stderr)
 
 
 def _quiet(args: argparse.Namespace) -> bool:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from iomatrix.analysis import planning
+from iomatrix.errors import IomatrixError
 from iomatrix.host import boot, cores, guest_root, kernels, preflight
 from iomatrix.host.boot import cell_result_path
 from iomatrix.host.execute import ProgressFactory, RunClock, Side, default_scratch_dir, execute
@@ -127,6 +129,44 @@ def show_commands(
         )
         lines.append(shlex.join(argv))
     return lines
+
+
+@dataclass(frozen=True)
+class RepetitionAdvice:
+    """--baseline RUN --target-effect F: the repetitions each cell needs, from a run's noise."""
+
+    baseline: RunRecord
+    plans: list[planning.RepetitionPlan]
+    # Cells whose repetitions cannot see the target; how many cells the baseline lacks.
+    short: list[str]
+    unknown: int
+
+
+def repetition_advice(
+    baseline: str,
+    results: Path,
+    cells: Sequence[Cell],
+    *,
+    target_effect: float | None,
+    metrics: Sequence[str] | None,
+    alpha: float,
+    min_effect: float | None,
+) -> RepetitionAdvice:
+    """Before anything runs (`run` and `ab` alike): the baseline run's noise, per cell."""
+    if target_effect is None:
+        raise IomatrixError("--baseline needs --target-effect: the change the run must see")
+    base = load_run(rundir.find_run(baseline, results))
+    repeat = {c.id: c.repeat for c in cells}
+    plans = [
+        p
+        for p in planning.plan_repetitions(
+            base, target_effect, metrics=metrics, alpha=alpha, min_effect=min_effect
+        )
+        if p.cell_id in repeat
+    ]
+    short = sorted({p.cell for p in plans if p.needed is None or p.needed > repeat[p.cell_id]})
+    unknown = len(set(repeat) - {p.cell_id for p in plans})
+    return RepetitionAdvice(base, plans, short, unknown)
 
 
 @dataclass(frozen=True)
