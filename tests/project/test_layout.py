@@ -4,8 +4,9 @@ pyproject.toml holds the rules: import-linter contracts (stages point down the p
 and the guest never import each other, records import nothing but errors) and ruff's banned-api
 (only proc.py imports subprocess). Each test copies the package, breaks one rule in the copy and
 runs the same tool with the same configuration on it: the tool must name the broken rule. The
-clean tree passing is shown by `make lint` itself and by the first test. One rule has no tool and
-is checked here: the size of the matrix reader's modules and functions (oversized).
+clean tree passing is shown by `make lint` itself and by the first test. Two rules have no tool
+and are checked here: the preflight has one caller (preflight_callers), and modules and functions
+stay small, but for the named exceptions (oversized, NOT_YET_SPLIT).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -94,6 +96,29 @@ def test_the_tree_as_it_is_keeps_every_contract(copy: Path) -> None:
             "from iomatrix.report import tables",
             "iomatrix.analysis is not allowed to import iomatrix.report",
         ),
+        # A stage below the workflows driving a run: the orchestration has one home.
+        (
+            "report/tables.py",
+            "from iomatrix.workflows import build_plan",
+            "iomatrix.report is not allowed to import iomatrix.workflows",
+        ),
+        (
+            "host/boot.py",
+            "from iomatrix.workflows import build_plan",
+            "iomatrix.host is not allowed to import iomatrix.workflows",
+        ),
+        # The workflows printing through the command line's helpers.
+        (
+            "workflows/build_plan.py",
+            "from iomatrix.cli import output",
+            "iomatrix.workflows is not allowed to import iomatrix.cli",
+        ),
+        # One command borrowing another's helper (they belong in cli/options.py, cli/output.py).
+        (
+            "cli/run_commands.py",
+            "from iomatrix.cli import bisect_commands",
+            "iomatrix.cli.run_commands is not allowed to import iomatrix.cli.bisect_commands",
+        ),
         # Records that could run commands.
         (
             "model/cell.py",
@@ -110,6 +135,33 @@ def test_a_broken_contract_fails_lint_imports(
     assert done.returncode != 0, done.stdout
     assert "1 broken" in done.stdout
     assert complaint in done.stdout
+
+
+def commands_apart(pyproject: Path) -> list[str]:
+    """The modules of the contract that keeps the command modules from importing each other."""
+    config = tomllib.loads(pyproject.read_text())
+    (contract,) = (
+        c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "commands-apart"
+    )
+    return list(contract["modules"])
+
+
+def commands_outside_the_contract(tree: Path) -> list[str]:
+    """cli/*_commands.py modules the contract does not name (import-linter takes no wildcard
+    for part of a name, so the list is written out and this keeps it whole)."""
+    named = set(commands_apart(tree / "pyproject.toml"))
+    found = sorted(
+        f"iomatrix.cli.{path.stem}"
+        for path in (tree / "harness" / "iomatrix" / "cli").glob("*_commands.py")
+    )
+    return [module for module in found if module not in named]
+
+
+def test_every_command_module_is_kept_apart(copy: Path) -> None:
+    assert commands_outside_the_contract(copy) == []
+    # A new command group the contract does not name is caught.
+    (copy / "harness" / "iomatrix" / "cli" / "new_commands.py").write_text('"""New."""\n')
+    assert commands_outside_the_contract(copy) == ["iomatrix.cli.new_commands"]
 
 
 def ruff_check(tree: Path) -> subprocess.CompletedProcess[str]:
@@ -160,39 +212,84 @@ def test_commands_return_named_exit_codes(copy: Path) -> None:
     ]
 
 
-# The matrix reader stays in modules a reader can hold in mind (issue 26: the expander was one
-# 1,000-line class): no module under matrix/ over 600 lines, no function over 80.
+def preflight_callers(package: Path) -> list[str]:
+    """Modules that call host/preflight.py's `preflight` (the refusals before cells run): the
+    workflows call it once, in workflows/prepare.py's `check`, so no command can skip it."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name == "preflight":
+                found.append(str(path.relative_to(package)))
+    return sorted(set(found))
+
+
+def test_the_preflight_is_called_in_one_place(copy: Path) -> None:
+    package = copy / "harness" / "iomatrix"
+    assert preflight_callers(package) == ["workflows/prepare.py"]
+    # A command calling it itself (and so able to forget it) is caught.
+    add_line(
+        package / "cli" / "run_commands.py",
+        "_ = preflight.preflight([], source='', allowed_host_devices=(), "
+        "concurrency=preflight.Concurrency(), vm_cpus=1)",
+    )
+    assert preflight_callers(package) == ["cli/run_commands.py", "workflows/prepare.py"]
+
+
+# Modules a reader can hold in mind (issue 26: the expander was one 1,000-line class, the session
+# 939 lines): no module over 600 lines and no function over 80, anywhere in the package, but the
+# ones named here with the reason they are still over. An entry that is no longer over fails the
+# test too, so the list only shrinks.
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
+NOT_YET_SPLIT = {
+    "analysis/changepoint.py": "the change-point search and its permutation tails, one algorithm",
+    "analysis/compare.py": "the comparison and its equivalence verdicts; to split by verdict",
+    "analysis/compare.py compare_runs": "one pass over cells x metrics; to split with the module",
+    "analysis/trend.py": "trend detection and the alert ledger's I/O (to move to store/)",
+    "cli/archive_commands.py": "nine archive commands' parsers and printers; to split per command",
+    "cli/archive_commands.py _add_trend_parser": "one parser's options, a declaration",
+    "cli/archive_commands.py add_parsers": "the parsers' options, a declaration",
+    "cli/matrix_commands.py add_parsers": "the parsers' options, a declaration",
+    "cli/run_commands.py add_parsers": "the parsers' options, a declaration",
+    "guest/workloads.py run_fio": "fio's argv, its run and its telemetry in the guest, one step",
+    "host/boot.py": "one boot's watchdog, console and blame; to split by job",
+    "host/boot.py run_boot": "one boot from argv to records; to split with the module",
+    "host/kernels/builder.py": "the kernel build and its sandbox; to split by job",
+    "proc.py run": "the one subprocess seam: timeouts, reaping and output in one place",
+    "report/comparison.py": "the comparison's text, Markdown and JSON renderings",
+    "report/site/build.py build_archive_site": "the archive site's pages in order",
+    "report/site/svg.py line_chart": "one chart's axes, series and marks",
+    "store/archive.py": "the SQLite index, its update and queries; to split by job",
+}
 
 
-def oversized(folder: Path) -> list[str]:
-    """Modules of `folder` over MAX_MODULE_LINES lines and functions (methods and nested ones
-    too, decorators counted) over MAX_FUNCTION_LINES."""
+def oversized(package: Path) -> list[str]:
+    """Modules over MAX_MODULE_LINES ("path") and functions, methods and nested ones too,
+    decorators counted, over MAX_FUNCTION_LINES ("path name") in the package."""
     found = []
-    for path in sorted(folder.glob("*.py")):
+    for path in sorted(package.rglob("*.py")):
         text = path.read_text()
-        lines = len(text.splitlines())
-        if lines > MAX_MODULE_LINES:
-            found.append(f"{path.name}: {lines} lines")
+        name = str(path.relative_to(package))
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            found.append(name)
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                length = (node.end_lineno or node.lineno) - first + 1
-                if length > MAX_FUNCTION_LINES:
-                    found.append(f"{path.name}:{first} {node.name}: {length} lines")
-    return found
+                if (node.end_lineno or node.lineno) - first + 1 > MAX_FUNCTION_LINES:
+                    found.append(f"{name} {node.name}")
+    return sorted(set(found))
 
 
-def test_matrix_modules_and_functions_stay_small(copy: Path) -> None:
-    matrix_dir = copy / "harness" / "iomatrix" / "matrix"
-    assert oversized(matrix_dir) == []
-    # The check sees a long function and a long module, planted in the copy.
-    module = matrix_dir / "rules.py"
-    start = len(module.read_text().splitlines()) + 3
-    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
-    module.write_text(module.read_text() + f"\n\ndef planted() -> None:\n{body}")
-    assert oversized(matrix_dir) == [f"rules.py:{start} planted: {MAX_FUNCTION_LINES + 1} lines"]
-    filler = matrix_dir / "filler.py"
-    filler.write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
-    assert f"filler.py: {MAX_MODULE_LINES + 1} lines" in oversized(matrix_dir)
+def test_modules_and_functions_stay_small(copy: Path) -> None:
+    package = copy / "harness" / "iomatrix"
+    assert oversized(package) == sorted(NOT_YET_SPLIT)
+    # A function too long and a module too long are both caught, wherever they are.
+    body = "".join(f"    x{n} = {n}\n" for n in range(MAX_FUNCTION_LINES))
+    (package / "workflows" / "long.py").write_text(f"@staticmethod\ndef long() -> None:\n{body}")
+    assert "workflows/long.py long" in oversized(package)
+    (package / "matrix" / "filler.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    assert "matrix/filler.py" in oversized(package)

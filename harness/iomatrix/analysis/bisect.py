@@ -4,7 +4,7 @@ and a bad kernel, a list of kernels, or the values of any axis.
 The engine is pure: it decides, a caller measures. `measure(labels, rounds)` runs `rounds` more
 interleaved repetitions of the one chosen cell on each label and returns the metric's new values,
 or for a label that cannot be measured (a commit that does not build or boot) the reason. The
-command (`iomatrix bisect`, cli/bisect_commands.py) makes it boot kernels; a test can make it do
+command (`iomatrix bisect`, workflows/bisect.py) makes it boot kernels; a test can make it do
 anything a measurement does.
 
 What it does, as Pinpoint and `git bisect` do it, and refusing to guess where they would:

@@ -245,7 +245,7 @@ def _values(entry: CellEntry | None) -> dict[str, list[float]] | None:
 class Session:
     """A sequential A/B session's rules: which metrics decide a pair (the given patterns, or the
     gated headline metrics), alpha, the cap, and each pair's first look (its initial
-    repetitions). `undecided` is what `host.session.run_ab` asks after every round."""
+    repetitions). `undecided` is what `workflows.ab.run_ab` asks after every round."""
 
     pairs: tuple[tuple[str, str], ...]
     first: tuple[int, ...]

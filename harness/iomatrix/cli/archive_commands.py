@@ -30,6 +30,7 @@ from iomatrix.report.text import output_width, wrap
 from iomatrix.report.timeline import format_timeline
 from iomatrix.store import archive, export, merge, rundir
 from iomatrix.store.records_io import load_run
+from iomatrix.workflows import archiving
 
 # What names a run, everywhere (store.rundir.find_run).
 RUN_HELP = "a run id, a unique prefix of one, latest (the newest), a run folder or a run.json"
@@ -105,21 +106,6 @@ def cmd_repetitions(args: argparse.Namespace) -> int:
     )
     print(format_repetition_plans(plans, width=width, cells=record.cells))
     return ExitCode.OK
-
-
-def update_index_or_warn(results_dir: Path) -> None:
-    """Index the archive after a run or merge; the run is safe in its folder whatever happens."""
-    try:
-        problems = archive.update_index(results_dir)
-    except Exception as exc:  # a finished run must not fail because its index could not follow
-        print(f"iomatrix: warning: the archive index was not updated: {exc}", file=sys.stderr)
-        return
-    if problems:
-        print(
-            f"iomatrix: warning: {len(problems)} run folder(s) in {results_dir} are not indexed; "
-            f"iomatrix archive check --results {results_dir} lists them",
-            file=sys.stderr,
-        )
 
 
 # How many names a refusal lists.
@@ -369,7 +355,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     runs = [rundir.find_run(run, Path(args.results)) for run in args.runs]
     matrix = load_matrix(args.matrix) if args.matrix else None
     record = merge.merge_runs(runs, into=results, matrix=matrix, read_matrix=load_matrix)
-    update_index_or_warn(results)
+    archiving.index_or_warn(results)
     counts = ", ".join(f"{n} {k}" for k, n in record.counts().items() if n)
     print(f"merged {len(runs)} runs into {results / record.run_id} ({counts})")
     missing = merge.missing_cells(record)

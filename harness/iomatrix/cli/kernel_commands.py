@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from iomatrix.cli import options
@@ -15,11 +13,6 @@ from iomatrix.errors import IomatrixError, KernelError
 from iomatrix.host import guest_root, kernels, vm
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.report.tables import format_table
-
-
-def fetcher(args: argparse.Namespace) -> Callable[[str], kernels.Kernel]:
-    """kernels.fetch as this command's --offline (or IOMATRIX_OFFLINE) asks for it."""
-    return functools.partial(kernels.fetch, offline=kernels.offline_requested(args.offline))
 
 
 def _build_matrix_kernels(args: argparse.Namespace) -> int:
@@ -79,7 +72,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 
 def cmd_accel(args: argparse.Namespace) -> int:
-    kernel = fetcher(args)(args.kernel)
+    kernel = options.fetcher(args)(args.kernel)
     accel, why = vm.choose_accelerator(
         cache_dir=kernels.cache_root(),
         probe_vmlinuz=kernel.vmlinuz,

@@ -5,39 +5,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shlex
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from iomatrix.cli import help_format, options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.host import preflight
-from iomatrix.host.kernels.builder import (
-    OTHER_RUNNER_CORES,
-    SERIAL_BUILD_S,
-    last_measured_build,
-    plan_builds,
-)
 from iomatrix.matrix.loader import json_schema as matrix_json_schema
-from iomatrix.matrix.loader import load_matrix, quick_variant
+from iomatrix.matrix.loader import load_matrix
 from iomatrix.matrix.starter import write_starter
 from iomatrix.model.cell import Cell, Matrix, axes_of
 from iomatrix.model.result import RunRecord
 from iomatrix.plan.boots import boot_groups
-from iomatrix.plan.shards import GITHUB_MAX_MATRIX_JOBS, github_shards, parse_shard, shard_cells
+from iomatrix.plan.shards import GITHUB_MAX_MATRIX_JOBS, github_shards, shard_of
 from iomatrix.report.tables import format_table
-
-SHARD_HELP = "only the I-th of N balanced, deterministic slices (1-based), e.g. 2/4"
-QUICK_HELP = "use the smaller variant the matrix names in its `quick` field"
-
-
-def select(matrix: Matrix, shard: str | None) -> list[Cell]:
-    if shard is None:
-        return list(matrix.cells)
-    index, count = parse_shard(shard)
-    return shard_cells(matrix.cells, index, count)
+from iomatrix.workflows import build_plan
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -97,72 +79,12 @@ def _expand_shards(matrix: Matrix, count: int, as_json: bool) -> int:
     return ExitCode.OK
 
 
-def kernel_build_plan(cells: Sequence[Cell]) -> list[str]:
-    """The kernels these cells build from source: each one cached or to build (looked up in the
-    build cache without building anything), and how long a build takes here, from the newest
-    build this machine made. No lines when every kernel is fetched."""
-    recipes = {c.kernel: c.kernel_build for c in cells if c.kernel_build is not None}
-    if not recipes:
-        return []
-    planned = plan_builds(recipes)
-    rows = []
-    for build in planned:
-        if build.cached is None:
-            state = f"cached or not: {build.reason}"
-        else:
-            state = "cached" if build.cached else "to build"
-            state += f" (key {build.key})"
-        rows.append([build.name, build.source, state])
-    table = format_table(["kernel", "source", "build"], rows)
-    lines = ["kernels built from source:", *("  " + line for line in table.splitlines())]
-    to_build = sum(1 for b in planned if b.cached is False)
-    unknown = sum(1 for b in planned if b.cached is None)
-    what = f"{to_build} to build" + (f" and {unknown} that may be" if unknown else "")
-    measured = last_measured_build()
-    if not to_build and not unknown:
-        lines.append("every kernel is in the build cache: nothing to compile")
-    elif measured is None:
-        lines.append(f"{what}; time: no build measured on this machine yet")
-    else:
-        # Each estimated as the newest build took: a first build into an empty cache takes
-        # longer, one whose objects ccache has mostly seen much less.
-        total = measured.build_s * (to_build + unknown)
-        lines.append(
-            f"{what}: {'up to ' if unknown else ''}about {_duration(total)} "
-            f"({measured.build_s:.0f} s each, as the newest build on this machine took: "
-            f"{measured.release})"
-        )
-        # Labelled an estimate, with its model named: nothing here ran on those runners.
-        others = ", ".join(
-            f"{cores} cores about {_duration(measured.on_cores(cores) * (to_build + unknown))}"
-            for cores in OTHER_RUNNER_CORES
-        )
-        lines.append(
-            f"estimated for other runners: {others} (not measured: Amdahl's law from the "
-            f"{os.cpu_count() or 1} cores here, {SERIAL_BUILD_S:.0f} s of each build serial; "
-            "docs/kernels.md)"
-        )
-    return lines
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
-
-
-def use_quick_variant(args: argparse.Namespace) -> None:
-    """--quick: the matrix file's own `quick` variant replaces it (before anything is loaded)."""
-    if args.quick:
-        quick = quick_variant(args.file)
-        print(f"{args.file}: quick variant {quick}", file=sys.stderr)
-        args.file = quick
-
-
 def cmd_expand(args: argparse.Namespace) -> int:
-    use_quick_variant(args)
+    options.use_quick_variant(args)
     matrix = load_matrix(args.file)
     if args.shards is not None:
         return _expand_shards(matrix, args.shards, args.json)
-    cells = select(matrix, args.shard)
+    cells = shard_of(matrix.cells, args.shard)
     if args.json:
         print(json.dumps([cell_json(c) for c in cells], indent=1))
         return ExitCode.OK
@@ -175,7 +97,7 @@ def cmd_expand(args: argparse.Namespace) -> int:
         f"\n{len(cells)} cells in {len(boot_groups(cells))} boot(s), "
         f"about {total / 60:.0f} min of workload"
     )
-    builds = kernel_build_plan(cells)
+    builds = build_plan.kernel_build_plan(cells)
     if builds:
         print("\n" + "\n".join(builds))
     return ExitCode.OK
@@ -253,10 +175,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
-    p.add_argument("--quick", action="store_true", help=QUICK_HELP)
+    p.add_argument("--quick", action="store_true", help=options.QUICK_HELP)
     options.json_output(p)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--shard", type=options.shard, metavar="I/N", help=SHARD_HELP)
+    which.add_argument("--shard", type=options.shard, metavar="I/N", help=options.SHARD_HELP)
     which.add_argument(
         "--shards",
         type=options.shard_count,

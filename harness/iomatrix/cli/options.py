@@ -10,14 +10,21 @@ one.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from iomatrix.analysis import compare
+from iomatrix.host import kernels
+from iomatrix.matrix.loader import quick_variant
 from iomatrix.plan.shards import GITHUB_MAX_MATRIX_JOBS, parse_shard
 from iomatrix.report import comparison as comparison_report
+from iomatrix.workflows import prepare
 
 DEFAULT_RESULTS = Path("results")
+
+SHARD_HELP = "only the I-th of N balanced, deterministic slices (1-based), e.g. 2/4"
+QUICK_HELP = "use the smaller variant the matrix names in its `quick` field"
 
 OFFLINE_HELP = (
     "use only cached kernels, without contacting the Debian archive (also IOMATRIX_OFFLINE=1)"
@@ -306,3 +313,16 @@ def verbosity(p: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="only results, warnings and errors: no progress line, no informational messages",
     )
+
+
+def use_quick_variant(args: argparse.Namespace) -> None:
+    """--quick: the matrix file's own `quick` variant replaces it (before anything is loaded)."""
+    if args.quick:
+        quick = quick_variant(args.file)
+        print(f"{args.file}: quick variant {quick}", file=sys.stderr)
+        args.file = quick
+
+
+def fetcher(args: argparse.Namespace) -> Callable[[str], kernels.Kernel]:
+    """kernels.fetch as this command's --offline (or IOMATRIX_OFFLINE) asks for it."""
+    return prepare.fetcher(args.offline)

@@ -1,6 +1,6 @@
-"""What `compare` and `ab` print of a comparison, one way for both: to --output whole (a file is
-read whatever the terminal's width) with the verdict line on the terminal, else to the terminal
-laid out for its width."""
+"""What several commands print, one way for all: a comparison (`compare` and `ab`: to --output
+whole, a file is read whatever the terminal's width, with the verdict line on the terminal, else
+to the terminal laid out for its width); the report a command wrote."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 
 from iomatrix.analysis.compare import Comparison
 from iomatrix.report import comparison as comparison_report
+from iomatrix.report.site import build
 from iomatrix.report.text import output_width
 
 
@@ -30,3 +31,10 @@ def print_comparison(result: Comparison, args: argparse.Namespace) -> None:
             all_metrics=args.all_metrics,
         )
     )
+
+
+def announce_site(site: build.BuiltSite | None) -> None:
+    """The report a command wrote (None: it could not, and said so as a warning)."""
+    if site is None:
+        return
+    print(f"report: {site.index} ({len(site.pages)} page(s); open file://{site.index.resolve()})")

@@ -4,12 +4,10 @@ and the report `run` and `ab` write when they finish."""
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from iomatrix.analysis import compare
-from iomatrix.cli import options
+from iomatrix.cli import options, output
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.model.axes import AXES
@@ -27,22 +25,6 @@ def heatmap_axes(text: str) -> tuple[str, str]:
             f"{text!r}: two different axes separated by a comma, from {', '.join(AXES)}"
         )
     return parts[0], parts[1]
-
-
-def _announce(site: build.BuiltSite) -> None:
-    print(f"report: {site.index} ({len(site.pages)} page(s); open file://{site.index.resolve()})")
-
-
-def write_report_or_warn(make: Callable[[], build.BuiltSite]) -> build.BuiltSite | None:
-    """The report after `run` or `ab`: its failure is a warning, never the run's (the results
-    are already safe in their folder, and `iomatrix report` can build it again)."""
-    try:
-        site = make()
-    except Exception as exc:  # a finished run must not fail because its pictures could not
-        print(f"iomatrix: warning: the HTML report was not written: {exc}", file=sys.stderr)
-        return None
-    _announce(site)
-    return site
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -82,7 +64,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"report takes no target (the archive), one (a run or an A/B session) or two (BASE "
             f"NEW), not {len(targets)}"
         )
-    _announce(site)
+    output.announce_site(site)
     return ExitCode.OK
 
 

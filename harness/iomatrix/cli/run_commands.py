@@ -1,46 +1,31 @@
 """Commands that boot VMs and run cells: run, and ab (an interleaved A/B session).
 
-Both take the same preflight (host/preflight.py) before anything runs, and both turn SIGTERM
-(CI cancelling a job) into the same orderly stop as Ctrl-C.
+Each parses its options, calls its workflow (workflows/runs.py, workflows/ab.py: the preflight,
+the run, the files and the report are theirs), prints what came of it and maps it to an exit
+code; both turn SIGTERM (CI cancelling a job) into the same orderly stop as Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import shlex
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from iomatrix.analysis import compare, planning, sequential
+from iomatrix.analysis import compare, sequential
 from iomatrix.cli import help_format, options, output
-from iomatrix.cli.archive_commands import update_index_or_warn
 from iomatrix.cli.exit_codes import ExitCode
-from iomatrix.cli.kernel_commands import fetcher
-from iomatrix.cli.matrix_commands import (
-    QUICK_HELP,
-    SHARD_HELP,
-    kernel_build_plan,
-    select,
-    use_quick_variant,
-)
-from iomatrix.cli.report_commands import write_report_or_warn
-from iomatrix.errors import IomatrixError
-from iomatrix.host import boot, cores, guest_root, kernels, preflight, session
-from iomatrix.matrix.loader import load_matrix
-from iomatrix.model.cell import Cell, Matrix
-from iomatrix.plan import ab
-from iomatrix.plan.boots import boot_groups, split_boots
+from iomatrix.host import execute, preflight
+from iomatrix.model.cell import Cell
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
-from iomatrix.report.site import build
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
 from iomatrix.report.text import output_width
-from iomatrix.store import rundir
-from iomatrix.store.records_io import load_run
+from iomatrix.workflows import ab as ab_workflow
+from iomatrix.workflows import runs
 
 
 class _Terminated(KeyboardInterrupt):
@@ -58,53 +43,33 @@ def _concurrency(args: argparse.Namespace) -> preflight.Concurrency:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    use_quick_variant(args)
-    matrix = load_matrix(args.file)
-    preflight.check_concurrency(_concurrency(args), matrix.vm.cpus)
-    cells = select(matrix, args.shard)
-    if not cells:
-        print(f"{args.file}: no cells to run (shard {args.shard} is empty)")
-        return ExitCode.OK
-    # Before anything runs, --show-command included (it would show a scratch image in a host
-    # device's place).
-    sharing = preflight.preflight(
-        cells,
-        source=str(args.file),
+    options.use_quick_variant(args)
+    request = runs.RunRequest(
+        file=args.file,
+        results=Path(args.results),
+        shard=args.shard,
         allowed_host_devices=args.allow_host_device or (),
         concurrency=_concurrency(args),
-        vm_cpus=matrix.vm.cpus,
-        vm_memory_mib=matrix.vm.memory_mib,
     )
-    if sharing is not None:
-        print(sharing, file=sys.stderr)
-    _print_plan(args, cells)
+    planned = runs.plan(request)
+    if not planned.cells:
+        print(f"{args.file}: no cells to run (shard {args.shard} is empty)")
+        return ExitCode.OK
+    if planned.sharing is not None:
+        print(planned.sharing, file=sys.stderr)
+    _print_plan(args, planned.cells)
     if args.show_command:
-        return _show_commands(
-            matrix,
-            cells,
-            fetcher(args),
-            jobs=args.jobs,
-            split=args.split_boots,
-            share=args.share_cores,
-        )
-    resume = rundir.find_run(args.resume, Path(args.results)) if args.resume else None
-    run_options = session.RunOptions(
-        results_dir=Path(args.results),
-        scratch_dir=session.default_scratch_dir(),
-        shard=args.shard,
-        progress=_progress(args),
-        jobs=args.jobs,
-        share_cores=args.share_cores,
-        split_boots=args.split_boots,
-    )
+        for line in runs.show_commands(planned, request, options.fetcher(args)):
+            print(line)
+        return ExitCode.OK
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        record, run_dir = session.run_matrix(
-            matrix,
-            run_options,
-            cells=cells,
-            resume=resume,
-            fetch=fetcher(args),
+        outcome = runs.run(
+            planned,
+            request,
+            resume=args.resume,
+            fetch=options.fetcher(args),
+            progress=_progress(args),
             out=_messages(args),
         )
     except KeyboardInterrupt as exc:
@@ -117,7 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return ExitCode.TERMINATED if isinstance(exc, _Terminated) else ExitCode.INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, previous)
-    update_index_or_warn(Path(args.results))
+    record, run_dir = outcome.record, outcome.run_dir
     print()
     print(run_table(record, width=output_width()))
     # Workloads whose measurements the run table's columns cannot show (builtin, bonnie++,
@@ -127,169 +92,65 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("\n" + extra)
     print(f"\nresults: {run_dir}/run.json")
     print(f"logs:    {run_dir}/cells/<cell-id>/cell.log, {run_dir}/boots/<boot-id>/console-*.log")
-    write_report_or_warn(lambda: build.build_run_site(run_dir))
-    return (
-        ExitCode.OK if record.counts()["ok"] == len(record.cells) == len(cells) else ExitCode.NOT_OK
-    )
-
-
-def _show_commands(
-    matrix: Matrix,
-    cells: Sequence[Cell],
-    fetch: Callable[[str], kernels.Kernel],
-    *,
-    jobs: int = 1,
-    split: int = 1,
-    share: bool = False,
-) -> int:
-    """Print each boot's vng command without running it (kernels are fetched for their paths).
-
-    With --jobs N, boot i is shown on the cores of the i-th of N slots (i modulo N): the cores
-    the first N boots get; a later boot takes the cores of whichever boot ends before it.
-    """
-    scratch = session.default_scratch_dir() / "RUN-ID"
-    run_dir = Path(options.DEFAULT_RESULTS).resolve() / "RUN-ID"
-    slots: list[tuple[int, ...]] = [()]
-    if jobs > 1:
-        pool = cores.CorePool(cores.available_cpus(), matrix.vm.cpus, share=share)
-        slots = [pool.acquire() for _ in range(jobs)]
-    # Which kernels the run compiles first, and for how long, before the boots that wait on them.
-    for line in kernel_build_plan(cells):
-        print(f"# {line}")
-    for index, group in enumerate(split_boots(boot_groups(cells, str(run_dir)), split)):
-        recipe = group.cells[0].kernel_build
-        if recipe is not None:
-            # A dry run builds nothing: the image's path is known only once it is built.
-            print(
-                f"# boot {group.boot_id}: {len(group.cells)} cells on kernel {group.kernel}, "
-                f"built from {recipe.source} when the run starts"
-            )
-            continue
-        kernel = fetch(group.kernel)
-        ctx = boot.BootContext(
-            group=group,
-            kernel=kernel,
-            accelerator="tcg",
-            rw_dir=run_dir,
-            scratch=scratch,
-            vm_settings=matrix.vm,
-            timeouts=matrix.timeouts,
-            # Where the run finds (or first builds) the guest's root.
-            guest_root=guest_root.tree(kernels.cache_root(), guest_root.suite()),
-            host_cpus=slots[index % len(slots)],
-        )
-        _plan, argv, _images = boot.build_boot(ctx)
-        print(f"# boot {group.boot_id}: {len(group.cells)} cells (accelerator decided at run time)")
-        print(shlex.join(argv))
-    return ExitCode.OK
-
-
-def _sides_apart(args: argparse.Namespace, pairs: Sequence[tuple[Cell, Cell]]) -> bool:
-    """--sides, or by default: apart when two matrices make the new side run in the guest what
-    the base side does not (docs/SECURITY.md); one matrix split on an axis has one author."""
-    if args.sides != "auto":
-        apart = bool(args.sides == "apart")
-        why = f"--sides {args.sides}"
-    elif args.new is None:
-        apart, why = False, "one matrix, one author"
-    else:
-        apart = not ab.sides_run_the_same_guest_code(pairs)
-        why = (
-            "the new side runs in the guest what the base side does not"
-            if apart
-            else "both sides run the same in the guest"
-        )
-    where = "in VMs of their own, a boot per side and round" if apart else "in shared VMs"
-    print(f"iomatrix: the sides run {where} ({why})", file=sys.stderr)
-    return apart
+    output.announce_site(outcome.report)
+    cells = len(planned.cells)
+    return ExitCode.OK if record.counts()["ok"] == len(record.cells) == cells else ExitCode.NOT_OK
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    base = load_matrix(args.base)
-    if args.new is not None:
-        new = load_matrix(args.new)
-        if args.split is not None:
-            raise IomatrixError("give either NEW_MATRIX or --split AXIS, not both")
-        base_cells, new_cells = list(base.cells), list(new.cells)
-        split = None
-    elif args.split is not None:
-        new = base
-        base_cells, new_cells, first, second = ab.split_matrix(base, args.split)
-        split = args.split
-        print(f"iomatrix: A/B on {split}: base {first}, new {second}", file=sys.stderr)
-    else:
-        raise IomatrixError("give NEW_MATRIX, or --split AXIS for one matrix with two values")
-    if args.repeat is not None:
-        base_cells = [c.model_copy(update={"repeat": args.repeat}) for c in base_cells]
-        new_cells = [c.model_copy(update={"repeat": args.repeat}) for c in new_cells]
-    pairs = ab.pair_cells(base_cells, new_cells, split_axis=split)
-    sharing = preflight.preflight(
-        [c for pair in pairs for c in pair],
-        source=str(args.base),
+    request = ab_workflow.ABRequest(
+        base=args.base,
+        results=Path(args.results),
+        new=args.new,
+        split=args.split,
+        repeat=args.repeat,
         allowed_host_devices=args.allow_host_device or (),
         concurrency=_concurrency(args),
-        vm_cpus=base.vm.cpus,
-        vm_memory_mib=base.vm.memory_mib,
     )
-    if sharing is not None:
-        print(sharing, file=sys.stderr)
-    _print_plan(args, [c for pair in pairs for c in pair])
-    run_options = session.RunOptions(
-        results_dir=Path(args.results),
-        scratch_dir=session.default_scratch_dir(),
-        progress=_progress(args),
-        jobs=args.jobs,
-        share_cores=args.share_cores,
-        split_boots=args.split_boots,
+    planned = ab_workflow.plan(request, out=sys.stderr)
+    if planned.sharing is not None:
+        print(planned.sharing, file=sys.stderr)
+    _print_plan(args, [c for pair in planned.pairs for c in pair])
+    judging = ab_workflow.Judging(
+        alpha=args.alpha,
+        min_effect=args.min_effect,
+        target_effect=args.target_effect,
+        metrics=args.metric,
+        equivalence=args.equivalence,
+        until_decided=args.until_decided,
+        max_repeat=args.max_repeat,
+        sides=args.sides,
+        report_url=args.report_url,
     )
-    rules = _sequential_rules(args, pairs)
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        base_run, new_run, session_dir = session.run_ab(
-            base,
-            new,
-            pairs,
-            run_options,
-            fetch=fetcher(args),
+        outcome = ab_workflow.run(
+            planned,
+            request,
+            judging,
+            fetch=options.fetcher(args),
+            progress=_progress(args),
             out=_messages(args),
-            more=rules.undecided if rules is not None else None,
-            apart=_sides_apart(args, pairs),
         )
     except KeyboardInterrupt as exc:
         print("\niomatrix: A/B session interrupted", file=sys.stderr)
         return ExitCode.TERMINATED if isinstance(exc, _Terminated) else ExitCode.INTERRUPTED
     finally:
         signal.signal(signal.SIGTERM, previous)
-    result = compare.compare_runs(
-        base_run,
-        new_run,
-        min_effect=args.min_effect,
-        target_effect=args.target_effect,
-        alpha=args.alpha,
-        metrics=args.metric,
-        pairs=[(a.id, b.id) for a, b in pairs],
-        equivalence=args.equivalence,
-    )
-    (session_dir / "comparison.json").write_text(comparison_report.render(result, "json"))
-    (session_dir / "comparison.md").write_text(
-        comparison_report.render(result, "markdown", report_url=args.report_url)
-    )
+    result, session_dir = outcome.result, outcome.session_dir
     output.print_comparison(result, args)
-    if rules is None:
+    if outcome.rules is None or outcome.decisions is None:
         print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
-        write_report_or_warn(lambda: build.build_session_site(session_dir))
+        output.announce_site(outcome.report)
         return ExitCode(compare.exit_code(result, fail_on_invalid=args.fail_on_invalid))
-    # The gate of a sequential session is its own decisions: the comparison above tests each
-    # row once at alpha, which after repeated looks would not keep alpha.
-    decisions = rules.decisions(base_run, new_run)
-    (session_dir / "sequential.json").write_text(
-        comparison_report.sequential_json(decisions, rules)
+    decisions = outcome.decisions
+    print(
+        "\n" + comparison_report.render_sequential(decisions, outcome.rules, width=output_width())
     )
-    print("\n" + comparison_report.render_sequential(decisions, rules, width=output_width()))
     print(
         f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md, sequential.json)"
     )
-    write_report_or_warn(lambda: build.build_session_site(session_dir))
+    output.announce_site(outcome.report)
     return _sequential_exit(decisions, result, fail_on_invalid=args.fail_on_invalid)
 
 
@@ -311,72 +172,41 @@ def _print_plan(args: argparse.Namespace, cells: Sequence[Cell]) -> None:
     """--baseline RUN --target-effect F: the repetitions each cell needs, before anything runs."""
     if args.baseline is None:
         return
-    if args.target_effect is None:
-        raise IomatrixError("--baseline needs --target-effect: the change the run must see")
-    base = load_run(rundir.find_run(args.baseline, Path(args.results)))
-    repeat = {c.id: c.repeat for c in cells}
-    plans = [
-        p
-        for p in planning.plan_repetitions(
-            base,
-            args.target_effect,
-            metrics=args.metric,
-            alpha=args.alpha,
-            min_effect=args.min_effect,
-        )
-        if p.cell_id in repeat
-    ]
+    advice = runs.repetition_advice(
+        args.baseline,
+        Path(args.results),
+        cells,
+        target_effect=args.target_effect,
+        metrics=args.metric,
+        alpha=args.alpha,
+        min_effect=args.min_effect,
+    )
     print(
         f"iomatrix: repetitions to see a {args.target_effect:.1%} change, from the noise of "
-        f"{base.run_id}:",
+        f"{advice.baseline.run_id}:",
         file=sys.stderr,
     )
+    width = output_width(sys.stderr)
     print(
-        format_repetition_plans(plans, width=output_width(sys.stderr), cells=base.cells),
+        format_repetition_plans(advice.plans, width=width, cells=advice.baseline.cells),
         file=sys.stderr,
     )
-    short = sorted({p.cell for p in plans if p.needed is None or p.needed > repeat[p.cell_id]})
-    unknown = len(set(repeat) - {p.cell_id for p in plans})
-    if short:
+    if advice.short:
         print(
-            f"iomatrix: warning: {len(short)} cell(s) cannot see {args.target_effect:.1%} with "
-            "the repetitions they have (see 'needed' and 'advice' above)",
+            f"iomatrix: warning: {len(advice.short)} cell(s) cannot see "
+            f"{args.target_effect:.1%} with the repetitions they have (see 'needed' and "
+            "'advice' above)",
             file=sys.stderr,
         )
-    if unknown:
-        print(f"iomatrix: {unknown} cell(s) are not in the baseline run", file=sys.stderr)
-
-
-def _sequential_rules(
-    args: argparse.Namespace, pairs: Sequence[tuple[Cell, Cell]]
-) -> sequential.Session | None:
-    """--until-decided: the rules each round is judged by, or None for a fixed session."""
-    if not args.until_decided:
-        if args.max_repeat is not None:
-            raise IomatrixError("--max-repeat goes with --until-decided")
-        return None
-    first = [min(a.repeat, b.repeat) for a, b in pairs]
-    cap = args.max_repeat if args.max_repeat is not None else 2 * max(first)
-    if cap < max(first):
-        raise IomatrixError(
-            f"--max-repeat {cap} is below the repetitions the cells start with ({max(first)})"
-        )
-    return sequential.Session(
-        pairs=tuple((a.id, b.id) for a, b in pairs),
-        first=tuple(first),
-        cap=cap,
-        alpha=args.alpha,
-        metrics=tuple(args.metric) if args.metric else None,
-        min_effect=args.min_effect,
-        equivalence=args.equivalence,
-    )
+    if advice.unknown:
+        print(f"iomatrix: {advice.unknown} cell(s) are not in the baseline run", file=sys.stderr)
 
 
 def _quiet(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "quiet", False))
 
 
-def _progress(args: argparse.Namespace) -> session.ProgressFactory | None:
+def _progress(args: argparse.Namespace) -> execute.ProgressFactory | None:
     """The progress line, unless asked away: --no-progress, -q, or -v (whose command lines would
     land in it)."""
     if args.no_progress or _quiet(args) or getattr(args, "verbose", False):
@@ -410,8 +240,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
-    p.add_argument("--quick", action="store_true", help=QUICK_HELP)
-    p.add_argument("--shard", type=options.shard, metavar="I/N", help=SHARD_HELP)
+    p.add_argument("--quick", action="store_true", help=options.QUICK_HELP)
+    p.add_argument("--shard", type=options.shard, metavar="I/N", help=options.SHARD_HELP)
     options.results(p)
     p.add_argument(
         "--show-command",

@@ -1,5 +1,6 @@
-"""One check before anything runs, for every command that runs cells (`run`, `ab`, and what comes
-next): so that no command can skip a refusal another one makes.
+"""One check before anything runs, for every command that runs cells (`run`, `ab`, `bisect`, and
+what comes next): so that no command can skip a refusal another one makes. Its one caller is
+workflows/prepare.py's `check`, which every workflow that runs cells calls first.
 
 It refuses, naming the matrix file and field: a host block device the command line did not
 confirm, or one that is in use, or one that two profiles name; a host device with --jobs above 1
@@ -149,7 +150,7 @@ def check_resources(
 
 
 def _default_scratch() -> Path:
-    # As host/session.py's default_scratch_dir (which imports this module's users).
+    # As host/execute.py's default_scratch_dir.
     env = os.environ.get("IOMATRIX_SCRATCH")
     return Path(env) if env else kernels.cache_root() / "scratch"
 

@@ -133,3 +133,11 @@ def github_shards(cells: Sequence[Cell], count: int) -> list[PlannedShard]:
             cost = sum(c.estimated_s for c in shard) + BOOT_COST_S * len(boot_groups(shard))
             planned.append(PlannedShard(f"{index}/{count}", len(shard), round(cost)))
     return planned
+
+
+def shard_of(cells: Sequence[Cell], shard: str | None) -> list[Cell]:
+    """The cells of shard 'I/N' (every cell for None)."""
+    if shard is None:
+        return list(cells)
+    index, count = parse_shard(shard)
+    return shard_cells(cells, index, count)

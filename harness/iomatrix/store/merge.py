@@ -53,7 +53,7 @@ from iomatrix.store.rundir import new_run_id
 
 MISSING_REASON = "missing: no shard reported this cell"
 # A number measured under a different CPU, accelerator, QEMU, virtme-ng or fio is not the same
-# measurement; the resume check in host/session.py refuses the same differences.
+# measurement; the resume check in workflows/prepare.py refuses the same differences.
 
 
 @dataclass(frozen=True)

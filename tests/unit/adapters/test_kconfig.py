@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from iomatrix.adapters import kconfig
-from iomatrix.host import session
 from iomatrix.host.kernels import Kernel
 from iomatrix.model.cell import FilesystemChoice, KnobSet, KnobSetting, LoopStack
 from iomatrix.model.result import KernelBuildInfo
+from iomatrix.workflows import prepare
 from support.builders import make_cell
 
 
@@ -124,7 +124,7 @@ def test_cells_whose_built_kernel_lacks_an_option_are_refused_naming_it(tmp_path
         "lean": built_kernel(tmp_path, "lean", no_btrfs),
         "full": built_kernel(tmp_path, "full", full),
     }
-    refused = session._refusals(cells, fetched)
+    refused = prepare.refusals(cells, fetched)
     assert refused == {
         cells[0].id: "kernel lean was built without what this cell needs: "
         "CONFIG_BTRFS_FS (for filesystem btrfs)"

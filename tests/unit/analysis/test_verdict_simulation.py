@@ -64,7 +64,7 @@ def fixed_verdicts(n: int, cov: float, change: float, *, trials: int, seed: int)
 
 def session_verdicts(cov: float, change: float, *, sessions: int, seed: int) -> Counter[str]:
     """The pair's verdict of `sessions` sequential sessions from FIRST to CAP repetitions a side,
-    one more each per round while the pair is undecided, as host.session.run_ab adds them."""
+    one more each per round while the pair is undecided, as workflows.ab.run_ab adds them."""
     rng = random.Random(seed)
     base_draw, new_draw = normal(1000, cov), normal(1000 * (1 + change), cov)
     rules = sequential.Session(

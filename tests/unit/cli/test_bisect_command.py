@@ -1,33 +1,31 @@
 """iomatrix bisect before anything boots: the candidates from a real git history (toy tree),
-and every refusal of its arguments; a whole bisection over session.run_matrix faked (no VM, no
+and every refusal of its arguments; a whole bisection over runs.run_matrix faked (no VM, no
 build), for what it shows of each step's kernel build. The bisection itself, in VMs:
 tests/vm/test_bisect_vm.py."""
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from iomatrix.analysis import bisect
-from iomatrix.cli import bisect_commands
 from iomatrix.cli import main as cli_main
 from iomatrix.errors import IomatrixError
-from iomatrix.host import session
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.result import KernelBuildInfo, KernelInfo, RunRecord
+from iomatrix.workflows import ab, prepare, runs
+from iomatrix.workflows import bisect as bisect_workflow
 from support.kernel_trees import commit_all, git, matrix_file, toy_tree
 from support.runs import make_run, ok
 
 
-def args(path: Path, **extra: object) -> argparse.Namespace:
-    values: dict[str, object] = {"matrix": path, "kernel": None, "cell": None, "axis": None}
-    values.update(extra)
-    return argparse.Namespace(**values)
+def args(path: Path, **extra: Any) -> bisect_workflow.BisectRequest:
+    return bisect_workflow.BisectRequest(matrix=path, **extra)
 
 
 def test_the_candidates_are_good_then_every_commit_up_to_bad_in_order(tmp_path: Path) -> None:
@@ -37,7 +35,7 @@ def test_the_candidates_are_good_then_every_commit_up_to_bad_in_order(tmp_path: 
         (tree / "toy.c").write_text(f"int toy(void) {{ return {n}; }}\n")
         shas.append(commit_all(tree, f"change {n}"))
     path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]", "[ext4, xfs]")
-    cells, recipe, found_tree, candidates = bisect_commands._git_candidates(
+    cells, recipe, found_tree, candidates = bisect_workflow.git_candidates(
         load_matrix(path), args(path, good="v1", bad="HEAD")
     )
     assert found_tree == str(tree)
@@ -54,23 +52,23 @@ def test_a_bad_end_that_does_not_descend_from_good_is_refused(tmp_path: Path) ->
     commit_all(tree, "later")
     path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]")
     with pytest.raises(IomatrixError, match="is not a descendant of"):
-        bisect_commands._git_candidates(load_matrix(path), args(path, good="HEAD", bad="v1"))
+        bisect_workflow.git_candidates(load_matrix(path), args(path, good="HEAD", bad="v1"))
     with pytest.raises(IomatrixError, match="'nope' is not a commit of"):
-        bisect_commands._git_candidates(load_matrix(path), args(path, good="nope", bad="HEAD"))
+        bisect_workflow.git_candidates(load_matrix(path), args(path, good="nope", bad="HEAD"))
 
 
 def test_bisecting_commits_needs_one_git_built_kernel(tmp_path: Path) -> None:
     path = matrix_file(tmp_path, "  k: {source: 'debian-source:6.1'}\n", "[k, debian:bookworm]")
     with pytest.raises(IomatrixError, match="needs one kernel built from a git tree"):
-        bisect_commands._git_candidates(load_matrix(path), args(path, good="a", bad="b"))
+        bisect_workflow.git_candidates(load_matrix(path), args(path, good="a", bad="b"))
 
 
 def test_an_axis_needs_three_values_and_exists(tmp_path: Path) -> None:
     path = matrix_file(tmp_path, "  k: {source: 'debian-source:6.1'}\n", "[k, debian:bookworm]")
     with pytest.raises(IomatrixError, match="has 2 values"):
-        bisect_commands._axis_candidates(load_matrix(path), args(path, axis="kernel"))
+        bisect_workflow.axis_candidates(load_matrix(path), args(path, axis="kernel"))
     with pytest.raises(IomatrixError, match="is not an axis"):
-        bisect_commands._axis_candidates(load_matrix(path), args(path, axis="colour"))
+        bisect_workflow.axis_candidates(load_matrix(path), args(path, axis="colour"))
 
 
 def test_the_command_wants_refs_or_an_axis(
@@ -87,10 +85,10 @@ def test_each_candidate_is_a_cell_of_its_own(tmp_path: Path) -> None:
     commit_all(tree, "later")
     path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]")
     matrix = load_matrix(path)
-    cells, recipe, found_tree, candidates = bisect_commands._git_candidates(
+    cells, recipe, found_tree, candidates = bisect_workflow.git_candidates(
         matrix, args(path, good="v1", bad="HEAD")
     )
-    on = bisect_commands._on_candidates(
+    on = bisect_workflow.on_candidates(
         matrix, args(path), cells[0], candidates, recipe=recipe, tree=found_tree
     )
     # Distinct ids, or the runs of one round would write each other's results.
@@ -101,7 +99,7 @@ def test_each_candidate_is_a_cell_of_its_own(tmp_path: Path) -> None:
 
 
 class FakeRuns:
-    """session.run_matrix without VMs or builds: each candidate's write_iops around 1000, or 750
+    """runs.run_matrix without VMs or builds: each candidate's write_iops around 1000, or 750
     from the first bad commit on, and its kernel in the run's `kernels` map as a real run records
     it: compiled in 123.4 s the first time a run has it, from the build cache (build_s 0) after."""
 
@@ -112,7 +110,7 @@ class FakeRuns:
         self.rng = random.Random(5)
 
     def __call__(
-        self, matrix: Matrix, options: session.RunOptions, **_kwargs: object
+        self, matrix: Matrix, options: prepare.RunOptions, **_kwargs: object
     ) -> tuple[RunRecord, Path]:
         results = []
         kernels = {}
@@ -150,10 +148,10 @@ class FakeRuns:
         _base: Matrix,
         _new: Matrix,
         pairs: Sequence[tuple[Cell, Cell]],
-        options: session.RunOptions,
+        options: prepare.RunOptions,
         **_kwargs: object,
     ) -> tuple[RunRecord, RunRecord, Path]:
-        """session.run_ab: each side as a run of its cells."""
+        """ab.run_ab: each side as a run of its cells."""
         base, _ = self(_base.model_copy(update={"cells": tuple(a for a, _ in pairs)}), options)
         new, _ = self(_new.model_copy(update={"cells": tuple(b for _, b in pairs)}), options)
         return base, new, options.results_dir
@@ -168,7 +166,7 @@ def test_each_steps_build_time_comes_from_its_runs_kernel_record(
         (tree / "toy.c").write_text(f"int toy(void) {{ return {n}; }}\n")
         shas.append(commit_all(tree, f"change {n}"))
     path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]")
-    monkeypatch.setattr(session, "run_matrix", FakeRuns(tree, shas[3], shas))
+    monkeypatch.setattr(runs, "run_matrix", FakeRuns(tree, shas[3], shas))
     results = tmp_path / "results"
     argv = ["bisect", str(path), "--good", "v1", "--bad", "HEAD", "--metric", "write_iops"]
     assert cli_main.main([*argv, "--results", str(results)]) == 0
@@ -205,9 +203,9 @@ def test_the_ends_built_by_the_ab_that_chose_the_cell_are_shown_compiled(
         (tree / "toy.c").write_text(f"int toy(void) {{ return {n}; }}\n")
         shas.append(commit_all(tree, f"change {n}"))
     path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]", "[ext4, xfs]")
-    runs = FakeRuns(tree, shas[1], shas)
-    monkeypatch.setattr(session, "run_matrix", runs)
-    monkeypatch.setattr(session, "run_ab", runs.ab)
+    fake = FakeRuns(tree, shas[1], shas)
+    monkeypatch.setattr(runs, "run_matrix", fake)
+    monkeypatch.setattr(ab, "run_ab", fake.ab)
     results = tmp_path / "results"
     argv = ["bisect", str(path), "--good", "v1", "--bad", "HEAD", "--first", "5"]
     assert cli_main.main([*argv, "--results", str(results)]) == 0

@@ -21,7 +21,7 @@ import pytest
 from iomatrix import proc
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
-from iomatrix.host import boot, cores, kernels, session
+from iomatrix.host import boot, cores, execute, kernels
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Timeouts, VmSettings
 from iomatrix.model.result import BootRecord, RunRecord
@@ -33,6 +33,7 @@ from iomatrix.plan.boots import (
 )
 from iomatrix.store import files, rundir
 from iomatrix.store.records_io import load_run, write_record
+from iomatrix.workflows import prepare, runs
 from support import fake_vms
 from support.builders import fake_kernel, make_cell, make_run
 from support.fake_vms import Boot, FakeVms, path_kernel_matrix, write_ok_results
@@ -381,13 +382,13 @@ def run_with(
 ) -> tuple[RunRecord, Path]:
     monkeypatch.setattr("iomatrix.proc.run", fake)
     matrix = load_matrix(path_kernel_matrix(tmp_path, cpus=1))
-    opts = session.RunOptions(
+    opts = prepare.RunOptions(
         results_dir=tmp_path / "results",
         scratch_dir=tmp_path / "scratch",
         progress=None,
         **options,  # type: ignore[arg-type]
     )
-    return session.run_matrix(matrix, opts, fetch=kernels.fetch)
+    return runs.run_matrix(matrix, opts, fetch=kernels.fetch)
 
 
 @pytest.mark.usefixtures("fake_run_env")
@@ -544,17 +545,17 @@ def test_a_second_resume_of_one_run_folder_is_refused_while_the_first_runs(
     _record, run_dir = run_with(tmp_path, fake, monkeypatch)
     boots_before = len(fake.boots)
     matrix = load_matrix(path_kernel_matrix(tmp_path, cpus=1))
-    opts = session.RunOptions(
+    opts = prepare.RunOptions(
         results_dir=tmp_path / "results", scratch_dir=tmp_path / "scratch", progress=None
     )
     # Another iomatrix resuming the folder holds its lock, beside the folder (not in it).
     with files.locked(rundir.resume_lock(run_dir), held="a test's resume"):
         assert rundir.resume_lock(run_dir).parent == run_dir.parent
         with pytest.raises(IomatrixError, match="another iomatrix is resuming it"):
-            session.run_matrix(matrix, opts, fetch=kernels.fetch, resume=run_dir)
+            runs.run_matrix(matrix, opts, fetch=kernels.fetch, resume=run_dir)
     assert len(fake.boots) == boots_before
     # Once it is released, a resume runs (nothing is left to run: no boot).
-    record, again = session.run_matrix(matrix, opts, fetch=kernels.fetch, resume=run_dir)
+    record, again = runs.run_matrix(matrix, opts, fetch=kernels.fetch, resume=run_dir)
     assert again == run_dir
     assert record.status == "complete"
 
@@ -590,16 +591,16 @@ def test_boots_of_one_cells_repetitions_never_run_side_by_side(
             running.difference_update(keys)
             spans.append((group.boot_id, started, time.monotonic()))  # type: ignore[attr-defined]
 
-    monkeypatch.setattr(session, "_run_group", fake_group)
+    monkeypatch.setattr(execute, "_run_group", fake_group)
     fake_session = SimpleNamespace(
         host_cpus=(0, 1),
         vm_settings=VmSettings(cpus=1),
         share_cores=False,
         jobs=2,
         out=io.StringIO(),
-        clock=session.RunClock(),
+        clock=execute.RunClock(),
     )
-    session._run_side_by_side(fake_session, groups, {})  # type: ignore[arg-type]
+    execute._run_side_by_side(fake_session, groups, {})  # type: ignore[arg-type]
     assert len(spans) == 6
     assert overlaps == []
     # Each side's repetitions in order; and boots of the two sides did run at once.
@@ -610,4 +611,4 @@ def test_boots_of_one_cells_repetitions_never_run_side_by_side(
     by_id = {boot: (start, end) for boot, start, end in spans}
     a0, b0 = by_id[groups[0].boot_id], by_id[groups[1].boot_id]
     assert b0[0] < a0[1]
-    assert session._earlier_boots_of_the_same_cells(groups) == [set(), set(), {0}, {1}, {2}, {3}]
+    assert execute._earlier_boots_of_the_same_cells(groups) == [set(), set(), {0}, {1}, {2}, {3}]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.analysis import sequential, validity
-from iomatrix.host import kernels, session
+from iomatrix.host import kernels
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.result import Applied, CellResult, CpuUsage, RepetitionRecord
 from iomatrix.plan.ab import pair_cells
@@ -20,6 +20,7 @@ from iomatrix.report import comparison as comparison_report
 from iomatrix.report.site import build
 from iomatrix.store import rundir
 from iomatrix.store.records_io import finished_repetitions, load_run, write_record
+from iomatrix.workflows import ab, prepare
 from support import fake_vms
 from support.builders import make_rep
 from support.fake_vms import Boot, FakeVms, path_kernel_matrix
@@ -88,10 +89,10 @@ def sequential_ab(
         min_effect=0.05,
         resamples=500,
     )
-    options = session.RunOptions(
+    options = prepare.RunOptions(
         results_dir=tmp_path / "results", scratch_dir=tmp_path / "scratch", progress=None
     )
-    _base, _new, folder = session.run_ab(
+    _base, _new, folder = ab.run_ab(
         matrix, matrix, pairs, options, fetch=kernels.fetch, more=rules.undecided
     )
     return agent, rules, folder

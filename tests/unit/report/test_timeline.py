@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from iomatrix.host import boot, session
+from iomatrix.host import boot, execute
 from iomatrix.model.result import BootEvent, BootRecord, CellResult, RunRecord, RunTimeline, Span
 from iomatrix.report import timeline
 from support.builders import make_cell, make_rep, make_run
@@ -50,7 +50,7 @@ def test_the_guest_scripts_exit_status_is_read_from_the_console() -> None:
 
 
 def test_run_spans_are_measured_from_the_runs_start() -> None:
-    clock = session.RunClock(ticking(10.0, 10.5, 12.0, 12.0, 50.0, 51.0))
+    clock = execute.RunClock(ticking(10.0, 10.5, 12.0, 12.0, 50.0, 51.0))
     with clock.span("kernels"):
         pass
     with clock.span("boot b1"):

@@ -27,12 +27,12 @@ import pytest
 from iomatrix.cli import archive_commands
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
-from iomatrix.host import session
 from iomatrix.model.result import RUN_FORMAT, CellEntry, RunRecord
 from iomatrix.report.tables import format_table
 from iomatrix.store import archive
 from iomatrix.store.archive import HistoryPoint, Problem
 from iomatrix.store.records_io import load_run, write_record
+from iomatrix.workflows import runs
 from support.paths import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -967,7 +967,7 @@ def fake_run_matrix(results: Path) -> object:
 def test_cli_run_indexes_the_finished_run(
     results: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(session, "run_matrix", fake_run_matrix(results))
+    monkeypatch.setattr(runs, "run_matrix", fake_run_matrix(results))
     quick = str(REPO / "matrix" / "quick.yaml")
     cli.main(["run", "--no-progress", "--results", str(results), quick])
     capsys.readouterr()
@@ -981,7 +981,7 @@ def test_cli_run_survives_an_index_failure(
     def broken_update(_results: Path) -> list[Problem]:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(session, "run_matrix", fake_run_matrix(results))
+    monkeypatch.setattr(runs, "run_matrix", fake_run_matrix(results))
     monkeypatch.setattr(archive, "update_index", broken_update)
     quick = str(REPO / "matrix" / "quick.yaml")
     code = cli.main(["run", "--no-progress", "--results", str(results), quick])

@@ -121,7 +121,7 @@ def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltS
             raise IomatrixError(f"{saved}: not a comparison this iomatrix reads: {exc}") from exc
     else:
         base, new = load_run(session_dir / "base"), load_run(session_dir / "new")
-        # A session's two runs hold their cells in pair order (host/session.py run_ab): the
+        # A session's two runs hold their cells in pair order (workflows/ab.py run_ab): the
         # i-th base cell was compared with the i-th new one, which in a split session (or two
         # matrix files) have different ids, so they are paired by position, not by id.
         pairs = None

@@ -1,0 +1,449 @@
+"""`iomatrix ab`, end to end: the two sides loaded (two matrices, or one split on an axis) and
+paired cell by cell, checked by the one preflight (`plan`); then the session (`run`): both
+sides' repetitions interleaved ABAB in the same VMs (or each round a base VM then a new one),
+written as two runs under one session folder, grown one repetition per undecided pair while a
+sequential session asks for more; compared, and the session's files written:
+
+  <results>/ab-<time>-<name>/base/, new/   the two runs
+                             comparison.json, comparison.md
+                             sequential.json   (--until-decided) each pair's decision
+                             report/           the HTML report
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from iomatrix.analysis import compare, sequential
+from iomatrix.errors import IomatrixError
+from iomatrix.host import kernels
+from iomatrix.host.boot import cell_result_path
+from iomatrix.host.execute import (
+    Execution,
+    ProgressFactory,
+    RunClock,
+    Side,
+    default_scratch_dir,
+    execute,
+)
+from iomatrix.host.preflight import Concurrency
+from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.cell import Cell, Matrix
+from iomatrix.model.result import RunRecord
+from iomatrix.plan import ab as pairing
+from iomatrix.plan.boots import (
+    BootGroup,
+    Step,
+    cut_into_boots,
+    fresh_boots,
+    interleaved_steps,
+    split_boots,
+)
+from iomatrix.report import comparison as comparison_report
+from iomatrix.report.site import build as site
+from iomatrix.store.rundir import new_run_id
+from iomatrix.workflows import archiving
+from iomatrix.workflows.prepare import (
+    Build,
+    Prepared,
+    RunOptions,
+    check,
+    cores_shared,
+    execution,
+    host_cores,
+    prepare,
+    start_record,
+)
+
+
+@dataclass(frozen=True)
+class ABRequest:
+    """What `iomatrix ab` was asked: the sides (NEW_MATRIX, or --split AXIS of BASE_MATRIX), the
+    repetitions, where results go, the confirmed host devices, how boots share the host."""
+
+    base: Path
+    results: Path
+    new: Path | None = None
+    split: str | None = None
+    repeat: int | None = None
+    allowed_host_devices: Sequence[str] = ()
+    concurrency: Concurrency = field(default_factory=Concurrency)
+
+
+@dataclass(frozen=True)
+class PlannedAB:
+    """A session that passed the preflight: the two sides and their cells, paired."""
+
+    base: Matrix
+    new: Matrix
+    pairs: list[tuple[Cell, Cell]]
+    # Two matrices (None), or the axis one matrix is split on.
+    split: str | None
+    # The notice to print when VMs will share host cores.
+    sharing: str | None = None
+
+
+def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
+    """The sides, their pairs, and the preflight of every cell of both: nothing is fetched or
+    written."""
+    base = load_matrix(request.base)
+    if request.new is not None:
+        new = load_matrix(request.new)
+        if request.split is not None:
+            raise IomatrixError("give either NEW_MATRIX or --split AXIS, not both")
+        base_cells, new_cells = list(base.cells), list(new.cells)
+    elif request.split is not None:
+        new = base
+        base_cells, new_cells, first, second = pairing.split_matrix(base, request.split)
+        print(f"iomatrix: A/B on {request.split}: base {first}, new {second}", file=out)
+    else:
+        raise IomatrixError("give NEW_MATRIX, or --split AXIS for one matrix with two values")
+    if request.repeat is not None:
+        base_cells = [c.model_copy(update={"repeat": request.repeat}) for c in base_cells]
+        new_cells = [c.model_copy(update={"repeat": request.repeat}) for c in new_cells]
+    split = request.split if request.new is None else None
+    pairs = pairing.pair_cells(base_cells, new_cells, split_axis=split)
+    sharing = check(
+        [c for pair in pairs for c in pair],
+        source=str(request.base),
+        matrix=base,
+        allowed_host_devices=request.allowed_host_devices,
+        concurrency=request.concurrency,
+    )
+    return PlannedAB(base, new, pairs, split, sharing)
+
+
+@dataclass(frozen=True)
+class Judging:
+    """How the session is judged and run: the comparison's settings, a sequential session's
+    (--until-decided, --max-repeat), and whether the sides share VMs (--sides)."""
+
+    alpha: float = 0.05
+    min_effect: float | None = None
+    target_effect: float | None = None
+    metrics: Sequence[str] | None = None
+    equivalence: float = compare.DEFAULT_EQUIVALENCE
+    until_decided: bool = False
+    max_repeat: int | None = None
+    sides: str = "auto"
+    report_url: str | None = None
+
+
+@dataclass(frozen=True)
+class ABOutcome:
+    result: compare.Comparison
+    session_dir: Path
+    # A sequential session's rules and decisions (its gate); None for a fixed session.
+    rules: sequential.Session | None
+    decisions: Sequence[sequential.PairDecision] | None
+    # The HTML report, or None when it could not be written (a warning said why).
+    report: site.BuiltSite | None
+
+
+def run(
+    planned: PlannedAB,
+    request: ABRequest,
+    judging: Judging,
+    *,
+    fetch: Callable[[str], kernels.Kernel] | None = None,
+    progress: ProgressFactory | None = None,
+    out: TextIO = sys.stderr,
+) -> ABOutcome:
+    """The session in VMs, compared; comparison.json and .md (and sequential.json) written, and
+    the HTML report. Ctrl-C (and SIGTERM, as the command line raises it) goes on as
+    KeyboardInterrupt once both runs are marked interrupted."""
+    pairs = planned.pairs
+    rules = sequential_rules(judging, pairs)
+    options = RunOptions(
+        results_dir=request.results,
+        scratch_dir=default_scratch_dir(),
+        progress=progress,
+        jobs=request.concurrency.jobs,
+        share_cores=request.concurrency.share_cores,
+        split_boots=request.concurrency.split_boots,
+    )
+    base_run, new_run, session_dir = run_ab(
+        planned.base,
+        planned.new,
+        pairs,
+        options,
+        fetch=fetch,
+        out=out,
+        more=rules.undecided if rules is not None else None,
+        apart=sides_apart(judging.sides, planned, sys.stderr),
+    )
+    result = compare.compare_runs(
+        base_run,
+        new_run,
+        min_effect=judging.min_effect,
+        target_effect=judging.target_effect,
+        alpha=judging.alpha,
+        metrics=judging.metrics,
+        pairs=[(a.id, b.id) for a, b in pairs],
+        equivalence=judging.equivalence,
+    )
+    (session_dir / "comparison.json").write_text(comparison_report.render(result, "json"))
+    (session_dir / "comparison.md").write_text(
+        comparison_report.render(result, "markdown", report_url=judging.report_url)
+    )
+    decisions = None
+    if rules is not None:
+        # The gate of a sequential session is its own decisions: the comparison tests each row
+        # once at alpha, which after repeated looks would not keep alpha.
+        decisions = rules.decisions(base_run, new_run)
+        (session_dir / "sequential.json").write_text(
+            comparison_report.sequential_json(decisions, rules)
+        )
+    report = archiving.report_or_warn(lambda: site.build_session_site(session_dir))
+    return ABOutcome(result, session_dir, rules, decisions, report)
+
+
+def sides_apart(sides: str, planned: PlannedAB, out: TextIO) -> bool:
+    """--sides, or by default: apart when two matrices make the new side run in the guest what
+    the base side does not (docs/SECURITY.md); one matrix split on an axis has one author."""
+    if sides != "auto":
+        apart = sides == "apart"
+        why = f"--sides {sides}"
+    elif planned.split is not None:
+        apart, why = False, "one matrix, one author"
+    else:
+        apart = not pairing.sides_run_the_same_guest_code(planned.pairs)
+        why = (
+            "the new side runs in the guest what the base side does not"
+            if apart
+            else "both sides run the same in the guest"
+        )
+    where = "in VMs of their own, a boot per side and round" if apart else "in shared VMs"
+    print(f"iomatrix: the sides run {where} ({why})", file=out)
+    return apart
+
+
+def sequential_rules(
+    judging: Judging, pairs: Sequence[tuple[Cell, Cell]]
+) -> sequential.Session | None:
+    """--until-decided: the rules each round is judged by, or None for a fixed session."""
+    if not judging.until_decided:
+        if judging.max_repeat is not None:
+            raise IomatrixError("--max-repeat goes with --until-decided")
+        return None
+    first = [min(a.repeat, b.repeat) for a, b in pairs]
+    cap = judging.max_repeat if judging.max_repeat is not None else 2 * max(first)
+    if cap < max(first):
+        raise IomatrixError(
+            f"--max-repeat {cap} is below the repetitions the cells start with ({max(first)})"
+        )
+    return sequential.Session(
+        pairs=tuple((a.id, b.id) for a, b in pairs),
+        first=tuple(first),
+        cap=cap,
+        alpha=judging.alpha,
+        metrics=tuple(judging.metrics) if judging.metrics else None,
+        min_effect=judging.min_effect,
+        equivalence=judging.equivalence,
+    )
+
+
+# Given both runs so far, the indices of the pairs that need one more repetition each.
+MoreRounds = Callable[[RunRecord, RunRecord], Sequence[int]]
+
+
+def run_ab(
+    base: Matrix,
+    new: Matrix,
+    pairs: Sequence[tuple[Cell, Cell]],
+    options: RunOptions,
+    *,
+    out: TextIO = sys.stderr,
+    fetch: Callable[[str], kernels.Kernel] | None = None,
+    build: Build | None = None,
+    more: MoreRounds | None = None,
+    apart: bool = False,
+) -> tuple[RunRecord, RunRecord, Path]:
+    """An A/B session: both sides' repetitions interleaved ABAB in the same VMs (one VM per
+    kernel while the kernels agree; alternating boots when they differ), written as two runs
+    under one session folder: <results>/<session>/base and .../new.
+
+    `apart`: no VM holds both sides; each round of repetitions runs in a base VM, then a new
+    one (B N B N ...), so that a hostile new side cannot reach the base side's records (its
+    guest writes only into its own boot's folder). It costs a boot per side and round.
+
+    `more` (a sequential session, `ab --until-decided`): after the repetitions the cells ask
+    for, it is asked which pairs are still undecided; each of those gets one more repetition
+    per side, interleaved AB in the same way, and it is asked again, until it names none."""
+    if base.vm != new.vm or base.timeouts != new.timeouts:
+        raise IomatrixError(
+            "the two sides of an A/B session must use the same vm and timeouts settings"
+        )
+    clock = RunClock()
+    host_cpus = host_cores(options, base.vm, out)
+    prepared = prepare([c for pair in pairs for c in pair], fetch, build, clock, out)
+    session_id = new_run_id(f"ab-{new.name}")
+    session_dir = (options.results_dir / session_id).resolve()
+    sides = [
+        _start_side(
+            name,
+            matrix,
+            cells,
+            session_dir,
+            f"{session_id}-{name}",
+            prepared=prepared,
+            clock=clock,
+            update={
+                "jobs": options.jobs,
+                "shared_cores": cores_shared(options, base.vm, host_cpus),
+            },
+        )
+        for name, matrix, cells in (
+            ("base", base, [a for a, _ in pairs]),
+            ("new", new, [b for _, b in pairs]),
+        )
+    ]
+    fresh = base.fresh_boot or new.fresh_boot
+    steps = interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
+    together = options.jobs > 1
+    groups = _ab_groups(
+        steps,
+        pairs,
+        sides,
+        fresh=fresh,
+        split=options.split_boots,
+        apart=apart,
+        together=together,
+    )
+    session = execution(
+        prepared,
+        options,
+        rw_dir=session_dir,
+        scratch_id=session_id,
+        matrix=base,
+        clock=clock,
+        host_cpus=host_cpus,
+        out=out,
+    )
+    execute(session, groups, sides)
+    if more is not None:
+        _until_decided(session, list(pairs), sides, more, fresh=fresh, apart=apart)
+    return sides[0].record, sides[1].record, session_dir
+
+
+def _start_side(
+    name: str,
+    matrix: Matrix,
+    cells: Sequence[Cell],
+    session_dir: Path,
+    run_id: str,
+    *,
+    prepared: Prepared,
+    clock: RunClock,
+    update: dict[str, object],
+) -> Side:
+    """One side's run folder and its first run.json."""
+    run_dir = session_dir / name
+    run_dir.mkdir(parents=True, exist_ok=False)
+    with clock.span(f"environment {name}"):
+        record = start_record(matrix, run_id, shard=None, prepared=prepared).model_copy(
+            update=update
+        )
+    side = Side(record=record, run_dir=run_dir, cells=list(dict.fromkeys(cells)))
+    side.write()
+    return side
+
+
+def _until_decided(
+    session: Execution,
+    pairs: list[tuple[Cell, Cell]],
+    sides: Sequence[Side],
+    more: MoreRounds,
+    *,
+    fresh: bool,
+    apart: bool,
+) -> None:
+    """A sequential session's rounds: one more repetition per side of every pair `more` names,
+    interleaved AB as the first ones were, until it names none."""
+    while True:
+        extend = list(dict.fromkeys(more(sides[0].record, sides[1].record)))
+        if not extend:
+            return
+        print(
+            f"iomatrix: {len(extend)} pair(s) undecided: one more repetition each",
+            file=session.out,
+        )
+        for index in extend:
+            pairs[index] = _one_more(pairs[index], sides)
+        latest = [
+            step
+            for step in interleaved_steps(
+                str(sides[0].run_dir), str(sides[1].run_dir), [pairs[i] for i in extend]
+            )
+            if step.repetition == step.cell.repeat - 1
+        ]
+        more_groups = _ab_groups(
+            latest, pairs, sides, fresh=fresh, split=1, apart=apart, together=session.jobs > 1
+        )
+        execute(session, more_groups, sides)
+
+
+def _ab_groups(
+    steps: Sequence[Step],
+    pairs: Sequence[tuple[Cell, Cell]],
+    sides: Sequence[Side],
+    *,
+    fresh: bool,
+    split: int,
+    apart: bool = False,
+    together: bool = False,
+) -> list[BootGroup]:
+    """The session's boots, in the order they run. `together`: boots run side by side (--jobs
+    2 or more). Then, when a pair's kernels differ, each side's repetitions of a round run in
+    one boot of its kernel, the base's and the new's at the same time: running at once
+    cancels drift as alternating does, for a boot per side and round instead of one per
+    repetition (under TCG a boot costs more than a repetition). One after the other, the
+    boots alternate per repetition (B N B N). fresh_boot still gives every repetition a VM."""
+    if fresh:
+        return fresh_boots(steps)
+    if apart:
+        # Each round: the base side's steps, then the new side's, each a boot of its own.
+        side = {str(s.run_dir): i for i, s in enumerate(sides)}
+        ordered = sorted(steps, key=lambda s: (s.repetition, side[s.run_dir]))
+        return cut_into_boots(ordered, key=lambda s: (s.cell.kernel, s.run_dir))
+    if together:
+        side = {str(s.run_dir): i for i, s in enumerate(sides)}
+        differ = {
+            (str(sides[1].run_dir), b.id)
+            for a, b in pairs
+            if a.kernel != b.kernel or a.kernel_build != b.kernel_build
+        }
+        # A stable sort: the new side's steps of pairs whose kernels differ move after the base
+        # side's, in their order; everything else keeps its place (its ABAB in one VM).
+        steps = sorted(
+            steps, key=lambda s: side[s.run_dir] if (s.run_dir, s.cell.id) in differ else 0
+        )
+    # A split keeps each pair in one VM: its ABAB interleaving is what makes it fair.
+    pair_of = {
+        key: index
+        for index, (a, b) in enumerate(pairs)
+        for key in ((str(sides[0].run_dir), a.id), (str(sides[1].run_dir), b.id))
+    }
+    return split_boots(
+        cut_into_boots(steps, key=lambda s: s.cell.kernel),
+        split,
+        unit=lambda s: pair_of[(s.run_dir, s.cell.id)],
+    )
+
+
+def _one_more(pair: tuple[Cell, Cell], sides: Sequence[Side]) -> tuple[Cell, Cell]:
+    """The pair's cells with one repetition more, in both runs' records. Each cell's result.json
+    goes (its rep-<n>.json files stay): the agent writes it again, over every repetition, once
+    the new one is done, as it does for a cell's last repetition."""
+    grown = []
+    for cell, side in zip(pair, sides, strict=True):
+        more_cell = cell.model_copy(update={"repeat": cell.repeat + 1})
+        with side.lock:
+            side.cells = [more_cell if c.id == cell.id else c for c in side.cells]
+        cell_result_path(side.run_dir, cell).unlink(missing_ok=True)
+        grown.append(more_cell)
+    return grown[0], grown[1]

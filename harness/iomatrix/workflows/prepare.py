@@ -1,0 +1,341 @@
+"""What a run, an A/B session and a bisection do alike before anything boots: the one preflight
+(`check`: every refusal of host/preflight.py, before anything is fetched, built or written);
+check that their VMs fit on the host's cores; fetch or build each kernel once (a kernel that
+cannot be had fails its cells, not the run); refuse the cells a built kernel cannot serve;
+choose the accelerator and the shared filesystem; have the guest's root; start the run record
+(or check that a run can resume).
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from iomatrix.adapters import kconfig
+from iomatrix.errors import IomatrixError
+from iomatrix.host import cores, environment, guest_root, kernels, preflight, vm
+from iomatrix.host.boot import now_iso
+from iomatrix.host.execute import Execution, ProgressFactory, RunClock
+from iomatrix.host.guest_root import GuestRoot
+from iomatrix.model.cell import Cell, KernelBuild, Matrix, VmSettings
+from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, KernelInfo, RunRecord
+from iomatrix.store.files import sha256_file
+
+
+def check(
+    cells: Sequence[Cell],
+    *,
+    source: str,
+    matrix: Matrix,
+    allowed_host_devices: Sequence[str],
+    concurrency: preflight.Concurrency,
+) -> str | None:
+    """The preflight of every command that runs cells, called by each workflow before it fetches,
+    builds, boots or writes anything: so that no command can skip a refusal another one makes.
+    Returns the notice to print when VMs will share host cores, else None."""
+    return preflight.preflight(
+        cells,
+        source=source,
+        allowed_host_devices=allowed_host_devices,
+        concurrency=concurrency,
+        vm_cpus=matrix.vm.cpus,
+        vm_memory_mib=matrix.vm.memory_mib,
+    )
+
+
+def fetcher(offline: bool) -> Callable[[str], kernels.Kernel]:
+    """kernels.fetch as --offline (or IOMATRIX_OFFLINE) asks for it."""
+    return functools.partial(kernels.fetch, offline=kernels.offline_requested(offline))
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    results_dir: Path
+    scratch_dir: Path
+    shard: str | None = None
+    # None: no progress display.
+    progress: ProgressFactory | None = None
+    run_id: str | None = None
+    # Boots run side by side, each VM pinned to cores of its own; 1 runs them one after another
+    # unpinned. share_cores lets jobs x vm.cpus exceed the host's cores (refused otherwise).
+    jobs: int = 1
+    share_cores: bool = False
+    # Each boot cut into this many boots of consecutive cells (or A/B pairs), so that one
+    # (kernel, device) group can use --jobs too.
+    split_boots: int = 1
+
+
+def host_cores(options: RunOptions, vm_settings: VmSettings, out: TextIO) -> tuple[int, ...]:
+    """Check, before anything runs, that options.jobs VMs fit on this host's cores (or may share
+    them) and that taskset is there; returns the cores concurrent boots are pinned to."""
+    if options.split_boots < 1:
+        raise IomatrixError(f"--split-boots must be at least 1, not {options.split_boots}")
+    available = cores.available_cpus()
+    note = cores.check_fit(options.jobs, vm_settings.cpus, available, share=options.share_cores)
+    if options.jobs == 1:
+        return ()
+    if shutil.which("taskset") is None:
+        raise IomatrixError(
+            f"--jobs {options.jobs} pins each VM with taskset, which is not installed (util-linux)"
+        )
+    if note is not None:
+        print(note, file=out)
+    return available
+
+
+def cores_shared(options: RunOptions, vm_settings: VmSettings, available: Sequence[int]) -> bool:
+    return options.jobs > 1 and options.jobs * vm_settings.cpus > len(available)
+
+
+# Builds a kernel from source: the kernel axis value and its recipe.
+Build = Callable[[str, KernelBuild], kernels.Kernel]
+
+
+def _fetch_kernels(
+    wanted: Mapping[str, KernelBuild | None],
+    fetch: Callable[[str], kernels.Kernel],
+    build: Build,
+    out: TextIO,
+) -> tuple[dict[str, kernels.Kernel], dict[str, str]]:
+    """Fetch or build each kernel once; a kernel that cannot be had (a failed download, a
+    failed build) fails its cells, not the run."""
+    fetched: dict[str, kernels.Kernel] = {}
+    errors: dict[str, str] = {}
+    for spec, recipe in wanted.items():
+        print(f"iomatrix: kernel {spec} ...", file=out)
+        try:
+            fetched[spec] = fetch(spec) if recipe is None else build(spec, recipe)
+            print(f"iomatrix: kernel {spec} -> {fetched[spec].release}", file=out)
+        except IomatrixError as exc:
+            errors[spec] = str(exc)
+            print(f"iomatrix: {exc}", file=out)
+    return fetched, errors
+
+
+def _kernels_wanted(cells: Sequence[Cell]) -> dict[str, KernelBuild | None]:
+    """Each kernel axis value once, with its recipe when it is built from source. One name must
+    mean one kernel: an A/B session of two matrices that build a name differently would boot
+    both sides on one of them."""
+    wanted: dict[str, KernelBuild | None] = {}
+    for cell in cells:
+        if cell.kernel in wanted and wanted[cell.kernel] != cell.kernel_build:
+            raise IomatrixError(
+                f"kernel {cell.kernel!r} is built differently by the cells of this session; "
+                "give each build a name of its own (and compare them with ab --split kernel)"
+            )
+        wanted[cell.kernel] = cell.kernel_build
+    return wanted
+
+
+def refusals(cells: Sequence[Cell], fetched: Mapping[str, kernels.Kernel]) -> dict[str, str]:
+    """Cells whose kernel was built without an option they need (a matrix fragment turned it
+    off, or the source is too old to have it): cell id -> why, decided before any VM boots."""
+    configs: dict[str, dict[str, str]] = {}
+    refused: dict[str, str] = {}
+    for cell in cells:
+        kernel = fetched.get(cell.kernel)
+        if kernel is None or kernel.build is None:
+            continue
+        if cell.kernel not in configs:
+            text = Path(kernel.build.config).read_text(encoding="utf-8", errors="replace")
+            configs[cell.kernel] = kconfig.parse_config(text)
+        missing = kconfig.missing_options(cell, configs[cell.kernel])
+        if missing:
+            refused[cell.id] = kconfig.describe_missing(cell.kernel, missing)
+    return refused
+
+
+def _shared_fs(out: TextIO) -> vm.SharedFs:
+    shared_fs, why = vm.shared_fs_for_host()
+    print(f"iomatrix: the guest's root is shared over {shared_fs} ({why})", file=out)
+    return shared_fs
+
+
+def _accelerator(fetched: Sequence[kernels.Kernel], out: TextIO) -> vm.Accelerator:
+    if not fetched:
+        return "tcg"
+    probe = fetched[0]
+    accelerator, why = vm.choose_accelerator(
+        cache_dir=kernels.cache_root(),
+        probe_vmlinuz=probe.vmlinuz,
+        probe_release=probe.release,
+        probe_modules=probe.modules_dir,
+    )
+    if accelerator == "tcg":
+        print(
+            f"iomatrix: WARNING: using TCG software emulation ({why}); "
+            "absolute numbers are far below real hardware, compare only like with like",
+            file=out,
+        )
+    else:
+        print(f"iomatrix: using KVM ({why})", file=out)
+    return accelerator
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a run and an A/B session learn alike before anything boots: the kernels (or why
+    not), the accelerator, the shared filesystem."""
+
+    fetched: dict[str, kernels.Kernel]
+    fetch_errors: dict[str, str]
+    accelerator: vm.Accelerator
+    shared_fs: vm.SharedFs
+    # Cells refused before boot, by id: their kernel lacks an option they need.
+    refused: dict[str, str]
+    guest_root: Path | None = None
+    guest_root_error: str = ""
+    guest_root_record: GuestRoot | None = None
+
+
+def prepare(
+    cells: Sequence[Cell],
+    fetch: Callable[[str], kernels.Kernel] | None,
+    build: Build | None,
+    clock: RunClock,
+    out: TextIO,
+) -> Prepared:
+    wanted = _kernels_wanted(cells)
+    with clock.span("kernels"):
+        fetched, fetch_errors = _fetch_kernels(
+            wanted, fetch or kernels.fetch, build or _build_logged(out), out
+        )
+    refused = refusals(cells, fetched)
+    for cell_id_, why in refused.items():
+        print(f"iomatrix: cell {cell_id_} refused: {why}", file=out)
+    with clock.span("accelerator"):
+        accelerator = _accelerator(list(fetched.values()), out)
+        shared_fs = _shared_fs(out)
+    with clock.span("guest root"):
+        root, root_error, record = _guest_root(out)
+    return Prepared(
+        fetched, fetch_errors, accelerator, shared_fs, refused, root, root_error, record
+    )
+
+
+def _guest_root(out: TextIO) -> tuple[Path | None, str, GuestRoot | None]:
+    """The guest's root filesystem, built on first use; when it cannot be had, every cell
+    fails saying why (the run still ends with its run.json)."""
+    try:
+        root, record = guest_root.ensure(
+            kernels.cache_root(),
+            offline=kernels.offline_requested(),
+            mirror=lambda: kernels.debian_mirror("the guest root"),
+            log=lambda message: print(f"iomatrix: {message}", file=out),
+        )
+    except IomatrixError as exc:
+        print(f"iomatrix: {exc}", file=out)
+        return None, str(exc), None
+    print(
+        f"iomatrix: the guest runs on its own root, Debian {record.suite} "
+        f"(fio {record.packages.get('fio', '?')}): {root}",
+        file=out,
+    )
+    # Without bytecode the guest compiles the agent at every boot, under an emulated CPU.
+    problem = guest_root.compile_package(root, Path(vm.package_dir()))
+    if problem is not None:
+        print(f"iomatrix: the agent's bytecode was not compiled ({problem})", file=out)
+    return root, "", record
+
+
+def _build_logged(out: TextIO) -> Build:
+    def build(name: str, recipe: KernelBuild) -> kernels.Kernel:
+        return kernels.build(
+            name,
+            recipe,
+            offline=kernels.offline_requested(),
+            log=lambda message: print(f"iomatrix: {message}", file=out),
+        )
+
+    return build
+
+
+def start_record(
+    matrix: Matrix,
+    run_id: str,
+    *,
+    shard: str | None,
+    prepared: Prepared,
+) -> RunRecord:
+    source = Path(matrix.source)
+    return RunRecord(
+        run_id=run_id,
+        created_at=now_iso(),
+        status="running",
+        matrix_name=matrix.name,
+        matrix_source=str(source),
+        matrix_sha256=sha256_file(source) if source.is_file() else "",
+        shard=shard,
+        environment=environment.capture(
+            prepared.accelerator, prepared.shared_fs, prepared.guest_root_record
+        ),
+        kernels={
+            spec: KernelInfo(
+                spec=spec,
+                release=k.release,
+                source=k.source,
+                vmlinuz_sha256=k.vmlinuz_sha256,
+                build=k.build,
+            )
+            for spec, k in prepared.fetched.items()
+        },
+    )
+
+
+def resumable(previous: RunRecord, fresh: RunRecord, run_dir: Path) -> RunRecord:
+    """The previous record, checked against this session, ready to take more cells."""
+    problems = []
+    if previous.matrix_sha256 != fresh.matrix_sha256:
+        problems.append("the matrix file changed since the run started")
+    if previous.shard != fresh.shard:
+        problems.append(f"the run was shard {previous.shard}, not {fresh.shard}")
+    for name in MEASUREMENT_ENVIRONMENT:
+        old, new = getattr(previous.environment, name), getattr(fresh.environment, name)
+        if old != new:
+            problems.append(f"{name} was {old!r}, is now {new!r}")
+    for spec, info in fresh.kernels.items():
+        if spec in previous.kernels and previous.kernels[spec].release != info.release:
+            problems.append(
+                f"kernel {spec} was {previous.kernels[spec].release}, is {info.release}"
+            )
+    if problems:
+        raise IomatrixError(f"cannot resume {run_dir}: " + "; ".join(problems))
+    return previous.model_copy(
+        update={"status": "running", "kernels": {**previous.kernels, **fresh.kernels}}
+    )
+
+
+def execution(
+    prepared: Prepared,
+    options: RunOptions,
+    *,
+    rw_dir: Path,
+    scratch_id: str,
+    matrix: Matrix,
+    clock: RunClock,
+    host_cpus: tuple[int, ...],
+    out: TextIO,
+) -> Execution:
+    return Execution(
+        rw_dir=rw_dir,
+        scratch=(options.scratch_dir / scratch_id).resolve(),
+        fetched=prepared.fetched,
+        fetch_errors=prepared.fetch_errors,
+        refused=prepared.refused,
+        accelerator=prepared.accelerator,
+        vm_settings=matrix.vm,
+        timeouts=matrix.timeouts,
+        out=out,
+        progress=options.progress,
+        clock=clock,
+        shared_fs=prepared.shared_fs,
+        guest_root=prepared.guest_root,
+        guest_root_error=prepared.guest_root_error,
+        jobs=options.jobs,
+        share_cores=options.share_cores,
+        host_cpus=host_cpus,
+    )
