@@ -14,13 +14,13 @@ from iomatrix.matrix.rules import (
     DEVICE_SIZE_MIN,
     MULTI_DEVICE_TYPES,
     did_you_mean,
-    format_size,
     listing,
     show,
 )
 from iomatrix.matrix.schema import _DeviceSpec
 from iomatrix.model.axes import SCHEDULERS, Scheduler
 from iomatrix.model.cell import MD_MIN_DEVICES, DeviceProfile, FilesystemChoice
+from iomatrix.model.units import format_size
 
 
 class SchedulerAxis:

@@ -22,7 +22,6 @@ from iomatrix.matrix.problems import Loc
 from iomatrix.matrix.rules import (
     DEFAULT_MAX_CELLS,
     MAX_CELLS_LIMIT,
-    MIB,
     PRODUCT_FACTOR,
     listing,
     show,
@@ -50,6 +49,7 @@ from iomatrix.model.cell import (
     cell_id,
 )
 from iomatrix.model.knob_keys import KNOB_FAMILIES
+from iomatrix.model.units import MIB
 
 T = TypeVar("T")
 

@@ -19,11 +19,8 @@ from iomatrix.matrix.rules import (
     DEFAULT_OPTIONS,
     DEVICE_SIZE_MAX,
     FILESYSTEM_TYPES,
-    KIB,
     LOOP_FILE_MIN,
-    MIB,
     FsType,
-    format_size,
     listing,
     show,
 )
@@ -47,6 +44,7 @@ from iomatrix.model.cell import (
     MdLevel,
     MdStack,
 )
+from iomatrix.model.units import KIB, MIB, format_size
 
 
 def _loop_file_size(value: object) -> int:
