@@ -10,15 +10,10 @@ import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 from iomatrix.model.units import GIB, KIB, MIB, TIB, format_size
 
 FORMAT_VERSION = 1
-FsType = Literal["ext4", "ext2", "xfs", "btrfs", "f2fs"]
-FILESYSTEM_TYPES: tuple[str, ...] = ("ext4", "ext2", "xfs", "btrfs", "f2fs")
-# Filesystems whose mkfs takes several devices and spreads the filesystem over them.
-MULTI_DEVICE_TYPES: tuple[str, ...] = ("btrfs",)
 
 MAX_FILE_BYTES = MIB  # matrix files, presets and fio job files alike
 DEVICE_SIZE_MIN = 64 * MIB

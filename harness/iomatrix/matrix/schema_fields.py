@@ -27,7 +27,6 @@ from iomatrix.matrix.rules import (
     DEFAULT_OPTIONS,
     DEVICE_SIZE_MAX,
     DEVICE_SIZE_MIN,
-    FILESYSTEM_TYPES,
     MAX_FILE_BYTES,
     MAX_REPEAT,
     MKFS_ARG_RE,
@@ -50,6 +49,7 @@ from iomatrix.matrix.rules import (
 from iomatrix.model.cell import (
     HOST_DEVICE_RE,
 )
+from iomatrix.model.filesystems import FILESYSTEM_TYPES
 from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.model.units import KIB, MIB, TIB, format_size
 

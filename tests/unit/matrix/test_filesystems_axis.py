@@ -10,8 +10,9 @@ from typing import Any, get_args
 
 import pytest
 
-from iomatrix.matrix.rules import FILESYSTEM_TYPES, FsType, slug
+from iomatrix.matrix.rules import slug
 from iomatrix.model.cell import FilesystemChoice, MountOptionSet
+from iomatrix.model.filesystems import FILESYSTEM_TYPES, FsType
 from support.matrix_files import MIB, base_doc, load_doc, only_error, with_matrix
 
 # --- filesystems ------------------------------------------------------------------------------
