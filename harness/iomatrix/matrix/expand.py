@@ -35,7 +35,7 @@ from iomatrix.matrix.schema import (
     VmSpec,
 )
 from iomatrix.matrix.yaml_reader import Position
-from iomatrix.model.axes import AXES, REQUIRED_AXES, Scheduler
+from iomatrix.model.axes import AXES, REQUIRED_AXES
 from iomatrix.model.cell import (
     Cell,
     DeviceProfile,
@@ -49,6 +49,7 @@ from iomatrix.model.cell import (
     cell_id,
 )
 from iomatrix.model.knob_keys import KNOB_FAMILIES
+from iomatrix.model.schedulers import Scheduler
 from iomatrix.model.units import MIB
 
 T = TypeVar("T")

@@ -21,8 +21,9 @@ from pydantic import (
     model_validator,
 )
 
-from iomatrix.model.axes import AXES, Bus, Scheduler
+from iomatrix.model.axes import AXES, Bus
 from iomatrix.model.knob_keys import KNOB_FAMILIES
+from iomatrix.model.schedulers import Scheduler
 from iomatrix.model.units import MIB
 
 # file: a preallocated image in the scratch folder; ram: an image in /dev/shm; host: a block
