@@ -13,7 +13,8 @@ import pytest
 from iomatrix.matrix.rules import slug
 from iomatrix.model.cell import FilesystemChoice, MountOptionSet
 from iomatrix.model.filesystems import FILESYSTEM_TYPES, FsType
-from support.matrix_files import MIB, base_doc, load_doc, only_error, with_matrix
+from iomatrix.model.units import MIB
+from support.matrix_files import base_doc, load_doc, only_error, with_matrix
 
 # --- filesystems ------------------------------------------------------------------------------
 
