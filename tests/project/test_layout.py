@@ -94,6 +94,12 @@ def test_the_tree_as_it_is_keeps_every_contract(copy: Path) -> None:
             "from iomatrix.report import tables",
             "iomatrix.analysis is not allowed to import iomatrix.report",
         ),
+        # A registry every stage and the guest read, importing more than the standard library.
+        (
+            "model/numbers.py",
+            "from iomatrix.model import cell",
+            "iomatrix.model.numbers is not allowed to import iomatrix.model.cell",
+        ),
         # Records that could run commands.
         (
             "model/cell.py",
