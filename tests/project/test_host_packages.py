@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 
+from iomatrix.model.filesystems import MKFS_PACKAGES
 from support.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -79,3 +80,9 @@ def test_a_wrong_target_is_refused() -> None:
     done = setup_host("everything")
     assert done.returncode == 2
     assert "usage" in done.stderr
+
+
+def test_the_list_has_the_mkfs_of_every_filesystem_in_the_registry() -> None:
+    """The shell's copy of model/filesystems.py's packages: a filesystem added there needs its
+    mkfs on the host too (the list is read by setup-host.sh and the Dockerfile, not Python)."""
+    assert set(MKFS_PACKAGES) <= set(listed("run"))

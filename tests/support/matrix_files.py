@@ -18,13 +18,6 @@ from support.paths import REPO_ROOT, TESTS_DIR
 
 DATA = TESTS_DIR / "data" / "matrix"
 
-
-MIB = 1 << 20
-
-
-GIB = 1 << 30
-
-
 RANDWRITE_FIO = "[randwrite]\nrw=randwrite\nbs=4k\nruntime=10\n"
 
 

@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from iomatrix.model.units import KIB
+
 SECTOR_BYTES = 512
 
 
@@ -149,8 +151,8 @@ def iostat(d: DiskCounters, seconds: float) -> dict[str, float]:
             "disk_w_per_s": d.writes / seconds,
             "disk_rrqm_per_s": d.reads_merged / seconds,
             "disk_wrqm_per_s": d.writes_merged / seconds,
-            "disk_rkib_per_s": d.bytes_read / 1024 / seconds,
-            "disk_wkib_per_s": d.bytes_written / 1024 / seconds,
+            "disk_rkib_per_s": d.bytes_read / KIB / seconds,
+            "disk_wkib_per_s": d.bytes_written / KIB / seconds,
             "disk_aqu_sz": d.time_in_queue_ms / ms,
             # Several disks summed: the busiest share of all of them, over 100% when more than
             # one was busy at once (iostat reports each disk on its own).

@@ -1,7 +1,8 @@
 """One small adapter per filesystem type, behind one interface (as xfstests-bld's fs/<fs>/config).
 
 The guest agent asks an adapter for the modules to load and the mkfs argv; it never builds
-filesystem-specific commands itself. Adding a filesystem means adding one entry here.
+filesystem-specific commands itself. The adapters are made from the registry,
+model/filesystems.py: adding a filesystem means adding one entry there.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from iomatrix.model.filesystems import FILESYSTEMS
 
 # Options the kernel never lists in /proc/mounts even when honoured; not reported as missing.
 _NEVER_SHOWN = frozenset({"defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail"})
@@ -36,6 +39,8 @@ class FilesystemAdapter:
     mkfs_tool: str
     # Flags that make mkfs overwrite an old signature and stay quiet; every cell gets a fresh fs.
     mkfs_flags: tuple[str, ...]
+    # What makes the kernel know every member of a multi-device filesystem (argv before them).
+    device_scan: tuple[str, ...] = ()
 
     def mkfs_argv(self, devices: Sequence[str], options: Sequence[str]) -> list[str]:
         """mkfs argv: tool, forced/quiet flags, the user's options, then the device(s)."""
@@ -44,21 +49,15 @@ class FilesystemAdapter:
     def scan_argv(self, devices: Sequence[str]) -> list[str] | None:
         """What makes the kernel know every member of a multi-device filesystem before mount
         (btrfs assembles its devices from a scan, which udev may not have done yet)."""
-        if self.fstype == "btrfs" and len(devices) > 1:
-            return ["btrfs", "device", "scan", *devices]
+        if self.device_scan and len(devices) > 1:
+            return [*self.device_scan, *devices]
         return None
 
 
+# One adapter per type of the registry (model/filesystems.py says what each one needs).
 ADAPTERS: dict[str, FilesystemAdapter] = {
-    # ext4 initialises inode tables and the journal lazily in a kernel thread after mount, which
-    # would write in the background of the measurement; a benchmark wants it done up front.
-    "ext4": FilesystemAdapter(
-        "ext4", ("ext4",), "mkfs.ext4", ("-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0")
-    ),
-    "ext2": FilesystemAdapter("ext2", ("ext2", "ext4"), "mkfs.ext2", ("-F", "-q")),
-    "xfs": FilesystemAdapter("xfs", ("xfs",), "mkfs.xfs", ("-f", "-q")),
-    "btrfs": FilesystemAdapter("btrfs", ("btrfs",), "mkfs.btrfs", ("-f", "-q")),
-    "f2fs": FilesystemAdapter("f2fs", ("f2fs",), "mkfs.f2fs", ("-f", "-q")),
+    name: FilesystemAdapter(name, fs.modules, fs.mkfs_tool, fs.mkfs_flags, fs.device_scan)
+    for name, fs in FILESYSTEMS.items()
 }
 
 

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from iomatrix.errors import ResultFormatError
+from iomatrix.model.units import GIB, KIB, MIB, TIB
 
 DIRECTIONS: tuple[str, ...] = ("read", "write", "trim")
-_MIB = 1024.0 * 1024.0
 # Thresholds of the "share of slow I/Os" metrics, in nanoseconds (tiotest reports > 2 s, > 10 s).
 SLOW_THRESHOLDS_NS: tuple[tuple[str, int], ...] = (("2s", 2_000_000_000), ("10s", 10_000_000_000))
 # fio engines whose every I/O works on a file as a whole, and the verb their rate is named after.
@@ -107,7 +107,7 @@ def _slow_shares(stats: Mapping[str, Any]) -> dict[str, float]:
 def _direction_metrics(d: Mapping[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {
         "iops": float(d["iops"]),
-        "bw_mib_s": float(d["bw_bytes"]) / _MIB,
+        "bw_mib_s": float(d["bw_bytes"]) / MIB,
     }
     lat = d.get("lat_ns") or {}
     clat = d.get("clat_ns") or {}
@@ -124,7 +124,7 @@ def _direction_metrics(d: Mapping[str, Any]) -> dict[str, float]:
 
 
 _FIO_SIZE_RE = re.compile(r"(\d+)\s*([kmgtp]?)(?:i?b)?", re.IGNORECASE)
-_FIO_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+_FIO_SIZE_UNITS = {"": 1, "k": KIB, "m": MIB, "g": GIB, "t": TIB, "p": TIB * KIB}
 
 
 _TIME_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?", re.IGNORECASE)

@@ -18,8 +18,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from iomatrix.model.axes import Bus, Scheduler
+from iomatrix.model.axes import Bus
 from iomatrix.model.cell import Cell
+from iomatrix.model.filesystems import FILESYSTEMS
+from iomatrix.model.schedulers import SCHEDULER_SPECS
 
 # One line of a config fragment as `scripts/kconfig/merge_config.sh` and olddefconfig read it.
 # A fragment may come from a stranger's pull request, and kconfig writes a text value raw into
@@ -108,20 +110,10 @@ def parse_config(text: str) -> dict[str, str]:
 
 # --- what iomatrix needs -----------------------------------------------------------------------
 
-# Each filesystem type the adapters know, the options that build it in.
-FILESYSTEM_OPTIONS: dict[str, tuple[str, ...]] = {
-    "ext4": ("CONFIG_EXT4_FS",),
-    # ext2 is mounted by the ext4 driver on kernels that have no ext2 driver of their own.
-    "ext2": ("CONFIG_EXT4_FS", "CONFIG_EXT4_USE_FOR_EXT2"),
-    "xfs": ("CONFIG_XFS_FS",),
-    "btrfs": ("CONFIG_BTRFS_FS",),
-    "f2fs": ("CONFIG_F2FS_FS",),
-}
-SCHEDULER_OPTIONS: dict[Scheduler, tuple[str, ...]] = {
-    "none": (),
-    "mq-deadline": ("CONFIG_MQ_IOSCHED_DEADLINE",),
-    "bfq": ("CONFIG_IOSCHED_BFQ",),
-    "kyber": ("CONFIG_MQ_IOSCHED_KYBER",),
+# Each filesystem type the adapters know, the options that build it in (the registry's).
+FILESYSTEM_OPTIONS: dict[str, tuple[str, ...]] = {n: fs.kconfig for n, fs in FILESYSTEMS.items()}
+SCHEDULER_OPTIONS: dict[str, tuple[str, ...]] = {
+    name: spec.kconfig for name, spec in SCHEDULER_SPECS.items()
 }
 BUS_OPTIONS: dict[Bus, tuple[str, ...]] = {
     "virtio-blk": ("CONFIG_VIRTIO_BLK",),

@@ -3,15 +3,11 @@ needs, and /sys/block/<dev>/queue/scheduler's text ("[mq-deadline] none kyber") 
 
 from __future__ import annotations
 
-from iomatrix.model.axes import Scheduler
+from iomatrix.model.schedulers import SCHEDULER_SPECS
 
-# The module that provides each scheduler of the axis (model.axes.SCHEDULERS; a test keeps the
-# two equal); "none" is built in.
-SCHEDULER_MODULES: dict[Scheduler, tuple[str, ...]] = {
-    "none": (),
-    "mq-deadline": ("mq-deadline",),
-    "bfq": ("bfq",),
-    "kyber": ("kyber-iosched",),
+# The modules that provide each scheduler of the axis (the registry's); "none" is built in.
+SCHEDULER_MODULES: dict[str, tuple[str, ...]] = {
+    name: spec.modules for name, spec in SCHEDULER_SPECS.items()
 }
 
 

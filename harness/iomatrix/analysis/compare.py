@@ -56,6 +56,7 @@ from iomatrix.analysis import stats, validity
 from iomatrix.errors import IomatrixError
 from iomatrix.model.axes import AXES
 from iomatrix.model.cell import Cell, Record, is_empty, is_none
+from iomatrix.model.numbers import format_p, format_percent
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, CellEntry, Environment, RunRecord
 
 COMPARISON_FORMAT = 1
@@ -473,15 +474,6 @@ def _measure(pending: _Pending, settings: Settings) -> _Measured:
         "p_value": stats.mann_whitney_u(b, a).p_value,
     }
     return _Measured(fields, equivalence)
-
-
-def format_percent(value: float) -> str:
-    return f"{value * 100:.1f}%"
-
-
-def format_p(value: float | None) -> str:
-    """A p-value as the reasons and the reports print it."""
-    return "-" if value is None else f"{value:.2g}"
 
 
 def _effect(row: Row, settings: Settings) -> float:

@@ -36,10 +36,11 @@ from iomatrix.adapters.fio import fio_seconds
 from iomatrix.model.cell import Cell, DeviceProfile, Record, is_empty
 from iomatrix.model.result import FLAGGED_KNOB_STATUSES, CellEntry, Repetition, RunRecord
 from iomatrix.model.telemetry import Telemetry
+from iomatrix.model.units import MIB
 
 TOLERANCE = 0.05
 BURST_SECONDS = 0.1
-MIN_BYTES = 1 << 20
+MIN_BYTES = MIB
 PAGE_CACHE_SHARE = 0.5
 DIRECT_SHARE = 0.5
 SHORT_SHARE = 0.8
@@ -53,7 +54,6 @@ CHECKS: tuple[str, ...] = (
     "cpu-bound",
     "knob-not-as-asked",
 )
-_MIB = float(1 << 20)
 _DIRECTIONS = ("read", "write", "trim")
 
 
@@ -122,7 +122,7 @@ def _throttle(cell: Cell, rep: Repetition) -> list[Flag]:
             where = phase if len(groups) == 1 else f"{phase + ':' if phase else ''}group {group}"
             for kind, value, limit, unit in (
                 ("IOPS", iops, device.iops_limit, 1.0),
-                ("bandwidth", bw, device.bw_limit_bytes, _MIB),
+                ("bandwidth", bw, device.bw_limit_bytes, MIB),
             ):
                 if limit is None:
                     continue
@@ -172,11 +172,11 @@ def _page_cache(cell: Cell, rep: Repetition) -> list[Flag]:
                 repetition=rep.index,
                 phase=phase,
                 compared="fio read bytes vs the disks' read bytes (diskstats)",
-                value=seen.fio_read_bytes / _MIB,
-                limit=disk_read / _MIB,
+                value=seen.fio_read_bytes / MIB,
+                limit=disk_read / MIB,
                 sentence=(
-                    f"fio read {seen.fio_read_bytes / _MIB:.1f} MiB, the disks "
-                    f"{disk_read / _MIB:.1f} MiB: {100 * without:.0f}% of the reads were served "
+                    f"fio read {seen.fio_read_bytes / MIB:.1f} MiB, the disks "
+                    f"{disk_read / MIB:.1f} MiB: {100 * without:.0f}% of the reads were served "
                     "without the disk (the page cache); the read numbers are not the disk's"
                 ),
             )
@@ -211,11 +211,11 @@ def _direct(cell: Cell, rep: Repetition) -> list[Flag]:
                 repetition=rep.index,
                 phase=phase,
                 compared="fio direct=1 write bytes vs the disks' write bytes over fio's run",
-                value=direct / _MIB,
-                limit=disk_written / _MIB,
+                value=direct / MIB,
+                limit=disk_written / MIB,
                 sentence=(
-                    f"jobs with direct=1 wrote {direct / _MIB:.1f} MiB, the disks saw "
-                    f"{disk_written / _MIB:.1f} MiB written while fio ran: the direct I/O did "
+                    f"jobs with direct=1 wrote {direct / MIB:.1f} MiB, the disks saw "
+                    f"{disk_written / MIB:.1f} MiB written while fio ran: the direct I/O did "
                     "not reach the disk (a cache between, e.g. a loop device without direct I/O)"
                 ),
             )

@@ -32,13 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iomatrix.model.units import MIB
+
 DIRECTORY = "iomatrix-aging"
 # Files per folder, so that no directory grows huge (names d<k>/f<n>).
 PER_DIR = 256
 BLOCK = 4096
 # The most files one plan may write, whatever the sizes: a bound on a recipe's run time.
 MAX_FILES = 200_000
-_CHUNK = 1 << 20
+_CHUNK = MIB
 
 
 @dataclass(frozen=True)

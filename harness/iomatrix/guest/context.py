@@ -28,7 +28,6 @@ REPORT_RESERVE_S = 6.0
 # bounded workload is looked at (its start is noticed within this, its bound kept to it).
 _BOUND_REACHED = "the workload reached its time bound"
 _BOUND_POLL_S = 0.2
-MIB = 1 << 20
 
 
 def now_utc() -> str:

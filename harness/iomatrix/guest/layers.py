@@ -37,6 +37,7 @@ from iomatrix.guest.context import CellContext, CellError, CellFailed
 from iomatrix.guest.disks import scheduler_file
 from iomatrix.guest.plan_view import CryptView, FilesystemView, LvmView, MdView
 from iomatrix.guest.records import CryptApplied, LvmApplied, MdApplied
+from iomatrix.model.units import KIB
 
 # The guest's block devices (a test points it at a tree of its own).
 SYS_BLOCK = Path("/sys/block")
@@ -147,7 +148,7 @@ def md_create_argv(md: MdView, devices: Sequence[str]) -> list[str]:
         f"--raid-devices={len(devices)}",
     ]
     if md.chunk_bytes is not None:
-        argv.append(f"--chunk={md.chunk_bytes // 1024}K")
+        argv.append(f"--chunk={md.chunk_bytes // KIB}K")
     return [*argv, *devices]
 
 
@@ -180,7 +181,7 @@ def lvcreate_argv(lvm: LvmView, pvs: Sequence[str], vg_bytes: int | None = None)
     if lvm.stripes > 1:
         stripes = ["--stripes", str(lvm.stripes)]
         if lvm.stripe_size_bytes is not None:
-            stripes += ["--stripesize", f"{lvm.stripe_size_bytes // 1024}k"]
+            stripes += ["--stripesize", f"{lvm.stripe_size_bytes // KIB}k"]
         return [
             lvm_argv("lvcreate", pvs, *common, *stripes, *size, "-n", LV, VG, *pvs[: lvm.stripes])
         ]

@@ -21,8 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
-from iomatrix.model.axes import AXES, SCHEDULERS, Bus, Scheduler
+from iomatrix.model.axes import AXES, Bus
 from iomatrix.model.knob_keys import KNOB_FAMILIES
+from iomatrix.model.schedulers import SCHEDULERS, Scheduler
 
 Json = dict[str, Any]
 BUSES: tuple[str, ...] = get_args(Bus)

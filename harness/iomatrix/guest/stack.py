@@ -26,7 +26,6 @@ from iomatrix.adapters.schedulers import active_scheduler, available_schedulers
 from iomatrix.guest.context import (
     LOOP_DIR,
     LOOP_FILE,
-    MIB,
     MOUNTPOINT,
     OUTER_MOUNTPOINT,
     CellContext,
@@ -36,6 +35,7 @@ from iomatrix.guest.context import (
 from iomatrix.guest.disks import scheduler_file
 from iomatrix.guest.plan_view import LoopView
 from iomatrix.guest.records import Applied, LoopApplied
+from iomatrix.model.units import MIB
 
 if TYPE_CHECKING:
     from iomatrix.guest.layers import Built

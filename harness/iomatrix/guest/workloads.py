@@ -16,17 +16,11 @@ from iomatrix.adapters import bonnie, cpustat, fio, proc_cpu
 from iomatrix.errors import ResultFormatError
 from iomatrix.guest import builtin as builtin_workloads
 from iomatrix.guest import telemetry
-from iomatrix.guest.context import (
-    MIB,
-    MOUNTPOINT,
-    REPORT_RESERVE_S,
-    CellContext,
-    CellError,
-    CellFailed,
-)
+from iomatrix.guest.context import MOUNTPOINT, REPORT_RESERVE_S, CellContext, CellError, CellFailed
 from iomatrix.guest.knobs import job_file_with
 from iomatrix.guest.plan_view import BuiltinView, WorkloadView
 from iomatrix.guest.records import CpuUsage, Limits, Repetition, Telemetry
+from iomatrix.model.units import MIB
 
 
 def run_workload(ctx: CellContext, index: int, devices: Sequence[str] = ()) -> Repetition:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from iomatrix.host.guest_root import GUEST_INPUT, GUEST_OUT
 from iomatrix.model.cell import Workload
+from iomatrix.model.units import MIB
 from iomatrix.plan.boots import BootPlan, Step
 from iomatrix.store import files, rundir
 from iomatrix.store.records_io import write_record
@@ -88,7 +89,7 @@ def _guest_workload(workload: Workload, job: Callable[[str], str]) -> Workload:
 
 
 # A job file is a few KiB; fio's own examples stay under 16 KiB.
-MAX_JOB_FILE_BYTES = 1 << 20
+MAX_JOB_FILE_BYTES = MIB
 
 
 def unreadable_job_files(steps: Sequence[Step]) -> dict[str, str]:

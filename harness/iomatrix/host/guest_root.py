@@ -33,6 +33,7 @@ from pydantic import Field
 from iomatrix import proc
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Record
+from iomatrix.model.filesystems import FILESYSTEMS, MKFS_PACKAGES
 from iomatrix.store import files
 from iomatrix.store.records_io import write_record
 
@@ -51,10 +52,7 @@ GUEST_PACKAGES = (
     "python3",
     "fio",
     "bonnie++",
-    "e2fsprogs",
-    "xfsprogs",
-    "btrfs-progs",
-    "f2fs-tools",
+    *MKFS_PACKAGES,  # e2fsprogs, xfsprogs, btrfs-progs, f2fs-tools: each filesystem's mkfs
     "kmod",
     "mount",
     "util-linux",
@@ -77,10 +75,7 @@ REQUIRED_COMMANDS = (
     "usr/bin/python3",
     "usr/bin/fio",
     "usr/sbin/bonnie++",
-    "sbin/mkfs.ext4",
-    "sbin/mkfs.xfs",
-    "sbin/mkfs.btrfs",
-    "sbin/mkfs.f2fs",
+    *(f"sbin/{fs.mkfs_tool}" for fs in FILESYSTEMS.values()),
     "sbin/modprobe",
     "bin/mount",
     "sbin/losetup",

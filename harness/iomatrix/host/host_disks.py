@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from iomatrix.model.result import CellResult, Repetition
 from iomatrix.model.telemetry import HostDiskDelta
+from iomatrix.model.units import MIB
 from iomatrix.store import files
 
 
@@ -24,7 +25,7 @@ def _read(cell_dir: Path, index: int) -> list[HostDiskDelta]:
         return out
     try:
         # The cell's folder is the guest's too: read as untrusted (no link, no FIFO, bounded).
-        items = files.load_untrusted_json(path, max_bytes=1 << 20)
+        items = files.load_untrusted_json(path, max_bytes=MIB)
         if not isinstance(items, list):
             return out
         out += [HostDiskDelta.model_validate(item) for item in items]

@@ -26,6 +26,7 @@ from iomatrix.matrix.loader import kernel_source_places, place_errors
 from iomatrix.matrix.problems import format_field
 from iomatrix.model.cell import Cell
 from iomatrix.model.kernel_spec import parse_spec
+from iomatrix.model.units import GIB, KIB, MIB
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def host_room(scratch: Path) -> HostRoom:
     available = 0
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
-            available = int(line.split()[1]) * 1024
+            available = int(line.split()[1]) * KIB  # meminfo's kB are KiB
     shm = Path("/dev/shm")
     return HostRoom(available, _free_bytes(scratch), _free_bytes(shm) if shm.exists() else 0)
 
@@ -126,8 +127,8 @@ def check_resources(
             file_disks = max(file_disks, size)
         elif profile.backing == "ram":
             ram_disks = max(ram_disks, size)
-    gib = 1 << 30
-    memory = jobs * (vm_memory_mib * (1 << 20) + ram_disks)
+    gib = GIB
+    memory = jobs * (vm_memory_mib * MIB + ram_disks)
     problems = []
     if memory > room.memory_bytes:
         problems.append(

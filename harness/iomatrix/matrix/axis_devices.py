@@ -9,18 +9,12 @@ from typing import cast
 
 from iomatrix.matrix.axis import Context
 from iomatrix.matrix.problems import Loc
-from iomatrix.matrix.rules import (
-    DEVICE_SIZE_MAX,
-    DEVICE_SIZE_MIN,
-    MULTI_DEVICE_TYPES,
-    did_you_mean,
-    format_size,
-    listing,
-    show,
-)
+from iomatrix.matrix.rules import DEVICE_SIZE_MAX, DEVICE_SIZE_MIN, did_you_mean, listing, show
 from iomatrix.matrix.schema import _DeviceSpec
-from iomatrix.model.axes import SCHEDULERS, Scheduler
 from iomatrix.model.cell import MD_MIN_DEVICES, DeviceProfile, FilesystemChoice
+from iomatrix.model.filesystems import MULTI_DEVICE_TYPES
+from iomatrix.model.schedulers import SCHEDULERS, Scheduler
+from iomatrix.model.units import format_size
 
 
 class SchedulerAxis:

@@ -8,16 +8,10 @@ from collections.abc import Mapping, Sequence
 
 from iomatrix.matrix.axis import Context
 from iomatrix.matrix.problems import Loc
-from iomatrix.matrix.rules import (
-    DEFAULT_OPTIONS,
-    FILESYSTEM_TYPES,
-    did_you_mean,
-    listing,
-    show,
-    slug,
-)
+from iomatrix.matrix.rules import DEFAULT_OPTIONS, did_you_mean, listing, show, slug
 from iomatrix.matrix.schema import FilesystemSpec, OptionSetSpec, option_tokens
 from iomatrix.model.cell import FilesystemChoice, MountOptionSet
+from iomatrix.model.filesystems import FILESYSTEM_TYPES
 
 DEFAULT_SET = MountOptionSet(name=DEFAULT_OPTIONS)
 

@@ -22,7 +22,6 @@ from iomatrix.matrix.problems import Loc
 from iomatrix.matrix.rules import (
     DEFAULT_MAX_CELLS,
     MAX_CELLS_LIMIT,
-    MIB,
     PRODUCT_FACTOR,
     listing,
     show,
@@ -36,7 +35,7 @@ from iomatrix.matrix.schema import (
     VmSpec,
 )
 from iomatrix.matrix.yaml_reader import Position
-from iomatrix.model.axes import AXES, REQUIRED_AXES, Scheduler
+from iomatrix.model.axes import AXES, REQUIRED_AXES
 from iomatrix.model.cell import (
     Cell,
     DeviceProfile,
@@ -50,6 +49,8 @@ from iomatrix.model.cell import (
     cell_id,
 )
 from iomatrix.model.knob_keys import KNOB_FAMILIES
+from iomatrix.model.schedulers import Scheduler
+from iomatrix.model.units import MIB
 
 T = TypeVar("T")
 

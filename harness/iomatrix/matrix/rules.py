@@ -10,18 +10,11 @@ import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+
+from iomatrix.model.units import GIB, KIB, MIB, TIB, format_size
 
 FORMAT_VERSION = 1
-FsType = Literal["ext4", "ext2", "xfs", "btrfs", "f2fs"]
-FILESYSTEM_TYPES: tuple[str, ...] = ("ext4", "ext2", "xfs", "btrfs", "f2fs")
-# Filesystems whose mkfs takes several devices and spreads the filesystem over them.
-MULTI_DEVICE_TYPES: tuple[str, ...] = ("btrfs",)
 
-KIB = 1 << 10
-MIB = 1 << 20
-GIB = 1 << 30
-TIB = 1 << 40
 MAX_FILE_BYTES = MIB  # matrix files, presets and fio job files alike
 DEVICE_SIZE_MIN = 64 * MIB
 LOOP_FILE_MIN = 16 * MIB
@@ -73,13 +66,6 @@ def did_you_mean(value: object, candidates: Sequence[str]) -> str:
         return ""
     close = difflib.get_close_matches(value, candidates, n=1, cutoff=0.75)
     return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def format_size(n: int) -> str:
-    for unit, factor in (("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
-        if n >= factor and n % factor == 0:
-            return f"{n // factor} {unit}"
-    return f"{n} bytes"
 
 
 _SIZE_RE = re.compile(r"(\d{1,20})\s*(KiB|MiB|GiB|TiB|K|M|G|T)?")

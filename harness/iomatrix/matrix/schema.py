@@ -70,7 +70,7 @@ from iomatrix.matrix.schema_workloads import (
     WorkloadSpec,
     ZeroOrSize,
 )
-from iomatrix.model.axes import AXES, Bus, Scheduler
+from iomatrix.model.axes import AXES, Bus
 from iomatrix.model.cell import (
     MAX_DEVICE_COUNT,
     AioMode,
@@ -78,6 +78,7 @@ from iomatrix.model.cell import (
     CacheMode,
 )
 from iomatrix.model.knob_keys import KNOB_FAMILIES
+from iomatrix.model.schedulers import Scheduler
 
 __all__ = [
     "BW_LIMIT_MAX",

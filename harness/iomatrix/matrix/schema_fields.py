@@ -27,10 +27,8 @@ from iomatrix.matrix.rules import (
     DEFAULT_OPTIONS,
     DEVICE_SIZE_MAX,
     DEVICE_SIZE_MIN,
-    FILESYSTEM_TYPES,
     MAX_FILE_BYTES,
     MAX_REPEAT,
-    MIB,
     MKFS_ARG_RE,
     MOUNT_OPTION_RE,
     NAME_RE,
@@ -42,7 +40,6 @@ from iomatrix.matrix.rules import (
     VM_MEMORY_MAX,
     VM_MEMORY_MIN,
     did_you_mean,
-    format_size,
     listing,
     os_reason,
     outside_message,
@@ -52,7 +49,9 @@ from iomatrix.matrix.rules import (
 from iomatrix.model.cell import (
     HOST_DEVICE_RE,
 )
+from iomatrix.model.filesystems import FILESYSTEM_TYPES
 from iomatrix.model.kernel_spec import parse_spec
+from iomatrix.model.units import KIB, MIB, TIB, format_size
 
 # --- field checks used by the schema ----------------------------------------------------------
 
@@ -264,8 +263,8 @@ def _device_size(value: object) -> int:
 
 
 # Throttled bandwidth per second: from a floppy-slow 64 KiB/s to far beyond any virtual disk.
-BW_LIMIT_MIN = 64 * 1024
-BW_LIMIT_MAX = 1024**4
+BW_LIMIT_MIN = 64 * KIB
+BW_LIMIT_MAX = TIB
 
 
 def _bandwidth(value: object) -> int:

@@ -15,18 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from iomatrix.matrix.rules import (
-    DEFAULT_OPTIONS,
-    DEVICE_SIZE_MAX,
-    FILESYSTEM_TYPES,
-    KIB,
-    LOOP_FILE_MIN,
-    MIB,
-    FsType,
-    format_size,
-    listing,
-    show,
-)
+from iomatrix.matrix.rules import DEFAULT_OPTIONS, DEVICE_SIZE_MAX, LOOP_FILE_MIN, listing, show
 from iomatrix.matrix.schema_fields import (
     MkfsArg,
     Name,
@@ -47,6 +36,8 @@ from iomatrix.model.cell import (
     MdLevel,
     MdStack,
 )
+from iomatrix.model.filesystems import FILESYSTEM_TYPES, FILESYSTEMS, NOCOW_TYPES, FsType
+from iomatrix.model.units import KIB, MIB, format_size
 
 
 def _loop_file_size(value: object) -> int:
@@ -66,9 +57,10 @@ class _LoopSpec(_Schema):
 
     @model_validator(mode="after")
     def _nocow_is_btrfs(self) -> _LoopSpec:
-        if self.nocow and self.outer != "btrfs":
+        if self.nocow and not FILESYSTEMS[self.outer].nocow:
             raise ValueError(
-                f"nocow (chattr +C) turns off btrfs copy-on-write; the outer filesystem is "
+                f"nocow (chattr +C) turns off {listing(NOCOW_TYPES)} copy-on-write; the outer "
+                f"filesystem is "
                 f"{self.outer}, where it does not exist"
             )
         return self

@@ -15,15 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from iomatrix.matrix.rules import (
-    GIB,
-    KIB,
-    MIB,
-    TIMEOUT_MAX_S,
-    format_size,
-    parse_size,
-    show,
-)
+from iomatrix.matrix.rules import TIMEOUT_MAX_S, parse_size, show
 from iomatrix.matrix.schema_fields import (
     JobFile,
     Seconds,
@@ -35,6 +27,7 @@ from iomatrix.model.cell import (
     Aging,
     BuiltinName,
 )
+from iomatrix.model.units import GIB, KIB, MIB, format_size
 
 
 def _file_size_cap(value: object) -> int | str:

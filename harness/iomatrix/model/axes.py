@@ -7,12 +7,11 @@ per-axis comparisons all read this registry, so an axis is added or renamed in o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
-# The block layer's schedulers for multi-queue devices (block/elevator.c): the scheduler axis's
-# values are fixed by the kernel, not defined by the matrix.
-Scheduler = Literal["none", "mq-deadline", "bfq", "kyber"]
-SCHEDULERS: tuple[str, ...] = get_args(Scheduler)
+# The scheduler axis's values are fixed by the kernel: the scheduler registry's.
+from iomatrix.model.schedulers import SCHEDULERS
+
 # The buses a test disk can hang off (QEMU devices virtio-blk-pci, nvme, scsi-hd on
 # virtio-scsi). Not an axis (a device profile's field), here because this module imports no
 # pydantic and the guest agent, which must not (guest/plan_view.py), names buses too.

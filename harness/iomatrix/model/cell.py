@@ -21,8 +21,10 @@ from pydantic import (
     model_validator,
 )
 
-from iomatrix.model.axes import AXES, Bus, Scheduler
+from iomatrix.model.axes import AXES, Bus
 from iomatrix.model.knob_keys import KNOB_FAMILIES
+from iomatrix.model.schedulers import Scheduler
+from iomatrix.model.units import MIB
 
 # file: a preallocated image in the scratch folder; ram: an image in /dev/shm; host: a block
 # device of this machine (`path`), only with --allow-host-device and never while it is in use.
@@ -236,7 +238,6 @@ class DeviceProfile(Record):
 WorkloadKind = Literal["fio", "builtin", "bonnie"]
 BuiltinName = Literal["sync-write", "write-then-sync", "log-append"]
 BUILTINS: tuple[str, ...] = ("sync-write", "write-then-sync", "log-append")
-MIB_BYTES = 1 << 20
 
 
 class BuiltinParams(Record):
@@ -249,7 +250,7 @@ class BuiltinParams(Record):
     """
 
     name: BuiltinName
-    block_size_bytes: int = Field(default=MIB_BYTES, ge=512, le=64 * MIB_BYTES)
+    block_size_bytes: int = Field(default=MIB, ge=512, le=64 * MIB)
     count: int = Field(default=1000, ge=1, le=10_000_000)
     line_length: int = Field(default=51, ge=2, le=65536)
 
@@ -259,8 +260,8 @@ class BonnieParams(Record):
     and random create, stat and delete of files * 1024 files (-n: adapters.bonnie.n_argument)."""
 
     files: int = Field(ge=1, le=1024)  # in units of 1024, as bonnie++ -n takes it
-    max_size_bytes: int = Field(default=0, ge=0, le=MIB_BYTES * 1024)
-    min_size_bytes: int = Field(default=0, ge=0, le=MIB_BYTES * 1024)
+    max_size_bytes: int = Field(default=0, ge=0, le=MIB * 1024)
+    min_size_bytes: int = Field(default=0, ge=0, le=MIB * 1024)
     dirs: int = Field(default=0, ge=0, le=100_000)
 
     @model_validator(mode="after")
@@ -325,7 +326,7 @@ class Aging(Record):
     seed: int = Field(ge=0)
     delete_pct: float = Field(default=50.0, gt=0, lt=100)
     min_file_bytes: int = Field(default=4096, ge=4096)
-    max_file_bytes: int = Field(default=4 * MIB_BYTES, ge=4096)
+    max_file_bytes: int = Field(default=4 * MIB, ge=4096)
 
     @model_validator(mode="after")
     def _sizes_in_order(self) -> Aging:

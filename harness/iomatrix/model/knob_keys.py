@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Literal, get_args
 
+from iomatrix.model.schedulers import SCHEDULER_SPECS
+
 KnobFamily = Literal["queue", "sysctl", "cgroup", "fio", "cmdline"]
 KNOB_FAMILIES: tuple[str, ...] = get_args(KnobFamily)
 
@@ -28,32 +30,11 @@ QUEUE_KEYS: tuple[str, ...] = (
     "add_random",
     "iostats",
 )
-# The active scheduler's own tunables, /sys/block/<disk>/queue/iosched/<tunable>, written as
-# `<scheduler>.<tunable>` in a queue set; applied only to cells of that scheduler (recorded as
-# "not-for-this-scheduler" on the others, never silently dropped).
+# The active scheduler's own tunables, /sys/block/<disk>/queue/iosched/<tunable> (the scheduler
+# registry's), written as `<scheduler>.<tunable>` in a queue set; applied only to cells of that
+# scheduler (recorded as "not-for-this-scheduler" on the others, never silently dropped).
 SCHEDULER_TUNABLES: dict[str, tuple[str, ...]] = {
-    "mq-deadline": (
-        "fifo_batch",
-        "read_expire",
-        "write_expire",
-        "writes_starved",
-        "front_merges",
-        "async_depth",
-        "prio_aging_expire",
-    ),
-    "bfq": (
-        "low_latency",
-        "slice_idle",
-        "slice_idle_us",
-        "back_seek_max",
-        "back_seek_penalty",
-        "fifo_expire_async",
-        "fifo_expire_sync",
-        "max_budget",
-        "strict_guarantees",
-        "timeout_sync",
-    ),
-    "kyber": ("read_lat_nsec", "write_lat_nsec"),
+    name: spec.tunables for name, spec in SCHEDULER_SPECS.items() if spec.tunables
 }
 # /proc/sys/<key with dots as slashes>: the writeback and cache sysctls a storage tuner turns.
 SYSCTL_KEYS: tuple[str, ...] = (

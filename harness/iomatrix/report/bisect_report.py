@@ -4,6 +4,7 @@ state itself, bisect.json)."""
 from __future__ import annotations
 
 from iomatrix.analysis.bisect import BisectState, Evidence, KernelBuilt
+from iomatrix.model.numbers import four_digits
 from iomatrix.report.text import fit_table, for_markdown, wrap
 
 
@@ -55,7 +56,7 @@ def _rows(state: BisectState) -> list[list[str]]:
                 f"{_short(step.label)} {details.get(step.label, '')}".strip(),
                 step.verdict,
                 _build(step.kernel),
-                f"{median:,.4g}" if median is not None else "-",
+                four_digits(median, separated=True),
                 _evidence(good),
                 _evidence(bad),
                 step.reason,
@@ -87,7 +88,8 @@ def _head(state: BisectState) -> list[str]:
     if state.confirmation:
         (e,) = state.confirmation[:1]
         lines.append(
-            f"ends: good median {e.end_median:,.4g}, bad median {e.step_median:,.4g}; "
+            f"ends: good median {four_digits(e.end_median, separated=True)}, bad median "
+            f"{four_digits(e.step_median, separated=True)}; "
             f"bad/good {_evidence(e)}"
         )
     return lines

@@ -16,14 +16,13 @@ from iomatrix.analysis.compare import (
     Comparison,
     Row,
     Verdict,
-    format_p,
-    format_percent,
 )
 from iomatrix.analysis.metrics import is_headline
 from iomatrix.analysis.metrics import sort_key as metric_sort_key
 from iomatrix.analysis.sequential import PairDecision
 from iomatrix.analysis.sequential import Session as SequentialSession
 from iomatrix.model.axes import TITLES
+from iomatrix.model.numbers import comparable, format_p, format_percent
 from iomatrix.report import validity as validity_report
 from iomatrix.report.text import fit_table, wrap
 from iomatrix.report.text import for_markdown as markdown_text
@@ -80,19 +79,6 @@ def verdict_line(comparison: Comparison) -> str:
         f"{head}{forced}: {', '.join(parts) or 'nothing to compare'} "
         f"(base {comparison.base.run_id} -> new {comparison.new.run_id})"
     )
-
-
-def _num(value: float | None) -> str:
-    if value is None:
-        return "-"
-    magnitude = abs(value)
-    if magnitude >= 1000:
-        return f"{value:,.0f}"
-    if magnitude >= 100:
-        return f"{value:.1f}"
-    if magnitude >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
 
 
 def _change(ratio: float | None) -> str:
@@ -169,8 +155,8 @@ TABLE_HEADER = (
 def _detail_cells(row: Row) -> list[str]:
     return [
         row.metric,
-        _num(row.base_median),
-        _num(row.new_median),
+        comparable(row.base_median),
+        comparable(row.new_median),
         _change(row.ratio),
         _ci(row),
         format_p(row.p_adjusted),
@@ -564,8 +550,8 @@ def render_json(comparison: Comparison) -> str:
 
 def _case_text(row: Row) -> str:
     return (
-        f"{row.cell} {row.metric}: base {_num(row.base_median)} (n={row.base_n}), new "
-        f"{_num(row.new_median)} (n={row.new_n}), change {_change(row.ratio)}, "
+        f"{row.cell} {row.metric}: base {comparable(row.base_median)} (n={row.base_n}), new "
+        f"{comparable(row.new_median)} (n={row.new_n}), change {_change(row.ratio)}, "
         f"CI {_ci(row)}, p {format_p(row.p_value)}, p_adj {format_p(row.p_adjusted)}: {row.verdict}"
         + (f" ({row.reason})" if row.reason else "")
     )

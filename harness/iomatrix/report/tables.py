@@ -10,6 +10,7 @@ from iomatrix.analysis import metrics
 from iomatrix.analysis.planning import RepetitionPlan
 from iomatrix.model.axes import AXES, TITLES
 from iomatrix.model.cell import axes_of
+from iomatrix.model.numbers import fixed, significant
 from iomatrix.model.result import FLAGGED_KNOB_STATUSES, CellEntry, MetricSummary, RunRecord
 from iomatrix.report.text import fit_table, wrap
 from iomatrix.report.validity import flags_text
@@ -54,12 +55,6 @@ def noisy_metrics(summary: Mapping[str, MetricSummary]) -> list[tuple[str, float
         and name.endswith(("_iops", "_bw_mib_s", "_lat_p99_us", "_lat_mean_us"))
     ]
     return sorted(out, key=lambda item: -item[1])
-
-
-def _fmt(value: float | None, digits: int = 0) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.{digits}f}"
 
 
 def _scheduler(entry: CellEntry) -> str:
@@ -110,11 +105,11 @@ def table_rows(entries: Sequence[CellEntry]) -> list[list[str]]:
                     for axis in axes
                 ),
                 result.status,
-                _fmt(head["iops"]),
-                _fmt(head["mib_s"], 1),
-                _fmt(head["p99_us"]),
-                _fmt(head["usr"], 1),
-                _fmt(head["sys"], 1),
+                fixed(head["iops"]),
+                fixed(head["mib_s"], 1),
+                fixed(head["p99_us"]),
+                fixed(head["usr"], 1),
+                fixed(head["sys"], 1),
                 note,
             ]
         )
@@ -195,18 +190,6 @@ def run_table(record: RunRecord, *, width: int | None = None) -> str:
 # --- per-workload metric tables ---------------------------------------------------------------
 
 
-def _value(value: float) -> str:
-    """Three significant digits or so, thousands separated: 12,345 / 123 / 12.3 / 0.0123."""
-    magnitude = abs(value)
-    if magnitude >= 100:
-        return f"{value:,.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}"
-    if magnitude >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
-
-
 def _column_labels(entries: Sequence[CellEntry]) -> list[str]:
     """Each cell named by the axis values that differ among these cells."""
     values = [e.cell.axis_values() for e in entries]
@@ -281,7 +264,7 @@ def metric_tables(
         if not names:
             continue
         rows = [
-            [name, *(_value(s[name].median) if name in s else "-" for s in summaries)]
+            [name, *(significant(s[name].median) if name in s else "-" for s in summaries)]
             for name in names
         ]
         header = [f"{workload} (median)", *_column_labels(group)]

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from iomatrix.errors import IomatrixError
+from iomatrix.model.units import MIB
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -39,7 +40,7 @@ def sha256_file(path: Path) -> str:
 
     digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
+        for block in iter(lambda: handle.read(MIB), b""):
             digest.update(block)
     return digest.hexdigest()
 
@@ -132,7 +133,7 @@ def read_untrusted(path: Path, *, max_bytes: int = MAX_RECORD_BYTES, tail: bool 
             os.lseek(fd, info.st_size - max_bytes, os.SEEK_SET)
         chunks = []
         left = max_bytes
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+        while left > 0 and (chunk := os.read(fd, min(left, MIB))):
             chunks.append(chunk)
             left -= len(chunk)
         return b"".join(chunks)
@@ -253,7 +254,7 @@ def copy_untrusted_folder(
                 # Until end of file, never past the size fstat gave (the guest may still write).
                 chunks: list[bytes] = []
                 left = info.st_size
-                while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+                while left > 0 and (chunk := os.read(fd, min(left, MIB))):
                     chunks.append(chunk)
                     left -= len(chunk)
                 data = b"".join(chunks)

@@ -31,6 +31,7 @@ from iomatrix.model.result import (
     RepetitionRecord,
     RunRecord,
 )
+from iomatrix.model.units import GIB
 from iomatrix.store import files, rundir
 from iomatrix.store.files import write_text_atomic
 
@@ -51,7 +52,7 @@ def write_record(path: Path, record: Record) -> None:
 
 
 # A run.json embeds every cell's result: a nightly's thousand cells stay far below this.
-_MAX_RUN_BYTES = 1 << 30
+_MAX_RUN_BYTES = GIB
 
 
 def _read_json(path: Path, *, max_bytes: int = files.MAX_RECORD_BYTES) -> dict[str, Any]:

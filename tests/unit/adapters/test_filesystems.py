@@ -14,7 +14,7 @@ from iomatrix.adapters.filesystems import (
     parse_btrfs_show,
 )
 from iomatrix.adapters.schedulers import SCHEDULER_MODULES, active_scheduler, available_schedulers
-from iomatrix.model.axes import SCHEDULERS
+from iomatrix.model.schedulers import SCHEDULERS
 from support.paths import TESTS_DIR
 
 # --- mkfs -----------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 
 from iomatrix.analysis import compare, stats
 from iomatrix.analysis.compare import Comparison
+from iomatrix.model.numbers import format_percent
 from iomatrix.report import comparison as comparison_report
 from support import comparisons
 from support.builders import make_cell
@@ -91,11 +92,11 @@ def test_an_unchanged_row_says_how_large_a_change_it_could_have_seen() -> None:
     )
     assert expected is not None
     assert row.detectable == pytest.approx(expected)
-    assert row.reason.endswith(f"could have seen >= {compare.format_percent(expected)}")
+    assert row.reason.endswith(f"could have seen >= {format_percent(expected)}")
     # ... and so does the report's verdict line: a green check with its blind spot.
     line = comparison_report.verdict_line(result)
     assert "the unchanged could have seen >= " in line
-    assert compare.format_percent(expected) in line
+    assert format_percent(expected) in line
     assert ">=" in comparison_report.render_table(result)
 
 
@@ -113,7 +114,7 @@ def test_a_row_that_could_not_see_the_target_is_too_noisy_to_tell() -> None:
     )
     assert narrow.verdict == "noisy"
     assert narrow.reason.startswith("too noisy to tell: could only have seen >= ")
-    assert narrow.reason.endswith(f"the target is {compare.format_percent(plain.detectable / 2)}")
+    assert narrow.reason.endswith(f"the target is {format_percent(plain.detectable / 2)}")
 
 
 def test_a_noisy_row_says_what_it_could_only_have_seen() -> None:

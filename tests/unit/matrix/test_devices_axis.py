@@ -10,7 +10,8 @@ import yaml
 
 from iomatrix.matrix import builtin
 from iomatrix.matrix.problems import format_field
-from support.matrix_files import GIB, MIB, base_doc, load_doc, only_error, with_matrix
+from iomatrix.model.units import GIB, MIB
+from support.matrix_files import base_doc, load_doc, only_error, with_matrix
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,8 @@ import yaml
 
 from iomatrix.matrix.problems import format_field
 from iomatrix.matrix.rules import parse_size
+from iomatrix.model.units import GIB, MIB
 from support.matrix_files import (
-    GIB,
-    MIB,
     _NoAliasDumper,
     base_doc,
     doc_errors,

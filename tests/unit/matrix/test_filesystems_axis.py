@@ -10,9 +10,11 @@ from typing import Any, get_args
 
 import pytest
 
-from iomatrix.matrix.rules import FILESYSTEM_TYPES, FsType, slug
+from iomatrix.matrix.rules import slug
 from iomatrix.model.cell import FilesystemChoice, MountOptionSet
-from support.matrix_files import MIB, base_doc, load_doc, only_error, with_matrix
+from iomatrix.model.filesystems import FILESYSTEM_TYPES, FsType
+from iomatrix.model.units import MIB
+from support.matrix_files import base_doc, load_doc, only_error, with_matrix
 
 # --- filesystems ------------------------------------------------------------------------------
 

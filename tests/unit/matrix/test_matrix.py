@@ -23,9 +23,9 @@ from iomatrix.model.cell import (
     axis_values,
     cell_id,
 )
+from iomatrix.model.units import GIB
 from support.matrix_files import (
     DATA,
-    GIB,
     REPO,
     base_doc,
     dump,

@@ -12,8 +12,8 @@ import pytest
 from iomatrix.errors import MatrixErrors
 from iomatrix.matrix.loader import load_matrix, quick_variant
 from iomatrix.model.cell import DeviceProfile, VmSettings
+from iomatrix.model.units import GIB
 from support.matrix_files import (
-    GIB,
     base_doc,
     dump,
     errors_of,

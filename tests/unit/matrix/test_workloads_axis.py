@@ -13,9 +13,8 @@ from iomatrix.adapters import bonnie
 from iomatrix.errors import MatrixErrors
 from iomatrix.matrix import builtin
 from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.units import GIB, MIB
 from support.matrix_files import (
-    GIB,
-    MIB,
     RANDWRITE_FIO,
     base_doc,
     dump,

@@ -12,9 +12,9 @@ import yaml
 
 from iomatrix.errors import MatrixError
 from iomatrix.model.cell import VmSettings
+from iomatrix.model.units import MIB
 from support.matrix_files import (
     FULL_SID,
-    MIB,
     _NoAliasDumper,
     base_doc,
     doc_errors,

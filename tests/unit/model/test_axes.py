@@ -4,9 +4,10 @@ their fields written) must agree with it, in its order."""
 from __future__ import annotations
 
 from iomatrix.matrix.schema import ExcludeSpec, IncludeSpec, MatrixSpec
-from iomatrix.model.axes import AXES, REGISTRY, REQUIRED_AXES, SCHEDULERS, TITLES
+from iomatrix.model.axes import AXES, REGISTRY, REQUIRED_AXES, TITLES
 from iomatrix.model.cell import Cell
 from iomatrix.model.knob_keys import KNOB_FAMILIES
+from iomatrix.model.schedulers import SCHEDULERS
 from iomatrix.report.tables import HEADER
 from support.builders import make_cell
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from html import escape
 
 from iomatrix import __version__
+from iomatrix.model.numbers import fixed, four_digits
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -177,7 +178,7 @@ def filters(choices: Sequence[tuple[str, str, Sequence[str]]], *, text: bool = T
 def number_cell(value: float | None, *, digits: int | None = None, suffix: str = "") -> Cell:
     if value is None:
         return Cell(text="-", sort="", numeric=True)
-    text = f"{value:,.{digits}f}" if digits is not None else f"{value:.4g}"
+    text = fixed(value, digits) if digits is not None else four_digits(value)
     return Cell(text=text + suffix, sort=repr(value), numeric=True)
 
 

@@ -18,6 +18,7 @@ from urllib.parse import quote
 from iomatrix.analysis import metrics, validity
 from iomatrix.model.axes import AXES, TITLES
 from iomatrix.model.result import CellEntry, Repetition, RunRecord
+from iomatrix.model.units import MIB
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,
@@ -155,7 +156,7 @@ def _system_table(record: RunRecord, files: Files) -> str:
                 " ".join(cell.filesystem.mkfs_options) or "(defaults)",
                 mount,
                 _scheduler_read_back(entry),
-                f"{device.name}: {device.bus}, {device.size_bytes // 2**20} MiB, "
+                f"{device.name}: {device.bus}, {device.size_bytes // MIB} MiB, "
                 f"cache={device.cache}, aio={device.aio}{throttle}",
                 Cell(html=_drive_html(entry.qemu_drive), css="drive"),
                 Cell(text=entry.result.status, css=f"status-{entry.result.status}"),

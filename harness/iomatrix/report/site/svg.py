@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 
+from iomatrix.model.numbers import compact
+
 # Verdict colours (colour-blind safe pairs: blue/orange for good/bad would hide "regressed"
 # conventions; red/green are kept but every mark also says its verdict in its tooltip and the
 # tables spell it out).
@@ -47,18 +49,6 @@ PALETTE: tuple[str, ...] = (
 )
 MAX_DRAWN_POINTS = 300
 _FONT = 'font-family="system-ui, sans-serif" font-size="11"'
-
-
-def number(value: float) -> str:
-    """A value in three significant figures with k/M, as an axis or tooltip shows it."""
-    size = abs(value)
-    if size >= 1e6:
-        return f"{value / 1e6:.3g}M"
-    if size >= 1e4:
-        return f"{value / 1e3:.3g}k"
-    if size >= 100:
-        return f"{value:.0f}"
-    return f"{value:.3g}"
 
 
 def _f(value: float) -> str:
@@ -162,7 +152,7 @@ def _x_axis(scale: Scale, y: float, values: Sequence[float], fmt: str = "number"
     for value in values:
         x = scale(value)
         text = (
-            number(value)
+            compact(value)
             if fmt == "number"
             else f"{value:+.0%}"
             if fmt == "change"
@@ -185,7 +175,7 @@ def _y_axis(scale: Scale, x: float, values: Sequence[float], width: float) -> li
         out.append(
             f'<line x1="{_f(x)}" x2="{_f(x + width)}" y1="{_f(y)}" y2="{_f(y)}" stroke="#eee"/>'
             f'<text x="{_f(x - 4)}" y="{_f(y + 4)}" text-anchor="end" fill="#555">'
-            f"{escape(number(value))}</text>"
+            f"{escape(compact(value))}</text>"
         )
     return out
 
@@ -228,7 +218,7 @@ def strip_plot(groups: Sequence[StripGroup], *, title: str, width: float = 760) 
             out.append(
                 f'<line class="median" x1="{_f(mx)}" x2="{_f(mx)}" y1="{_f(y - 8)}" '
                 f'y2="{_f(y + 8)}" stroke="#222" stroke-width="2"><title>{name}: median '
-                f"{escape(number(median))}</title></line>"
+                f"{escape(compact(median))}</title></line>"
             )
         for index, value in enumerate(group.values):
             # A small vertical jitter by repetition index keeps equal values apart.
@@ -236,7 +226,7 @@ def strip_plot(groups: Sequence[StripGroup], *, title: str, width: float = 760) 
             out.append(
                 f'<circle class="mark" cx="{_f(scale(value))}" cy="{_f(y + jitter)}" r="3.5" '
                 f'fill="#4e79a7" fill-opacity="0.75"><title>{name}, repetition {index + 1}: '
-                f"{escape(number(value))}</title></circle>"
+                f"{escape(compact(value))}</title></circle>"
             )
     out.extend(_x_axis(scale, height - 26, ticks(low, high)))
     out.append("</svg>")
@@ -372,9 +362,9 @@ def heatmap(
             out.append(
                 f'<rect class="mark" x="{_f(x)}" y="{_f(y)}" width="{_f(cell_w - 2)}" '
                 f'height="{_f(cell_h - 2)}" fill="{_heat_colour(fraction)}"><title>'
-                f"{escape(row)} x {escape(column)}: {escape(number(value))}</title></rect>"
+                f"{escape(row)} x {escape(column)}: {escape(compact(value))}</title></rect>"
                 f'<text x="{_f(x + cell_w / 2)}" y="{_f(y + cell_h / 2 + 4)}" '
-                f'text-anchor="middle" fill="{ink}">{escape(number(value))}</text>'
+                f'text-anchor="middle" fill="{ink}">{escape(compact(value))}</text>'
             )
     out.append("</svg>")
     return "".join(out)
@@ -475,7 +465,7 @@ def line_chart(
         out.append(
             f'<line class="segment" x1="{_f(sx(segment.x_start))}" x2="{_f(sx(segment.x_end))}" '
             f'y1="{_f(sy(segment.median))}" y2="{_f(sy(segment.median))}" stroke="#222" '
-            f'stroke-width="2"><title>segment median {escape(number(segment.median))}'
+            f'stroke-width="2"><title>segment median {escape(compact(segment.median))}'
             "</title></line>"
         )
     for index, line in enumerate(lines):
@@ -494,11 +484,11 @@ def line_chart(
                 )
         if len(drawn) <= 120:
             for x, y, _, _ in drawn:
-                name = (x_names or {}).get(x, number(x))
+                name = (x_names or {}).get(x, compact(x))
                 out.append(
                     f'<circle class="mark" cx="{_f(sx(x))}" cy="{_f(sy(y))}" r="2.5" '
                     f'fill="{colour}"><title>{escape(line.label)}: {escape(name)}: '
-                    f"{escape(number(y))}</title></circle>"
+                    f"{escape(compact(y))}</title></circle>"
                 )
         if len(lines) > 1:
             lx = left + (index % 3) * (width - left - right) / 3
