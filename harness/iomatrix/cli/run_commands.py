@@ -24,6 +24,7 @@ from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
 from iomatrix.report.text import output_width
+from iomatrix.store import rundir
 from iomatrix.workflows import ab as ab_workflow
 from iomatrix.workflows import runs
 
@@ -90,8 +91,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     extra = metric_tables(record.cells, only_needed=True, width=output_width())
     if extra:
         print("\n" + extra)
-    print(f"\nresults: {run_dir}/run.json")
-    print(f"logs:    {run_dir}/cells/<cell-id>/cell.log, {run_dir}/boots/<boot-id>/console-*.log")
+    print(f"\nresults: {rundir.run_file(run_dir)}")
+    cell_log = rundir.cell_log(rundir.cell_dir(run_dir, "<cell-id>"))
+    print(f"logs:    {cell_log}, {rundir.boot_dir(run_dir, '<boot-id>')}/console-*.log")
     output.announce_site(outcome.report)
     cells = len(planned.cells)
     return ExitCode.OK if record.counts()["ok"] == len(record.cells) == cells else ExitCode.NOT_OK
