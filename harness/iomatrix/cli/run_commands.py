@@ -25,6 +25,7 @@ from iomatrix.report.progress import Progress
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
 from iomatrix.report.text import output_width
 from iomatrix.store import rundir
+from iomatrix.store.sessiondir import SessionDir
 from iomatrix.workflows import ab as ab_workflow
 from iomatrix.workflows import runs
 
@@ -142,16 +143,14 @@ def cmd_ab(args: argparse.Namespace) -> int:
     result, session_dir = outcome.result, outcome.session_dir
     output.print_comparison(result, args)
     if outcome.rules is None or outcome.decisions is None:
-        print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
+        print(f"\nsession: {session_dir} ({', '.join(SessionDir.written(sequential=False))})")
         output.announce_site(outcome.report)
         return ExitCode(compare.exit_code(result, fail_on_invalid=args.fail_on_invalid))
     decisions = outcome.decisions
     print(
         "\n" + comparison_report.render_sequential(decisions, outcome.rules, width=output_width())
     )
-    print(
-        f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md, sequential.json)"
-    )
+    print(f"\nsession: {session_dir} ({', '.join(SessionDir.written(sequential=True))})")
     output.announce_site(outcome.report)
     return _sequential_exit(decisions, result, fail_on_invalid=args.fail_on_invalid)
 

@@ -71,6 +71,13 @@ class SessionDir:
     def boots(self) -> Path:
         return self.path / self.BOOTS_DIR
 
+    @classmethod
+    def written(cls, *, sequential: bool) -> tuple[str, ...]:
+        """What `iomatrix ab` leaves in the folder besides its report and boots, as its closing
+        line lists them (a sequential session's decisions too)."""
+        names = (f"{cls.BASE_DIR}/", f"{cls.NEW_DIR}/", cls.COMPARISON_FILE, cls.COMPARISON_MD_FILE)
+        return (*names, cls.SEQUENTIAL_FILE) if sequential else names
+
     def is_session(self) -> bool:
         """Whether the folder holds an A/B session: base/ and new/ runs side by side."""
         return rundir.run_file(self.base).is_file() and rundir.run_file(self.new).is_file()
