@@ -14,10 +14,11 @@ from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.canaries import canaries_markdown
+from iomatrix.store.sessiondir import SessionDir
 
 
 def _session_comparison(folder: Path) -> Comparison:
-    path = folder / "comparison.json"
+    path = SessionDir(folder).comparison
     try:
         return Comparison.model_validate_json(path.read_text())
     except OSError as exc:

@@ -24,6 +24,8 @@ from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
 from iomatrix.report.text import output_width
+from iomatrix.store import rundir
+from iomatrix.store.sessiondir import SessionDir
 from iomatrix.workflows import ab as ab_workflow
 from iomatrix.workflows import runs
 
@@ -90,8 +92,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     extra = metric_tables(record.cells, only_needed=True, width=output_width())
     if extra:
         print("\n" + extra)
-    print(f"\nresults: {run_dir}/run.json")
-    print(f"logs:    {run_dir}/cells/<cell-id>/cell.log, {run_dir}/boots/<boot-id>/console-*.log")
+    print(f"\nresults: {rundir.run_file(run_dir)}")
+    cell_log = rundir.cell_log(rundir.cell_dir(run_dir, "<cell-id>"))
+    print(f"logs:    {cell_log}, {rundir.boot_dir(run_dir, '<boot-id>')}/console-*.log")
     output.announce_site(outcome.report)
     cells = len(planned.cells)
     return ExitCode.OK if record.counts()["ok"] == len(record.cells) == cells else ExitCode.NOT_OK
@@ -140,16 +143,14 @@ def cmd_ab(args: argparse.Namespace) -> int:
     result, session_dir = outcome.result, outcome.session_dir
     output.print_comparison(result, args)
     if outcome.rules is None or outcome.decisions is None:
-        print(f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md)")
+        print(f"\nsession: {session_dir} ({', '.join(SessionDir.written(sequential=False))})")
         output.announce_site(outcome.report)
         return ExitCode(compare.exit_code(result, fail_on_invalid=args.fail_on_invalid))
     decisions = outcome.decisions
     print(
         "\n" + comparison_report.render_sequential(decisions, outcome.rules, width=output_width())
     )
-    print(
-        f"\nsession: {session_dir} (base/, new/, comparison.json, comparison.md, sequential.json)"
-    )
+    print(f"\nsession: {session_dir} ({', '.join(SessionDir.written(sequential=True))})")
     output.announce_site(outcome.report)
     return _sequential_exit(decisions, result, fail_on_invalid=args.fail_on_invalid)
 

@@ -123,7 +123,7 @@ def write_input(folder: Path, guest: Path, plan: BootPlan) -> None:
     for name, host_path in jobs.items():
         data = files.read_untrusted(host_path, max_bytes=MAX_JOB_FILE_BYTES)
         files.write_bytes_atomic(folder / name, data)
-    write_record(folder / "plan.json", seen)
+    write_record(rundir.plan_file(folder), seen)
 
 
 def copy_out(guest: Sequence[Step], host: Sequence[Step]) -> list[str]:

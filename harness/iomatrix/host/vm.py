@@ -25,6 +25,7 @@ import iomatrix
 from iomatrix import proc
 from iomatrix.host import guest_root as guest_root_layout
 from iomatrix.model.cell import DeviceProfile, VmSettings
+from iomatrix.store import rundir
 
 Accelerator = Literal["kvm", "tcg"]
 # How the guest sees the host's root filesystem (and every shared folder): virtio-fs or 9p.
@@ -229,7 +230,7 @@ def guest_agent_command() -> list[str]:
         "-S",
         "-m",
         "iomatrix.guest",
-        str(guest_root_layout.GUEST_INPUT / "plan.json"),
+        str(guest_root_layout.GUEST_INPUT / rundir.PLAN_FILE),
     ]
 
 

@@ -22,8 +22,18 @@ from pathlib import Path
 
 from iomatrix.errors import IomatrixError
 
+# The names of a run folder's files and folders, spelled here only (the constants ending in
+# _FILE or _DIR; tests/project/test_store_owns_paths.py holds the other modules to them).
 # The run's record, in every run folder.
 RUN_FILE = "run.json"
+CELLS_DIR = "cells"
+CELL_RESULT_FILE = "result.json"
+CELL_STARTED_FILE = "started"
+CELL_LOG_FILE = "cell.log"
+BOOTS_DIR = "boots"
+PLAN_FILE = "plan.json"
+# The run's report site (report/site/build.py), unless written elsewhere.
+REPORT_DIR = "report"
 
 
 def run_file(run_dir: Path) -> Path:
@@ -33,27 +43,32 @@ def run_file(run_dir: Path) -> Path:
 def cell_dir(run_dir: Path | str, cell_id: str) -> Path:
     """The folder of one cell's files, written by the guest agent (and by the host for a cell
     its VM could not finish)."""
-    return Path(run_dir) / "cells" / cell_id
+    return Path(run_dir) / CELLS_DIR / cell_id
 
 
 def cell_result(cell_folder: Path) -> Path:
     """The cell's result.json: written once, when its last repetition is done or it failed."""
-    return cell_folder / "result.json"
+    return cell_folder / CELL_RESULT_FILE
 
 
 def cell_started(cell_folder: Path) -> Path:
     """Written when the cell's first repetition starts (the progress display watches it)."""
-    return cell_folder / "started"
+    return cell_folder / CELL_STARTED_FILE
 
 
 def cell_log(cell_folder: Path) -> Path:
     """Every command the cell ran, with its output."""
-    return cell_folder / "cell.log"
+    return cell_folder / CELL_LOG_FILE
+
+
+def report_dir(run_dir: Path) -> Path:
+    """Where the run's report site is written by default."""
+    return run_dir / REPORT_DIR
 
 
 def boots_dir(run_dir: Path) -> Path:
     """The folder of every boot's plan and console logs."""
-    return run_dir / "boots"
+    return run_dir / BOOTS_DIR
 
 
 def boot_dir(run_dir: Path, boot_id: str) -> Path:
@@ -62,7 +77,7 @@ def boot_dir(run_dir: Path, boot_id: str) -> Path:
 
 def plan_file(boot_folder: Path) -> Path:
     """What the VM was asked to do: the host writes it, the guest agent reads it."""
-    return boot_folder / "plan.json"
+    return boot_folder / PLAN_FILE
 
 
 def console_log(boot_folder: Path, attempt: int) -> Path:

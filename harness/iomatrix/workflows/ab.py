@@ -8,6 +8,7 @@ sequential session asks for more; compared, and the session's files written:
                              comparison.json, comparison.md
                              sequential.json   (--until-decided) each pair's decision
                              report/           the HTML report
+(the names are store/sessiondir.py's SessionDir)
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ from iomatrix.plan.boots import (
 )
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.site import build as site
+from iomatrix.store.files import write_text_atomic
 from iomatrix.store.rundir import new_run_id
+from iomatrix.store.sessiondir import SessionDir
 from iomatrix.workflows import archiving
 from iomatrix.workflows.prepare import (
     Build,
@@ -186,18 +189,18 @@ def run(
         pairs=[(a.id, b.id) for a, b in pairs],
         equivalence=judging.equivalence,
     )
-    (session_dir / "comparison.json").write_text(comparison_report.render(result, "json"))
-    (session_dir / "comparison.md").write_text(
-        comparison_report.render(result, "markdown", report_url=judging.report_url)
+    session = SessionDir(session_dir)
+    write_text_atomic(session.comparison, comparison_report.render(result, "json"))
+    write_text_atomic(
+        session.comparison_md,
+        comparison_report.render(result, "markdown", report_url=judging.report_url),
     )
     decisions = None
     if rules is not None:
         # The gate of a sequential session is its own decisions: the comparison tests each row
         # once at alpha, which after repeated looks would not keep alpha.
         decisions = rules.decisions(base_run, new_run)
-        (session_dir / "sequential.json").write_text(
-            comparison_report.sequential_json(decisions, rules)
-        )
+        write_text_atomic(session.sequential, comparison_report.sequential_json(decisions, rules))
     report = archiving.report_or_warn(lambda: site.build_session_site(session_dir))
     return ABOutcome(result, session_dir, rules, decisions, report)
 
@@ -298,8 +301,8 @@ def run_ab(
             },
         )
         for name, matrix, cells in (
-            ("base", base, [a for a, _ in pairs]),
-            ("new", new, [b for _, b in pairs]),
+            (SessionDir.BASE_DIR, base, [a for a, _ in pairs]),
+            (SessionDir.NEW_DIR, new, [b for _, b in pairs]),
         )
     ]
     fresh = base.fresh_boot or new.fresh_boot
@@ -342,7 +345,7 @@ def _start_side(
     update: dict[str, object],
 ) -> Side:
     """One side's run folder and its first run.json."""
-    run_dir = session_dir / name
+    run_dir = SessionDir(session_dir).side(name)
     run_dir.mkdir(parents=True, exist_ok=False)
     with clock.span(f"environment {name}"):
         record = start_record(matrix, run_id, shard=None, prepared=prepared).model_copy(

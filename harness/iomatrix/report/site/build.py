@@ -25,6 +25,7 @@ from iomatrix.report.site.run_page import DEFAULT_HEATMAP_AXES, render_run_page
 from iomatrix.store import archive, rundir
 from iomatrix.store.files import write_text_atomic
 from iomatrix.store.records_io import load_run
+from iomatrix.store.sessiondir import SessionDir
 
 # The most recent runs each series' change points are looked for in: a nightly dashboard judges
 # the present, and the change-point test's cost grows with the square of the series' length.
@@ -60,7 +61,7 @@ def build_run_site(
 ) -> BuiltSite:
     """<run>/report/index.html (or out_dir/index.html): the run's page."""
     record = load_run(run_dir)
-    out = out_dir if out_dir is not None else run_dir / "report"
+    out = out_dir if out_dir is not None else rundir.report_dir(run_dir)
     html = render_run_page(
         record, run_dir, out, heatmap_axes=heatmap_axes, heatmap_metric=heatmap_metric
     )
@@ -104,15 +105,14 @@ def build_comparison_site(
 
 def is_session(folder: Path) -> bool:
     """An A/B session's folder: base/ and new/ runs side by side (iomatrix ab)."""
-    return (folder / "base" / rundir.RUN_FILE).is_file() and (
-        folder / "new" / rundir.RUN_FILE
-    ).is_file()
+    return SessionDir(folder).is_session()
 
 
 def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltSite:
     """An A/B session's report: its comparison as `iomatrix ab` judged it (comparison.json,
     with the options it was judged with), else judged again with the defaults."""
-    saved = session_dir / "comparison.json"
+    session = SessionDir(session_dir)
+    saved = session.comparison
     comparison: compare.Comparison
     if saved.is_file():
         try:
@@ -120,7 +120,7 @@ def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltS
         except (OSError, ValidationError) as exc:
             raise IomatrixError(f"{saved}: not a comparison this iomatrix reads: {exc}") from exc
     else:
-        base, new = load_run(session_dir / "base"), load_run(session_dir / "new")
+        base, new = load_run(session.base), load_run(session.new)
         # A session's two runs hold their cells in pair order (workflows/ab.py run_ab): the
         # i-th base cell was compared with the i-th new one, which in a split session (or two
         # matrix files) have different ids, so they are paired by position, not by id.
@@ -128,7 +128,7 @@ def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltS
         if len(base.cells) == len(new.cells):
             pairs = [(a.cell.id, b.cell.id) for a, b in zip(base.cells, new.cells, strict=True)]
         comparison = compare.compare_runs(base, new, force=True, pairs=pairs)
-    decisions = session_dir / "sequential.json"
+    decisions = session.sequential
     sequential = None
     if decisions.is_file():
         try:
@@ -140,9 +140,9 @@ def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltS
             ) from exc
     return build_comparison_site(
         comparison,
-        session_dir / "base",
-        session_dir / "new",
-        out_dir if out_dir is not None else session_dir / "report",
+        session.base,
+        session.new,
+        out_dir if out_dir is not None else session.report,
         title=f"iomatrix A/B session {session_dir.name}",
         sequential=sequential,
     )

@@ -30,6 +30,7 @@ from iomatrix.report.site.page import (
     render_page,
     table,
 )
+from iomatrix.store import rundir
 
 DEFAULT_HEATMAP_AXES = ("filesystem", "scheduler")
 # fio's directions, in the order fio's JSON lists them.
@@ -143,9 +144,9 @@ def _system_table(record: RunRecord, files: Files) -> str:
         log_html = ""
         if entry.result.log:
             log_html = files.link(entry.result.log, "log")
-        result_json = f"cells/{cell.id}/result.json"
+        result_json = rundir.cell_result(rundir.cell_dir("", cell.id)).as_posix()
         if (files.run_dir / result_json).exists():
-            log_html += " " + files.link(result_json, "result.json")
+            log_html += " " + files.link(result_json, rundir.CELL_RESULT_FILE)
         device = cell.device
         throttle = f", {device.iops_limit} IOPS max" if device.iops_limit else ""
         rows.append(
