@@ -25,6 +25,7 @@ from iomatrix.store.archive import HistoryPoint, Series
 from iomatrix.store.records_io import write_record
 from support.builders import make_cell
 from support.runs import make_run, ok
+from support.triage_files import add_entry
 
 NIGHTS = 60
 STEP_AT = 40
@@ -230,7 +231,7 @@ def test_an_acknowledged_step_stays_quiet_in_the_archive(
         who="alice",
         why="the writeback patch",
     )
-    triage.append(triage.default_path(results), entry)
+    add_entry(results, entry)
     for night in range(STEP_AT, NIGHTS):
         write_night(results, night, values[night])
         assert cli.main(argv) == 0
