@@ -28,7 +28,7 @@ from iomatrix.report.tables import (
 )
 from iomatrix.report.text import output_width, wrap
 from iomatrix.report.timeline import format_timeline
-from iomatrix.store import archive, export, merge, rundir, triage_file
+from iomatrix.store import alerts, archive, export, merge, rundir, triage_file
 from iomatrix.store.records_io import load_run
 from iomatrix.workflows import archiving
 
@@ -239,9 +239,10 @@ def cmd_trend(args: argparse.Namespace) -> int:
             raise IomatrixError(
                 "trend --alerts judges the whole archive: no --since, --cell, --metric"
             )
+        seen = trend.parse_ledger(alerts.read(args.alerts), args.alerts)
         news, ledger, examined = trend.nightly_alerts(
             results,
-            args.alerts,
+            seen,
             matrix=args.matrix,
             alpha=args.alpha,
             min_size=args.min_size,
@@ -249,6 +250,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
             known=known,
             fdr=args.fdr,
         )
+        alerts.write(args.alerts, trend.ledger_json(ledger))
         if args.json:
             print(json.dumps([c.model_dump(mode="json") for c in news], indent=1))
             return ExitCode.OK
