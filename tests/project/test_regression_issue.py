@@ -11,6 +11,7 @@ from pathlib import Path
 from iomatrix.analysis import triage
 from support.archives import write_nightly_archive
 from support.paths import REPO_ROOT
+from support.triage_files import add_entry
 
 SCRIPT = REPO_ROOT / "tools" / "regression_issue.py"
 
@@ -67,7 +68,7 @@ def test_one_issue_per_new_regression_and_none_once_triaged(tmp_path: Path) -> N
         who="ci",
         why="expected",
     )
-    triage.append(triage.default_path(results), entry)
+    add_entry(results, entry)
     assert issues_of(results, tmp_path) == []
 
 

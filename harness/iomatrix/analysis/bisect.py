@@ -38,14 +38,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
 from iomatrix.analysis import sequential, stats
 from iomatrix.model.cell import Record
-from iomatrix.store.files import write_text_atomic
 
 BISECT_FORMAT = 1
 StepVerdict = Literal["good", "bad", "skip", "undecided"]
@@ -139,12 +137,14 @@ class BisectState(Record):
         return sum(k.build_s or 0.0 for k in kernels)
 
 
-def load_state(path: Path) -> BisectState:
-    return BisectState.model_validate_json(path.read_text(encoding="utf-8"))
+def parse_state(text: str) -> BisectState:
+    """A BisectState from bisect.json's text (store/bisect_state.py reads and writes the file)."""
+    return BisectState.model_validate_json(text)
 
 
-def save_state(state: BisectState, path: Path) -> None:
-    write_text_atomic(path, state.model_dump_json(indent=1) + "\n")
+def state_json(state: BisectState) -> str:
+    """bisect.json's text of a state."""
+    return state.model_dump_json(indent=1) + "\n"
 
 
 # --- the search --------------------------------------------------------------------------------

@@ -61,19 +61,18 @@ def outcome(kind: CanaryKind, comparison: Comparison, verdict_line: str) -> Cana
     )
 
 
-def append(ledger: Path, outcomes: Iterable[CanaryOutcome]) -> None:
-    ledger.parent.mkdir(parents=True, exist_ok=True)
-    with ledger.open("a", encoding="utf-8") as handle:
-        for item in outcomes:
-            handle.write(item.model_dump_json() + "\n")
+def ledger_lines(outcomes: Iterable[CanaryOutcome]) -> str:
+    """The ledger's lines of outcomes (store/canary_ledger.py appends them)."""
+    return "".join(item.model_dump_json() + "\n" for item in outcomes)
 
 
-def load(ledger: Path) -> list[CanaryOutcome]:
-    """Every outcome in the ledger; a line that is not one is an error naming the line."""
-    if not ledger.exists():
+def parse_ledger(text: str | None, ledger: Path | str) -> list[CanaryOutcome]:
+    """Every outcome in the ledger's text (store/canary_ledger.py reads it; None, no ledger yet,
+    has none); a line that is not one is an error naming the line."""
+    if text is None:
         return []
     out = []
-    for number, line in enumerate(ledger.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -31,9 +31,10 @@ and matches a change located up to ALERT_TOLERANCE_RUNS runs from it (a location
 or two as nights are added).
 
 Alerts (the nightly's issues): select_new keeps a ledger of every change already reported,
-`<results>/alerts.json` beside the triage file; a change is news when no change of the same
-series in the ledger is within ALERT_TOLERANCE_RUNS runs of it, so a step is reported once
-however its location moves and however many nights still show it.
+`<results>/alerts.json` beside the triage file (read and written by store/alerts.py); a change
+is news when no change of the same series in the ledger is within ALERT_TOLERANCE_RUNS runs of
+it, so a step is reported once however its location moves and however many nights still show
+it.
 """
 
 from __future__ import annotations
@@ -68,7 +69,6 @@ from iomatrix.analysis.triage import TriageEntry
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Record
 from iomatrix.store import archive
-from iomatrix.store.files import write_text_atomic
 
 # The floor (see the module): the smallest change, times sigma, standard errors.
 TREND_MIN_CHANGE = stats.MIN_EFFECT_FLOOR
@@ -83,7 +83,6 @@ ALERT_TOLERANCE_RUNS = 2
 # night: of 200 AR(1) histories at phi 0.6, 19 were ever reported, 15 of them first by their
 # 20th night; with this, 13).
 ALERT_MIN_RUNS = 20
-ALERTS_FILE = "alerts.json"
 ALERTS_SCHEMA = 1
 
 
@@ -606,37 +605,30 @@ class AlertLedger(Record):
     alerts: tuple[AlertEntry, ...] = ()
 
 
-def default_alerts_path(results_dir: Path) -> Path:
-    return results_dir / ALERTS_FILE
-
-
-def load_ledger(path: Path) -> AlertLedger | None:
-    """The ledger in `path`; None when there is none yet. Bad content is an error naming it."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+def parse_ledger(text: str | None, where: Path | str) -> AlertLedger | None:
+    """The ledger in a file's text (store/alerts.py reads it); None when there is none yet
+    (text None). Bad content is an error naming the file (`where`)."""
+    if text is None:
         return None
-    except OSError as exc:
-        raise IomatrixError(f"{path}: cannot read the alert ledger: {exc.strerror}") from exc
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise IomatrixError(f"{path}: the alert ledger is not JSON: {exc}") from exc
+        raise IomatrixError(f"{where}: the alert ledger is not JSON: {exc}") from exc
     if not isinstance(data, dict) or data.get("schema") != ALERTS_SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else None
         raise IomatrixError(
-            f"{path}: not an alert ledger of schema {ALERTS_SCHEMA} (schema: {found!r})"
+            f"{where}: not an alert ledger of schema {ALERTS_SCHEMA} (schema: {found!r})"
         )
     try:
         return AlertLedger(alerts=tuple(AlertEntry.model_validate(a) for a in data["alerts"]))
     except (KeyError, TypeError, ValidationError) as exc:
-        raise IomatrixError(f"{path}: a bad alert ledger entry: {exc}") from exc
+        raise IomatrixError(f"{where}: a bad alert ledger entry: {exc}") from exc
 
 
-def save_ledger(path: Path, ledger: AlertLedger) -> None:
-    """Replace the ledger whole (atomically: a crash leaves the old one or the new one)."""
+def ledger_json(ledger: AlertLedger) -> str:
+    """The ledger file's text (store/alerts.py writes it whole)."""
     data = {"schema": ALERTS_SCHEMA, "alerts": [a.model_dump(mode="json") for a in ledger.alerts]}
-    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
+    return json.dumps(data, indent=1) + "\n"
 
 
 def select_new(
@@ -722,7 +714,7 @@ def select_new(
 
 def nightly_alerts(
     results_dir: Path,
-    ledger_path: Path,
+    ledger: AlertLedger | None,
     *,
     matrix: str | None = None,
     alpha: float = DEFAULT_ALPHA,
@@ -732,8 +724,8 @@ def nightly_alerts(
     fdr: bool = False,
 ) -> tuple[list[TrendChange], AlertLedger, int]:
     """The alert step: every change of the archive, the news among them (select_new) and the
-    ledger, saved; and how many series were examined."""
-    ledger = load_ledger(ledger_path)
+    ledger updated (for the caller to save: store/alerts.py); and how many series were
+    examined."""
     found = scan_trends(
         results_dir,
         matrix=matrix,
@@ -746,5 +738,4 @@ def nightly_alerts(
     news, updated = select_new(
         found.changes, found.times, ledger, night=found.newest_run or "(no run)"
     )
-    save_ledger(ledger_path, updated)
     return news, updated, found.examined

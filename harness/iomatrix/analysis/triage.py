@@ -33,9 +33,7 @@ from iomatrix.analysis.compare import check_metric_patterns
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Record
 from iomatrix.model.result import RunRecord
-from iomatrix.store.files import write_text_atomic
 
-TRIAGE_FILE = "triage.yaml"
 Status = Literal["acknowledged", "ignored"]
 
 
@@ -76,28 +74,21 @@ class TriageEntry(Record):
         )
 
 
-def default_path(results_dir: Path) -> Path:
-    return results_dir / TRIAGE_FILE
-
-
-def load_triage(path: Path) -> tuple[TriageEntry, ...]:
-    """The entries of a triage file; a missing file has none. Bad content is an error naming
-    the file, the entry, its line and the field."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+def parse_triage(text: str | None, where: Path | str) -> tuple[TriageEntry, ...]:
+    """The entries of a triage file's text (store/triage_file.py reads it; None, a missing file,
+    has none). Bad content is an error naming the file (`where`), the entry, its line and the
+    field."""
+    if text is None:
         return ()
-    except OSError as exc:
-        raise IomatrixError(f"{path}: cannot read the triage file: {exc.strerror}") from exc
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise IomatrixError(f"{path}: not valid YAML: {exc}") from exc
+        raise IomatrixError(f"{where}: not valid YAML: {exc}") from exc
     if data is None:
         return ()
     if not isinstance(data, list) or not isinstance(node, yaml.SequenceNode):
-        raise IomatrixError(f"{path}: expected a list of triage entries")
+        raise IomatrixError(f"{where}: expected a list of triage entries")
     out = []
     for index, item in enumerate(data):
         line = node.value[index].start_mark.line + 1
@@ -108,7 +99,7 @@ def load_triage(path: Path) -> tuple[TriageEntry, ...]:
                 f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg']}" for e in exc.errors()
             )
             raise IomatrixError(
-                f"{path}: triage entry {index + 1} (line {line}): {problems}"
+                f"{where}: triage entry {index + 1} (line {line}): {problems}"
             ) from exc
     return tuple(out)
 
@@ -147,10 +138,9 @@ def check_names(cell: str, metric: str, run: RunRecord) -> None:
     check_metric_patterns([metric], found)
 
 
-def append(path: Path, entry: TriageEntry) -> None:
-    """Add an entry to the triage file (created when missing), replacing the file whole; the
-    existing entries must load, so a damaged file is never overwritten."""
-    existing = load_triage(path)
+def appended(existing: Sequence[TriageEntry], entry: TriageEntry) -> str:
+    """The triage file's text with an entry added to the existing ones (parsed first, so a
+    damaged file is never overwritten), stamped with the time when it has none."""
     stamped = (
         entry
         if entry.at
@@ -158,4 +148,4 @@ def append(path: Path, entry: TriageEntry) -> None:
     )
     items = [e.model_dump(exclude_defaults=True) for e in (*existing, stamped)]
     header = "# Change points looked at (iomatrix triage); see iomatrix/analysis/triage.py\n"
-    write_text_atomic(path, header + yaml.safe_dump(items, sort_keys=False, allow_unicode=True))
+    return header + yaml.safe_dump(items, sort_keys=False, allow_unicode=True)

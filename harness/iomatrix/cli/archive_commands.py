@@ -28,7 +28,7 @@ from iomatrix.report.tables import (
 )
 from iomatrix.report.text import output_width, wrap
 from iomatrix.report.timeline import format_timeline
-from iomatrix.store import archive, export, merge, rundir
+from iomatrix.store import alerts, archive, export, merge, rundir, triage_file
 from iomatrix.store.records_io import load_run
 from iomatrix.workflows import archiving
 
@@ -239,9 +239,10 @@ def cmd_trend(args: argparse.Namespace) -> int:
             raise IomatrixError(
                 "trend --alerts judges the whole archive: no --since, --cell, --metric"
             )
+        seen = trend.parse_ledger(alerts.read(args.alerts), args.alerts)
         news, ledger, examined = trend.nightly_alerts(
             results,
-            args.alerts,
+            seen,
             matrix=args.matrix,
             alpha=args.alpha,
             min_size=args.min_size,
@@ -249,6 +250,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
             known=known,
             fdr=args.fdr,
         )
+        alerts.write(args.alerts, trend.ledger_json(ledger))
         if args.json:
             print(json.dumps([c.model_dump(mode="json") for c in news], indent=1))
             return ExitCode.OK
@@ -299,12 +301,13 @@ def cmd_trend(args: argparse.Namespace) -> int:
 
 def triage_entries(results: Path, path: Path | None) -> tuple[triage.TriageEntry, ...]:
     """--triage FILE, else the archive's own triage file when it has one."""
-    return triage.load_triage(path if path is not None else triage.default_path(results))
+    where = path if path is not None else triage_file.default_path(results)
+    return triage.parse_triage(triage_file.read(where), where)
 
 
 def cmd_triage(args: argparse.Namespace) -> int:
     results = Path(args.results)
-    path = args.file if args.file is not None else triage.default_path(results)
+    path = args.file if args.file is not None else triage_file.default_path(results)
     # The run, cell and metric must exist (exit 2 with the choices otherwise); the entry keeps
     # the run's whole id whatever prefix named it.
     run_dir = rundir.find_run(args.first_run_after, results)
@@ -317,7 +320,9 @@ def cmd_triage(args: argparse.Namespace) -> int:
         who=args.who,
         why=args.why,
     )
-    triage.append(path, entry)
+    # The existing entries must parse, so a damaged file is never overwritten.
+    existing = triage.parse_triage(triage_file.read(path), path)
+    triage_file.write(path, triage.appended(existing, entry))
     print(f"{path}: {entry.describe()} ({entry.cell} {entry.metric} from {entry.first_run_after})")
     return ExitCode.OK
 

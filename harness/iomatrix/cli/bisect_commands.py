@@ -1,7 +1,8 @@
 """bisect: find the commit (or axis value) where a measured change happened.
 
 The command parses its options, calls workflows/bisect.py (the candidates, the preflight, the
-measurements, bisect.json and result.md are its), prints the result and maps it to an exit code.
+measurements, the state and the result in the bisection's folder are its), prints the result
+and maps it to an exit code.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from iomatrix.cli import help_format, options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.report import bisect_report
 from iomatrix.report.text import output_width
+from iomatrix.store import bisect_state
 from iomatrix.workflows import bisect as bisect_workflow
 
 
@@ -54,7 +56,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     sys.stdout.write(bisect_report.text(state, width=output_width()))
-    print(f"\nbisection: {bisection.folder} (bisect.json, result.md, runs/)")
+    files = (bisect_state.STATE_FILE, bisect_state.RESULT_FILE, f"{bisect_state.RUNS_DIR}/")
+    print(f"\nbisection: {bisection.folder} ({', '.join(files)})")
     return ExitCode.OK if state.outcome == "found" else ExitCode.NOT_OK
 
 

@@ -14,6 +14,7 @@ from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.canaries import canaries_markdown
+from iomatrix.store import canary_ledger
 from iomatrix.store.sessiondir import SessionDir
 
 
@@ -27,6 +28,10 @@ def _session_comparison(folder: Path) -> Comparison:
         raise IomatrixError(f"{path}: not an iomatrix comparison: {exc}") from exc
 
 
+def _load(ledger: Path) -> list[canaries.CanaryOutcome]:
+    return canaries.parse_ledger(canary_ledger.read(ledger), ledger)
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     sessions: tuple[tuple[canaries.CanaryKind, Path], ...] = (
         ("aa", args.aa),
@@ -37,8 +42,8 @@ def cmd_record(args: argparse.Namespace) -> int:
         comparison = _session_comparison(folder)
         line = comparison_report.verdict_line(comparison)
         outcomes.append(canaries.outcome(kind, comparison, line))
-    every = [*canaries.load(args.ledger), *outcomes]
-    canaries.append(args.ledger, outcomes)
+    every = [*_load(args.ledger), *outcomes]
+    canary_ledger.append(args.ledger, canaries.ledger_lines(outcomes))
     text = canaries_markdown(every, outcomes)
     if args.report is not None:
         with args.report.open("a", encoding="utf-8") as handle:
@@ -48,7 +53,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    every = canaries.load(args.ledger)
+    every = _load(args.ledger)
     if args.json:
         quality = canaries.alert_quality(every)
         rates = {
@@ -57,7 +62,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         }
         print(json.dumps({**quality.model_dump(), **rates}, indent=1))
         return ExitCode.OK
-    latest = canaries.load(args.latest) if args.latest is not None else []
+    latest = _load(args.latest) if args.latest is not None else []
     sys.stdout.write(canaries_markdown(every, latest))
     return ExitCode.OK
 

@@ -7,9 +7,8 @@ kernel) or with another value of an axis, run in real VMs through the same run c
 and bad interleave (`--per-boot N` runs up to N of them in one boot, where boots cost more than
 repetitions). The preflight runs once, before the first build or boot.
 
-  <results>/bisect-<time>-<name>/bisect.json   the state: candidates, every value, every step
-                                   result.md    the evidence of every step, as Markdown
-                                   runs/        each round's run folder (logs, consoles)
+The bisection's folder, <results>/bisect-<time>-<name>/, is store/bisect_state.py's BisectDir:
+the state (every value, every step), the result as Markdown and each round's run folder.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from iomatrix.model.cell import Cell, KernelBuild, Matrix, cell_id
 from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.model.result import RunRecord
 from iomatrix.report import bisect_report
+from iomatrix.store.bisect_state import BisectDir
 from iomatrix.store.rundir import new_run_id
 from iomatrix.workflows import ab, runs
 from iomatrix.workflows.prepare import RunOptions, check, fetcher
@@ -426,7 +426,7 @@ def start(request: BisectRequest, *, out: TextIO) -> Bisection:
     kernels: dict[str, bisect.KernelBuilt] = {}
     if request.resume is not None:
         folder = request.resume.resolve()
-        state = bisect.load_state(folder / "bisect.json")
+        state = bisect.parse_state(BisectDir(folder).read_state())
         if [c.label for c in state.candidates] != [c.label for c in candidates]:
             raise IomatrixError(f"{folder}: that bisection had other candidates; start a new one")
         measured = [c for c in choices if state.what == f"{c.label} on {where}"]
@@ -448,26 +448,26 @@ def start(request: BisectRequest, *, out: TextIO) -> Bisection:
         )
     print(
         f"iomatrix: bisecting {state.settings.metric} of {state.what}: {len(candidates)} "
-        f"candidates, state in {folder / 'bisect.json'}",
+        f"candidates, state in {BisectDir(folder).state}",
         file=out,
     )
     metric = state.settings.metric
-    measure = _Measure(matrix, cells, folder / "runs", request, metric, kernels=kernels)
+    measure = _Measure(matrix, cells, BisectDir(folder).runs, request, metric, kernels=kernels)
     return Bisection(state, folder, measure)
 
 
 def finish(bisection: Bisection, *, out: TextIO) -> bisect.BisectState:
     """Measure until decided, the state saved after every step; then result.md. A Ctrl-C (or
     SIGTERM, as the command line raises it) leaves the state to resume from."""
-    state, folder = bisection.state, bisection.folder
+    state, files = bisection.state, BisectDir(bisection.folder)
     if state.outcome == "running":
         state = bisect.run(
             state,
             bisection.measure,
-            save=lambda s: bisect.save_state(s, folder / "bisect.json"),
+            save=lambda s: files.write_state(bisect.state_json(s)),
             log=lambda message: print(f"iomatrix: {message}", file=out),
             builds=bisection.measure.kernel,
         )
-    bisect.save_state(state, folder / "bisect.json")
-    (folder / "result.md").write_text(bisect_report.markdown(state))
+    files.write_state(bisect.state_json(state))
+    files.write_result(bisect_report.markdown(state))
     return state

@@ -12,6 +12,7 @@ import pytest
 
 from iomatrix.analysis import bisect
 from iomatrix.analysis.bisect import BisectState, Candidate, Settings
+from iomatrix.store.bisect_state import BisectDir
 
 
 def state_of(n: int, **settings: object) -> BisectState:
@@ -123,8 +124,12 @@ def test_an_end_that_cannot_be_measured_fails_the_bisection() -> None:
     assert "the end c0 could not be measured" in state.summary
 
 
+def save(files: BisectDir, state: BisectState) -> None:
+    files.write_state(bisect.state_json(state))
+
+
 def test_an_interrupted_bisection_resumes_with_what_it_had_measured(tmp_path: Path) -> None:
-    path = tmp_path / "bisect.json"
+    files = BisectDir(tmp_path)
     levels = step_change(16, 6)
     interrupted = Simulated(levels, seed=3)
 
@@ -134,16 +139,16 @@ def test_an_interrupted_bisection_resumes_with_what_it_had_measured(tmp_path: Pa
         return interrupted(labels, rounds)
 
     with pytest.raises(KeyboardInterrupt):
-        bisect.run(state_of(16), stop_after_five, save=lambda s: bisect.save_state(s, path))
-    saved = bisect.load_state(path)
+        bisect.run(state_of(16), stop_after_five, save=lambda s: save(files, s))
+    saved = bisect.parse_state(files.read_state())
     assert saved.outcome == "running"
     kept = sum(len(v) for v in saved.values.values())
     assert kept > 0
     resumed = Simulated(levels, seed=4)
-    state = bisect.run(saved, resumed, save=lambda s: bisect.save_state(s, path))
+    state = bisect.run(saved, resumed, save=lambda s: save(files, s))
     assert state.outcome == "found"
     assert state.summary.startswith("the first bad is c6")
-    assert bisect.load_state(path) == state
+    assert bisect.parse_state(files.read_state()) == state
     # Nothing measured before the interruption was measured again: the confirmation was done.
     assert resumed.calls[0][0] != ("c0", "c15")
 
@@ -245,14 +250,12 @@ def test_each_step_and_each_end_keeps_how_its_kernel_was_had() -> None:
     assert any(line.startswith("  c3: bad, kernel built in 123 s (") for line in logged)
 
 
-def test_a_state_saved_before_builds_were_recorded_still_loads(tmp_path: Path) -> None:
-    path = tmp_path / "bisect.json"
+def test_a_state_saved_before_builds_were_recorded_still_loads() -> None:
     state = bisect.run(state_of(4), Simulated(step_change(4, 2)))
     old = json.loads(state.model_dump_json())
     del old["end_kernels"]
     for step in old["steps"]:
         del step["kernel"]
-    path.write_text(json.dumps(old))
-    loaded = bisect.load_state(path)
+    loaded = bisect.parse_state(json.dumps(old))
     assert loaded == state
     assert loaded.build_s() == 0

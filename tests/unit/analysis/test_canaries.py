@@ -14,6 +14,7 @@ from iomatrix.cli import main as cli
 from iomatrix.errors import ResultFormatError
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.canaries import canaries_markdown
+from iomatrix.store import canary_ledger
 from support.builders import make_cell
 from support.runs import make_run, ok, sample
 
@@ -50,6 +51,10 @@ def test_an_injected_session_is_right_only_when_it_finds_the_regression() -> Non
     assert not judged("injected", session(1000, 1300, 3)).correct
 
 
+def load(ledger: Path) -> list[canaries.CanaryOutcome]:
+    return canaries.parse_ledger(canary_ledger.read(ledger), ledger)
+
+
 def test_the_ledger_keeps_every_night_and_the_rates_count_them(tmp_path: Path) -> None:
     ledger = tmp_path / "canaries.jsonl"
     nights = [
@@ -58,8 +63,8 @@ def test_the_ledger_keeps_every_night_and_the_rates_count_them(tmp_path: Path) -
     ]
     nights.append((judged("aa", session(1000, 700, 9)), judged("injected", session(1000, 1000, 9))))
     for night in nights:
-        canaries.append(ledger, night)
-    loaded = canaries.load(ledger)
+        canary_ledger.append(ledger, canaries.ledger_lines(night))
+    loaded = load(ledger)
     assert loaded == [o for night in nights for o in night]
     quality = canaries.alert_quality(loaded)
     assert (quality.aa_sessions, quality.false_positives) == (4, 1)
@@ -74,11 +79,11 @@ def test_the_ledger_keeps_every_night_and_the_rates_count_them(tmp_path: Path) -
 
 def test_a_broken_ledger_line_is_an_error_naming_it(tmp_path: Path) -> None:
     ledger = tmp_path / "canaries.jsonl"
-    canaries.append(ledger, [judged("aa", session(1000, 1000, 1))])
+    canary_ledger.append(ledger, canaries.ledger_lines([judged("aa", session(1000, 1000, 1))]))
     with ledger.open("a") as handle:
         handle.write('{"kind": "aa"}\n')
     with pytest.raises(ResultFormatError, match=r"canaries.jsonl:2"):
-        canaries.load(ledger)
+        load(ledger)
 
 
 def test_the_record_command_judges_two_sessions_and_reports(
@@ -96,7 +101,7 @@ def test_the_record_command_judges_two_sessions_and_reports(
     out = capsys.readouterr().out
     assert "## Alert quality (canaries)" in out
     assert report.read_text() == out
-    assert len(canaries.load(ledger)) == 2
+    assert len(load(ledger)) == 2
     # A wrong canary fails the command: the same A/A folder given as the injected one.
     argv = ["canaries", "record", "--aa", str(folders["aa"]), "--injected", str(folders["aa"])]
     assert cli.main([*argv, "--ledger", str(ledger)]) == 1

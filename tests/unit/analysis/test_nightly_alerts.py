@@ -21,10 +21,12 @@ import pytest
 from iomatrix.analysis import trend, triage
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
+from iomatrix.store import alerts
 from iomatrix.store.archive import HistoryPoint, Series
 from iomatrix.store.records_io import write_record
 from support.builders import make_cell
 from support.runs import make_run, ok
+from support.triage_files import add_entry
 
 NIGHTS = 60
 STEP_AT = 40
@@ -79,7 +81,7 @@ def test_a_step_is_news_once_within_six_nights_in_a_real_archive_night_by_night(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = tmp_path / "runs"
-    ledger = results / trend.ALERTS_FILE
+    ledger = alerts.default_path(results)
     values = stepped(seed=2)
     news: list[tuple[int, dict[str, object]]] = []
     for night, value in enumerate(values):
@@ -195,27 +197,31 @@ def test_a_change_is_news_when_no_change_of_its_series_was_reported_within_two_r
     assert trend.select_new([change_at(46)], times, ledger, night="n6")[0] == []
 
 
+def load_ledger(path: Path) -> trend.AlertLedger | None:
+    return trend.parse_ledger(alerts.read(path), path)
+
+
 def test_the_ledger_is_versioned_and_a_bad_one_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "alerts.json"
-    assert trend.load_ledger(path) is None
+    path = alerts.default_path(tmp_path)
+    assert load_ledger(path) is None
     _, ledger = trend.select_new([change_at(20)], {}, trend.AlertLedger(), night="n1")
-    trend.save_ledger(path, ledger)
-    assert trend.load_ledger(path) == ledger
+    alerts.write(path, trend.ledger_json(ledger))
+    assert load_ledger(path) == ledger
     assert json.loads(path.read_text())["schema"] == trend.ALERTS_SCHEMA
     assert not list(tmp_path.glob(".*.tmp"))  # written through a temporary file, renamed
     path.write_text(json.dumps({"schema": 99, "alerts": []}))
     with pytest.raises(IomatrixError, match="not an alert ledger of schema 1"):
-        trend.load_ledger(path)
+        load_ledger(path)
     path.write_text("{")
     with pytest.raises(IomatrixError, match="not JSON"):
-        trend.load_ledger(path)
+        load_ledger(path)
 
 
 def test_an_acknowledged_step_stays_quiet_in_the_archive(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = tmp_path / "runs"
-    ledger = results / trend.ALERTS_FILE
+    ledger = alerts.default_path(results)
     values = stepped(seed=2)
     for night in range(STEP_AT):
         write_night(results, night, values[night])
@@ -230,12 +236,12 @@ def test_an_acknowledged_step_stays_quiet_in_the_archive(
         who="alice",
         why="the writeback patch",
     )
-    triage.append(triage.default_path(results), entry)
+    add_entry(results, entry)
     for night in range(STEP_AT, NIGHTS):
         write_night(results, night, values[night])
         assert cli.main(argv) == 0
         assert json.loads(capsys.readouterr().out) == []
-    seen = trend.load_ledger(ledger)
+    seen = load_ledger(ledger)
     assert seen is not None
     assert {e.outcome for e in seen.alerts} == {"triaged"}
     # The text form says what the ledger holds.

@@ -18,6 +18,7 @@ from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.result import KernelBuildInfo, KernelInfo, RunRecord
+from iomatrix.store.bisect_state import BisectDir
 from iomatrix.workflows import ab, prepare, runs
 from iomatrix.workflows import bisect as bisect_workflow
 from support.kernel_trees import commit_all, git, matrix_file, toy_tree
@@ -172,7 +173,7 @@ def test_each_steps_build_time_comes_from_its_runs_kernel_record(
     assert cli_main.main([*argv, "--results", str(results)]) == 0
     captured = capsys.readouterr()
     (folder,) = results.iterdir()
-    state = bisect.load_state(folder / "bisect.json")
+    state = bisect.parse_state(BisectDir(folder).read_state())
     assert state.summary.startswith(f"the first bad is {shas[3]}")
     # Every candidate's kernel was compiled the first time a run had it: the ends during the
     # confirmation, each step at its first round.
@@ -187,7 +188,7 @@ def test_each_steps_build_time_comes_from_its_runs_kernel_record(
         assert f"iomatrix:   {step.label}: {step.verdict}, kernel built in 123 s (" in captured.err
     total = f"kernel builds: {123.4 * (steps + 2):.0f} s compiling {steps + 2} kernel(s), 0 from"
     assert total in captured.out
-    result_md = (folder / "result.md").read_text()
+    result_md = BisectDir(folder).result.read_text()
     assert total in result_md
     assert result_md.count("| 123 s |") == steps
 
@@ -211,7 +212,7 @@ def test_the_ends_built_by_the_ab_that_chose_the_cell_are_shown_compiled(
     assert cli_main.main([*argv, "--results", str(results)]) == 0
     capsys.readouterr()
     (folder,) = results.iterdir()
-    state = bisect.load_state(folder / "bisect.json")
+    state = bisect.parse_state(BisectDir(folder).read_state())
     assert state.settings.metric == "write_iops"
     compiled = bisect.KernelBuilt(cached=False, build_s=123.4)
     assert state.end_kernels == {shas[0]: compiled, shas[2]: compiled}

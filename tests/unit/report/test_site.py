@@ -30,6 +30,7 @@ from support.archives import (
     write_pair,
     write_run_with_failure,
 )
+from support.triage_files import add_entry
 
 
 class Page(HTMLParser):
@@ -516,12 +517,12 @@ def test_the_archive_site_respects_the_triage_file(tmp_path: Path) -> None:
     entry = triage.TriageEntry(
         cell=nightly.stepped_cell.id, metric="write_*", first_run_after=step, who="bob", why="known"
     )
-    triage.append(triage.default_path(results), entry)
+    add_entry(results, entry)
     build.build_archive_site(results)
     changes = read(results / "site" / "changes.html")
     assert [r["data-status"] for r in changes.rows] == ["known", "known"]
     assert "acknowledged by bob: known" in changes.text
-    triage.append(triage.default_path(results), entry.model_copy(update={"status": "ignored"}))
+    add_entry(results, entry.model_copy(update={"status": "ignored"}))
     build.build_archive_site(results)
     changes = read(results / "site" / "changes.html")
     assert changes.rows == []

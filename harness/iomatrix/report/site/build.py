@@ -22,7 +22,7 @@ from iomatrix.report.site import history_page
 from iomatrix.report.site.comparison_page import render_comparison_page, sequential_section
 from iomatrix.report.site.page import NavLink
 from iomatrix.report.site.run_page import DEFAULT_HEATMAP_AXES, render_run_page
-from iomatrix.store import archive, rundir
+from iomatrix.store import archive, rundir, triage_file
 from iomatrix.store.files import write_text_atomic
 from iomatrix.store.records_io import load_run
 from iomatrix.store.sessiondir import SessionDir
@@ -198,7 +198,8 @@ def build_archive_site(
     if not runs:
         raise IomatrixError(f"{results_dir}: no runs in the archive to report on")
     # The archive's triage file: acknowledged changes are shown as known, ignored ones left out.
-    decided = triage.load_triage(triage.default_path(results_dir))
+    triage_path = triage_file.default_path(results_dir)
+    decided = triage.parse_triage(triage_file.read(triage_path), triage_path)
     found, examined = trend.find_trends(
         results_dir, matrix=matrix, limit=window, known=decided, fdr=fdr
     )

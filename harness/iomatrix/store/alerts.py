@@ -1,0 +1,32 @@
+"""The nightly's alert ledger on disk (`<results>/alerts.json`, beside the triage file): where it
+is, its text read and written whole. Its entries, their JSON and what is news are
+analysis/trend.py's, which is pure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from iomatrix.errors import IomatrixError
+from iomatrix.store.files import write_text_atomic
+
+ALERTS_FILE = "alerts.json"
+
+
+def default_path(results_dir: Path) -> Path:
+    return results_dir / ALERTS_FILE
+
+
+def read(path: Path) -> str | None:
+    """The ledger's text; None when there is none yet. Unreadable is an error naming it."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise IomatrixError(f"{path}: cannot read the alert ledger: {exc.strerror}") from exc
+
+
+def write(path: Path, text: str) -> None:
+    """Replace the ledger whole (atomically: a crash leaves the old one or the new one)."""
+    write_text_atomic(path, text)
