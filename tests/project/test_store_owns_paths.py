@@ -1,7 +1,7 @@
-"""store/ owns every path of a run folder and of an A/B session folder (issue 26): the names of
-their files are spelled in store/rundir.py (its constants ending in _FILE or _DIR) and in
-store/sessiondir.py's SessionDir (its class constants ending so), and every other module of the
-package asks them for the paths.
+"""store/ owns every path of a run folder, an A/B session folder and a bisection folder (issue
+26): the names of their files are spelled in store/rundir.py and store/bisect_state.py (their
+constants ending in _FILE or _DIR) and in store/sessiondir.py's SessionDir (its class constants
+ending so), and every other module of the package asks them for the paths.
 
 No tool checks this, so the test does: it walks every module's syntax tree outside store/ for a
 string constant that is one of those names, or a path with one as a part ("cells/x/result.json";
@@ -16,7 +16,7 @@ import ast
 from collections.abc import Mapping
 from pathlib import Path
 
-from iomatrix.store import rundir
+from iomatrix.store import bisect_state, rundir
 from iomatrix.store.sessiondir import SessionDir
 from support.paths import REPO_ROOT
 
@@ -43,8 +43,11 @@ GENERIC = {
     "cells": "a RunRecord and BootPlan field, a matrix's key, a table's column",
     "boots": "a RunRecord field",
     "started": "a word of status",
+    "runs": "a word of every summary (a history's runs, the archive's run list)",
 }
-POLICED = frozenset((_names(vars(rundir)) | _names(vars(SessionDir))) - set(GENERIC))
+POLICED = frozenset(
+    (_names(vars(rundir)) | _names(vars(bisect_state)) | _names(vars(SessionDir))) - set(GENERIC)
+)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -86,10 +89,12 @@ def test_the_names_come_from_the_owners() -> None:
     # The classes' names are the ones policed: a new constant is policed without touching this.
     assert {"run.json", "result.json", "cell.log", "plan.json"} <= POLICED
     assert {"comparison.json", "comparison.md", "sequential.json"} <= POLICED
-    assert set(GENERIC) <= _names(vars(rundir)) | _names(vars(SessionDir))
+    assert {"bisect.json", "result.md"} <= POLICED
+    owners = _names(vars(rundir)) | _names(vars(bisect_state)) | _names(vars(SessionDir))
+    assert set(GENERIC) <= owners
 
 
-def test_no_module_outside_store_spells_a_run_or_session_file_name() -> None:
+def test_no_module_outside_store_spells_a_run_session_or_bisection_file_name() -> None:
     assert spelled_in(PACKAGE) == []
 
 
@@ -120,6 +125,6 @@ def test_the_checker_leaves_generic_words_and_other_names_alone() -> None:
         'sides = ("base", "new")\n'
         'p.add_parser("report")\n'
         'out = folder / "site" / "index.html"\n'
-        'state = folder / "bisect.json"\n'
+        'state = folder / "state.json"\n'
     )
     assert spelled(innocent, "x.py") == []
