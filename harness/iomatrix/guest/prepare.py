@@ -19,6 +19,11 @@ from iomatrix.guest.records import AgingCycle, AgingResult, PreconditionResult
 # A job that ran for at least its time bound less this many seconds ran until the bound (fio
 # counts its runtime from the job's start, after its file layout, the agent from fio's start).
 _BOUND_SLACK_S = 1.0
+# fio ends a job at its --runtime, counted after its file layout; the agent stops it only when it
+# runs this much past the bound counted from fio's start. Stopped right at the bound, a fio still
+# laying out its file or still writing its report (a throttled disk, a loaded host) was killed
+# before it wrote one, and the cell failed instead of recording its time-bound precondition.
+_STOP_GRACE_S = 5.0
 
 
 def run_aging(ctx: CellContext, index: int) -> AgingResult:
@@ -88,7 +93,7 @@ def run_precondition(ctx: CellContext, index: int) -> PreconditionResult:
         if not fio_start and out.exists():
             fio_start.append(now)
         since = fio_start[0] if fio_start else started
-        return now >= min(latest, since + bound)
+        return now >= min(latest, since + bound + _STOP_GRACE_S)
 
     argv = fio.fio_argv(pre.job_file, str(MOUNTPOINT), str(out), runtime_s=runtime_s)
     if pre.steady_state is not None:

@@ -261,11 +261,35 @@ def test_a_precondition_the_agent_had_to_stop_hit_its_bound(
 ) -> None:
     # A job with a runtime of its own beyond the bound: stopped by the agent, its report kept.
     monkeypatch.setattr(proc, "run", FioSeam(TIME_BOUND, stop=True))
+    monkeypatch.setattr(prepare, "_STOP_GRACE_S", 0.0)
     pre = PRE.model_copy(update={"max_runtime_s": 1.0})
     ctx = context(prepared_cell(precondition=pre), tmp_path)
     result = prepare.run_precondition(ctx, 0)
     assert result.outcome == "time-bound"
     assert result.stopped
+
+
+def test_a_fio_just_past_its_bound_is_given_time_to_end_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fio's runtime counts after its file layout: right at the bound it may still be running or
+    # writing its report, and stopping it then lost the report (a cell failed in CI so).
+    asked: list[str | None] = []
+
+    def fio_past_its_bound(argv: Sequence[str], **kwargs: Any) -> proc.Completed:
+        output = next(a.split("=", 1)[1] for a in argv if a.startswith("--output="))
+        shutil.copy(TIME_BOUND, output)
+        asked.append(kwargs["stop"]())
+        time.sleep(1.1)
+        asked.append(kwargs["stop"]())
+        return proc.Completed(argv=tuple(argv), returncode=0, stdout="", stderr="", duration_s=1)
+
+    monkeypatch.setattr(proc, "run", fio_past_its_bound)
+    pre = PRE.model_copy(update={"max_runtime_s": 1.0})
+    result = prepare.run_precondition(context(prepared_cell(precondition=pre), tmp_path), 0)
+    assert asked == [None, None]
+    assert not result.stopped
+    assert result.outcome == "time-bound"
 
 
 def test_a_precondition_that_ends_on_its_own_first_completed(
