@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from iomatrix.store.files import read_text_if_present
+
 
 def read(ledger: Path) -> str | None:
-    """The ledger's text; None when there is none yet."""
-    if not ledger.exists():
-        return None
-    return ledger.read_text(encoding="utf-8")
+    """The ledger's text; None when there is none yet. Not a regular file (a link, a FIFO), too
+    large or unreadable: an error naming it."""
+    return read_text_if_present(ledger, what="canary ledger")
 
 
 def append(ledger: Path, lines: str) -> None:

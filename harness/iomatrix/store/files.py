@@ -141,6 +141,23 @@ def read_untrusted(path: Path, *, max_bytes: int = MAX_RECORD_BYTES, tail: bool 
         os.close(fd)
 
 
+def read_text_if_present(path: Path, *, what: str, max_bytes: int = MAX_RECORD_BYTES) -> str | None:
+    """The UTF-8 text of a file kept in a results folder (a ledger, the triage file), which a
+    results branch or a pull request may carry; None when there is none yet. Read as
+    read_untrusted reads (no link followed, no FIFO, at most max_bytes): anything else is an error
+    naming the file, what it is (`what`) and why."""
+    try:
+        data = read_untrusted(path, max_bytes=max_bytes)
+    except UntrustedFileError as exc:
+        if not os.path.lexists(path):
+            return None
+        raise IomatrixError(f"{path}: cannot read the {what}: {exc.reason}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IomatrixError(f"{path}: cannot read the {what}: not UTF-8 text") from exc
+
+
 def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether brackets nest deeper than limit outside strings: checked before json.loads,
     which would recurse as deep as the text says."""

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iomatrix.errors import IomatrixError
-from iomatrix.store.files import write_text_atomic
+from iomatrix.store.files import read_text_if_present, write_text_atomic
 
 TRIAGE_FILE = "triage.yaml"
 
@@ -17,13 +16,9 @@ def default_path(results_dir: Path) -> Path:
 
 
 def read(path: Path) -> str | None:
-    """The triage file's text; None when there is none. Unreadable is an error naming it."""
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise IomatrixError(f"{path}: cannot read the triage file: {exc.strerror}") from exc
+    """The triage file's text; None when there is none.
+    Not a regular file (a link, a FIFO), too large or unreadable: an error naming it."""
+    return read_text_if_present(path, what="triage file")
 
 
 def write(path: Path, text: str) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from iomatrix import proc
-from iomatrix.errors import ResultFormatError
+from iomatrix.errors import IomatrixError, ResultFormatError
 from iomatrix.host import boot, host_disks
-from iomatrix.store import files, rundir
+from iomatrix.store import alerts, canary_ledger, files, rundir, triage_file
 from iomatrix.store.records_io import finished_repetitions, load_cell_result
 from support.builders import make_cell
 
@@ -120,3 +120,30 @@ def test_copying_a_guest_folder_out_takes_regular_files_only(tmp_path: Path) -> 
     assert not (tmp_path / "x").exists()
     # A folder the guest never made: nothing to copy, nothing to say.
     assert files.copy_untrusted_folder(guest, ["none", "cells", "c9"], tmp_path / "y") == []
+
+
+def test_a_ledger_in_a_results_folder_is_read_as_someone_elses_file(tmp_path: Path) -> None:
+    # The triage file and the ledgers live on a results branch or come in a pull request: a
+    # link to a host file, a FIFO or a huge file is refused naming it, never read or waited on.
+    missing = tmp_path / "triage.yaml"
+    assert triage_file.read(missing) is None
+    missing.write_text("- run: x\n")
+    assert triage_file.read(missing) == "- run: x\n"
+    secret = tmp_path / "secret"
+    secret.write_text("host secret")
+    link = tmp_path / "alerts.json"
+    link.symlink_to(secret)
+    with pytest.raises(IomatrixError, match=r"alerts\.json: cannot read the alert ledger: is a"):
+        alerts.read(link)
+    fifo = tmp_path / "canaries.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(IomatrixError, match="canary ledger: is not a regular file"):
+        canary_ledger.read(fifo)
+    dangling = tmp_path / "dangling.yaml"
+    dangling.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(IomatrixError, match="is a symbolic link"):
+        triage_file.read(dangling)
+    big = tmp_path / "big.json"
+    big.write_bytes(b"x" * 2048)
+    with pytest.raises(IomatrixError, match="over the 1024-byte limit"):
+        files.read_text_if_present(big, what="ledger", max_bytes=1024)
