@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -93,3 +96,41 @@ def test_without_a_usable_sandbox_a_build_fails_saying_why(
             build("k", KernelBuild(source=f"git:{tree}@v1"), cache=tmp_path / "cache")
     finally:
         sandbox._probe.cache_clear()
+
+
+@pytest.fixture
+def outside_tmp() -> Iterator[Path]:
+    """A folder every user can reach (pytest's own tmp_path sits under a 0700 folder)."""
+    folder = Path(tempfile.mkdtemp(prefix="iomatrix-reach-", dir="/tmp"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_in_a_container_the_build_drops_to_nobody_only_where_nobody_can_reach_its_files(
+    outside_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A clone in a bare container's /root (0700): nobody cannot open its virtualenv, and every
+    # build failed with "Permission denied" (make fresh-machine FRESH_TARGET=test found it).
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, "container")
+    monkeypatch.setattr(sandbox, "drops_privileges", lambda: True)
+    shared = outside_tmp / "shared"
+    (shared / "venv").mkdir(parents=True)
+    (shared / "tree").mkdir()
+    (shared / "out").mkdir()
+    private = outside_tmp / "private"
+    (private / "venv").mkdir(parents=True)
+    private.chmod(0o700)
+    monkeypatch.setattr(sys, "prefix", str(shared / "venv"))
+    monkeypatch.setattr(sys, "base_prefix", str(shared / "venv"))
+    argv = ["make", "bzImage"]
+    wrapped = sandbox.wrap(argv, cwd=shared / "tree", writable=[shared / "out"])
+    assert wrapped[0] == "setpriv"
+    assert wrapped[-2:] == argv
+    assert "--reuid=65534" in wrapped
+    monkeypatch.setattr(sys, "prefix", str(private / "venv"))
+    assert sandbox.wrap(argv, cwd=shared / "tree", writable=[shared / "out"]) == argv
+    assert not sandbox._reachable_by_build_user(private / "venv")
+    assert sandbox._reachable_by_build_user(shared / "venv")

@@ -14,8 +14,10 @@ user first, and the build reads only what any user may. Run as anyone else, the 
 user already.
 
 Where bubblewrap cannot make namespaces (inside an unprivileged container, which is itself the
-sandbox), `IOMATRIX_BUILD_SANDBOX=container` runs builds without it and says so; anywhere else a
-missing or unusable bubblewrap fails the build with the reason rather than run it unconfined.
+sandbox), `IOMATRIX_BUILD_SANDBOX=container` runs builds without it and says so (as nobody where
+nobody can reach the checkout, the virtualenv and the cache, else as the container's root);
+anywhere else a missing or unusable bubblewrap fails the build with the reason rather than run it
+unconfined.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -95,6 +98,24 @@ def _unprivileged(argv: Sequence[str]) -> list[str]:
     ]
 
 
+def _reachable_by_build_user(place: Path) -> bool:
+    """Whether BUILD_UID can reach `place`: every folder on the way searchable by it (by
+    "others", or as its owner) and `place` itself readable so."""
+    resolved = place.resolve()
+    for step in (*reversed(resolved.parents), resolved):
+        try:
+            info = step.stat()
+        except OSError:
+            return False
+        mine = info.st_uid == BUILD_UID
+        needed = (stat.S_IXUSR if mine else stat.S_IXOTH) if step.is_dir() else 0
+        if step == resolved:
+            needed |= stat.S_IRUSR if mine else stat.S_IROTH
+        if info.st_mode & needed != needed:
+            return False
+    return True
+
+
 def _base_args(writable: Sequence[Path], readable: Sequence[Path] = ()) -> list[str]:
     args = [
         "--die-with-parent",
@@ -148,8 +169,14 @@ def wrap(
     is hidden) `readable` and to write only under `writable`; as an unprivileged user when
     iomatrix runs as root (hand_over the writable folders first)."""
     if mode() == "container":
-        # The container is the sandbox; the user is still dropped.
-        return _unprivileged(argv)
+        # The container is the sandbox; the user is still dropped, where it can reach what the
+        # build reads (without bubblewrap nothing re-binds a checkout or a virtualenv under a
+        # 0700 /root, a clone's usual place in a bare container): else the build runs as the
+        # container's root, which the container confines.
+        needed = [Path(sys.prefix), Path(sys.base_prefix), cwd, *readable, *writable]
+        if all(_reachable_by_build_user(p) for p in needed):
+            return _unprivileged(argv)
+        return list(argv)
     why = _probe()
     if why is not None:
         raise SandboxUnavailable(
