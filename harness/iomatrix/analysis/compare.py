@@ -251,6 +251,23 @@ def _adjusted_p_values(
     return adjusted_p, family_of
 
 
+def _decided_rows(
+    tested: Sequence[tuple[Pending, Measured]], settings: Settings
+) -> tuple[dict[int, Row], dict[int, tuple[str, int]]]:
+    """Each tested row with its numbers, effects and verdict (by id of its Pending), and its
+    Benjamini-Hochberg family (kind, size)."""
+    adjusted_p, family_of = _adjusted_p_values(tested)
+    decided: dict[int, Row] = {}
+    for p, measured in tested:
+        row = p.row.model_copy(update={**measured.fields, "p_adjusted": adjusted_p.get(id(p))})
+        row = row.model_copy(update={"min_effect": minimum_effect(row, settings)})
+        level = stats.lone_change_level(settings.alpha, family_of.get(id(p), ("", 1))[1])
+        row = row.model_copy(update={"detectable": detectable_effect(row, level)})
+        verdict, reason = decide(row, settings, measured.equivalence)
+        decided[id(p)] = row.model_copy(update={"verdict": verdict, "reason": reason})
+    return decided, family_of
+
+
 def compare_runs(
     base: RunRecord,
     new: RunRecord,
@@ -321,15 +338,7 @@ def compare_runs(
     tested: list[tuple[Pending, Measured]] = [
         (p, measure(p, settings)) for p in pending if p.row.verdict != "missing"
     ]
-    adjusted_p, family_of = _adjusted_p_values(tested)
-    decided: dict[int, Row] = {}
-    for p, measured in tested:
-        row = p.row.model_copy(update={**measured.fields, "p_adjusted": adjusted_p.get(id(p))})
-        row = row.model_copy(update={"min_effect": minimum_effect(row, settings)})
-        level = stats.lone_change_level(alpha, family_of.get(id(p), ("", 1))[1])
-        row = row.model_copy(update={"detectable": detectable_effect(row, level)})
-        verdict, reason = decide(row, settings, measured.equivalence)
-        decided[id(p)] = row.model_copy(update={"verdict": verdict, "reason": reason})
+    decided, family_of = _decided_rows(tested, settings)
     rows = [decided.get(id(p), p.row) for p in pending]
     found = blind_families(family_of, decided, alpha)
     comparison = build(rows, forced=bool(differences), found=found)
