@@ -77,11 +77,30 @@ class Pending:
         self.new = new
 
 
-def _row_header(cell: Cell, metric: str, base_n: int, new_n: int) -> dict[str, object]:
+def pair_axes(base: Cell | None, new: Cell | None) -> dict[str, str]:
+    """A row's axis values: those its two cells share, and "base vs new" where they differ (an
+    A/B pair's treatment: the split axis of `ab --split kernel`, or what two matrices change), so
+    that neither side's value is shown as both sides'. With one side's cell only, its values."""
+    if base is None or new is None:
+        present = base if base is not None else new
+        assert present is not None, "a row comes from at least one of the runs"
+        return present.axis_values()
+    a, b = base.axis_values(), new.axis_values()
+    out = {}
+    for axis in dict.fromkeys([*a, *b]):
+        first, second = a.get(axis, "-"), b.get(axis, "-")
+        out[axis] = first if first == second else f"{first} vs {second}"
+    return out
+
+
+def _row_header(
+    cell: Cell, axes: dict[str, str], metric: str, base_n: int, new_n: int
+) -> dict[str, object]:
     return {
         "cell_id": cell.id,
-        "cell": cell.label,
-        "axes": cell.axis_values(),
+        # The label as Cell.label makes it, from the row's axes (both sides' where they differ).
+        "cell": "/".join(axes.values()),
+        "axes": axes,
         "metric": metric,
         "direction": metric_rules.direction(metric),
         "gated": metric_rules.is_gated(metric),
@@ -98,6 +117,7 @@ def cell_rows(
     present = base if base is not None else new
     assert present is not None, "a cell id comes from at least one of the runs"
     cell = present.cell
+    axes = pair_axes(base.cell if base else None, new.cell if new else None)
     base_values = _values(base) if base else {}
     new_values = _values(new) if new else {}
     base_why, new_why = _status_text(base, "base"), _status_text(new, "new")
@@ -110,7 +130,7 @@ def cell_rows(
     if why and not names:
         row = Row.model_validate(
             {
-                **_row_header(cell, "-", 0, 0),
+                **_row_header(cell, axes, "-", 0, 0),
                 "verdict": "missing",
                 "reason": "; ".join(why),
                 "missing_side": _missing_side(bool(base_why), bool(new_why)),
@@ -119,7 +139,7 @@ def cell_rows(
         return [Pending(row, [], [])]
     for name in names:
         a, b = base_values.get(name, []), new_values.get(name, [])
-        header = _row_header(cell, name, len(a), len(b))
+        header = _row_header(cell, axes, name, len(a), len(b))
         medians = {
             "base_median": statistics.median(a) if a else None,
             "new_median": statistics.median(b) if b else None,
