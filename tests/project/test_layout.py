@@ -381,7 +381,6 @@ NOT_YET_SPLIT = {
     "host/boot.py run_boot": "one boot from argv to records; to split with the module",
     "host/kernels/builder.py": "the kernel build and its sandbox; to split by job",
     "proc.py run": "the one subprocess seam: timeouts, reaping and output in one place",
-    "report/comparison.py": "the comparison's text, Markdown and JSON renderings",
     "report/site/build.py build_archive_site": "the archive site's pages in order",
     "report/site/svg.py line_chart": "one chart's axes, series and marks",
     "store/archive.py": "the SQLite index, its update and queries; to split by job",
