@@ -6,8 +6,8 @@ distribution shifts (E-divisive means with a permutation test, changepoint.py), 
 segments of runs on both sides: never a threshold against the previous run. Two kinds:
 - a step: the runs from a point on differ from the runs before it;
 - a dip: DIP_MIN_RUNS to DIP_MAX_RUNS consecutive runs that differ from the runs around them and
-  are followed by runs back at the earlier level (found by changepoint.detect_dips, or two steps
-  of opposite sign at most DIP_MAX_RUNS apart whose outer levels agree within the floor).
+  are followed by runs back at the earlier level (found by changepoint_dips.detect_dips, or two
+  steps of opposite sign at most DIP_MAX_RUNS apart whose outer levels agree within the floor).
 
 A change must also be large, and at the end of the history sustained: analysis/trend_findings.py
 says by how much and why.
@@ -35,9 +35,9 @@ from iomatrix.analysis.changepoint import (
     DEFAULT_ALPHA,
     DEFAULT_END_MIN_SIZE,
     DEFAULT_MIN_SIZE,
-    refined_dip_p,
     refined_p,
 )
+from iomatrix.analysis.changepoint_dips import refined_dip_p
 from iomatrix.analysis.trend_change import TrendChange
 from iomatrix.analysis.trend_findings import (
     ALERT_TOLERANCE_RUNS,
@@ -272,7 +272,7 @@ def fdr_filter(
     The first test's p cannot go below 1/200 (199 shuffles), far above alpha / series for a
     nightly's thousand series. So each candidate (already significant at alpha on its own, and
     large) is tested again on its segments with TAIL_PERMUTATIONS shuffles, its p resolved below
-    1/1000 by the generalised Pareto tail of changepoint.tail_p; every series without a
+    1/1000 by the generalised Pareto tail of permutation_test.tail_p; every series without a
     candidate counts with p = 1. Only candidates pay: a flat night costs nothing more.
     `min_after`: per change, the fewest runs after it its test allowed (default min_size)."""
     if not changes:

@@ -34,10 +34,9 @@ from iomatrix.analysis.changepoint import (
     ChangePoint,
     change_point,
     detect_change_points,
-    detect_dips,
-    lag1_autocorrelation,
-    robust_sigma,
 )
+from iomatrix.analysis.changepoint_dips import detect_dips
+from iomatrix.analysis.permutation_test import lag1_autocorrelation, robust_sigma
 
 # The floor (see the module): the smallest change, times sigma, standard errors.
 TREND_MIN_CHANGE = stats.MIN_EFFECT_FLOOR
