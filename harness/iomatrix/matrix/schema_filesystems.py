@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import (
     AfterValidator,
     BeforeValidator,
+    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -33,7 +34,6 @@ from iomatrix.model.cell import (
     CryptStack,
     LoopStack,
     LvmStack,
-    MdLevel,
     MdStack,
 )
 from iomatrix.model.filesystems import FILESYSTEM_TYPES, FILESYSTEMS, NOCOW_TYPES, FsType
@@ -92,20 +92,28 @@ def _volume_size(value: object) -> int:
     return _size_in_range(value, LOOP_FILE_MIN, DEVICE_SIZE_MAX, "a logical volume")
 
 
-class _MdSpec(_Schema):
+# The record itself (model.cell.MdStack) as a matrix spells it: a field added to the record is a
+# key of `md:` with no change here; only a field whose matrix spelling differs from the record's
+# (a size the user writes as 64K) is declared again, under its alias.
+class _MdSpec(MdStack):
     """`md:` of a filesystem entry: md RAID over the stack's devices (mdadm --create)."""
 
-    level: MdLevel
-    chunk: ChunkSize | None = None
+    # serialize_by_alias: a matrix layer dumped and read again (presets, include) keeps the
+    # matrix's spelling.
+    model_config = ConfigDict(
+        **{**MdStack.model_config, **_Schema.model_config}, serialize_by_alias=True
+    )
+
+    chunk_bytes: ChunkSize | None = Field(default=None, alias="chunk")
 
     @model_validator(mode="after")
     def _chunk_not_raid1(self) -> _MdSpec:
-        if self.chunk is not None and self.level == "raid1":
+        if self.chunk_bytes is not None and self.level == "raid1":
             raise ValueError("raid1 mirrors whole devices and has no chunk size; remove chunk")
         return self
 
     def stack(self) -> MdStack:
-        return MdStack(level=self.level, chunk_bytes=self.chunk)
+        return MdStack.model_validate(self.model_dump(by_alias=False))
 
 
 class _LvmSpec(_Schema):
