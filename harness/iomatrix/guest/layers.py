@@ -149,6 +149,8 @@ def md_create_argv(md: MdStackView, devices: Sequence[str]) -> list[str]:
     ]
     if md.chunk_bytes is not None:
         argv.append(f"--chunk={md.chunk_bytes // KIB}K")
+    if md.bitmap is not None:
+        argv.append(f"--bitmap={md.bitmap}")
     return [*argv, *devices]
 
 

@@ -131,13 +131,18 @@ class MdStackView:
 
     level: MdLevel
     chunk_bytes: int | None = None
+    bitmap: Literal["internal", "none"] | None = None
 
     @classmethod
     def from_json(cls, data: Json) -> MdStackView:
-        _only(data, ("level", "chunk_bytes"), "MdStack")
+        _only(data, ("level", "chunk_bytes", "bitmap"), "MdStack")
         return cls(
             level=_one_of(data["level"], ("raid0", "raid1", "raid5", "raid10"), "MdStack.level"),
             chunk_bytes=data.get("chunk_bytes", None),
+            bitmap=_optional(
+                lambda x: _one_of(x, ("internal", "none"), "MdStack.bitmap"),
+                data.get("bitmap", None),
+            ),
         )
 
 

@@ -126,6 +126,16 @@ class MdStack(Record):
     level: MdLevel
     # mdadm --chunk; None: mdadm's default (512 KiB). raid1 has no chunks.
     chunk_bytes: int | None = Field(default=None, gt=0, exclude_if=is_none)
+    # mdadm --bitmap: a write-intent bitmap ("internal") makes the resync after a crash short,
+    # and costs a bitmap update before writes to a region that was clean; None: mdadm's default
+    # (no bitmap on arrays under 100 GB, as test disks are). raid0 has no redundancy to resync.
+    bitmap: Literal["internal", "none"] | None = Field(default=None, exclude_if=is_none)
+
+    @model_validator(mode="after")
+    def _bitmap_needs_redundancy(self) -> MdStack:
+        if self.bitmap == "internal" and self.level == "raid0":
+            raise ValueError("raid0 has no redundancy to resync, so no bitmap: remove bitmap")
+        return self
 
 
 class LvmStack(Record):

@@ -162,9 +162,19 @@ def test_the_lvcreate_of_each_kind_of_volume() -> None:
     assert 'thin_check_executable=""' in thin[thin.index("--config") + 1]
 
 
+def test_an_md_bitmap_is_mdadms_bitmap_option() -> None:
+    devices = ["/dev/vdb", "/dev/vdc"]
+    argv = layers.md_create_argv(MdStackView(level="raid1", bitmap="internal"), devices)
+    assert "--bitmap=internal" in argv
+    assert argv[-2:] == devices
+    argv = layers.md_create_argv(MdStackView(level="raid1", bitmap="none"), devices)
+    assert "--bitmap=none" in argv
+
+
 def test_md_levels_without_a_chunk_leave_it_to_mdadm() -> None:
     argv = layers.md_create_argv(MdStackView(level="raid1"), ["/dev/vdb", "/dev/vdc"])
     assert not any(a.startswith("--chunk") for a in argv)
+    assert not any(a.startswith("--bitmap") for a in argv)
     assert "--level=raid1" in argv
     fs = FilesystemChoiceView(
         name="x",
