@@ -292,7 +292,19 @@ def md_readback(ctx: CellContext, device: str) -> MdApplied:
         mdstat=mdstat_lines(Path("/proc/mdstat").read_text(), name),
         scheduler=active_scheduler(text),
         schedulers_available=available_schedulers(text),
+        bitmap=md_bitmap(md_dir),
     )
+
+
+def md_bitmap(md_dir: Path) -> str:
+    """The array's write-intent bitmap from sysfs md/bitmap/location: "none", "file", or an
+    offset from the superblock ("+8"), which is an internal one; "" when the kernel has no
+    bitmap attributes to show."""
+    try:
+        location = (md_dir / "bitmap" / "location").read_text().strip()
+    except OSError:
+        return ""
+    return "internal" if location[:1] in ("+", "-") else location
 
 
 def dm_targets(ctx: CellContext, mapping: str) -> tuple[DmTarget, ...]:

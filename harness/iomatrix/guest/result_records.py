@@ -60,6 +60,9 @@ class LoopApplied:
 class MdApplied:
     """The guest's model.result.MdApplied (each field's meaning is there)."""
 
+    # Left out of the file while empty, as the host's exclude_if leaves them out.
+    OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({"bitmap"})
+
     device: str
     level: str
     raid_devices: int
@@ -72,6 +75,7 @@ class MdApplied:
     mdstat: tuple[str, ...]
     scheduler: str | None
     schedulers_available: tuple[str, ...]
+    bitmap: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -171,6 +171,18 @@ def test_an_md_bitmap_is_mdadms_bitmap_option() -> None:
     assert "--bitmap=none" in argv
 
 
+@pytest.mark.parametrize(
+    ("location", "bitmap"), [("+8", "internal"), ("-16", "internal"), ("none", "none"), (None, "")]
+)
+def test_the_md_bitmap_is_read_back_from_sysfs(
+    tmp_path: Path, location: str | None, bitmap: str
+) -> None:
+    if location is not None:
+        (tmp_path / "bitmap").mkdir()
+        (tmp_path / "bitmap" / "location").write_text(location + "\n")
+    assert layers.md_bitmap(tmp_path) == bitmap
+
+
 def test_md_levels_without_a_chunk_leave_it_to_mdadm() -> None:
     argv = layers.md_create_argv(MdStackView(level="raid1"), ["/dev/vdb", "/dev/vdc"])
     assert not any(a.startswith("--chunk") for a in argv)
