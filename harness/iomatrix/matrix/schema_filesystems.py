@@ -116,17 +116,24 @@ class _MdSpec(MdStack):
         return MdStack.model_validate(self.model_dump(by_alias=False))
 
 
-class _LvmSpec(_Schema):
+# The record (model.cell.LvmStack) as a matrix spells it, like _MdSpec: the sizes are declared
+# again under their matrix names.
+class _LvmSpec(LvmStack):
     """`lvm:` of a filesystem entry: a logical volume over a volume group of the devices."""
 
+    model_config = ConfigDict(
+        **{**LvmStack.model_config, **_Schema.model_config}, serialize_by_alias=True
+    )
+
     stripes: Annotated[int, Field(ge=1, le=MAX_DEVICE_COUNT)] = 1
-    stripe_size: ChunkSize | None = None
-    size: Annotated[int, BeforeValidator(_volume_size)] | None = None
-    thin: bool = False
+    stripe_size_bytes: ChunkSize | None = Field(default=None, alias="stripe_size")
+    size_bytes: Annotated[int, BeforeValidator(_volume_size)] | None = Field(
+        default=None, alias="size"
+    )
 
     @model_validator(mode="after")
     def _stripe_size_needs_stripes(self) -> _LvmSpec:
-        if self.stripe_size is not None and self.stripes == 1:
+        if self.stripe_size_bytes is not None and self.stripes == 1:
             raise ValueError(
                 "stripe_size is for a striped volume: give stripes (2 or more) or remove it"
             )
@@ -135,12 +142,7 @@ class _LvmSpec(_Schema):
         return self
 
     def stack(self) -> LvmStack:
-        return LvmStack(
-            stripes=self.stripes,
-            stripe_size_bytes=self.stripe_size,
-            size_bytes=self.size,
-            thin=self.thin,
-        )
+        return LvmStack.model_validate(self.model_dump(by_alias=False))
 
 
 class _CryptSpec(_Schema):
