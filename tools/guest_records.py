@@ -111,7 +111,6 @@ class Writer:
     def __init__(self, class_name: Callable[[type[BaseModel]], str]) -> None:
         self.class_name = class_name
         self.imports: set[tuple[str, str]] = set()
-        self.uses_field = False
         self.literals: dict[str, Any] = {}
 
     def shape(self, annotation: Any, where: str) -> Shape:
@@ -235,17 +234,14 @@ def render_plan_view() -> str:
     shared = sorted({SHARED_SHAPES[m.__name__] for m in models if m.__name__ in SHARED_SHAPES})
     lines = [
         header(
-            doc="The boot plan as the guest agent reads it: frozen dataclasses over plan.json.",
+            doc="The boot plan as the guest agent reads it: frozen plain classes over plan.json.",
             sources="plan/boots.py BootPlan and model/cell.py",
         ),
         "from collections.abc import Callable",
-        "from dataclasses import dataclass, field"
-        if writer.uses_field
-        else "from dataclasses import dataclass",
-        "from typing import Any, Literal, TypeVar",
+        "from typing import Any, ClassVar, Literal, TypeVar",
         "",
         *(f"from {m} import {n}" for m, n in sorted(writer.imports)),
-        f"from iomatrix.model.shapes import {', '.join(shared)}" if shared else "",
+        f"from iomatrix.model.shapes import {', '.join(sorted(['FrozenRecord', *shared]))}",
         "",
         "Json = dict[str, Any]",
         'T = TypeVar("T")',
@@ -278,40 +274,62 @@ def render_plan_view() -> str:
     return "\n".join(line for line in lines if line is not None) + "\n"
 
 
+def _declaration(
+    model: type[BaseModel], writer: Writer, name: str, bases: tuple[str, ...]
+) -> tuple[list[str], list[tuple[str, Shape, bool, str]]]:
+    """A plain class over FrozenRecord: its FIELDS, annotations and keyword-only __init__.
+
+    Not @dataclass: creating a dataclass compiles its methods (exec) when the module is imported,
+    about 40 ms a class under TCG at every boot; these classes are written out instead."""
+    fields = []
+    for field_name, info in _fields(model):
+        shape = writer.shape(info.annotation, f"{model.__name__}.{field_name}")
+        has_default, default = _default(info)
+        fields.append((field_name, shape, has_default, default))
+    names = tuple(f[0] for f in fields)
+    params, assigned = [], []
+    for field_name, shape, has_default, default in fields:
+        if default == "{}":
+            # A fresh dict for each record, as dataclasses' default_factory gives.
+            params.append(f"{field_name}: {shape.annotation} | None = None")
+            assigned.append(f"{field_name}={{}} if {field_name} is None else {field_name}")
+        elif has_default:
+            params.append(f"{field_name}: {shape.annotation} = {default}")
+            assigned.append(f"{field_name}={field_name}")
+        else:
+            params.append(f"{field_name}: {shape.annotation}")
+            assigned.append(f"{field_name}={field_name}")
+    lines = [
+        "",
+        "",
+        f"class {name}({', '.join(bases)}):",
+        _docstring(model),
+        "",
+        f"    FIELDS: ClassVar[tuple[str, ...]] = {names!r}",
+        *(f"    {n}: {shape.annotation}" for n, shape, _, _ in fields),
+        "",
+        f"    def __init__(self, *, {', '.join(params)}) -> None:",
+        f"        self.__dict__.update({', '.join(assigned)})",
+    ]
+    return lines, fields
+
+
 def _plan_class(model: type[BaseModel], writer: Writer) -> str:
     name = f"{model.__name__}View"
-    base = SHARED_SHAPES.get(model.__name__)
-    declare, read = [], []
-    for field_name, info in _fields(model):
-        where = f"{model.__name__}.{field_name}"
-        shape = writer.shape(info.annotation, where)
-        has_default, default = _default(info)
-        if has_default:
-            value = f"data.get({field_name!r}, {default})"
-            if default == "{}":
-                writer.uses_field = True
-                declare.append(
-                    f"    {field_name}: {shape.annotation} = field(default_factory=dict)"
-                )
-            else:
-                declare.append(f"    {field_name}: {shape.annotation} = {default}")
-        else:
-            value = f"data[{field_name!r}]"
-            declare.append(f"    {field_name}: {shape.annotation}")
+    shared = SHARED_SHAPES.get(model.__name__)
+    bases = ("FrozenRecord", shared) if shared else ("FrozenRecord",)
+    lines, fields = _declaration(model, writer, name, bases)
+    read = []
+    for field_name, shape, has_default, default in fields:
+        value = f"data.get({field_name!r}, {default})" if has_default else f"data[{field_name!r}]"
         read.append(f"            {field_name}={shape.convert(value) if shape.convert else value},")
     return "\n".join(
         [
-            "",
-            "",
-            "@dataclass(frozen=True, kw_only=True)",
-            f"class {name}({base}):" if base else f"class {name}:",
-            _docstring(model),
-            "",
-            *declare,
+            *lines,
             "",
             "    @classmethod",
             f"    def from_json(cls, data: Json) -> {name}:",
-            f"        _only(data, {tuple(n for n, _ in _fields(model))!r}, {model.__name__!r})",
+            f"        _only(data, cls.FIELDS, {model.__name__!r})",
             "        return cls(",
             *read,
             "        )",
@@ -325,13 +343,13 @@ def render_result_records() -> str:
     classes = [_result_class(model, writer) for model in models]
     lines = [
         header(
-            doc="The records the guest agent writes, as the host reads them: frozen dataclasses.",
+            doc="The records the guest agent writes, as the host reads them: frozen plain classes.",
             sources="model/result.py and model/telemetry.py",
         ),
-        "from dataclasses import dataclass, field",
         "from typing import Any, ClassVar, Literal",
         "",
         *(f"from {m} import {n}" for m, n in sorted(writer.imports)),
+        "from iomatrix.model.shapes import FrozenRecord",
         *_literal_aliases(writer),
         "",
         "__all__ = [",
@@ -343,34 +361,16 @@ def render_result_records() -> str:
 
 
 def _result_class(model: type[BaseModel], writer: Writer) -> str:
-    declare, omit = [], []
-    for field_name, info in _fields(model):
-        shape = writer.shape(info.annotation, f"{model.__name__}.{field_name}")
-        has_default, default = _default(info)
-        if _left_out_while_empty(info):
-            omit.append(field_name)
-        if not has_default:
-            declare.append(f"    {field_name}: {shape.annotation}")
-        elif default == "{}":
-            declare.append(f"    {field_name}: {shape.annotation} = field(default_factory=dict)")
-        else:
-            declare.append(f"    {field_name}: {shape.annotation} = {default}")
-    body = [
-        "",
-        "",
-        "@dataclass(frozen=True, kw_only=True)",
-        f"class {model.__name__}:",
-        _docstring(model),
-        "",
-    ]
+    lines, _ = _declaration(model, writer, model.__name__, ("FrozenRecord",))
+    omit = [n for n, info in _fields(model) if _left_out_while_empty(info)]
     if omit:
         spelled = ", ".join(repr(n) for n in omit)
-        body += [
+        at = lines.index("    FIELDS: ClassVar[tuple[str, ...]] = " + repr(tuple(n for n, _ in _fields(model))))
+        lines[at:at] = [
             "    # Left out of the file while empty, as the host's exclude_if leaves them out.",
             f"    OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({{{spelled}}})",
-            "",
         ]
-    return "\n".join(body + declare)
+    return "\n".join(lines)
 
 
 def _literal_aliases(writer: Writer) -> list[str]:

@@ -15,7 +15,6 @@ builtin, bonnie++); this module runs the plan's steps with them.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -124,9 +123,9 @@ def run_repetition(
         if cell.fio is not None:
             seen += fio_readings(cell.fio.settings, rep.fio)
         if seen:
-            applied = dataclasses.replace(applied, knobs=readings(seen))
+            applied = applied.replace(knobs=readings(seen))
         if aged is not None or preconditioned is not None:
-            rep = dataclasses.replace(rep, aging=aged, precondition=preconditioned)
+            rep = rep.replace(aging=aged, precondition=preconditioned)
     finally:
         # Always take the stack down so the next step's mkfs finds a free device: first stop
         # whatever of a killed workload still uses the filesystem.
@@ -226,7 +225,7 @@ def run_step(plan: BootPlanView, step: StepView, number: int = 0) -> None:
         # Every repetition keeps its own read-back: a kernel that applied something else in one
         # of them shows there, not only in the last.
         phases = {k: round(v, 4) for k, v in ctx.phases.items()}
-        rep = dataclasses.replace(rep, phases=phases, applied=applied)
+        rep = rep.replace(phases=phases, applied=applied)
         write_json(
             rep_path(cell_dir, step.repetition), RepetitionRecord(applied=applied, repetition=rep)
         )

@@ -38,6 +38,7 @@ from iomatrix.guest.result_records import (
     RepetitionRecord,
     Telemetry,
 )
+from iomatrix.model.shapes import FrozenRecord
 from iomatrix.store.files import write_text_atomic
 
 __all__ = [
@@ -66,7 +67,9 @@ CELL_FORMAT = 1
 
 
 def _json_value(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if isinstance(value, FrozenRecord) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
         return to_json(value)
     if isinstance(value, tuple | list):
         return [_json_value(v) for v in value]
@@ -78,13 +81,19 @@ def _json_value(value: Any) -> Any:
 def to_json(record: Any) -> Json:
     """A record as the host's record dumps it: fields in order, empty additions left out."""
     omit: frozenset[str] = getattr(record, "OMIT_WHEN_EMPTY", frozenset())
+    # The generated records' FIELDS, or an adapter's dataclass (CpuUsage, DiskCounters).
+    names = record.FIELDS if isinstance(record, FrozenRecord) else _dataclass_fields(record)
     out: Json = {}
-    for f in dataclasses.fields(record):
-        value = getattr(record, f.name)
-        if f.name in omit and not value:
+    for name in names:
+        value = getattr(record, name)
+        if name in omit and not value:
             continue
-        out[f.name] = _json_value(value)
+        out[name] = _json_value(value)
     return out
+
+
+def _dataclass_fields(record: Any) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(record))
 
 
 def write_json(path: Path, record: Any) -> None:

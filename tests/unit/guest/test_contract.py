@@ -26,6 +26,7 @@ from iomatrix.model.cell import (
     SteadyState,
 )
 from iomatrix.model.knob_keys import KNOB_FAMILIES
+from iomatrix.model.shapes import FrozenRecord
 from iomatrix.plan.boots import BootPlan, Disk, boot_groups
 from support.builders import guest_view, make_cell
 from support.paths import REPO_ROOT, TESTS_DIR
@@ -34,12 +35,21 @@ MATRICES = sorted((REPO_ROOT / "matrix").glob("**/*.yaml"))
 MATRICES = [m for m in MATRICES if "presets" not in m.parts]
 
 
+def field_names(view: Any) -> tuple[str, ...]:
+    """A generated record's FIELDS, or an adapter's dataclass fields (CpuUsage, DiskCounters)."""
+    if isinstance(view, FrozenRecord) or (
+        isinstance(view, type) and issubclass(view, FrozenRecord)
+    ):
+        return view.FIELDS
+    return tuple(f.name for f in dataclasses.fields(view))
+
+
 def same(view: Any, record: Any, where: str) -> None:
     """Every field of a guest view equals the host record's attribute of the same name."""
-    if dataclasses.is_dataclass(view):
+    if isinstance(view, FrozenRecord) or dataclasses.is_dataclass(view):
         assert record is not None, f"{where}: the guest has a value, the host None"
-        for f in dataclasses.fields(view):
-            same(getattr(view, f.name), getattr(record, f.name), f"{where}.{f.name}")
+        for name in field_names(view):
+            same(getattr(view, name), getattr(record, name), f"{where}.{name}")
     elif isinstance(view, tuple):
         assert isinstance(record, tuple), where
         assert len(view) == len(record), where
@@ -222,9 +232,7 @@ def test_each_guest_record_has_the_host_records_fields(
     guest: type[Any], host: type[BaseModel]
 ) -> None:
     host_only = HOST_ONLY.get(host, ())
-    assert [f.name for f in dataclasses.fields(guest)] == [
-        name for name in host.model_fields if name not in host_only
-    ]
+    assert list(field_names(guest)) == [name for name in host.model_fields if name not in host_only]
     # A host-only field has a default the guest's records validate with.
     assert all(not host.model_fields[name].is_required() for name in host_only)
 
@@ -336,8 +344,7 @@ LAYERED = records.Applied(
         schedulers_available=("none",),
     ),
 )
-KNOBBED = dataclasses.replace(
-    PLAIN,
+KNOBBED = PLAIN.replace(
     knobs=(
         records.KnobReading(
             family="queue",
@@ -469,7 +476,5 @@ def test_write_json_writes_a_file_the_host_loads(tmp_path: Path) -> None:
 def test_the_check_catches_a_record_that_writes_an_empty_addition() -> None:
     # The comparison above can fail: an Applied that wrote its empty additions (as a guest record
     # without OMIT_WHEN_EMPTY would) dumps back without them.
-    written = {
-        f.name: records._json_value(getattr(PLAIN, f.name)) for f in dataclasses.fields(PLAIN)
-    }
+    written = {name: records._json_value(value) for name, value in PLAIN.fields().items()}
     assert result.Applied.model_validate(written).model_dump(mode="json") != written
