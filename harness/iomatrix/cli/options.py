@@ -17,6 +17,7 @@ from pathlib import Path
 from iomatrix.analysis import compare
 from iomatrix.host import kernels
 from iomatrix.matrix.loader import quick_variant
+from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.plan.shards import GITHUB_MAX_MATRIX_JOBS, parse_shard
 from iomatrix.report import comparison as comparison_report
 from iomatrix.workflows import prepare
@@ -323,6 +324,6 @@ def use_quick_variant(args: argparse.Namespace) -> None:
         args.file = quick
 
 
-def fetcher(args: argparse.Namespace) -> Callable[[str], kernels.Kernel]:
+def fetcher(args: argparse.Namespace) -> Callable[[KernelSpec], kernels.Kernel]:
     """kernels.fetch as this command's --offline (or IOMATRIX_OFFLINE) asks for it."""
     return prepare.fetcher(args.offline)
