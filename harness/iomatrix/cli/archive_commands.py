@@ -358,7 +358,7 @@ def _print_changes(changes: list[trend.TrendChange]) -> None:
 def cmd_merge(args: argparse.Namespace) -> int:
     results = Path(args.results)
     runs = [rundir.find_run(run, Path(args.results)) for run in args.runs]
-    matrix = load_matrix(args.matrix) if args.matrix else None
+    matrix = load_matrix(args.matrix_file) if args.matrix_file else None
     record = merge.merge_runs(runs, into=results, matrix=matrix, read_matrix=load_matrix)
     archiving.index_or_warn(results)
     counts = ", ".join(f"{n} {k}" for k, n in record.counts().items() if n)
@@ -432,7 +432,7 @@ def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         ),
     )
     options.results(p)
-    p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
+    options.matrix_name(p)
     p.add_argument("--cell", action="append", metavar="ID", help="only this cell (repeatable)")
     p.add_argument(
         "--metric",
@@ -610,7 +610,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("--cell", required=True, metavar="ID", help="a cell id (iomatrix expand)")
     p.add_argument("--metric", required=True, metavar="NAME", help="e.g. write_iops")
-    p.add_argument("--matrix", metavar="NAME", help="only runs of the matrix of this name")
+    options.matrix_name(p)
     p.add_argument(
         "--limit", type=options.positive_int, metavar="N", help="only the N most recent runs"
     )
@@ -629,7 +629,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
     p.add_argument(
-        "--matrix",
+        "--matrix-file",
         type=Path,
         metavar="FILE",
         help="the matrix file, to list missing cells (default: the file the runs recorded)",
@@ -663,5 +663,5 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="export: the file's format (default: csv for a .csv file, else parquet; parquet "
         "needs pyarrow, the iomatrix[parquet] extra)",
     )
-    p.add_argument("--matrix", metavar="NAME", help="export: only runs of this matrix")
+    options.matrix_name(p, only_for="export")
     p.set_defaults(func=cmd_archive)

@@ -27,6 +27,8 @@ DEFAULT_RESULTS = Path("results")
 SHARD_HELP = "only the I-th of N balanced, deterministic slices (1-based), e.g. 2/4"
 QUICK_HELP = "use the smaller variant the matrix names in its `quick` field"
 
+MATRIX_NAME_HELP = "only runs of the matrix of this name"
+
 OFFLINE_HELP = (
     "use only cached kernels, without contacting the Debian archive (also IOMATRIX_OFFLINE=1)"
 )
@@ -109,6 +111,14 @@ def results(p: argparse.ArgumentParser) -> None:
         help=f"the archive folder, where run folders are written and found (default: "
         f"{DEFAULT_RESULTS})",
     )
+
+
+def matrix_name(p: argparse.ArgumentParser, *, only_for: str | None = None) -> None:
+    """--matrix NAME: only the archived runs of the matrix of this name (a filter, never a file:
+    a command that reads a matrix file takes it as a positional or as --matrix-file). only_for
+    names the action the filter applies to, in a command with several."""
+    where = f"{only_for}: " if only_for else ""
+    p.add_argument("--matrix", metavar="NAME", help=f"{where}{MATRIX_NAME_HELP}")
 
 
 def offline(p: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
