@@ -118,7 +118,7 @@ def hand_vng_argv(
 def handwritten_argv(work: Path) -> list[str]:
     """The quick matrix's one boot with benchmarks/handwritten-quick.sh as its command."""
     matrix = load_matrix(MATRIX)
-    return hand_vng_argv(work, matrix, kernels.fetch(matrix.cells[0].kernel), SCRIPT)
+    return hand_vng_argv(work, matrix, kernels.fetch(matrix.cells[0].kernel_spec), SCRIPT)
 
 
 def run_handwritten(work: Path) -> float:

@@ -46,7 +46,7 @@ from synthetic import (
 )
 
 from iomatrix import proc
-from iomatrix.cli.archive_commands import _check_names
+from iomatrix.cli.history_commands import _check_names
 from iomatrix.cli.main import build_parser
 from iomatrix.cli.main import main as cli_main
 from iomatrix.report.site import build

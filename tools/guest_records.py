@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PlainSerializer
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
@@ -79,7 +79,7 @@ def records_under(roots: tuple[type[BaseModel], ...]) -> list[type[BaseModel]]:
         for name, info in model.model_fields.items():
             if name in HOST_ONLY_FIELDS.get(model, frozenset()):
                 continue
-            for inner in _models_in(info.annotation):
+            for inner in _models_in(_json_annotation(info)):
                 visit(inner)
         order.append(model)
 
@@ -93,6 +93,15 @@ def _models_in(annotation: Any) -> Iterator[type[BaseModel]]:
         yield annotation
     for arg in get_args(annotation):
         yield from _models_in(arg)
+
+
+def _json_annotation(info: FieldInfo) -> Any:
+    """The type a field has in the file: its serializer's (a KernelSpec is written as its text,
+    model.kernel_spec.SpecText), or its own."""
+    for meta in info.metadata:
+        if isinstance(meta, PlainSerializer) and meta.return_type is not PydanticUndefined:
+            return meta.return_type
+    return info.annotation
 
 
 def _is_union(annotation: Any) -> bool:
@@ -305,7 +314,7 @@ def _declaration(
     about 40 ms a class under TCG at every boot; these classes are written out instead."""
     fields = []
     for field_name, info in _fields(model):
-        shape = writer.shape(info.annotation, f"{model.__name__}.{field_name}")
+        shape = writer.shape(_json_annotation(info), f"{model.__name__}.{field_name}")
         has_default, default = _default(info)
         fields.append((field_name, shape, has_default, default))
     names = tuple(f[0] for f in fields)

@@ -4,12 +4,13 @@
 # a Markdown report. The nightly workflow's merge job runs exactly this; so does tests/container/test_nightly.py
 # against a throw-away repository.
 #
-#   tools/nightly-archive.sh --shards DIR --matrix FILE --report FILE
+#   tools/nightly-archive.sh --shards DIR --matrix-file FILE --report FILE
 #                            [--repo DIR] [--branch results] [--push] [--work DIR]
 #                            [--canaries FILE] [--site DIR] [--new-changes FILE]
 #
 # --shards   a folder holding the shard run folders (the downloaded artifacts, side by side)
-# --matrix   the matrix file the shards ran: the cells that should be there (missing-cell accounting)
+# --matrix-file  the matrix file the shards ran: the cells that should be there (missing-cell
+#            accounting); named as iomatrix merge names it (iomatrix's --matrix is a matrix's name)
 # --report   the Markdown report to write (the workflow appends it to the job summary)
 # --repo     the git checkout that owns the results branch (default: this one)
 # --branch   the branch holding the archive (default: results); created (orphan) when missing.
@@ -45,7 +46,7 @@ shards='' matrix='' report='' repo=. branch=results push='' work='' canaries='' 
 while [ $# -gt 0 ]; do
   case "$1" in
     --shards) shards=$2; shift 2 ;;
-    --matrix) matrix=$2; shift 2 ;;
+    --matrix-file) matrix=$2; shift 2 ;;
     --report) report=$2; shift 2 ;;
     --repo) repo=$2; shift 2 ;;
     --branch) branch=$2; shift 2 ;;
@@ -58,7 +59,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ -z "$shards" ] || [ -z "$matrix" ] || [ -z "$report" ]; then
-  echo "iomatrix: --shards, --matrix and --report are required (see the top of $0)" >&2
+  echo "iomatrix: --shards, --matrix-file and --report are required (see the top of $0)" >&2
   exit 2
 fi
 if [ -z "$work" ]; then
@@ -80,7 +81,7 @@ if [ ${#runs[@]} -eq 0 ]; then
   exit 2
 fi
 set +e
-"$IOMATRIX" merge "${runs[@]}" --matrix "$matrix" --results "$work/merged" >"$work/merge.txt" 2>&1
+"$IOMATRIX" merge "${runs[@]}" --matrix-file "$matrix" --results "$work/merged" >"$work/merge.txt" 2>&1
 merge_status=$?
 set -e
 cat "$work/merge.txt"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.host import kernels
+from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.store.records_io import load_run
 from support.container import REPO, container_engine, sh
 
@@ -80,7 +81,7 @@ def test_the_image_builds_and_runs_a_cell_in_a_vm_inside_it(engine: str, tmp_pat
 
     # The kernel is in the host's cache (and its suite resolved within the day), which the
     # container gets as a volume: nothing is downloaded inside.
-    kernels.fetch("debian:bookworm")
+    kernels.fetch(parse_spec("debian:bookworm"))
     before = kernel_cache_state()
     (tmp_path / "workloads").mkdir()
     (tmp_path / "workloads" / "tiny.fio").write_bytes(TINY_FIO.read_bytes())

@@ -68,7 +68,7 @@ def archive(
     shards: Path, matrix: Path, repo: Path, report: Path, *extra: str, push: bool
 ) -> subprocess.CompletedProcess[str]:
     argv = ["bash", str(REPO / "tools" / "nightly-archive.sh"), "--shards", str(shards)]
-    argv += ["--matrix", str(matrix), "--repo", str(repo), "--report", str(report), *extra]
+    argv += ["--matrix-file", str(matrix), "--repo", str(repo), "--report", str(report), *extra]
     return sh(*argv, *(["--push"] if push else []), cwd=repo, timeout_s=300)
 
 

@@ -370,9 +370,6 @@ def test_analysis_does_no_file_io(copy: Path, statement: str, complaint: str) ->
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
 NOT_YET_SPLIT = {
-    "cli/archive_commands.py": "nine archive commands' parsers and printers; to split per command",
-    "cli/archive_commands.py _add_trend_parser": "one parser's options, a declaration",
-    "cli/archive_commands.py add_parsers": "the parsers' options, a declaration",
     "cli/matrix_commands.py add_parsers": "the parsers' options, a declaration",
     "cli/run_commands.py add_parsers": "the parsers' options, a declaration",
     "guest/workloads.py run_fio": "fio's argv, its run and its telemetry in the guest, one step",

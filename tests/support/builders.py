@@ -15,6 +15,7 @@ from iomatrix.model.cell import (
     Cell,
     DeviceProfile,
     FilesystemChoice,
+    KernelBuild,
     MountOptionSet,
     Workload,
     axis_values,
@@ -77,6 +78,9 @@ def make_cell(
                 estimated_s=workload_s,
             ),
             "repeat": repeat,
+            # A kernel named without a scheme is one the matrix builds (kernels:), as validate
+            # requires; a spec is fetched or built as it says.
+            "kernel_build": None if ":" in kernel else KernelBuild(source=f"git:/src/{kernel}@v1"),
         }
     )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.host import kernels
+from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.store.records_io import load_run
 from support.paths import TESTS_DIR
 from support.vm import iomatrix, run_matrix
@@ -90,7 +91,7 @@ def test_a_kernel_ab_side_by_side_boots_each_side_once_at_the_same_time(tmp_path
     """`ab --split kernel --jobs 2`: the two kernels' boots run at once, each holding its side's
     repetitions (issue 29); both sides end with every repetition (the boots of one cell's
     repetitions never overlap). The kernel is Debian's, named twice: the axis values differ."""
-    kernel = kernels.fetch("debian:bookworm")
+    kernel = kernels.fetch(parse_spec("debian:bookworm"))
     assert kernel.modules_dir is not None
     (tmp_path / "workloads").mkdir()
     (tmp_path / "workloads" / "tiny.fio").write_bytes(TINY_FIO.read_bytes())

@@ -12,6 +12,7 @@ from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError, KernelError
 from iomatrix.host import guest_root, kernels, vm
 from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.report.tables import format_table
 
 
@@ -53,7 +54,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
     if args.action == "fetch":
         for spec in args.specs:
             kernel = kernels.fetch(
-                spec,
+                parse_spec(spec),
                 refresh=args.refresh,
                 offline=kernels.offline_requested(args.offline),
                 log=print,
@@ -72,7 +73,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 
 def cmd_accel(args: argparse.Namespace) -> int:
-    kernel = options.fetcher(args)(args.kernel)
+    kernel = options.fetcher(args)(parse_spec(args.kernel))
     accel, why = vm.choose_accelerator(
         cache_dir=kernels.cache_root(),
         probe_vmlinuz=kernel.vmlinuz,

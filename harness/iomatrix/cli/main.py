@@ -1,10 +1,10 @@
 """The `iomatrix` command: thin subcommands over the library, each returning an ExitCode.
 
 One module per group of commands, each adding its own parsers: matrix_commands (validate,
-expand, schema), run_commands (run, ab), archive_commands (compare, show, repetitions, history,
-trend, merge, archive), report_commands (report), canary_commands (canaries), kernel_commands
-(kernels, accel); shared options in options.py, exit codes in exit_codes.py (0 ok; 1 something
-not ok; 2 bad input; 130 interrupted; 143 terminated).
+expand, schema), run_commands (run, ab), archive_commands (compare, show, repetitions, merge,
+archive), history_commands (history, trend, triage), report_commands (report), canary_commands
+(canaries), kernel_commands (kernels, accel); shared options in options.py, exit codes in
+exit_codes.py (0 ok; 1 something not ok; 2 bad input; 130 interrupted; 143 terminated).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from iomatrix.cli import (
     bisect_commands,
     canary_commands,
     completion,
+    history_commands,
     kernel_commands,
     matrix_commands,
     options,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     matrix_commands.add_parsers(sub)
     run_commands.add_parsers(sub)
     archive_commands.add_parsers(sub)
+    history_commands.add_parsers(sub)
     report_commands.add_parsers(sub)
     canary_commands.add_parsers(sub)
     kernel_commands.add_parsers(sub)

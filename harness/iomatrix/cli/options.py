@@ -17,6 +17,7 @@ from pathlib import Path
 from iomatrix.analysis import compare
 from iomatrix.host import kernels
 from iomatrix.matrix.loader import quick_variant
+from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.plan.shards import GITHUB_MAX_MATRIX_JOBS, parse_shard
 from iomatrix.report import comparison as comparison_report
 from iomatrix.workflows import prepare
@@ -25,6 +26,8 @@ DEFAULT_RESULTS = Path("results")
 
 SHARD_HELP = "only the I-th of N balanced, deterministic slices (1-based), e.g. 2/4"
 QUICK_HELP = "use the smaller variant the matrix names in its `quick` field"
+
+MATRIX_NAME_HELP = "only runs of the matrix of this name"
 
 OFFLINE_HELP = (
     "use only cached kernels, without contacting the Debian archive (also IOMATRIX_OFFLINE=1)"
@@ -108,6 +111,14 @@ def results(p: argparse.ArgumentParser) -> None:
         help=f"the archive folder, where run folders are written and found (default: "
         f"{DEFAULT_RESULTS})",
     )
+
+
+def matrix_name(p: argparse.ArgumentParser, *, only_for: str | None = None) -> None:
+    """--matrix NAME: only the archived runs of the matrix of this name (a filter, never a file:
+    a command that reads a matrix file takes it as a positional or as --matrix-file). only_for
+    names the action the filter applies to, in a command with several."""
+    where = f"{only_for}: " if only_for else ""
+    p.add_argument("--matrix", metavar="NAME", help=f"{where}{MATRIX_NAME_HELP}")
 
 
 def offline(p: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
@@ -323,6 +334,6 @@ def use_quick_variant(args: argparse.Namespace) -> None:
         args.file = quick
 
 
-def fetcher(args: argparse.Namespace) -> Callable[[str], kernels.Kernel]:
+def fetcher(args: argparse.Namespace) -> Callable[[KernelSpec], kernels.Kernel]:
     """kernels.fetch as this command's --offline (or IOMATRIX_OFFLINE) asks for it."""
     return prepare.fetcher(args.offline)

@@ -102,7 +102,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="NAME",
         help="the heatmap's metric (default: each workload's first headline one)",
     )
-    p.add_argument("--matrix", metavar="NAME", help="archive: only runs of this matrix")
+    options.matrix_name(p, only_for="archive")
     p.add_argument(
         "--since", metavar="RUN", help="archive: mark the changes that are new since RUN"
     )

@@ -25,7 +25,6 @@ from iomatrix.host.kernels import sources
 from iomatrix.matrix.loader import kernel_source_places, place_errors
 from iomatrix.matrix.problems import format_field
 from iomatrix.model.cell import Cell
-from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.model.units import GIB, KIB, MIB
 
 
@@ -210,7 +209,7 @@ def check_kernel_trees(cells: Sequence[Cell], *, source: str) -> int:
     commit (git rev-parse, read-only, with the neutral config). Returns how many were checked;
     raises MatrixErrors naming the file, line and field of each that fails, and git's reason."""
     specs = dict.fromkeys(c.kernel_build.source for c in cells if c.kernel_build is not None)
-    trees = [spec for spec in map(parse_spec, specs) if spec.kind == "git"]
+    trees = [spec for spec in specs if spec.kind == "git"]
     places = kernel_source_places(source) if trees else {}
     errors: list[MatrixError] = []
     for spec in trees:

@@ -48,8 +48,9 @@ class KernelAxis:
         if value in self.builds:
             return True
         if ":" in value:
-            if parse_spec(value).from_source:
-                self.builds[value] = KernelBuild(source=value)
+            spec = parse_spec(value)
+            if spec.from_source:
+                self.builds[value] = KernelBuild(source=spec)
             return True
         defined = self.ctx.spec.kernels or {}
         entry = defined.get(value)

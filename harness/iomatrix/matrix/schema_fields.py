@@ -50,7 +50,7 @@ from iomatrix.model.cell import (
     HOST_DEVICE_RE,
 )
 from iomatrix.model.filesystems import FILESYSTEM_TYPES
-from iomatrix.model.kernel_spec import parse_spec
+from iomatrix.model.kernel_spec import KernelSpec, parse_spec
 from iomatrix.model.units import KIB, MIB, TIB, format_size
 
 # --- field checks used by the schema ----------------------------------------------------------
@@ -63,15 +63,21 @@ def _check_name(value: str) -> str:
 
 
 def check_kernel(value: str) -> str:
+    parsed_kernel(value)
+    return value
+
+
+def parsed_kernel(value: str) -> KernelSpec:
+    """A kernel spec as a matrix writes it, parsed (the one place a matrix's specs are parsed);
+    raises ValueError saying what is wrong."""
     if any(c.isspace() or not c.isprintable() for c in value):
         raise ValueError(
             f"{show(value)} is not a kernel spec: spaces and control characters are not allowed"
         )
     try:
-        parse_spec(value)
+        return parse_spec(value)
     except KernelError as exc:
         raise ValueError(f"{show(value)} is not a kernel spec: {exc.reason}") from None
-    return value
 
 
 def check_kernel_ref(value: str) -> str:
@@ -113,8 +119,7 @@ def _kernel_value_field(value: str | None, info: ValidationInfo) -> str | None:
 
 def _check_source_kernel(value: str, info: ValidationInfo) -> str:
     value = resolve_git_tree(value, info)
-    check_kernel(value)
-    spec = parse_spec(value)
+    spec = parsed_kernel(value)
     if not spec.from_source:
         raise ValueError(
             f"{show(value)} is a kernel fetched ready to boot; kernels: entries build from "

@@ -15,14 +15,18 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
+    PrivateAttr,
     model_validator,
 )
 
+from iomatrix.errors import KernelError
 from iomatrix.model.axes import AXES, Bus
+from iomatrix.model.kernel_spec import KernelSpec, SpecText, parse_spec
 from iomatrix.model.knob_keys import KNOB_FAMILIES
+
+# Every record module imports the base from here, as it did before it had a module of its own.
+from iomatrix.model.record import Record as Record  # noqa: PLC0414 (re-exported, see above)
 from iomatrix.model.schedulers import Scheduler
 from iomatrix.model.shapes import CellNaming, FilesystemLayers
 from iomatrix.model.units import MIB
@@ -60,16 +64,6 @@ def is_auto(value: object) -> bool:
     return value == "auto"
 
 
-class Record(BaseModel):
-    """Base of every record: immutable, and unknown fields are an error rather than ignored.
-
-    defer_build: a record's validator is built when first used, not at import: the guest agent
-    imports many records it never uses, and under an emulated CPU each costs time at every boot.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-
 class SourceFile(Record):
     """A file a kernel build reads (a patch), pinned by the hash of its content at load time."""
 
@@ -80,12 +74,13 @@ class SourceFile(Record):
 class KernelBuild(Record):
     """How to build a kernel from source: what a `kernels:` entry of a matrix resolves to.
 
-    source is a spec of a SOURCE_KINDS kind; patches are applied in order on top of it; config
-    holds the fragment lines (CONFIG_X=y, CONFIG_X=m, CONFIG_X="text", # CONFIG_X is not set)
-    from the entry's config files and inline options, in order, applied after iomatrix's own.
+    source is a spec of a SOURCE_KINDS kind (parsed when the matrix is read; a file holds its
+    text); patches are applied in order on top of it; config holds the fragment lines
+    (CONFIG_X=y, CONFIG_X=m, CONFIG_X="text", # CONFIG_X is not set) from the entry's config
+    files and inline options, in order, applied after iomatrix's own.
     """
 
-    source: str
+    source: SpecText
     patches: tuple[SourceFile, ...] = ()
     config: tuple[str, ...] = ()
 
@@ -439,6 +434,30 @@ class Cell(Record, CellNaming):
     cgroup: KnobSet | None = Field(default=None, exclude_if=is_none)
     fio: KnobSet | None = Field(default=None, exclude_if=is_none)
     cmdline: KnobSet | None = Field(default=None, exclude_if=is_none)
+    # A kernel fetched ready to boot is named on the axis by its spec: parsed once, when the
+    # cell is made (from the matrix or from a file), and kept out of the files, which hold the
+    # text in `kernel` as before. None for a kernel built from source (kernel_build.source).
+    _fetched_spec: KernelSpec | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _parse_fetched_kernel(self) -> Cell:
+        if self.kernel_build is None:
+            try:
+                self._fetched_spec = parse_spec(self.kernel)
+            except KernelError as exc:
+                raise ValueError(
+                    f"kernel {self.kernel!r} is neither built from source nor a kernel spec: "
+                    f"{exc.reason}"
+                ) from None
+        return self
+
+    @property
+    def kernel_spec(self) -> KernelSpec:
+        """The spec of the kernel the cell boots: what it is built from, or what is fetched."""
+        if self.kernel_build is not None:
+            return self.kernel_build.source
+        assert self._fetched_spec is not None  # set by _parse_fetched_kernel
+        return self._fetched_spec
 
     def knob_sets(self) -> dict[str, KnobSet]:
         """The knob sets of this cell, by family, in KNOB_FAMILIES order (typed for the host;

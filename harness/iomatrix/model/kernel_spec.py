@@ -17,16 +17,21 @@ the tree they are read from:
   debian-source:<X.Y>       Debian's linux-source-X.Y package (the newest in the archive), or
   debian-source:<version>   that package at a version, e.g. debian-source:6.1.176-1
 A matrix gives a source kernel patches and config fragments under `kernels:` (cell.KernelBuild).
+
+A spec is parsed once, where the matrix (or a command line) is read; records carry the parsed
+KernelSpec (SpecText) and every later stage reads its fields, never the text again.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, PlainSerializer
 
 from iomatrix.errors import KernelError
-from iomatrix.model.cell import Record
+from iomatrix.model.record import Record
 
 DEBIAN_SUITES: tuple[str, ...] = ("bookworm", "bookworm-backports", "trixie", "sid")
 
@@ -61,6 +66,34 @@ class KernelSpec(Record):
     @property
     def from_source(self) -> bool:
         return self.kind in SOURCE_KINDS
+
+    def at(self, ref: str) -> KernelSpec:
+        """The same git tree at another commit-ish (a bisection's candidates)."""
+        if self.kind != "git":
+            raise KernelError(self.raw, "only a git: kernel has other commits")
+        return parse_spec(f"git:{self.value}@{ref}")
+
+    def __str__(self) -> str:
+        """The spec as the matrix wrote it: what messages and files show."""
+        return self.raw
+
+
+def _parsed(value: object) -> object:
+    """A record field's text, as a file or a matrix gives it, parsed; a KernelSpec as it is."""
+    return parse_spec(value) if isinstance(value, str) else value
+
+
+def _text(spec: KernelSpec) -> str:
+    return spec.raw
+
+
+# A kernel spec as a field of a record: the parsed KernelSpec in memory, its text in a file, so
+# plan.json, run.json and result files hold the string they held before the field was parsed.
+SpecText = Annotated[
+    KernelSpec,
+    BeforeValidator(_parsed, json_schema_input_type=str),
+    PlainSerializer(_text, return_type=str),
+]
 
 
 def parse_spec(raw: str) -> KernelSpec:

@@ -163,7 +163,7 @@ def _reported_or_planned(sources: Sequence[_Source]) -> list[Cell]:
                 names = ", ".join(f"{i}/{count}" for i in absent)
                 raise IomatrixError(
                     f"shard {names} is not among the runs, and without the matrix file its "
-                    "cells cannot be listed as missing: give the matrix file (--matrix FILE)"
+                    "cells cannot be listed as missing: give the matrix file (--matrix-file FILE)"
                 )
     cells: dict[str, Cell] = {}
     for s in sources:

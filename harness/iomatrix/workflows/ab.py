@@ -34,6 +34,7 @@ from iomatrix.host.execute import (
 from iomatrix.host.preflight import Concurrency
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
+from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.result import RunRecord
 from iomatrix.plan import ab as pairing
 from iomatrix.plan.boots import (
@@ -152,7 +153,7 @@ def run(
     request: ABRequest,
     judging: Judging,
     *,
-    fetch: Callable[[str], kernels.Kernel] | None = None,
+    fetch: Callable[[KernelSpec], kernels.Kernel] | None = None,
     progress: ProgressFactory | None = None,
     out: TextIO = sys.stderr,
 ) -> ABOutcome:
@@ -261,7 +262,7 @@ def run_ab(
     options: RunOptions,
     *,
     out: TextIO = sys.stderr,
-    fetch: Callable[[str], kernels.Kernel] | None = None,
+    fetch: Callable[[KernelSpec], kernels.Kernel] | None = None,
     build: Build | None = None,
     more: MoreRounds | None = None,
     apart: bool = False,

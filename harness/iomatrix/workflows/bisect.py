@@ -29,7 +29,6 @@ from iomatrix.host.preflight import Concurrency
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.axes import AXES
 from iomatrix.model.cell import Cell, KernelBuild, Matrix, cell_id
-from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.model.result import RunRecord
 from iomatrix.report import bisect_report
 from iomatrix.store.bisect_state import BisectDir
@@ -90,7 +89,7 @@ def git_candidates(
     gits = {
         name: recipe
         for name, recipe in built.items()
-        if parse_spec(recipe.source).kind == "git" and (request.kernel in (None, name))
+        if recipe.source.kind == "git" and (request.kernel in (None, name))
     }
     if len(gits) != 1:
         raise IomatrixError(
@@ -99,7 +98,7 @@ def git_candidates(
             f"{', '.join(gits) or 'none'}{': choose one with --kernel' if gits else ''}"
         )
     ((name, recipe),) = gits.items()
-    tree = parse_spec(recipe.source).value
+    tree = recipe.source.value
     on_kernel = [c for c in matrix.cells if c.kernel == name]
     if request.cell is not None:
         on_kernel = [_chosen_cell(on_kernel, request.cell, "its cells")]
@@ -318,7 +317,7 @@ def on_candidates(
     cells: dict[str, Cell] = {}
     if recipe is not None and tree is not None:
         for c in candidates:
-            build = recipe.model_copy(update={"source": f"git:{tree}@{c.label}"})
+            build = recipe.model_copy(update={"source": recipe.source.at(c.label)})
             kernel = f"bisect-{c.label[:12]}"
             # A cell's id follows its axis values: each candidate is a cell of its own.
             values = {**base.axis_values(), "kernel": kernel}

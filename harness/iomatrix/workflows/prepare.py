@@ -22,6 +22,7 @@ from iomatrix.host.boot import now_iso
 from iomatrix.host.execute import Execution, ProgressFactory, RunClock
 from iomatrix.host.guest_root import GuestRoot
 from iomatrix.model.cell import Cell, KernelBuild, Matrix, VmSettings
+from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, KernelInfo, RunRecord
 from iomatrix.store.files import sha256_file
 
@@ -47,7 +48,7 @@ def check(
     )
 
 
-def fetcher(offline: bool) -> Callable[[str], kernels.Kernel]:
+def fetcher(offline: bool) -> Callable[[KernelSpec], kernels.Kernel]:
     """kernels.fetch as --offline (or IOMATRIX_OFFLINE) asks for it."""
     return functools.partial(kernels.fetch, offline=kernels.offline_requested(offline))
 
@@ -96,8 +97,8 @@ Build = Callable[[str, KernelBuild], kernels.Kernel]
 
 
 def _fetch_kernels(
-    wanted: Mapping[str, KernelBuild | None],
-    fetch: Callable[[str], kernels.Kernel],
+    wanted: Mapping[str, KernelBuild | KernelSpec],
+    fetch: Callable[[KernelSpec], kernels.Kernel],
     build: Build,
     out: TextIO,
 ) -> tuple[dict[str, kernels.Kernel], dict[str, str]]:
@@ -105,10 +106,10 @@ def _fetch_kernels(
     failed build) fails its cells, not the run."""
     fetched: dict[str, kernels.Kernel] = {}
     errors: dict[str, str] = {}
-    for spec, recipe in wanted.items():
+    for spec, source in wanted.items():
         print(f"iomatrix: kernel {spec} ...", file=out)
         try:
-            fetched[spec] = fetch(spec) if recipe is None else build(spec, recipe)
+            fetched[spec] = fetch(source) if isinstance(source, KernelSpec) else build(spec, source)
             print(f"iomatrix: kernel {spec} -> {fetched[spec].release}", file=out)
         except IomatrixError as exc:
             errors[spec] = str(exc)
@@ -116,18 +117,19 @@ def _fetch_kernels(
     return fetched, errors
 
 
-def _kernels_wanted(cells: Sequence[Cell]) -> dict[str, KernelBuild | None]:
+def _kernels_wanted(cells: Sequence[Cell]) -> dict[str, KernelBuild | KernelSpec]:
     """Each kernel axis value once, with its recipe when it is built from source. One name must
     mean one kernel: an A/B session of two matrices that build a name differently would boot
     both sides on one of them."""
-    wanted: dict[str, KernelBuild | None] = {}
+    wanted: dict[str, KernelBuild | KernelSpec] = {}
     for cell in cells:
-        if cell.kernel in wanted and wanted[cell.kernel] != cell.kernel_build:
+        source = cell.kernel_build or cell.kernel_spec
+        if cell.kernel in wanted and wanted[cell.kernel] != source:
             raise IomatrixError(
                 f"kernel {cell.kernel!r} is built differently by the cells of this session; "
                 "give each build a name of its own (and compare them with ab --split kernel)"
             )
-        wanted[cell.kernel] = cell.kernel_build
+        wanted[cell.kernel] = source
     return wanted
 
 
@@ -194,7 +196,7 @@ class Prepared:
 
 def prepare(
     cells: Sequence[Cell],
-    fetch: Callable[[str], kernels.Kernel] | None,
+    fetch: Callable[[KernelSpec], kernels.Kernel] | None,
     build: Build | None,
     clock: RunClock,
     out: TextIO,

@@ -20,6 +20,7 @@ from iomatrix.host.execute import ProgressFactory, RunClock, Side, default_scrat
 from iomatrix.host.preflight import Concurrency
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
+from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.result import RunRecord
 from iomatrix.plan.boots import boot_groups, fresh_boots, sequential_steps, split_boots
 from iomatrix.plan.shards import shard_of
@@ -84,7 +85,7 @@ def plan(request: RunRequest) -> PlannedRun:
 
 
 def show_commands(
-    planned: PlannedRun, request: RunRequest, fetch: Callable[[str], kernels.Kernel]
+    planned: PlannedRun, request: RunRequest, fetch: Callable[[KernelSpec], kernels.Kernel]
 ) -> list[str]:
     """Each boot's vng command, without running it (kernels are fetched for their paths).
 
@@ -108,12 +109,12 @@ def show_commands(
             # A dry run builds nothing: the image's path is known only once it is built.
             lines.append(
                 f"# boot {group.boot_id}: {len(group.cells)} cells on kernel {group.kernel}, "
-                f"built from {recipe.source} when the run starts"
+                f"built from {recipe.source.raw} when the run starts"
             )
             continue
         ctx = boot.BootContext(
             group=group,
-            kernel=fetch(group.kernel),
+            kernel=fetch(group.cells[0].kernel_spec),
             accelerator="tcg",
             rw_dir=run_dir,
             scratch=scratch,
@@ -182,7 +183,7 @@ def run(
     request: RunRequest,
     *,
     resume: str | None = None,
-    fetch: Callable[[str], kernels.Kernel] | None = None,
+    fetch: Callable[[KernelSpec], kernels.Kernel] | None = None,
     progress: ProgressFactory | None = None,
     out: TextIO = sys.stderr,
 ) -> RunOutcome:
@@ -213,7 +214,7 @@ def run_matrix(
     *,
     cells: Sequence[Cell] | None = None,
     out: TextIO = sys.stderr,
-    fetch: Callable[[str], kernels.Kernel] | None = None,
+    fetch: Callable[[KernelSpec], kernels.Kernel] | None = None,
     build: Build | None = None,
     resume: Path | None = None,
 ) -> tuple[RunRecord, Path]:
@@ -244,7 +245,7 @@ def _run_matrix(
     *,
     cells: Sequence[Cell] | None = None,
     out: TextIO = sys.stderr,
-    fetch: Callable[[str], kernels.Kernel] | None = None,
+    fetch: Callable[[KernelSpec], kernels.Kernel] | None = None,
     build: Build | None = None,
     resume: Path | None = None,
 ) -> tuple[RunRecord, Path]:

@@ -40,7 +40,7 @@ def test_the_candidates_are_good_then_every_commit_up_to_bad_in_order(tmp_path: 
         load_matrix(path), args(path, good="v1", bad="HEAD")
     )
     assert found_tree == str(tree)
-    assert recipe.source == f"git:{tree}@v1"
+    assert recipe.source.raw == f"git:{tree}@v1"
     assert [c.label for c in candidates] == [git(tree, "rev-parse", "v1"), *shas]
     assert [c.detail for c in candidates[1:]] == ["change 0", "change 1", "change 2"]
     # No --cell: every cell is a choice (the largest confirmed change picks one).
@@ -96,7 +96,7 @@ def test_each_candidate_is_a_cell_of_its_own(tmp_path: Path) -> None:
     assert len({c.id for c in on.values()}) == len(candidates)
     for label, cell in on.items():
         assert cell.kernel_build is not None
-        assert cell.kernel_build.source == f"git:{tree}@{label}"
+        assert cell.kernel_build.source.raw == f"git:{tree}@{label}"
 
 
 class FakeRuns:
@@ -117,7 +117,7 @@ class FakeRuns:
         kernels = {}
         for cell in matrix.cells:
             assert cell.kernel_build is not None
-            sha = cell.kernel_build.source.rsplit("@", 1)[1]
+            sha = cell.kernel_build.source.raw.rsplit("@", 1)[1]
             level = 750.0 if sha in self.slow else 1000.0
             values = [self.rng.gauss(level, level * 0.01) for _ in range(cell.repeat)]
             results.append(ok(cell, {"write_iops": values}))

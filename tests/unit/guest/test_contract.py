@@ -25,6 +25,7 @@ from iomatrix.model.cell import (
     Precondition,
     SteadyState,
 )
+from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.knob_keys import KNOB_FAMILIES
 from iomatrix.model.shapes import FrozenRecord
 from iomatrix.plan.boots import BootPlan, Disk, boot_groups
@@ -56,6 +57,8 @@ def same(view: Any, record: Any, where: str) -> None:
         for i, (v, r) in enumerate(zip(view, record, strict=True)):
             same(v, r, f"{where}[{i}]")
     else:
+        if isinstance(record, KernelSpec):
+            record = record.raw  # written as its text (model.kernel_spec.SpecText)
         assert view == record, f"{where}: guest {view!r}, host {record!r}"
         assert type(view) is type(record), f"{where}: {type(view)} vs {type(record)}"
 

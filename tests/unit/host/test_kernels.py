@@ -457,7 +457,7 @@ def test_path_kernel_reads_release_and_stays_out_of_the_cache(
     monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
     image = tmp_path / "bzImage"
     image.write_bytes(make_bzimage(b"6.18.0-iomatrix (me@box) #1 SMP"))
-    kernel = kernels.fetch(f"path:{image}")
+    kernel = kernels.fetch(kernel_spec.parse_spec(f"path:{image}"))
     assert kernel.release == "6.18.0-iomatrix"
     assert kernel.vmlinuz == str(image)
     assert kernel.modules_dir is None
@@ -471,14 +471,16 @@ def test_path_kernel_modules_need_modules_dep(tmp_path: Path) -> None:
     modules = tmp_path / "modules"
     modules.mkdir()
     with pytest.raises(KernelError, match=r"no modules\.dep: run depmod"):
-        kernels.fetch(f"path:{image},modules={modules}")
+        kernels.fetch(kernel_spec.parse_spec(f"path:{image},modules={modules}"))
     (modules / "modules.dep").write_text("")
-    assert kernels.fetch(f"path:{image},modules={modules}").modules_dir == str(modules)
+    assert kernels.fetch(
+        kernel_spec.parse_spec(f"path:{image},modules={modules}")
+    ).modules_dir == str(modules)
     with pytest.raises(KernelError, match="does not exist"):
-        kernels.fetch(f"path:{tmp_path}/missing")
+        kernels.fetch(kernel_spec.parse_spec(f"path:{tmp_path}/missing"))
     (tmp_path / "notakernel").write_bytes(b"\0" * 4096)
     with pytest.raises(KernelError, match="not an x86 bzImage"):
-        kernels.fetch(f"path:{tmp_path}/notakernel")
+        kernels.fetch(kernel_spec.parse_spec(f"path:{tmp_path}/notakernel"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,11 +530,11 @@ def test_fetch_serves_a_verified_cache_entry_without_commands(
 ) -> None:
     kernel = fake_kernel(tmp_path / "kernels", release="6.1.0-99-amd64")
     # An ABI spec names its cache folder directly: no resolution needed.
-    assert kernels.fetch("debian:6.1.0-99-amd64", cache=tmp_path) == kernel
+    assert kernels.fetch(kernel_spec.parse_spec("debian:6.1.0-99-amd64"), cache=tmp_path) == kernel
     # A suite is answered from the resolution cache while it is fresh.
     entry = {"release": "6.1.0-99-amd64", "resolved_at": time.time() - 3600}
     (tmp_path / "kernels" / "resolved.json").write_text(json.dumps({"debian:bookworm": entry}))
-    served = kernels.fetch("debian:bookworm", cache=tmp_path)
+    served = kernels.fetch(kernel_spec.parse_spec("debian:bookworm"), cache=tmp_path)
     assert served == kernel.model_copy(update={"spec": "debian:bookworm"})
     assert proc_calls == []
 
@@ -608,27 +610,40 @@ def test_offline_serves_the_newest_cached_resolution_whatever_its_age(
     write_resolutions(kernels_dir, "debian:bookworm", (NEWER, 3), (OLDER, 10))
     write_resolutions(kernels_dir, "debian:6.1.176-1", (NEWER, 40))
     notices: list[str] = []
-    kernel = kernels.fetch("debian:bookworm", cache=tmp_path, offline=True, notice=notices.append)
+    kernel = kernels.fetch(
+        kernel_spec.parse_spec("debian:bookworm"),
+        cache=tmp_path,
+        offline=True,
+        notice=notices.append,
+    )
     assert kernel == newer.model_copy(update={"spec": "debian:bookworm"})
     assert notices == [f"debian:bookworm: offline; using the cached {NEWER}, resolved 3 days ago"]
     # IOMATRIX_OFFLINE=1 does the same; a package version and an ABI release are served too,
     # the ABI release without a notice (it names one kernel: nothing to be out of date).
     monkeypatch.setenv("IOMATRIX_OFFLINE", "1")
     notices.clear()
-    assert kernels.fetch("debian:6.1.176-1", cache=tmp_path, notice=notices.append) == (
-        newer.model_copy(update={"spec": "debian:6.1.176-1"})
+    assert kernels.fetch(
+        kernel_spec.parse_spec("debian:6.1.176-1"), cache=tmp_path, notice=notices.append
+    ) == (newer.model_copy(update={"spec": "debian:6.1.176-1"}))
+    assert (
+        kernels.fetch(
+            kernel_spec.parse_spec(f"debian:{OLDER}"), cache=tmp_path, notice=notices.append
+        )
+        == older
     )
-    assert kernels.fetch(f"debian:{OLDER}", cache=tmp_path, notice=notices.append) == older
     assert notices == [f"debian:6.1.176-1: offline; using the cached {NEWER}, resolved 40 days ago"]
     image = tmp_path / "bzImage"
     image.write_bytes(make_bzimage(b"6.18.0-mine (me@box) #1 SMP"))
-    assert kernels.fetch(f"path:{image}").release == "6.18.0-mine"
+    assert kernels.fetch(kernel_spec.parse_spec(f"path:{image}")).release == "6.18.0-mine"
     # A newest kernel whose files fail verification is skipped, never served.
     Path(newer.vmlinuz).write_bytes(b"changed")
     notices.clear()
     messages: list[str] = []
     kernel = kernels.fetch(
-        "debian:bookworm", cache=tmp_path, log=messages.append, notice=notices.append
+        kernel_spec.parse_spec("debian:bookworm"),
+        cache=tmp_path,
+        log=messages.append,
+        notice=notices.append,
     )
     assert kernel.release == OLDER
     assert notices == [f"debian:bookworm: offline; using the cached {OLDER}, resolved 10 days ago"]
@@ -641,19 +656,19 @@ def test_offline_refuses_what_is_not_cached(
 ) -> None:
     kernels_dir = tmp_path / "kernels"
     with pytest.raises(KernelError) as caught:
-        kernels.fetch("debian:trixie", cache=tmp_path, offline=True)
+        kernels.fetch(kernel_spec.parse_spec("debian:trixie"), cache=tmp_path, offline=True)
     assert str(caught.value) == (
         "kernel 'debian:trixie': offline (--offline or IOMATRIX_OFFLINE), and nothing is cached "
         "for this spec: it must be fetched online first (iomatrix kernels fetch debian:trixie)"
     )
     with pytest.raises(KernelError, match=r"nothing is cached.*kernels fetch debian:6\.1\.0-7-"):
-        kernels.fetch("debian:6.1.0-7-amd64", cache=tmp_path, offline=True)
+        kernels.fetch(kernel_spec.parse_spec("debian:6.1.0-7-amd64"), cache=tmp_path, offline=True)
     # Resolved once, but its kernel is gone or broken: the message says which and why.
     broken = fake_kernel(kernels_dir, release=NEWER)
     Path(broken.vmlinuz).write_bytes(b"changed")
     write_resolutions(kernels_dir, "debian:bookworm", (NEWER, 3), (OLDER, 10))
     with pytest.raises(KernelError) as caught:
-        kernels.fetch("debian:bookworm", cache=tmp_path, offline=True)
+        kernels.fetch(kernel_spec.parse_spec("debian:bookworm"), cache=tmp_path, offline=True)
     assert re.search(
         rf"nothing usable is cached for this spec \({re.escape(NEWER)} \(resolved 3 days ago\): "
         rf"vmlinuz \S+ has sha256 [0-9a-f]{{64}}, expected .*; {re.escape(OLDER)} \(resolved 10 "
@@ -661,7 +676,9 @@ def test_offline_refuses_what_is_not_cached(
         str(caught.value),
     ), caught.value
     with pytest.raises(KernelError, match="refresh asks the archive again"):
-        kernels.fetch("debian:bookworm", cache=tmp_path, offline=True, refresh=True)
+        kernels.fetch(
+            kernel_spec.parse_spec("debian:bookworm"), cache=tmp_path, offline=True, refresh=True
+        )
     assert no_commands == []
     assert not kernels_dir.joinpath("apt").exists()
     assert not (tmp_path / "apt").exists()
@@ -730,7 +747,9 @@ def test_failed_update_falls_back_to_the_cache_with_a_warning(
     archive = FakeArchive({"update": failure})
     monkeypatch.setattr(proc, "run", archive)
     notices: list[str] = []
-    kernel = kernels.fetch("debian:bookworm", cache=tmp_path, notice=notices.append)
+    kernel = kernels.fetch(
+        kernel_spec.parse_spec("debian:bookworm"), cache=tmp_path, notice=notices.append
+    )
     assert kernel == cached.model_copy(update={"spec": "debian:bookworm"})
     assert notices == [
         f"warning: debian:bookworm: the Debian archive cannot be reached ({reason}); "
@@ -754,7 +773,7 @@ def test_failed_download_falls_back_to_an_older_cached_kernel(
     )
     archive = FakeArchive({"download": lost})
     monkeypatch.setattr(proc, "run", archive)
-    kernel = kernels.fetch("debian:bookworm", cache=tmp_path)
+    kernel = kernels.fetch(kernel_spec.parse_spec("debian:bookworm"), cache=tmp_path)
     assert kernel == cached.model_copy(update={"spec": "debian:bookworm"})
     assert archive.commands() == ["update", "show", "show", "download"]
     # The warning goes to stderr by default: it is not a log line a caller may silence.
@@ -783,7 +802,9 @@ def test_unreachable_with_nothing_usable_cached_says_both(
     write_resolutions(tmp_path / "kernels", "debian:bookworm", (NEWER, 3))
     notices: list[str] = []
     with pytest.raises(KernelError) as caught:
-        kernels.fetch("debian:bookworm", cache=tmp_path, notice=notices.append)
+        kernels.fetch(
+            kernel_spec.parse_spec("debian:bookworm"), cache=tmp_path, notice=notices.append
+        )
     message = str(caught.value)
     assert message.startswith(
         "kernel 'debian:bookworm': the Debian archive cannot be reached (Failed to fetch "
@@ -884,7 +905,7 @@ def real_cache(
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("IOMATRIX_CACHE", str(cache))
         started = time.monotonic()
-        kernel = kernels.fetch("debian:bookworm", log=messages.append)
+        kernel = kernels.fetch(kernel_spec.parse_spec("debian:bookworm"), log=messages.append)
         messages.append(f"fetch took {time.monotonic() - started:.1f} s")
     yield cache, kernel, messages
     # Over 500 MB unpacked: do not leave it in pytest's kept temp folders.
@@ -919,8 +940,11 @@ def test_second_fetch_is_served_from_the_cache(
     real_cache: tuple[Path, Kernel, list[str]], proc_calls: list[tuple[str, ...]]
 ) -> None:
     cache, kernel, _ = real_cache
-    assert kernels.fetch("debian:bookworm", cache=cache) == kernel
-    assert kernels.fetch(f"debian:{kernel.release}", cache=cache).vmlinuz == kernel.vmlinuz
+    assert kernels.fetch(kernel_spec.parse_spec("debian:bookworm"), cache=cache) == kernel
+    assert (
+        kernels.fetch(kernel_spec.parse_spec(f"debian:{kernel.release}"), cache=cache).vmlinuz
+        == kernel.vmlinuz
+    )
     assert proc_calls == []
 
 
@@ -929,7 +953,10 @@ def test_refresh_resolves_again_but_keeps_the_unpacked_kernel(
     real_cache: tuple[Path, Kernel, list[str]], proc_calls: list[tuple[str, ...]]
 ) -> None:
     cache, kernel, _ = real_cache
-    assert kernels.fetch("debian:bookworm", cache=cache, refresh=True) == kernel
+    assert (
+        kernels.fetch(kernel_spec.parse_spec("debian:bookworm"), cache=cache, refresh=True)
+        == kernel
+    )
     assert any(argv[0] == "apt-get" and "update" in argv for argv in proc_calls)
     assert any(argv[0] == "apt-cache" and "show" in argv for argv in proc_calls)
     assert not [argv for argv in proc_calls if "download" in argv]
@@ -944,7 +971,9 @@ def test_broken_cache_entry_is_fetched_again(
         image.seek(4096)
         image.write(b"tampered")
     messages: list[str] = []
-    again = kernels.fetch("debian:bookworm", cache=cache, log=messages.append)
+    again = kernels.fetch(
+        kernel_spec.parse_spec("debian:bookworm"), cache=cache, log=messages.append
+    )
     assert again == kernel
     kernels.verify(again)
     assert any("unusable" in m for m in messages)
@@ -955,7 +984,7 @@ def test_broken_cache_entry_is_fetched_again(
 @pytest.mark.network
 def test_fetch_sid_split_packages(real_cache: tuple[Path, Kernel, list[str]]) -> None:
     cache, bookworm, _ = real_cache
-    kernel = kernels.fetch("debian:sid", cache=cache)
+    kernel = kernels.fetch(kernel_spec.parse_spec("debian:sid"), cache=cache)
     assert re.fullmatch(r"7\.\d+\.\d+\+deb\d+-amd64", kernel.release)
     release = kernel.release
     assert {p.name for p in kernel.packages} == {
@@ -986,7 +1015,7 @@ def test_an_unreachable_mirror_falls_back_to_the_cached_kernel(
     monkeypatch.setenv("IOMATRIX_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
     try:
         write_resolutions(cache / "kernels", "debian:bookworm", (kernel.release, 2))
-        served = kernels.fetch("debian:bookworm", cache=cache)
+        served = kernels.fetch(kernel_spec.parse_spec("debian:bookworm"), cache=cache)
     finally:
         resolved.write_text(saved)
     assert served == kernel

@@ -44,7 +44,7 @@ def test_a_relative_tree_on_the_axis_is_relative_to_the_matrix_not_the_working_f
     path = matrix(tmp_path / "proj", axis="['git:../linux@v6.1']")
     cells = load_matrix(path).cells
     assert {c.kernel for c in cells} == {f"git:{tmp_path / 'linux'}@v6.1"}
-    assert {c.kernel_build.source for c in cells if c.kernel_build} == {
+    assert {c.kernel_build.source.raw for c in cells if c.kernel_build} == {
         f"git:{tmp_path / 'linux'}@v6.1"
     }
 
@@ -63,7 +63,7 @@ def test_a_relative_tree_under_kernels_is_relative_to_the_file_that_writes_it(
     builds = {c.kernel: c.kernel_build for c in load_matrix(path).cells}
     base = builds["base"]
     assert base is not None
-    assert base.source == f"git:{tmp_path / 'linux'}@v6.1"
+    assert base.source.raw == f"git:{tmp_path / 'linux'}@v6.1"
     assert f"git:{tmp_path / 'proj' / 'linux'}@main" in builds
     # Where each is written, for validate's errors: the preset's entry and the axis value.
     assert kernel_source_places(path) == {

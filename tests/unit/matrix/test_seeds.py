@@ -68,7 +68,7 @@ def test_seed_001_is_4k_random_writes_at_queue_depth_16() -> None:
     unpatched, patched = (c.kernel_build for c in m.cells)
     assert unpatched is not None
     assert patched is not None
-    assert unpatched.source == patched.source == "debian-source:6.1"
+    assert unpatched.source.raw == patched.source.raw == "debian-source:6.1"
     assert unpatched.patches == ()
     (patch,) = patched.patches
     assert patch.path.endswith("0001-ext4-checksum-direct-write-data.patch")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.cli import archive_commands
+from iomatrix.cli import history_commands
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
 from iomatrix.model.result import RUN_FORMAT, CellEntry, RunRecord
@@ -852,8 +852,8 @@ def test_cli_history_table_is_format_tables_text(points: list[HistoryPoint]) -> 
         for p in points
     ]
     expected = format_table(["run", "date", "median", "CoV", "n", "status"], rows)
-    assert archive_commands.history_table(points) == expected
-    assert archive_commands.history_table([]) == format_table(archive_commands.HISTORY_HEADER, [])
+    assert history_commands.history_table(points) == expected
+    assert history_commands.history_table([]) == format_table(history_commands.HISTORY_HEADER, [])
 
 
 def test_cli_history_leaves_the_garbage_collector_as_it_found_it(results: Path) -> None:

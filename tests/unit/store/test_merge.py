@@ -348,7 +348,7 @@ def test_nothing_to_merge_is_refused(tmp_path: Path, matrix: Matrix) -> None:
         merge_runs([], into=tmp_path / "results", matrix=matrix)
 
 
-# --- which cells there should be, without --matrix -----------------------------------------------
+# --- which cells there should be, without --matrix-file -------------------------------------------
 
 
 def test_without_a_matrix_the_recorded_matrix_file_is_used(tmp_path: Path, matrix: Matrix) -> None:
@@ -389,7 +389,7 @@ def test_without_any_matrix_an_absent_shard_is_refused(tmp_path: Path, matrix: M
     gone = str(tmp_path / "moved-away.yaml")
     write_shard(tmp_path / "s1", matrix, first, "1/3", matrix_source=gone)
     write_shard(tmp_path / "s3", matrix, third, "3/3", matrix_source=gone)
-    with pytest.raises(IomatrixError, match=r"shard 2/3 is not among the runs.*--matrix FILE"):
+    with pytest.raises(IomatrixError, match=r"shard 2/3 is not among the runs.*--matrix-file FILE"):
         merge_runs(
             [tmp_path / "s1", tmp_path / "s3"],
             into=tmp_path / "r",
@@ -423,7 +423,7 @@ def test_cli_merge(tmp_path: Path, matrix: Matrix, capsys: pytest.CaptureFixture
     results = tmp_path / "results"
     s1, s2 = write_shards(tmp_path, matrix, 2)
     code = cli.main(
-        ["merge", str(s1), str(s2), "--matrix", str(MATRIX_FILE), "--results", str(results)]
+        ["merge", str(s1), str(s2), "--matrix-file", str(MATRIX_FILE), "--results", str(results)]
     )
     assert code == 0
     (folder,) = [p for p in results.iterdir() if p.is_dir()]

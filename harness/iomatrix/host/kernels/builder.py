@@ -52,7 +52,6 @@ from iomatrix.host.kernels.cache import MANIFEST, cache_root, load_manifest, qui
 from iomatrix.host.kernels.records import Kernel, Log
 from iomatrix.host.kernels.sources import Source, check_git_tree, git, resolve
 from iomatrix.model.cell import KernelBuild
-from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.model.result import KernelBuildInfo
 from iomatrix.store.files import locked, sha256_file, write_text_atomic
 
@@ -206,22 +205,22 @@ def plan_builds(
     planned: list[PlannedBuild] = []
     tools: str | None = None
     for name, recipe in recipes.items():
-        spec = parse_spec(recipe.source)
+        spec = recipe.source
         if spec.kind != "git":
             planned.append(
-                PlannedBuild(name, recipe.source, None, reason="its commit is known once imported")
+                PlannedBuild(name, spec.raw, None, reason="its commit is known once imported")
             )
             continue
         try:
             commit = check_git_tree(spec)
             tools = tools or _tool_versions(name)
         except KernelError as exc:
-            planned.append(PlannedBuild(name, recipe.source, None, reason=exc.reason))
+            planned.append(PlannedBuild(name, spec.raw, None, reason=exc.reason))
             continue
         # The repository is where the build would check out; the key does not depend on it.
         key = build_key(Source(root, commit, spec.raw), recipe, tools)
         planned.append(
-            PlannedBuild(name, recipe.source, (root / "builds" / key / MANIFEST).is_file(), key)
+            PlannedBuild(name, spec.raw, (root / "builds" / key / MANIFEST).is_file(), key)
         )
     return planned
 
@@ -272,15 +271,15 @@ def build(
     """The kernel a recipe makes, built unless the build cache has it. name is the kernel axis
     value (what messages and the Kernel record call it)."""
     say = log or quiet
-    spec = parse_spec(recipe.source)
+    spec = recipe.source
     root = (cache or cache_root()).absolute()
     builds = root / "builds"
     builds.mkdir(parents=True, exist_ok=True)
     tools = _tool_versions(name)
     with locked(
         builds / ".lock",
-        held=f"the build of {recipe.source}",
-        on_wait=lambda: say(f"waiting for another iomatrix building from {recipe.source}"),
+        held=f"the build of {spec.raw}",
+        on_wait=lambda: say(f"waiting for another iomatrix building from {spec.raw}"),
     ):
         # With the lock held, a staging folder is a leftover of a build that was killed.
         for leftover in builds.glob(".partial-*"):
@@ -462,7 +461,7 @@ def _build(job: _Job) -> Kernel:
     sandbox.hand_over([job.out, job.ccache])
     job.log_path.parent.mkdir(exist_ok=True)
     job.log_path.write_text(
-        f"# iomatrix build of {job.name} ({job.recipe.source}), key {job.key}\n"
+        f"# iomatrix build of {job.name} ({job.recipe.source.raw}), key {job.key}\n"
     )
     stage = Path(tempfile.mkdtemp(prefix=f".partial-{job.key}-", dir=job.builds))
     started = time.monotonic()

@@ -29,7 +29,7 @@ from iomatrix.host.kernels.mirror import debian_mirror
 from iomatrix.host.kernels.private_apt import PrivateApt
 from iomatrix.host.kernels.records import DebPackage, Kernel, Log, ResolvedKernel
 from iomatrix.host.kernels.unpack import unpack_kernel
-from iomatrix.model.kernel_spec import KernelSpec, parse_spec
+from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.store.files import locked, sha256_file, write_text_atomic
 
 
@@ -234,7 +234,7 @@ def _resolve_and_install(
 
 
 def fetch(
-    spec: str,
+    parsed: KernelSpec,
     *,
     cache: Path | None = None,
     refresh: bool = False,
@@ -256,7 +256,7 @@ def fetch(
     the cache whatever its age, saying so through notice. notice goes to stderr by default:
     unlike log, these messages are never silenced, since the kernel may be days old.
     """
-    parsed = parse_spec(spec)
+    spec = parsed.raw
     say = _once(log or quiet)
     tell = notice or _to_stderr
     if parsed.kind == "path":
