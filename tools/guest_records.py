@@ -268,10 +268,12 @@ def render_plan_view() -> str:
             sources="plan/boots.py BootPlan and model/cell.py",
         ),
         "from collections.abc import Callable",
-        "from typing import Any, ClassVar, Literal, TypeVar, get_args",
+        "from typing import Any, Literal, TypeVar, get_args",
         "",
         *_own_imports(
-            writer, f"from iomatrix.model.shapes import {', '.join(sorted(['FrozenRecord', *shared]))}"
+            writer,
+            "from iomatrix.plain import PlainRecord",
+            *([f"from iomatrix.model.shapes import {', '.join(sorted(shared))}"] if shared else []),
         ),
         "",
         "Json = dict[str, Any]",
@@ -308,7 +310,8 @@ def render_plan_view() -> str:
 def _declaration(
     model: type[BaseModel], writer: Writer, name: str, bases: tuple[str, ...]
 ) -> tuple[list[str], list[tuple[str, Shape, bool, str]]]:
-    """A plain class over FrozenRecord: its FIELDS, annotations and keyword-only __init__.
+    """A plain class over iomatrix.plain.PlainRecord (which reads FIELDS from the annotations):
+    its annotations and a typed keyword-only __init__.
 
     Not @dataclass: creating a dataclass compiles its methods (exec) when the module is imported,
     about 40 ms a class under TCG at every boot; these classes are written out instead."""
@@ -317,7 +320,6 @@ def _declaration(
         shape = writer.shape(_json_annotation(info), f"{model.__name__}.{field_name}")
         has_default, default = _default(info)
         fields.append((field_name, shape, has_default, default))
-    names = tuple(f[0] for f in fields)
     params, assigned = [], []
     for field_name, shape, has_default, default in fields:
         if default == "{}":
@@ -336,7 +338,6 @@ def _declaration(
         f"class {name}({', '.join(bases)}):",
         _docstring(model),
         "",
-        f"    FIELDS: ClassVar[tuple[str, ...]] = {names!r}",
         *(f"    {n}: {shape.annotation}" for n, shape, _, _ in fields),
         "",
         f"    def __init__(self, *, {', '.join(params)}) -> None:",
@@ -348,7 +349,7 @@ def _declaration(
 def _plan_class(model: type[BaseModel], writer: Writer) -> str:
     name = f"{model.__name__}View"
     shared = SHARED_SHAPES.get(model.__name__)
-    bases = ("FrozenRecord", shared) if shared else ("FrozenRecord",)
+    bases = ("PlainRecord", shared) if shared else ("PlainRecord",)
     lines, fields = _declaration(model, writer, name, bases)
     read = []
     for field_name, shape, has_default, default in fields:
@@ -379,7 +380,7 @@ def render_result_records() -> str:
         ),
         "from typing import Any, ClassVar, Literal",
         "",
-        *_own_imports(writer, "from iomatrix.model.shapes import FrozenRecord"),
+        *_own_imports(writer, "from iomatrix.plain import PlainRecord"),
         *writer.literal_definitions(),
         "",
         "__all__ = [",
@@ -391,11 +392,11 @@ def render_result_records() -> str:
 
 
 def _result_class(model: type[BaseModel], writer: Writer) -> str:
-    lines, _ = _declaration(model, writer, model.__name__, ("FrozenRecord",))
+    lines, _ = _declaration(model, writer, model.__name__, ("PlainRecord",))
     omit = [n for n, info in _fields(model) if _left_out_while_empty(info)]
     if omit:
         spelled = ", ".join(repr(n) for n in omit)
-        at = lines.index("    FIELDS: ClassVar[tuple[str, ...]] = " + repr(tuple(n for n, _ in _fields(model))))
+        at = lines.index(_docstring(model)) + 2  # after the docstring and its blank line
         lines[at:at] = [
             "    # Left out of the file while empty, as the host's exclude_if leaves them out.",
             f"    OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({{{spelled}}})",

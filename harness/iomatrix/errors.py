@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from iomatrix.plain import PlainRecord
 
 
 class IomatrixError(Exception):
     """Base of every error iomatrix reports to the user as a message, not a traceback."""
 
 
-@dataclass
-class MatrixError(IomatrixError):
+# The errors are records (iomatrix.plain: no dataclass compile where the guest imports them),
+# not frozen: Python sets an exception's __traceback__ and notes. PlainRecord comes first, so
+# its __init__ (fields by name) is the one that runs, not BaseException's.
+
+
+class MatrixError(PlainRecord, IomatrixError, frozen=False):
     """A matrix file is invalid: names the file, the path of the field, and the reason; and
     where the field is in the file, when the YAML says (file:line:column, as compilers print
     it, so editors and terminals can jump there)."""
@@ -32,8 +36,7 @@ class MatrixError(IomatrixError):
         return f"{where}: {self.reason}"
 
 
-@dataclass
-class MatrixErrors(IomatrixError):
+class MatrixErrors(PlainRecord, IomatrixError, frozen=False):
     """Several validation errors of one file, reported together so the user fixes them at once."""
 
     errors: tuple[MatrixError, ...]
@@ -42,8 +45,7 @@ class MatrixErrors(IomatrixError):
         return "\n".join(str(e) for e in self.errors)
 
 
-@dataclass
-class KernelError(IomatrixError):
+class KernelError(PlainRecord, IomatrixError, frozen=False):
     """A kernel spec cannot be resolved, downloaded, unpacked or verified."""
 
     spec: str
@@ -53,8 +55,7 @@ class KernelError(IomatrixError):
         return f"kernel {self.spec!r}: {self.reason}"
 
 
-@dataclass
-class ArchiveUnreachable(KernelError):
+class ArchiveUnreachable(KernelError, frozen=False):
     """The Debian archive did not answer (apt-get update or download failed or timed out).
 
     reason is apt's own words, on one line. kernels.fetch catches it to fall back to the cache,
@@ -65,8 +66,7 @@ class ArchiveUnreachable(KernelError):
         return f"kernel {self.spec!r}: the Debian archive cannot be reached ({self.reason})"
 
 
-@dataclass
-class ResultFormatError(IomatrixError):
+class ResultFormatError(PlainRecord, IomatrixError, frozen=False):
     """A result file is unreadable, truncated, or of a format version we cannot load."""
 
     file: str

@@ -19,11 +19,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from iomatrix.errors import IomatrixError
+from iomatrix.plain import PlainRecord
 
 # How often a stop callback is polled while a command runs.
 # `iomatrix -v` shows every command as it starts and how it ended (DEBUG).
@@ -34,8 +34,7 @@ _POLL_S = 1.0
 _TERMINATE_GRACE_S = 5.0
 
 
-@dataclass(frozen=True)
-class Completed:
+class Completed(PlainRecord):
     """What a finished command left behind. stdout is empty when it went to a file."""
 
     argv: tuple[str, ...]
@@ -45,16 +44,15 @@ class Completed:
     duration_s: float
 
 
-# Exceptions are plain (not frozen) dataclasses: Python sets __traceback__ and notes on them.
-@dataclass
-class CommandError(IomatrixError):
+# Exceptions are records that are not frozen: Python sets __traceback__ and notes on them.
+class CommandError(PlainRecord, IomatrixError, frozen=False):
     """A command exited with a code it was not allowed to, or could not be started at all."""
 
     argv: tuple[str, ...]
     returncode: int | None
     stdout: str = ""
     stderr: str = ""
-    reason: str = field(default="")
+    reason: str = ""
 
     def __str__(self) -> str:
         what = self.reason or f"exited with status {self.returncode}"
@@ -63,8 +61,7 @@ class CommandError(IomatrixError):
         return f"{_show(self.argv)}: {what}{detail}"
 
 
-@dataclass
-class CommandTimeout(CommandError):
+class CommandTimeout(CommandError, frozen=False):
     """A command ran longer than its timeout and was killed (with its whole process group)."""
 
     timeout_s: float = 0.0

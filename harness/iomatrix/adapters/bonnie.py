@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from iomatrix.errors import ResultFormatError
+from iomatrix.plain import PlainRecord
 
 CSV_FORMAT = "1.98"
 _FIELDS = 50
@@ -80,8 +80,7 @@ def bonnie_argv(directory: str, params: BonnieSizes) -> list[str]:
     ]
 
 
-@dataclass(frozen=True)
-class BonnieResult:
+class BonnieResult(PlainRecord):
     version: str
     metrics: dict[str, float]
     too_fast: tuple[str, ...] = ()

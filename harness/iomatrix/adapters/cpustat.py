@@ -12,15 +12,15 @@ model.result.CpuUsage field for field, and tests/unit/guest/test_contract.py kee
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from iomatrix.plain import PlainRecord
 
 # /proc/stat counts in USER_HZ ticks; 100 on every Linux architecture we boot.
 USER_HZ = 100
 
 
-@dataclass(frozen=True)
-class CpuUsage:
+class CpuUsage(PlainRecord):
     """Shares of all guest CPUs' time over the workload, in percent, plus busy CPU-seconds."""
 
     usr_pct: float
@@ -30,8 +30,7 @@ class CpuUsage:
     busy_cpu_s: float
 
 
-@dataclass(frozen=True)
-class CpuTimes:
+class CpuTimes(PlainRecord):
     user: int
     nice: int
     system: int

@@ -21,16 +21,15 @@ Stdlib only, as the guest agent needs it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
 from pathlib import Path
 
 from iomatrix.model.units import KIB
+from iomatrix.plain import PlainRecord
 
 SECTOR_BYTES = 512
 
 
-@dataclass(frozen=True)
-class DiskCounters:
+class DiskCounters(PlainRecord):
     """The cumulative counters of one disk (or the sum, or the difference, of several)."""
 
     reads: int = 0
@@ -49,16 +48,16 @@ class DiskCounters:
 
     def __add__(self, other: DiskCounters) -> DiskCounters:
         return DiskCounters(
-            **{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+            **{name: getattr(self, name) + getattr(other, name) for name in self.FIELDS}
         )
 
     def minus(self, earlier: DiskCounters) -> DiskCounters:
         """The counts since `earlier`; a counter that went back (wrapped on a 32-bit field, or a
         disk that went away and came back) counts from zero rather than negative."""
         out = {}
-        for f in fields(self):
-            now, then = getattr(self, f.name), getattr(earlier, f.name)
-            out[f.name] = now - then if now >= then else now
+        for name in self.FIELDS:
+            now, then = getattr(self, name), getattr(earlier, name)
+            out[name] = now - then if now >= then else now
         return DiskCounters(**out)
 
     @property

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from iomatrix.model.filesystems import FILESYSTEMS
+from iomatrix.plain import PlainRecord
 
 # Options the kernel never lists in /proc/mounts even when honoured; not reported as missing.
 _NEVER_SHOWN = frozenset({"defaults", "auto", "noauto", "user", "nouser", "_netdev", "nofail"})
@@ -31,8 +31,7 @@ _SHOWN_BY_ABSENCE: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class FilesystemAdapter:
+class FilesystemAdapter(PlainRecord):
     fstype: str
     # Kernel modules to load before mkfs/mount; built-in filesystems make modprobe a no-op.
     modules: tuple[str, ...]

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import re
 import resource
-from dataclasses import dataclass
 from pathlib import Path
+
+from iomatrix.plain import PlainRecord
 
 # include/linux/sched.h: the task is a kernel thread.
 PF_KTHREAD = 0x00200000
@@ -27,8 +28,7 @@ _FAMILY_SUFFIX = re.compile(r"[0-9]+$")
 _METRIC_SAFE = re.compile(r"[^a-z0-9]+")
 
 
-@dataclass(frozen=True)
-class KernelThread:
+class KernelThread(PlainRecord):
     comm: str
     run_ns: int
 
@@ -86,8 +86,7 @@ def kernel_thread_seconds(
     return seconds
 
 
-@dataclass(frozen=True)
-class ChildTimes:
+class ChildTimes(PlainRecord):
     user_s: float
     sys_s: float
 

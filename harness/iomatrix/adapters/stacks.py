@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from iomatrix.plain import PlainRecord
 
 # What every device-mapper tool gets in a guest without udev: libdevmapper makes the /dev nodes
 # itself instead of waiting for udev to (DM_DISABLE_UDEV), and lvm does not warn about the file
@@ -44,8 +45,7 @@ def lvm_argv(command: str, devices: Sequence[str], *args: str) -> list[str]:
 # --- mdadm ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MdDetail:
+class MdDetail(PlainRecord):
     """`mdadm --detail /dev/mdN`: its "Key : value" lines, and the member devices of its table."""
 
     fields: dict[str, str]
@@ -108,8 +108,7 @@ def size_bytes(text: str) -> int:
 # --- device-mapper -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class DmTarget:
+class DmTarget(PlainRecord):
     """One line of `dmsetup table`: start and length in 512-byte sectors, the target type, and
     its arguments."""
 
@@ -146,8 +145,7 @@ def without_key(target: DmTarget) -> DmTarget:
     )
 
 
-@dataclass(frozen=True)
-class CryptTable:
+class CryptTable(PlainRecord):
     """The arguments of a crypt target (dm-crypt.rst): cipher, key size, IV offset, the device
     under it (major:minor), the offset of the data on it, and the optional features."""
 

@@ -28,11 +28,11 @@ import random
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from iomatrix.model.units import MIB
+from iomatrix.plain import PlainRecord
 
 DIRECTORY = "iomatrix-aging"
 # Files per folder, so that no directory grows huge (names d<k>/f<n>).
@@ -43,8 +43,7 @@ MAX_FILES = 200_000
 _CHUNK = MIB
 
 
-@dataclass(frozen=True)
-class Cycle:
+class Cycle(PlainRecord):
     """One cycle of the plan: files to write (name, size), then files to delete."""
 
     writes: tuple[tuple[str, int], ...]

@@ -14,11 +14,9 @@ them on a fake sysfs and procfs under a temporary folder.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from iomatrix.guest.context import CellContext, CellFailed
 from iomatrix.guest.plan_view import KnobSettingView
 from iomatrix.guest.records import KnobReading
 from iomatrix.model.knob_keys import KNOB_FAMILIES, tunable_scheduler
+from iomatrix.plain import PlainRecord
 
 ROOT = Path("/")
 CGROUP_MOUNT = Path("sys/fs/cgroup")
@@ -45,8 +44,7 @@ _WHY_CHANGED = {
 _UNKNOWN_PARAMETERS = re.compile(r"Unknown (kernel )?command line parameters")
 
 
-@dataclass(frozen=True)
-class Knob:
+class Knob(PlainRecord):
     """A reading and where to read it again after the workload: the file (None when there is
     nothing to read again: a tunable not written, a kernel parameter, fio's options) and, for a
     per-device cgroup file, the device's MAJ:MIN (its line is the value)."""
@@ -492,7 +490,7 @@ def after_workload(knobs: Sequence[Knob], ran_in: str = "") -> list[Knob]:
         if reading.family == "cgroup" and ran_in:
             where = f"the workload ran in cgroup {ran_in}"
             reading = reading.replace(note=f"{reading.note}; {where}" if reading.note else where)
-        out.append(dataclasses.replace(knob, reading=reading))
+        out.append(knob.replace(reading=reading))
     return out
 
 

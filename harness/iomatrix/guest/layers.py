@@ -38,6 +38,7 @@ from iomatrix.guest.disks import scheduler_file
 from iomatrix.guest.plan_view import CryptStackView, FilesystemChoiceView, LvmStackView, MdStackView
 from iomatrix.guest.records import CryptApplied, LvmApplied, MdApplied
 from iomatrix.model.units import KIB
+from iomatrix.plain import PlainRecord
 
 # The guest's block devices (a test points it at a tree of its own).
 SYS_BLOCK = Path("/sys/block")
@@ -410,8 +411,7 @@ def crypt_readback(ctx: CellContext) -> CryptApplied:
     )
 
 
-@dataclass(frozen=True)
-class LayersApplied:
+class LayersApplied(PlainRecord):
     md: MdApplied | None
     lvm: LvmApplied | None
     crypt: CryptApplied | None

@@ -9,11 +9,12 @@ agent does not import pydantic.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal, TypeVar, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 from iomatrix.model.axes import Bus
 from iomatrix.model.schedulers import Scheduler
-from iomatrix.model.shapes import CellNaming, FilesystemLayers, FrozenRecord
+from iomatrix.model.shapes import CellNaming, FilesystemLayers
+from iomatrix.plain import PlainRecord
 
 Json = dict[str, Any]
 T = TypeVar("T")
@@ -51,10 +52,9 @@ def _int_or(value: Any, words: tuple[str, ...], where: str) -> Any:
     return _one_of(value, words, where)
 
 
-class DiskView(FrozenRecord):
+class DiskView(PlainRecord):
     """The guest's plan.boots.Disk (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("key", "serial", "host_path", "qemu_args")
     key: str
     serial: str
     host_path: str
@@ -76,10 +76,9 @@ class DiskView(FrozenRecord):
         )
 
 
-class TimeoutsView(FrozenRecord):
+class TimeoutsView(PlainRecord):
     """The guest's model.cell.Timeouts (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("boot_s", "cell_s", "grace_s")
     boot_s: float
     cell_s: float
     grace_s: float
@@ -99,17 +98,9 @@ class TimeoutsView(FrozenRecord):
         )
 
 
-class LoopStackView(FrozenRecord):
+class LoopStackView(PlainRecord):
     """The guest's model.cell.LoopStack (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "outer_fstype",
-        "outer_mkfs_options",
-        "outer_mount_options",
-        "nocow",
-        "file_size_bytes",
-        "direct_io",
-    )
     outer_fstype: str
     outer_mkfs_options: tuple[str, ...]
     outer_mount_options: tuple[str, ...]
@@ -149,10 +140,9 @@ class LoopStackView(FrozenRecord):
         )
 
 
-class MdStackView(FrozenRecord):
+class MdStackView(PlainRecord):
     """The guest's model.cell.MdStack (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("level", "chunk_bytes", "bitmap")
     level: MdLevel
     chunk_bytes: int | None
     bitmap: Literal["internal", "none"] | None
@@ -179,10 +169,9 @@ class MdStackView(FrozenRecord):
         )
 
 
-class LvmStackView(FrozenRecord):
+class LvmStackView(PlainRecord):
     """The guest's model.cell.LvmStack (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("stripes", "stripe_size_bytes", "size_bytes", "thin")
     stripes: int
     stripe_size_bytes: int | None
     size_bytes: int | None
@@ -211,10 +200,9 @@ class LvmStackView(FrozenRecord):
         )
 
 
-class CryptStackView(FrozenRecord):
+class CryptStackView(PlainRecord):
     """The guest's model.cell.CryptStack (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("cipher", "key_bits")
     cipher: CryptCipher
     key_bits: int
 
@@ -232,18 +220,9 @@ class CryptStackView(FrozenRecord):
         )
 
 
-class FilesystemChoiceView(FrozenRecord, FilesystemLayers):
+class FilesystemChoiceView(PlainRecord, FilesystemLayers):
     """The guest's model.cell.FilesystemChoice (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "name",
-        "fstype",
-        "mkfs_options",
-        "loop",
-        "md",
-        "lvm",
-        "crypt",
-    )
     name: str
     fstype: str
     mkfs_options: tuple[str, ...]
@@ -287,10 +266,9 @@ class FilesystemChoiceView(FrozenRecord, FilesystemLayers):
         )
 
 
-class MountOptionSetView(FrozenRecord):
+class MountOptionSetView(PlainRecord):
     """The guest's model.cell.MountOptionSet (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("name", "options")
     name: str
     options: tuple[str, ...]
 
@@ -306,21 +284,9 @@ class MountOptionSetView(FrozenRecord):
         )
 
 
-class DeviceProfileView(FrozenRecord):
+class DeviceProfileView(PlainRecord):
     """The guest's model.cell.DeviceProfile (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "name",
-        "size_bytes",
-        "bus",
-        "backing",
-        "cache",
-        "aio",
-        "path",
-        "iops_limit",
-        "bw_limit_bytes",
-        "count",
-    )
     name: str
     size_bytes: int
     bus: Bus
@@ -378,10 +344,9 @@ class DeviceProfileView(FrozenRecord):
         )
 
 
-class BuiltinParamsView(FrozenRecord):
+class BuiltinParamsView(PlainRecord):
     """The guest's model.cell.BuiltinParams (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("name", "block_size_bytes", "count", "line_length")
     name: BuiltinName
     block_size_bytes: int
     count: int
@@ -410,10 +375,9 @@ class BuiltinParamsView(FrozenRecord):
         )
 
 
-class BonnieParamsView(FrozenRecord):
+class BonnieParamsView(PlainRecord):
     """The guest's model.cell.BonnieParams (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("files", "max_size_bytes", "min_size_bytes", "dirs")
     files: int
     max_size_bytes: int
     min_size_bytes: int
@@ -437,10 +401,9 @@ class BonnieParamsView(FrozenRecord):
         )
 
 
-class FioPhaseView(FrozenRecord):
+class FioPhaseView(PlainRecord):
     """The guest's model.cell.FioPhase (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("name", "job_file", "sha256", "declared_size_bytes")
     name: str
     job_file: str
     sha256: str
@@ -464,10 +427,9 @@ class FioPhaseView(FrozenRecord):
         )
 
 
-class SteadyStateView(FrozenRecord):
+class SteadyStateView(PlainRecord):
     """The guest's model.cell.SteadyState (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("criterion", "duration_s", "ramp_s")
     criterion: str
     duration_s: int
     ramp_s: int
@@ -485,10 +447,9 @@ class SteadyStateView(FrozenRecord):
         )
 
 
-class PreconditionView(FrozenRecord):
+class PreconditionView(PlainRecord):
     """The guest's model.cell.Precondition (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("job_file", "sha256", "max_runtime_s", "steady_state")
     job_file: str
     sha256: str
     max_runtime_s: float
@@ -517,17 +478,9 @@ class PreconditionView(FrozenRecord):
         )
 
 
-class AgingView(FrozenRecord):
+class AgingView(PlainRecord):
     """The guest's model.cell.Aging (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "fullness_pct",
-        "cycles",
-        "seed",
-        "delete_pct",
-        "min_file_bytes",
-        "max_file_bytes",
-    )
     fullness_pct: float
     cycles: int
     seed: int
@@ -567,24 +520,9 @@ class AgingView(FrozenRecord):
         )
 
 
-class WorkloadView(FrozenRecord):
+class WorkloadView(PlainRecord):
     """The guest's model.cell.Workload (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "name",
-        "kind",
-        "job_file",
-        "sha256",
-        "estimated_s",
-        "max_runtime_s",
-        "file_size_cap",
-        "declared_size_bytes",
-        "builtin",
-        "bonnie",
-        "phases",
-        "precondition",
-        "aging",
-    )
     name: str
     kind: WorkloadKind
     job_file: str
@@ -654,10 +592,9 @@ class WorkloadView(FrozenRecord):
         )
 
 
-class SourceFileView(FrozenRecord):
+class SourceFileView(PlainRecord):
     """The guest's model.cell.SourceFile (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("path", "sha256")
     path: str
     sha256: str
 
@@ -673,10 +610,9 @@ class SourceFileView(FrozenRecord):
         )
 
 
-class KernelBuildView(FrozenRecord):
+class KernelBuildView(PlainRecord):
     """The guest's model.cell.KernelBuild (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("source", "patches", "config")
     source: str
     patches: tuple[SourceFileView, ...]
     config: tuple[str, ...]
@@ -696,10 +632,9 @@ class KernelBuildView(FrozenRecord):
         )
 
 
-class KnobSettingView(FrozenRecord):
+class KnobSettingView(PlainRecord):
     """The guest's model.cell.KnobSetting (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("key", "value")
     key: str
     value: str
 
@@ -715,10 +650,9 @@ class KnobSettingView(FrozenRecord):
         )
 
 
-class KnobSetView(FrozenRecord):
+class KnobSetView(PlainRecord):
     """The guest's model.cell.KnobSet (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("name", "settings")
     name: str
     settings: tuple[KnobSettingView, ...]
 
@@ -734,25 +668,9 @@ class KnobSetView(FrozenRecord):
         )
 
 
-class CellView(FrozenRecord, CellNaming):
+class CellView(PlainRecord, CellNaming):
     """The guest's model.cell.Cell (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "id",
-        "kernel",
-        "filesystem",
-        "mount_options",
-        "scheduler",
-        "device",
-        "workload",
-        "repeat",
-        "kernel_build",
-        "queue",
-        "sysctl",
-        "cgroup",
-        "fio",
-        "cmdline",
-    )
     id: str
     kernel: str
     filesystem: FilesystemChoiceView
@@ -824,10 +742,9 @@ class CellView(FrozenRecord, CellNaming):
         )
 
 
-class StepView(FrozenRecord):
+class StepView(PlainRecord):
     """The guest's plan.boots.Step (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("run_dir", "cell", "repetition", "disk_key")
     run_dir: str
     cell: CellView
     repetition: int
@@ -847,18 +764,9 @@ class StepView(FrozenRecord):
         )
 
 
-class BootPlanView(FrozenRecord):
+class BootPlanView(PlainRecord):
     """The guest's plan.boots.BootPlan (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "format",
-        "boot_id",
-        "kernel",
-        "disks",
-        "rw_dir",
-        "timeouts",
-        "steps",
-    )
     format: int
     boot_id: str
     kernel: str

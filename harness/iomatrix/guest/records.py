@@ -16,9 +16,7 @@ and dumps back unchanged.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +36,7 @@ from iomatrix.guest.result_records import (
     RepetitionRecord,
     Telemetry,
 )
-from iomatrix.model.shapes import FrozenRecord
+from iomatrix.plain import PlainRecord
 from iomatrix.store.files import write_text_atomic
 
 __all__ = [
@@ -67,9 +65,7 @@ CELL_FORMAT = 1
 
 
 def _json_value(value: Any) -> Any:
-    if isinstance(value, FrozenRecord) or (
-        dataclasses.is_dataclass(value) and not isinstance(value, type)
-    ):
+    if isinstance(value, PlainRecord):
         return to_json(value)
     if isinstance(value, tuple | list):
         return [_json_value(v) for v in value]
@@ -81,10 +77,8 @@ def _json_value(value: Any) -> Any:
 def to_json(record: Any) -> Json:
     """A record as the host's record dumps it: fields in order, empty additions left out."""
     omit: frozenset[str] = getattr(record, "OMIT_WHEN_EMPTY", frozenset())
-    # The generated records' FIELDS, or an adapter's dataclass (CpuUsage, DiskCounters).
-    names = record.FIELDS if isinstance(record, FrozenRecord) else _dataclass_fields(record)
     out: Json = {}
-    for name in names:
+    for name in record.FIELDS:
         value = getattr(record, name)
         if name in omit and not value:
             continue
@@ -92,17 +86,12 @@ def to_json(record: Any) -> Json:
     return out
 
 
-def _dataclass_fields(record: Any) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(record))
-
-
 def write_json(path: Path, record: Any) -> None:
     """A record's file, written whole or not at all (as records_io.write_record does)."""
     write_text_atomic(path, json.dumps(to_json(record), indent=1) + "\n")
 
 
-@dataclass(frozen=True, kw_only=True)
-class CellResult:
+class CellResult(PlainRecord, kw_only=True):
     """A cell's outcome (model.result.CellResult). Its repetitions are the rep-<n>.json files
     earlier steps (maybe earlier boots) wrote, taken as they are: their "repetition" parts."""
 

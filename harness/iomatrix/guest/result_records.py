@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from iomatrix.adapters.cpustat import CpuUsage
 from iomatrix.adapters.diskstats import DiskCounters
-from iomatrix.model.shapes import FrozenRecord
+from iomatrix.plain import PlainRecord
 
 # The host's Literal types, under the host's names.
 KnobStatus = Literal[
@@ -37,24 +37,9 @@ __all__ = [
 ]
 
 
-class LoopApplied(FrozenRecord):
+class LoopApplied(PlainRecord):
     """The guest's model.result.LoopApplied (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "device",
-        "backing_file",
-        "direct_io",
-        "scheduler",
-        "file_size_bytes",
-        "file_allocated_bytes",
-        "file_attributes",
-        "dir_attributes",
-        "nocow",
-        "outer_device",
-        "outer_fstype",
-        "outer_mount_options",
-        "outer_missing_mount_options",
-    )
     device: str
     backing_file: str
     direct_io: bool
@@ -103,26 +88,11 @@ class LoopApplied(FrozenRecord):
         )
 
 
-class MdApplied(FrozenRecord):
+class MdApplied(PlainRecord):
     """The guest's model.result.MdApplied (each field's meaning is there)."""
 
     # Left out of the file while empty, as the host's exclude_if leaves them out.
     OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({"bitmap"})
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "device",
-        "level",
-        "raid_devices",
-        "chunk_bytes",
-        "layout",
-        "state",
-        "members",
-        "assume_clean",
-        "sync_action",
-        "mdstat",
-        "scheduler",
-        "schedulers_available",
-        "bitmap",
-    )
     device: str
     level: str
     raid_devices: int
@@ -171,23 +141,9 @@ class MdApplied(FrozenRecord):
         )
 
 
-class LvmApplied(FrozenRecord):
+class LvmApplied(PlainRecord):
     """The guest's model.result.LvmApplied (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "vg",
-        "lv",
-        "device",
-        "segtype",
-        "stripes",
-        "stripe_size_bytes",
-        "size_bytes",
-        "physical_volumes",
-        "pool",
-        "dm_table",
-        "scheduler",
-        "schedulers_available",
-    )
     vg: str
     lv: str
     device: str
@@ -233,23 +189,9 @@ class LvmApplied(FrozenRecord):
         )
 
 
-class CryptApplied(FrozenRecord):
+class CryptApplied(PlainRecord):
     """The guest's model.result.CryptApplied (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "name",
-        "device",
-        "type",
-        "cipher",
-        "key_bits",
-        "sector_size",
-        "underlying",
-        "offset_sectors",
-        "features",
-        "dm_table",
-        "scheduler",
-        "schedulers_available",
-    )
     name: str
     device: str
     type: str
@@ -295,20 +237,9 @@ class CryptApplied(FrozenRecord):
         )
 
 
-class KnobReading(FrozenRecord):
+class KnobReading(PlainRecord):
     """The guest's model.result.KnobReading (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "family",
-        "key",
-        "asked",
-        "target",
-        "before",
-        "after_set",
-        "after_workload",
-        "status",
-        "note",
-    )
     family: str
     key: str
     asked: str
@@ -345,7 +276,7 @@ class KnobReading(FrozenRecord):
         )
 
 
-class Applied(FrozenRecord):
+class Applied(PlainRecord):
     """The guest's model.result.Applied (each field's meaning is there)."""
 
     # Left out of the file while empty, as the host's exclude_if leaves them out.
@@ -361,24 +292,6 @@ class Applied(FrozenRecord):
             "crypt",
             "knobs",
         }
-    )
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "kernel_release",
-        "device",
-        "scheduler",
-        "schedulers_available",
-        "mount_fstype",
-        "mount_options",
-        "missing_mount_options",
-        "member_devices",
-        "member_schedulers",
-        "btrfs_profiles",
-        "btrfs_devices",
-        "loop",
-        "md",
-        "lvm",
-        "crypt",
-        "knobs",
     )
     kernel_release: str
     device: str
@@ -437,10 +350,9 @@ class Applied(FrozenRecord):
         )
 
 
-class Limits(FrozenRecord):
+class Limits(PlainRecord):
     """The guest's model.result.Limits (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("runtime_s", "file_size_bytes", "stopped")
     runtime_s: float
     file_size_bytes: int | None
     stopped: bool
@@ -451,10 +363,9 @@ class Limits(FrozenRecord):
         self.__dict__.update(runtime_s=runtime_s, file_size_bytes=file_size_bytes, stopped=stopped)
 
 
-class AgingCycle(FrozenRecord):
+class AgingCycle(PlainRecord):
     """The guest's model.result.AgingCycle (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("files_written", "files_deleted", "fullness_pct")
     files_written: int
     files_deleted: int
     fullness_pct: float
@@ -465,26 +376,9 @@ class AgingCycle(FrozenRecord):
         )
 
 
-class AgingResult(FrozenRecord):
+class AgingResult(PlainRecord):
     """The guest's model.result.AgingResult (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "target_fullness_pct",
-        "seed",
-        "cycles",
-        "files_written",
-        "files_deleted",
-        "files_left",
-        "bytes_written",
-        "bytes_deleted",
-        "capacity_bytes",
-        "fullness_before_pct",
-        "fullness_pct",
-        "used_bytes",
-        "enospc",
-        "per_cycle",
-        "duration_s",
-    )
     target_fullness_pct: float
     seed: int
     cycles: int
@@ -539,20 +433,9 @@ class AgingResult(FrozenRecord):
         )
 
 
-class PreconditionResult(FrozenRecord):
+class PreconditionResult(PlainRecord):
     """The guest's model.result.PreconditionResult (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "job_file",
-        "runtime_s",
-        "duration_s",
-        "outcome",
-        "stopped",
-        "steady_state",
-        "metrics",
-        "fio_version",
-        "fio",
-    )
     job_file: str
     runtime_s: float
     duration_s: float
@@ -589,23 +472,11 @@ class PreconditionResult(FrozenRecord):
         )
 
 
-class Telemetry(FrozenRecord):
+class Telemetry(PlainRecord):
     """The guest's model.telemetry.Telemetry (each field's meaning is there)."""
 
     # Left out of the file while empty, as the host's exclude_if leaves them out.
     OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset({"phase", "disk_synced"})
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "phase",
-        "devices",
-        "seconds",
-        "wall_s",
-        "fio_read_bytes",
-        "fio_write_bytes",
-        "disk",
-        "disk_synced",
-        "vmstat",
-        "psi",
-    )
     phase: str
     devices: tuple[str, ...]
     seconds: float
@@ -645,27 +516,12 @@ class Telemetry(FrozenRecord):
         )
 
 
-class Repetition(FrozenRecord):
+class Repetition(PlainRecord):
     """The guest's model.result.Repetition (each field's meaning is there)."""
 
     # Left out of the file while empty, as the host's exclude_if leaves them out.
     OMIT_WHEN_EMPTY: ClassVar[frozenset[str]] = frozenset(
         {"limits", "raw", "phases", "applied", "aging", "precondition", "telemetry"}
-    )
-    FIELDS: ClassVar[tuple[str, ...]] = (
-        "index",
-        "metrics",
-        "cpu",
-        "duration_s",
-        "fio_version",
-        "fio",
-        "limits",
-        "raw",
-        "phases",
-        "applied",
-        "aging",
-        "precondition",
-        "telemetry",
     )
     index: int
     metrics: dict[str, float]
@@ -715,10 +571,9 @@ class Repetition(FrozenRecord):
         )
 
 
-class RepetitionRecord(FrozenRecord):
+class RepetitionRecord(PlainRecord):
     """The guest's model.result.RepetitionRecord (each field's meaning is there)."""
 
-    FIELDS: ClassVar[tuple[str, ...]] = ("applied", "repetition")
     applied: Applied
     repetition: Repetition
 

@@ -12,15 +12,14 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from iomatrix.adapters import diskstats, psi, telemetry, vmstat
 from iomatrix.guest.records import Telemetry
+from iomatrix.plain import PlainRecord
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(PlainRecord):
     disks: dict[str, diskstats.DiskCounters]
     vmstat: dict[str, int]
     psi: dict[str, dict[str, float]]

@@ -4,7 +4,6 @@ bound, and turning its report into metrics and CPU shares.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -257,7 +256,7 @@ def _cpu_metrics(usage: CpuUsage, ios: int, prefix: str = "") -> dict[str, float
     out = {}
     if prefix:
         # A phase's own guest CPU; the repetition's (all phases) is in Repetition.cpu.
-        out = {f"{prefix}cpu_{k}": float(v) for k, v in dataclasses.asdict(usage).items()}
+        out = {f"{prefix}cpu_{k}": float(v) for k, v in usage.as_dict().items()}
     if ios > 0:
         # Guest CPU seconds (usr + sys, all CPUs) per completed I/O: the cost of one I/O.
         out[f"{prefix}cpu_s_per_io"] = usage.busy_cpu_s / ios

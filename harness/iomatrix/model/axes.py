@@ -6,11 +6,12 @@ per-axis comparisons all read this registry, so an axis is added or renamed in o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
-# The scheduler axis's values are fixed by the kernel: the scheduler registry's.
 from iomatrix.model.schedulers import SCHEDULERS
+
+# The scheduler axis's values are fixed by the kernel: the scheduler registry's.
+from iomatrix.plain import PlainRecord
 
 # The buses a test disk can hang off (QEMU devices virtio-blk-pci, nvme, scsi-hd on
 # virtio-scsi). Not an axis (a device profile's field), here because this module imports no
@@ -18,8 +19,7 @@ from iomatrix.model.schedulers import SCHEDULERS
 Bus = Literal["virtio-blk", "nvme", "scsi"]
 
 
-@dataclass(frozen=True)
-class Axis:
+class Axis(PlainRecord):
     """One axis of the matrix."""
 
     name: str

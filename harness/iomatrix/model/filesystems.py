@@ -8,8 +8,9 @@ Standard library only: the guest agent imports it (contract guest-stdlib-only).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, get_args
+
+from iomatrix.plain import PlainRecord
 
 # The types a matrix may name (`filesystem: [ext4]`, `type:`, `loop: {outer:}`), in the order
 # the schema lists them; FILESYSTEMS has one entry for each (a test keeps the two equal).
@@ -17,8 +18,7 @@ FsType = Literal["ext4", "ext2", "xfs", "btrfs", "f2fs"]
 FILESYSTEM_TYPES: tuple[str, ...] = get_args(FsType)
 
 
-@dataclass(frozen=True)
-class Filesystem:
+class Filesystem(PlainRecord):
     fstype: str
     # Kernel modules to load before mkfs/mount; built-in filesystems make modprobe a no-op.
     modules: tuple[str, ...]

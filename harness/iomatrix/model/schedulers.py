@@ -9,8 +9,9 @@ Standard library only: the guest agent imports it (contract guest-stdlib-only).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, get_args
+
+from iomatrix.plain import PlainRecord
 
 # The scheduler axis's values are fixed by the kernel, not defined by the matrix; SCHEDULER_SPECS
 # has one entry for each (a test keeps the two equal).
@@ -18,8 +19,7 @@ Scheduler = Literal["none", "mq-deadline", "bfq", "kyber"]
 SCHEDULERS: tuple[str, ...] = get_args(Scheduler)
 
 
-@dataclass(frozen=True)
-class SchedulerSpec:
+class SchedulerSpec(PlainRecord):
     name: str
     # The modules that provide it; "none" is built into the block layer.
     modules: tuple[str, ...]

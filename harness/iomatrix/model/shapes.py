@@ -5,7 +5,7 @@ agent imports it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any
 
 from iomatrix.model.axes import AXES
 from iomatrix.model.knob_keys import KNOB_FAMILIES
@@ -60,43 +60,3 @@ class CellNaming:
     def label(self) -> str:
         """A short human name; ids are for machines, labels for tables."""
         return "/".join(self.axis_values().values())
-
-
-class FrozenRecord:
-    """Base of the guest's records (written by tools/guest_records.py): a record's fields are
-    its FIELDS, set once by its keyword-only __init__; compared, hashed and shown by them.
-
-    A plain class, not @dataclass: creating a dataclass compiles its methods (exec) when its
-    module is imported, about 40 ms a class under TCG, at every boot (`python -X importtime`
-    in a TCG guest, 2026-11-26: 1.1 s of the agent's 6.3 s start-up was its plan view's)."""
-
-    FIELDS: ClassVar[tuple[str, ...]] = ()
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is frozen: use replace({name}=...)")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"{type(self).__name__} is frozen")
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self.FIELDS)
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, *(getattr(self, f) for f in self.FIELDS)))
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{f}={getattr(self, f)!r}" for f in self.FIELDS)
-        return f"{type(self).__name__}({shown})"
-
-    def fields(self) -> dict[str, Any]:
-        """The record's fields and values, in declaration order (not deep: nested records stay)."""
-        return {f: getattr(self, f) for f in self.FIELDS}
-
-    def replace(self, **changes: Any) -> Self:
-        """A copy with some fields changed (dataclasses.replace)."""
-        unknown = set(changes).difference(self.FIELDS)
-        if unknown:
-            raise TypeError(f"{type(self).__name__} has no field {', '.join(sorted(unknown))}")
-        return type(self)(**{**self.fields(), **changes})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -104,7 +103,7 @@ def test_usage_zero_delta_is_all_zero() -> None:
 def test_usage_on_real_readings_is_consistent() -> None:
     text = Path("/proc/stat").read_text()
     before = parse_proc_stat(text)
-    bumped = dataclasses.replace(before, user=before.user + 70, idle=before.idle + 30)
+    bumped = before.replace(user=before.user + 70, idle=before.idle + 30)
     got = usage(before, bumped)
     assert (got.usr_pct, got.idle_pct, got.busy_cpu_s) == (70.0, 30.0, 0.7)
 

@@ -27,7 +27,7 @@ from iomatrix.model.cell import (
 )
 from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.knob_keys import KNOB_FAMILIES
-from iomatrix.model.shapes import FrozenRecord
+from iomatrix.plain import PlainRecord
 from iomatrix.plan.boots import BootPlan, Disk, boot_groups
 from support.builders import guest_view, make_cell
 from support.paths import REPO_ROOT, TESTS_DIR
@@ -38,16 +38,14 @@ MATRICES = [m for m in MATRICES if "presets" not in m.parts]
 
 def field_names(view: Any) -> tuple[str, ...]:
     """A generated record's FIELDS, or an adapter's dataclass fields (CpuUsage, DiskCounters)."""
-    if isinstance(view, FrozenRecord) or (
-        isinstance(view, type) and issubclass(view, FrozenRecord)
-    ):
+    if isinstance(view, PlainRecord) or (isinstance(view, type) and issubclass(view, PlainRecord)):
         return view.FIELDS
     return tuple(f.name for f in dataclasses.fields(view))
 
 
 def same(view: Any, record: Any, where: str) -> None:
     """Every field of a guest view equals the host record's attribute of the same name."""
-    if isinstance(view, FrozenRecord) or dataclasses.is_dataclass(view):
+    if isinstance(view, PlainRecord) or dataclasses.is_dataclass(view):
         assert record is not None, f"{where}: the guest has a value, the host None"
         for name in field_names(view):
             same(getattr(view, name), getattr(record, name), f"{where}.{name}")
@@ -479,5 +477,5 @@ def test_write_json_writes_a_file_the_host_loads(tmp_path: Path) -> None:
 def test_the_check_catches_a_record_that_writes_an_empty_addition() -> None:
     # The comparison above can fail: an Applied that wrote its empty additions (as a guest record
     # without OMIT_WHEN_EMPTY would) dumps back without them.
-    written = {name: records._json_value(value) for name, value in PLAIN.fields().items()}
+    written = {name: records._json_value(value) for name, value in PLAIN.as_dict().items()}
     assert result.Applied.model_validate(written).model_dump(mode="json") != written
