@@ -40,6 +40,7 @@ GUEST_MAY_IMPORT = frozenset(
     {
         "iomatrix",
         "iomatrix.errors",
+        "iomatrix.plain",
         "iomatrix.proc",
         "iomatrix.adapters",
         "iomatrix.adapters.bonnie",
