@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
 
-from iomatrix.host import boot
+from iomatrix.host.vm import boot
 from iomatrix.plan.boots import Step
 from iomatrix.store import rundir
 from support.builders import make_cell

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from iomatrix.host import boot, execute
+from iomatrix.host.vm import boot, execute
 from iomatrix.model.result import BootEvent, BootRecord, CellResult, RunRecord, RunTimeline, Span
 from iomatrix.report import timeline
 from support.builders import make_cell, make_rep, make_run

@@ -11,7 +11,7 @@ import pytest
 
 from iomatrix import proc
 from iomatrix.errors import IomatrixError, ResultFormatError
-from iomatrix.host import boot, host_disks
+from iomatrix.host.vm import boot, host_disks
 from iomatrix.store import alerts, canary_ledger, files, rundir, triage_file
 from iomatrix.store.records_io import finished_repetitions, load_cell_result
 from support.builders import make_cell

@@ -22,8 +22,10 @@ from typing import TextIO
 
 from iomatrix import proc
 from iomatrix.errors import IomatrixError, ResultFormatError
-from iomatrix.host import cores, guest_io, hostdev, kernels, qmp, vm
-from iomatrix.host.guest_io import cell_dir
+from iomatrix.host import kernels
+from iomatrix.host.devices import checks
+from iomatrix.host.vm import cores, guest_io, qmp, vng
+from iomatrix.host.vm.guest_io import cell_dir
 from iomatrix.model.cell import Cell, DeviceProfile, Timeouts, VmSettings
 from iomatrix.model.result import (
     BootEvent,
@@ -91,15 +93,15 @@ def create_disk(path: Path, size_bytes: int, *, preallocate: bool) -> None:
 class BootContext:
     group: BootGroup
     kernel: kernels.Kernel
-    accelerator: vm.Accelerator
+    accelerator: vng.Accelerator
     # The folder shared read-write with the guest: the run folder, or an A/B session's folder.
     rw_dir: Path
     scratch: Path
     vm_settings: VmSettings
     timeouts: Timeouts
-    # The guest's own read-only root filesystem (host/guest_root.py), never the host's.
+    # The guest's own read-only root filesystem (host/vm/guest_root.py), never the host's.
     guest_root: Path
-    shared_fs: vm.SharedFs = "9p"
+    shared_fs: vng.SharedFs = "9p"
     # The host cores the VM is pinned to (its vng under taskset); empty: not pinned.
     host_cpus: tuple[int, ...] = ()
     # Set when the run is being stopped (Ctrl-C, SIGTERM, another boot's crash) while this boot
@@ -156,7 +158,7 @@ def build_boot(
     ctx: BootContext, qmp_socket: Path | None = None, steps: Sequence[Step] | None = None
 ) -> tuple[BootPlan, list[str], list[Path]]:
     """Plan file contents, the vng argv and the disk images for one boot (no side effects);
-    with qmp_socket, QEMU serves QMP there (the host's view of the disks, host/qmp.py). The plan
+    with qmp_socket, QEMU serves QMP there (the host's view of the disks, host/vm/qmp.py). The plan
     holds `steps` (default: the group's), in the guest folder's view (guest_io.guest_steps)."""
     shared = guest_dir(ctx)
     disks: list[Disk] = []
@@ -165,16 +167,16 @@ def build_boot(
     first_scsi = next((i for i, p in enumerate(profiles) if p.bus == "scsi"), None)
     for slot, profile in enumerate(profiles):
         image = disk_image_path(ctx, slot)
-        for path in (image, shared, input_dir(ctx), ctx.guest_root, Path(vm.package_dir())):
+        for path in (image, shared, input_dir(ctx), ctx.guest_root, Path(vng.package_dir())):
             if not _SAFE_HOST_PATH.match(str(path)):
                 raise IomatrixError(
                     f"{path} has characters QEMU cannot take (only letters, digits and ._+-/ "
                     "are allowed); set IOMATRIX_SCRATCH or --results"
                 )
-        args = vm.disk_qemu_args(profile, str(image), slot, scsi_controller=slot == first_scsi)
+        args = vng.disk_qemu_args(profile, str(image), slot, scsi_controller=slot == first_scsi)
         key = next(s.disk_key for s in ctx.group.steps if s.cell.device == profile)
         disks.append(
-            Disk(key=key, serial=vm.disk_serial(slot), host_path=str(image), qemu_args=tuple(args))
+            Disk(key=key, serial=vng.disk_serial(slot), host_path=str(image), qemu_args=tuple(args))
         )
         images.append(image)
     plan = BootPlan(
@@ -185,8 +187,8 @@ def build_boot(
         timeouts=ctx.timeouts,
         steps=tuple(_guest_steps(ctx, ctx.group.steps if steps is None else steps)),
     )
-    argv = vm.vng_argv(
-        vng=vm.vng_path(),
+    argv = vng.vng_argv(
+        vng=vng.vng_path(),
         vmlinuz=ctx.kernel.vmlinuz,
         release=ctx.kernel.release,
         modules_dir=ctx.kernel.modules_dir,
@@ -196,13 +198,13 @@ def build_boot(
         input_dir=str(input_dir(ctx)),
         rw_dir=str(shared),
         disk_args=[d.qemu_args for d in disks],
-        guest_command=vm.guest_agent_command(),
+        guest_command=vng.guest_agent_command(),
         shared_fs=ctx.shared_fs,
         kernel_args=ctx.group.cmdline,
         qmp_socket=None if qmp_socket is None else str(qmp_socket),
     )
     if ctx.host_cpus:
-        argv = vm.pinned_argv(argv, cores.cpu_list(ctx.host_cpus))
+        argv = vng.pinned_argv(argv, cores.cpu_list(ctx.host_cpus))
     return plan, argv, images
 
 
@@ -340,7 +342,7 @@ class BootClock:
         steps: Sequence[Step] = (),
     ) -> None:
         self.clock = clock
-        # Another reader of the same lines (the host's view of the disks, host/qmp.py).
+        # Another reader of the same lines (the host's view of the disks, host/vm/qmp.py).
         self.also = also
         self.started = clock()
         # When the last line arrived (the watchdog stops a guest silent for a boot budget).
@@ -535,7 +537,7 @@ def _attempt(
             timeout_s=timeout,
             ok_codes=range(256),
             output_file=console,
-            env=vm.vng_env(),
+            env=vng.vng_env(),
             stop=watchdog if ctx.cancel is None else _cancellable(watchdog, ctx.cancel),
             on_line=boot_clock,
             # QEMU must not outlive a killed iomatrix (it would hold its disks and CPU).
@@ -564,7 +566,7 @@ def _host_devices_changed(ctx: BootContext, out: TextIO) -> bool:
         problem
         for profile in ctx.group.devices
         if profile.backing == "host"
-        for problem in hostdev.recheck_before_boot(profile)
+        for problem in checks.recheck_before_boot(profile)
     ]
     if not problems:
         return False
@@ -592,7 +594,7 @@ def host_disk_watcher(
     slots = {disk.serial: slot for slot, disk in enumerate(plan.disks)}
     drives_of_key: dict[str, list[str]] = {}
     for disk in plan.disks:
-        drives_of_key.setdefault(disk.key, []).append(vm.drive_id(slots[disk.serial]))
+        drives_of_key.setdefault(disk.key, []).append(vng.drive_id(slots[disk.serial]))
     return qmp.HostDiskWatcher(
         qmp_socket,
         [
