@@ -23,7 +23,7 @@ from iomatrix.analysis import compare, sequential
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.preflight import Concurrency
-from iomatrix.host.vm.boot import cell_result_path
+from iomatrix.host.vm.cell_results import cell_result_path
 from iomatrix.host.vm.execute import (
     Execution,
     ProgressFactory,

@@ -19,7 +19,7 @@ from iomatrix.adapters import kconfig
 from iomatrix.errors import IomatrixError
 from iomatrix.host import environment, kernels, preflight
 from iomatrix.host.vm import cores, guest_root, vng
-from iomatrix.host.vm.boot import now_iso
+from iomatrix.host.vm.cell_results import now_iso
 from iomatrix.host.vm.execute import Execution, ProgressFactory, RunClock
 from iomatrix.host.vm.guest_root import GuestRoot
 from iomatrix.model.cell import Cell, KernelBuild, Matrix, VmSettings

@@ -22,15 +22,8 @@ from typing import Protocol, TextIO
 from iomatrix.errors import ResultFormatError
 from iomatrix.host import kernels
 from iomatrix.host.vm import cores, host_disks, vng
-from iomatrix.host.vm.boot import (
-    BootCancelled,
-    BootContext,
-    build_boot,
-    cell_result_path,
-    host_side_result,
-    now_iso,
-    run_boot,
-)
+from iomatrix.host.vm.boot import BootCancelled, BootContext, build_boot, run_boot
+from iomatrix.host.vm.cell_results import cell_result_path, host_side_result, now_iso
 from iomatrix.host.vm.guest_io import cell_dir
 from iomatrix.model.cell import Cell, Timeouts, VmSettings
 from iomatrix.model.result import (
