@@ -391,7 +391,6 @@ NOT_YET_SPLIT = {
     "cli/matrix_commands.py add_parsers": "the parsers' options, a declaration",
     "cli/run_commands.py add_parsers": "the parsers' options, a declaration",
     "guest/workloads.py run_fio": "fio's argv, its run and its telemetry in the guest, one step",
-    "host/kernels/builder.py": "the kernel build and its sandbox; to split by job",
     "proc.py run": "the one subprocess seam: timeouts, reaping and output in one place",
     "report/comparison.py": "the comparison's text, Markdown and JSON renderings",
     "report/site/build.py build_archive_site": "the archive site's pages in order",
