@@ -4,7 +4,9 @@ and how, and every docs block marked `<!-- sample: <name> -->` is replaced by it
 (tests/project/test_doc_samples.py) holds the docs to the stored files, so a sample can neither be
 laid out by hand nor drift from what the tool printed.
 
-  python tools/doc_samples.py [NAME ...]      (make samples; all of them by default, ~30 min under TCG, the bisection 21 of them)
+  python tools/doc_samples.py [NAME ...]
+
+(make samples; all of them by default, ~30 min under TCG, the bisection 21 of them)
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import datetime as dt
 import os
 import platform
 import re
-import subprocess
+import subprocess  # noqa: TID251 (a sample is the command line run as a user runs it)
 import sys
 import tempfile
 from pathlib import Path
@@ -56,7 +58,7 @@ COMMANDS: dict[str, list[str]] = {
 BLOCK = re.compile(r"(<!-- sample: (?P<name>[a-z-]+) -->\n```[a-z]*\n)(?P<body>.*?)(\n```)", re.S)
 
 
-def header(name: str, argv: list[str]) -> str:
+def header(argv: list[str]) -> str:
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
     machine = f"{platform.node()}, {os.cpu_count()} cores"
     shown = " ".join("results/" if a == "RESULTS" else a for a in argv)
@@ -80,7 +82,7 @@ def produce(name: str) -> str:
         text = done.stdout.replace(str(Path(tmp) / "results"), "results")
     if done.returncode not in (0, 1):
         sys.exit(f"iomatrix {' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return header(name, argv) + text.rstrip("\n") + "\n"
+    return header(argv) + text.rstrip("\n") + "\n"
 
 
 def stored(name: str) -> str:

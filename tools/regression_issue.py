@@ -6,9 +6,9 @@
     tools/regression_issue.py new-changes.json RUN_URL open.json > issues.jsonl
 
 reads the change points `iomatrix trend --json` lists (with --alerts: only the ones no earlier
-night reported, see iomatrix/analysis/trend.py) and writes one JSON line per regression (verdict
-"regressed", not in the triage file; a step, or a dip that recovered): its issue title and
-body, and whether to create the issue or comment on the open one of the same title (the title
+night reported, see iomatrix/analysis/alert_ledger.py) and writes one JSON line per regression
+(verdict "regressed", not in the triage file; a step, or a dip that recovered): its issue title
+and body, and whether to create the issue or comment on the open one of the same title (the title
 is the change's identity: cell, metric, first run after), so a change listed on two nights
 gets one issue even without the ledger. Standard library only: the workflow runs it without a
 virtualenv.

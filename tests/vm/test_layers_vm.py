@@ -75,6 +75,8 @@ def test_md_raid10_over_four_disks_reads_back_as_asked(
     assert md.device.startswith("md")
     # sysfs and mdadm --detail agree with the matrix: RAID10 over all four disks, 64 KiB chunks.
     assert (md.level, md.raid_devices, md.chunk_bytes) == ("raid10", 4, 64 << 10)
+    # xfs-md10 asks for a write-intent bitmap; ext4-md10 takes mdadm's default (none, < 100 GB).
+    assert md.bitmap == ("internal" if fs == "xfs" else "none")
     assert md.layout == "near=2"
     assert md.members == tuple(f"/dev/{d}" for d in applied.member_devices)
     assert len(md.members) == 4

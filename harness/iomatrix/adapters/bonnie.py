@@ -36,7 +36,7 @@ _LATENCY_US = {"us": 1.0, "ms": 1e3, "s": 1e6}
 
 class BonnieSizes(Protocol):
     """bonnie++'s -n parameters: model.cell.BonnieParams on the host, the guest's view of it
-    (guest/plan_view.BonnieView) in the agent, which does not import the host's records."""
+    (guest/plan_view.BonnieParamsView) in the agent, which does not import the host's records."""
 
     @property
     def files(self) -> int: ...

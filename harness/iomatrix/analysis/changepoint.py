@@ -36,14 +36,15 @@ Three additions for a nightly that judges the newest runs:
   segments found with single runs shuffled (clipped at 3 robust sigmas, so one outlier does not
   decide it), when rho is above the 2 / sqrt(N) that independent runs reach by chance.
 - Short dips that recover (a few runs away and back) are too short for a split with `min_size`
-  runs on each side to stand out of a long history: detect_dips scans each segment for the run
-  of DIP_MIN_RUNS to DIP_MAX_RUNS consecutive runs that lie furthest from the segment's median
-  as a whole (all of them below it, or all above), with the same permutation test.
+  runs on each side to stand out of a long history: detect_dips (changepoint_dips.py) scans each
+  segment for the run of DIP_MIN_RUNS to DIP_MAX_RUNS consecutive runs that lie furthest from the
+  segment's median as a whole (all of them below it, or all above), with the same permutation
+  test.
 
 For many series at once (trend --fdr) a p-value must be resolved far below 1/(1 + permutations):
 tail_p fits a generalised Pareto tail to the largest permuted statistics (Knijnenburg et al.
 2009, "Fewer permutations, more accurate P-values", Bioinformatics) when too few of them reach
-the observed one.
+the observed one. The shuffles, the early stop and tail_p are in permutation_test.py.
 
 Cost: O(N log N) per evaluation of all splits of an N-point segment (a Fenwick tree, see
 _best_split), times the permutations.
@@ -51,15 +52,20 @@ _best_split), times the permutations.
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
 import math
-import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
+from iomatrix.analysis.permutation_test import (
+    TAIL_PERMUTATIONS,
+    Scan,
+    block_length,
+    permutation_p,
+    robust_sigma,
+    seed_for,
+    tail_p,
+)
 from iomatrix.model.cell import Record
 from iomatrix.model.result import RunRecord
 
@@ -71,13 +77,6 @@ DEFAULT_END_MIN_SIZE = 4
 # A dip's length in runs: shorter is a pair of outliers, longer is two steps (trend.py pairs them).
 DIP_MIN_RUNS = 4
 DIP_MAX_RUNS = 10
-# tail_p: the permutations, the fewest exceedances trusted as they are, and the share of the
-# permuted statistics the tail is fitted to (the largest 10%).
-TAIL_PERMUTATIONS = 999
-TAIL_MIN_EXCEEDANCES = 10
-TAIL_FRACTION = 0.1
-# Robust sigma from the median absolute deviation (normal data).
-MAD_TO_SIGMA = 1.4826
 # The standard error of a median of n normal values is about sqrt(pi / 2) sigma / sqrt(n).
 MEDIAN_SE = math.sqrt(math.pi / 2)
 # The step search clips values at this many robust sigmas from their segment's median.
@@ -193,139 +192,6 @@ def _best_split(
     return best_t, best_q
 
 
-def robust_sigma(groups: Sequence[Sequence[float]]) -> float:
-    """The noise of values that come in groups of one level each (the segments around a change):
-    1.4826 x the median absolute deviation of every value from its own group's median. Outliers
-    barely move it, where one night at -30% in 20 doubles a standard deviation."""
-    residuals = [abs(v - mid) for g in groups if g for mid in (statistics.median(g),) for v in g]
-    return MAD_TO_SIGMA * statistics.median(residuals) if residuals else 0.0
-
-
-def lag1_autocorrelation(groups: Sequence[Sequence[float]]) -> float:
-    """The lag-1 autocorrelation of the residuals around each group's median, pairs within a
-    group only, residuals clipped at 3 robust sigmas; 0 when it cannot be told."""
-    sigma = robust_sigma(groups)
-    if sigma == 0:
-        return 0.0
-    cap = 3 * sigma
-    num = den = 0.0
-    for g in groups:
-        if not g:
-            continue
-        mid = statistics.median(g)
-        r = [max(-cap, min(cap, v - mid)) for v in g]
-        den += sum(x * x for x in r)
-        num += sum(a * b for a, b in itertools.pairwise(r))
-    return num / den if den else 0.0
-
-
-def block_length(values: Sequence[float], bounds: Sequence[int] = ()) -> int:
-    """How many consecutive runs a permutation keeps together: the integrated autocorrelation
-    time (1 + rho) / (1 - rho) of the residuals around the medians of the segments between
-    `bounds` (change points), rho at most 0.9 (see _block); at most an eighth of the values."""
-    cuts = [0, *bounds, len(values)]
-    groups = [values[lo:hi] for lo, hi in itertools.pairwise(cuts)]
-    return _block(lag1_autocorrelation(groups), len(values))
-
-
-def _block(rho: float, n: int) -> int:
-    """Blocks for a lag-1 autocorrelation rho of n values: 1 unless rho is above what
-    independent values give by chance (2 / sqrt(n), two standard errors: a short history's rho
-    wanders, and blocks cost a short history most of its power), else (1 + rho) / (1 - rho)."""
-    if rho < 2 / math.sqrt(n):
-        return 1
-    rho = min(0.9, rho)
-    return max(1, min(round((1 + rho) / (1 - rho)), n // 8))
-
-
-def _shuffle(rng: random.Random, values: Sequence[float], block: int) -> list[float]:
-    """The values in a random order; with block > 1, blocks of `block` consecutive values (from
-    a random offset) in a random order, each block's own order kept."""
-    if block <= 1:
-        out = list(values)
-        rng.shuffle(out)
-        return out
-    start = rng.randrange(block)
-    blocks = [values[:start]] if start else []
-    blocks += [values[i : i + block] for i in range(start, len(values), block)]
-    rng.shuffle(blocks)
-    return [v for b in blocks for v in b]
-
-
-def _seed(values: Sequence[float], offset: int) -> int:
-    text = json.dumps([offset, [float(v) for v in values]])
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-
-
-Scan = Callable[[Sequence[float]], float]
-
-
-def _permutation_p(
-    values: Sequence[float],
-    observed: float,
-    scan: Scan,
-    *,
-    permutations: int,
-    alpha: float,
-    seed: int,
-    block: int = 1,
-) -> float:
-    """p-value of the observed statistic under "no change": shuffle, rescan, count as extreme.
-
-    Stops as soon as p can no longer end below alpha (the answer is then "not significant" and
-    its exact size does not matter); the p returned then is a lower bound already >= alpha.
-    """
-    # Not for cryptography: a reproducible stream is the point.
-    rng = random.Random(seed)  # noqa: S311
-    exceed = 0
-    for _ in range(permutations):
-        if scan(_shuffle(rng, values, block)) >= observed:
-            exceed += 1
-            if (1 + exceed) / (1 + permutations) >= alpha:
-                break
-    return (1 + exceed) / (1 + permutations)
-
-
-def tail_p(
-    values: Sequence[float],
-    observed: float,
-    scan: Scan,
-    *,
-    permutations: int = TAIL_PERMUTATIONS,
-    seed: int,
-    block: int = 1,
-) -> float:
-    """The permutation p-value of `observed`, resolved below 1/(1 + permutations) by a tail fit.
-
-    With at least TAIL_MIN_EXCEEDANCES permuted statistics at or above the observed one, the
-    plain (1 + exceed) / (1 + permutations). Otherwise the largest TAIL_FRACTION of them are fitted
-    with a generalised Pareto distribution (method of moments) above the threshold u just below
-    them, and p = (k / permutations) x P(excess > observed - u). A fitted shape below 0 (a
-    bounded tail, which would give p = 0 past its end) is taken as 0: an exponential tail, whose
-    p is larger, so the estimate errs on the side of keeping quiet."""
-    # Not for cryptography: a reproducible stream is the point.
-    rng = random.Random(seed)  # noqa: S311
-    null = sorted(scan(_shuffle(rng, values, block)) for _ in range(permutations))
-    exceed = sum(s >= observed for s in null)
-    if exceed >= TAIL_MIN_EXCEEDANCES:
-        return (1 + exceed) / (1 + permutations)
-    k = max(TAIL_MIN_EXCEEDANCES, int(permutations * TAIL_FRACTION))
-    u = null[-k - 1]
-    excess = [s - u for s in null[-k:]]
-    mean = statistics.fmean(excess)
-    var = statistics.variance(excess)
-    if mean <= 0:
-        return 1 / (1 + permutations)
-    shape = 0.5 * (1 - mean * mean / var) if var > 0 else 0.0
-    if shape <= 0:
-        scale = mean
-        survival = math.exp(-(observed - u) / scale)
-    else:
-        scale = 0.5 * mean * (mean * mean / var + 1)
-        survival = (1 + shape * (observed - u) / scale) ** (-1 / shape)
-    return min(1.0, k / permutations * survival)
-
-
 def _split_scan(min_size: int, min_right: int) -> Scan:
     return lambda values: _best_split(values, min_size, min_right)[1]
 
@@ -349,12 +215,12 @@ def refined_p(
         observed,
         _split_scan(min_size, right),
         permutations=permutations,
-        seed=_seed(values, -1),
+        seed=seed_for(values, -1),
         block=block,
     )
 
 
-def _check(alpha: float, permutations: int, min_size: int) -> None:
+def check_arguments(alpha: float, permutations: int, min_size: int) -> None:
     if min_size < 2:
         raise ValueError("min_size must be at least 2: one point is never a baseline")
     if not 0 < alpha < 1:
@@ -406,7 +272,7 @@ def detect_change_points(
     with the default 199 the smallest possible p is 0.005, below the default alpha of 0.01.
     `blocks`: permute blocks of dependent runs (see the module); False shuffles single runs.
     """
-    _check(alpha, permutations, min_size)
+    check_arguments(alpha, permutations, min_size)
     end = min_size if end_min_size is None else end_min_size
     if end < 2:
         raise ValueError("end_min_size must be at least 2")
@@ -466,13 +332,13 @@ def _segment(
         if q <= 0:
             return
         used = max(1, min(block, len(segment) // 8))
-        p = _permutation_p(
+        p = permutation_p(
             segment,
             q,
             _split_scan(min_size, right),
             permutations=permutations,
             alpha=alpha,
-            seed=_seed(segment, lo),
+            seed=seed_for(segment, lo),
             block=used,
         )
         if p >= alpha:
@@ -513,157 +379,6 @@ def _robust_location(segment: Sequence[float], t: int, min_size: int, min_right:
         return sum(min(cap, abs(v - ml)) for v in left) + sum(min(cap, abs(v - mr)) for v in right)
 
     return min(range(lo, hi + 1), key=lambda split: (cost(split), abs(split - t)))
-
-
-def _dip_scan(
-    values: Sequence[float], min_before: int, min_after: int, center: float, scale: float
-) -> tuple[float, int, int]:
-    """The window [a, a + L) (DIP_MIN_RUNS <= L <= DIP_MAX_RUNS, at least min_before values
-    before it and min_after after) that lies furthest from `center` as a whole: by the distance
-    of its least extreme value, all of it below the center (a dip) or all above (a bump), times
-    sqrt(L) / scale; with a and L; (-inf, -1, 0) when no window fits. Its least extreme value,
-    so that outliers (a night at -30%) make no dip unless DIP_MIN_RUNS of them are consecutive,
-    and a window never gains from a neighbour at the usual level. `center` and `scale` (the
-    segment's median and robust sigma) do not change when the values are shuffled."""
-    n = len(values)
-    roots = [math.sqrt(length) / scale for length in range(DIP_MAX_RUNS + 1)]
-    best = (float("-inf"), -1, 0)
-    for a in range(min_before, n - min_after - DIP_MIN_RUNS + 1):
-        # The window grows from a; its lowest and highest values so far.
-        low = high = values[a]
-        for end in range(a + 1, min(a + DIP_MAX_RUNS, n - min_after)):
-            v = values[end]
-            if v < low:
-                low = v
-            elif v > high:
-                high = v
-            if low <= center <= high:
-                break  # on both sides of the center: no longer window from a is either
-            length = end - a + 1
-            if length < DIP_MIN_RUNS:
-                continue
-            z = (center - high if high < center else low - center) * roots[length]
-            if z > best[0]:
-                best = (z, a, length)
-    return best
-
-
-def _trim(segment: Sequence[float], a: int, length: int) -> tuple[int, int]:
-    """The scan's window without the runs at its edges that are not on the dip's side of the
-    midpoint between its median and the median around it (a standardised rank sum gains from a
-    neighbour of middling rank, so the best window may hold one), down to DIP_MIN_RUNS."""
-    around = statistics.median([*segment[:a], *segment[a + length :]])
-    inside = statistics.median(segment[a : a + length])
-    mid = (around + inside) / 2
-
-    def off(v: float) -> bool:
-        return v >= mid if inside < around else v <= mid
-
-    while length > DIP_MIN_RUNS and off(segment[a]):
-        a, length = a + 1, length - 1
-    while length > DIP_MIN_RUNS and off(segment[a + length - 1]):
-        length -= 1
-    return a, length
-
-
-def detect_dips(
-    series: Sequence[float],
-    bounds: Sequence[int],
-    *,
-    alpha: float = DEFAULT_ALPHA,
-    permutations: int = DEFAULT_PERMUTATIONS,
-    min_size: int = DEFAULT_MIN_SIZE,
-    end_min_size: int | None = None,
-    blocks: bool = True,
-) -> tuple[ChangePoint, ...]:
-    """The most significant dip of each segment between `bounds` (0, the change points, len):
-    DIP_MIN_RUNS to DIP_MAX_RUNS consecutive runs that lie furthest from the rest of their
-    segment as a whole (_dip_scan, judged by the same permutation test, with
-    blocks as long as the autocorrelation of the residuals around the dip's and its
-    surroundings' medians asks), min_size runs before it and min_size after (end_min_size in
-    the last segment)."""
-    _check(alpha, permutations, min_size)
-    end = min_size if end_min_size is None else end_min_size
-    values = [float(v) for v in series]
-    out = []
-    for lo, hi in itertools.pairwise(bounds):
-        segment = values[lo:hi]
-        after = end if hi == len(values) else min_size
-        if len(segment) < min_size + DIP_MIN_RUNS + after:
-            continue
-        center = statistics.median(segment)
-        scale = MEDIAN_SE * robust_sigma([segment])
-        if scale <= 0:
-            continue
-        z, a, length = _dip_scan(segment, min_size, after, center, scale)
-        if a < 0:
-            continue  # every window has runs on both sides of the center: no dip
-        a, length = _trim(segment, a, length)
-        inside = segment[a : a + length]
-        around = segment[:a] + segment[a + length :]
-        used = 1
-        if blocks:
-            # Residuals around the candidate's own three levels: the dip itself is no dependence.
-            groups = [segment[:a], inside, segment[a + length :]]
-            used = _block(lag1_autocorrelation(groups), len(segment))
-
-        def scan(
-            shuffled: Sequence[float],
-            after: int = after,
-            center: float = center,
-            scale: float = scale,
-        ) -> float:
-            return _dip_scan(shuffled, min_size, after, center, scale)[0]
-
-        p = _permutation_p(
-            segment,
-            z,
-            scan,
-            permutations=permutations,
-            alpha=alpha,
-            seed=_seed(segment, -2 - lo),
-            block=used,
-        )
-        if p >= alpha:
-            continue
-        out.append(
-            change_point(
-                around,
-                inside,
-                index=lo + a,
-                p_value=p,
-                statistic=z,
-                kind="dip",
-                length=length,
-                block=used,
-            )
-        )
-    return tuple(out)
-
-
-def refined_dip_p(
-    segment: Sequence[float],
-    *,
-    min_size: int,
-    min_after: int,
-    permutations: int = TAIL_PERMUTATIONS,
-    block: int = 1,
-) -> float:
-    """refined_p for the dip scan of one segment (trend --fdr)."""
-    values = [float(v) for v in segment]
-    center = statistics.median(values)
-    scale = MEDIAN_SE * robust_sigma([values])
-    if scale <= 0:
-        return 1.0
-    observed = _dip_scan(values, min_size, min_after, center, scale)[0]
-    return tail_p(
-        values,
-        observed,
-        lambda shuffled: _dip_scan(shuffled, min_size, min_after, center, scale)[0],
-        permutations=permutations,
-        seed=_seed(segment, -3),
-        block=block,
-    )
 
 
 def median_history(runs: Sequence[RunRecord], cell_id: str, metric: str) -> list[tuple[str, float]]:

@@ -6,23 +6,11 @@ distribution shifts (E-divisive means with a permutation test, changepoint.py), 
 segments of runs on both sides: never a threshold against the previous run. Two kinds:
 - a step: the runs from a point on differ from the runs before it;
 - a dip: DIP_MIN_RUNS to DIP_MAX_RUNS consecutive runs that differ from the runs around them and
-  are followed by runs back at the earlier level (found by changepoint.detect_dips, or two steps
-  of opposite sign at most DIP_MAX_RUNS apart whose outer levels agree within the floor).
+  are followed by runs back at the earlier level (found by changepoint_dips.detect_dips, or two
+  steps of opposite sign at most DIP_MAX_RUNS apart whose outer levels agree within the floor).
 
-A nightly examines about a thousand series, so what it reports must not cry wolf. A change must
-also be large, by a floor computed from the change's own segments (the runs between it and its
-neighbouring change points), with a robust spread: sigma = 1.4826 x the median absolute
-deviation of each run from its segment's median (an outlier night barely moves it, where it
-inflated a CoV). The medians must differ by at least
-    max(3%, 1.5 sigma, 3 x 1.2533 sigma sqrt((1 + rho) / (1 - rho)) sqrt(1/m + 1/n)) / level,
-the last term three standard errors of a difference of medians of m and n runs, inflated by the
-lag-1 autocorrelation rho of the residuals (dependent nights carry less information). A fixed
---min-change replaces the floor.
-
-The end of the history: a step may be reported with only DEFAULT_END_MIN_SIZE runs after it
-(fewer than min_size), so the nightly hears of it a few nights after it happened; such a change
-(and every dip) must be sustained: every run after it (in the dip) on the changed side of the
-midpoint between the two medians, which a pair of outlier nights is not.
+A change must also be large, and at the end of the history sustained: analysis/trend_findings.py
+says by how much and why.
 
 `since`: only the changes whose first run after is that run or newer. `known`: the triage file's
 entries (analysis/triage.py): an acknowledged change is reported as known instead of as news, an
@@ -30,112 +18,54 @@ ignored one is marked so that reports leave it out; an entry names the first run
 and matches a change located up to ALERT_TOLERANCE_RUNS runs from it (a location moves by a run
 or two as nights are added).
 
-Alerts (the nightly's issues): select_new keeps a ledger of every change already reported,
-`<results>/alerts.json` beside the triage file (read and written by store/alerts.py); a change
-is news when no change of the same series in the ledger is within ALERT_TOLERANCE_RUNS runs of
-it, so a step is reported once however its location moves and however many nights still show
-it.
+The nightly's alerts (nightly_alerts) report each change once: analysis/alert_ledger.py keeps the
+ledger of those already reported.
 """
 
 from __future__ import annotations
 
-import bisect
 import fnmatch
-import json
-import math
-import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, NamedTuple
-
-from pydantic import Field, ValidationError
+from typing import NamedTuple
 
 from iomatrix.analysis import metrics, stats, triage
+from iomatrix.analysis.alert_ledger import AlertLedger, ledger_json, parse_ledger, select_new
 from iomatrix.analysis.changepoint import (
     DEFAULT_ALPHA,
     DEFAULT_END_MIN_SIZE,
     DEFAULT_MIN_SIZE,
-    DIP_MAX_RUNS,
-    ChangePoint,
-    change_point,
-    detect_change_points,
-    detect_dips,
-    lag1_autocorrelation,
-    refined_dip_p,
     refined_p,
-    robust_sigma,
+)
+from iomatrix.analysis.changepoint_dips import refined_dip_p
+from iomatrix.analysis.trend_change import TrendChange
+from iomatrix.analysis.trend_findings import (
+    ALERT_TOLERANCE_RUNS,
+    TREND_SIGMA_FACTOR,
+    TREND_STANDARD_ERRORS,
+    Finding,
+    findings,
 )
 from iomatrix.analysis.triage import TriageEntry
 from iomatrix.errors import IomatrixError
-from iomatrix.model.cell import Record
 from iomatrix.store import archive
 
-# The floor (see the module): the smallest change, times sigma, standard errors.
-TREND_MIN_CHANGE = stats.MIN_EFFECT_FLOOR
-TREND_SIGMA_FACTOR = 1.5
-TREND_STANDARD_ERRORS = 5.0
-# sd of a median of n normal values ~ sqrt(pi / 2) sigma / sqrt(n).
-MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
-# Runs by which a change's location may move between nights and still be the same change.
-ALERT_TOLERANCE_RUNS = 2
-# The fewest runs a series needs before its changes can be news: the lag-1 autocorrelation of
-# 10 runs is +-0.3 by chance, and autocorrelated nights then passed for steps (measured night by
-# night: of 200 AR(1) histories at phi 0.6, 19 were ever reported, 15 of them first by their
-# 20th night; with this, 13).
-ALERT_MIN_RUNS = 20
-ALERTS_SCHEMA = 1
-
-
-class TrendChange(Record):
-    """One change point, with the runs on each side of it."""
-
-    metric: str
-    cell_id: str
-    label: str
-    direction: str
-    # The last run before the change and the first run after it (a dip: its first run).
-    last_run_before: str
-    first_run_after: str
-    first_after_at: str
-    # A dip: the runs around it and in it.
-    runs_before: int
-    runs_after: int
-    before_median: float
-    after_median: float
-    relative_change: float | None
-    p_value: float
-    # improved / regressed by the metric's direction; "changed" for informational metrics.
-    verdict: str
-    # after_median / before_median - 1, and the smallest change that counted (see the module).
-    median_change: float | None = None
-    min_change: float | None = None
-    # What the triage file says about this change ("acknowledged by alice: why"), or None: news.
-    known: str | None = Field(default=None)
-    # The triage file's decision: acknowledged (listed apart), ignored (not listed), None: news.
-    triage: str | None = Field(default=None)
-    # With fdr: the p-value resolved with more permutations, and its Benjamini-Hochberg
-    # adjustment over every series examined (the change counts when it is at most alpha).
-    refined_p: float | None = Field(default=None)
-    q_value: float | None = Field(default=None)
-    # "step", or "dip": dip_runs runs from first_run_after on, back at the level from
-    # first_run_back on.
-    kind: Literal["step", "dip"] = "step"
-    dip_runs: int | None = None
-    first_run_back: str | None = None
-    # Consecutive runs the permutation test kept together (dependent nights); 1: independent.
-    block: int = 1
-
-
-class Finding(NamedTuple):
-    """A large change of one series: the change point, its median change and floor, and the
-    runs its test is repeated on under fdr (min_after: the fewest runs after the change or dip
-    the test allowed there)."""
-
-    change: ChangePoint
-    median_change: float
-    floor: float
-    segment: tuple[float, ...]
-    min_after: int
+# What callers import from here besides this module's own: the change record, the floor's
+# factors (the trend command prints them) and the alert ledger's file text.
+__all__ = [
+    "TREND_SIGMA_FACTOR",
+    "TREND_STANDARD_ERRORS",
+    "AlertLedger",
+    "TrendChange",
+    "Trends",
+    "fdr_filter",
+    "find_trends",
+    "ledger_json",
+    "nightly_alerts",
+    "parse_ledger",
+    "scan_trends",
+    "series_changes",
+]
 
 
 def _verdict(metric: str, relative: float | None) -> str:
@@ -144,211 +74,6 @@ def _verdict(metric: str, relative: float | None) -> str:
         return "changed"
     better = relative > 0 if direction == "higher" else relative < 0
     return "improved" if better else "regressed"
-
-
-def floor_sigma(groups: Sequence[Sequence[float]]) -> float:
-    """The noise a change is measured against: the larger of the robust sigma (MAD) and the
-    standard deviation of the residuals around each group's median clipped at 3 of those sigmas.
-    The MAD alone is robust but loose (a 2% noise read as 1.4% now and then let a 3% wobble
-    through); the clipped deviation is tighter, and an outlier adds at most 3 sigmas to it."""
-    sigma = robust_sigma(groups)
-    cap = 3 * sigma
-    clipped = [
-        max(-cap, min(cap, v - mid))
-        for g in groups
-        if g
-        for mid in (statistics.median(g),)
-        for v in g
-    ]
-    if len(clipped) < 2:
-        return sigma
-    return max(sigma, math.sqrt(sum(r * r for r in clipped) / max(1, len(clipped) - len(groups))))
-
-
-def change_floor(before: Sequence[float], after: Sequence[float], level: float) -> float:
-    """The smallest relative change of the median from `before` to `after` that counts (see the
-    module): from the robust spread of the two segments, their lengths and their dependence."""
-    groups = [before, after]
-    sigma = floor_sigma(groups)
-    rho = min(0.9, max(0.0, lag1_autocorrelation(groups)))
-    inflation = math.sqrt((1 + rho) / (1 - rho))
-    se = MEDIAN_SE_FACTOR * sigma * inflation * math.sqrt(1 / len(before) + 1 / len(after))
-    return max(
-        TREND_MIN_CHANGE,
-        TREND_SIGMA_FACTOR * sigma / abs(level),
-        TREND_STANDARD_ERRORS * se / abs(level),
-    )
-
-
-def _sustained(
-    values: Sequence[float], before_median: float, after_median: float, allowed: int = 0
-) -> bool:
-    """Every value but `allowed` of them on the changed side of the midpoint between the two
-    medians."""
-    mid = (before_median + after_median) / 2
-    if after_median < before_median:
-        return sum(v >= mid for v in values) <= allowed
-    return sum(v <= mid for v in values) <= allowed
-
-
-def findings(
-    series: Sequence[float],
-    *,
-    alpha: float = DEFAULT_ALPHA,
-    min_size: int = DEFAULT_MIN_SIZE,
-    end_min_size: int = DEFAULT_END_MIN_SIZE,
-    min_change: float | None = None,
-) -> list[Finding]:
-    """The large steps and dips of a series, oldest first (see the module)."""
-    values = [float(v) for v in series]
-    n = len(values)
-    out: list[Finding] = []
-    steps = detect_change_points(
-        values, alpha=alpha, min_size=min_size, end_min_size=min(end_min_size, min_size)
-    )
-
-    def judge(
-        cp: ChangePoint, before: Sequence[float], after: Sequence[float]
-    ) -> tuple[float, float] | None:
-        """The median change and its floor (None when the level before is 0)."""
-        if not cp.before_median:
-            return None
-        change = cp.after_median / cp.before_median - 1
-        floor = (
-            min_change if min_change is not None else change_floor(before, after, cp.before_median)
-        )
-        return change, floor
-
-    # Each step is judged on the runs between its neighbours; a step that does not count is
-    # dropped and its neighbours judged again on the longer segments it leaves (the weakest
-    # first): a small significant wobble beside a step must not cut the step's baseline short.
-    kept = _prune(values, list(steps), judge, min_size)
-    # Two steps of opposite sign close together, back at the first level: one dip.
-    merged: list[Finding] = []
-    for finding in kept:
-        if merged and _is_return(merged[-1], finding):
-            merged[-1] = _as_dip(values, merged[-1], finding)
-        else:
-            merged.append(finding)
-    out.extend(merged)
-    # The dips are looked for between the steps kept: a step too small to count must not
-    # split a dip from the runs around it.
-    cuts = [f.change.index for f in kept]
-    bounds = [0, *cuts, n]
-    for dip in detect_dips(
-        values,
-        bounds,
-        alpha=alpha,
-        min_size=min_size,
-        end_min_size=min(end_min_size, min_size),
-    ):
-        length = dip.length or 0
-        lo = max(b for b in bounds if b <= dip.index)
-        hi = min(b for b in bounds if b > dip.index)
-        inside = values[dip.index : dip.index + length]
-        around = values[lo : dip.index] + values[dip.index + length : hi]
-        judged = judge(dip, around, inside)
-        if judged is None or abs(judged[0]) < judged[1]:
-            continue
-        if not _sustained(inside, dip.before_median, dip.after_median):
-            continue
-        if any(abs(f.change.index - dip.index) <= ALERT_TOLERANCE_RUNS for f in out):
-            continue
-        room = min(min_size, hi - dip.index - length)
-        out.append(Finding(dip, *judged, tuple(values[lo:hi]), room))
-    return sorted(out, key=lambda f: f.change.index)
-
-
-Judge = Callable[[ChangePoint, Sequence[float], Sequence[float]], "tuple[float, float] | None"]
-
-
-def _prune(
-    values: Sequence[float], steps: list[ChangePoint], judge: Judge, min_size: int
-) -> list[Finding]:
-    """The steps that count once every one is judged on the segments between those kept."""
-    n = len(values)
-    while True:
-        bounds = [0, *(cp.index for cp in steps), n]
-        kept: list[Finding] = []
-        weakest: tuple[float, int] | None = None
-        for k, old in enumerate(steps):
-            before = values[bounds[k] : old.index]
-            after = values[old.index : bounds[k + 2]]
-            cp = change_point(
-                before,
-                after,
-                index=old.index,
-                p_value=old.p_value,
-                statistic=old.statistic,
-                block=old.block,
-            )
-            judged = judge(cp, before, after)
-            strength = 0.0
-            if judged is not None:
-                strength = abs(judged[0]) / judged[1] if judged[1] > 0 else math.inf
-            # A recent change (fewer than 2 x min_size runs after it, all of them the newest)
-            # must be sustained: every run after it on the changed side, which outliers and a
-            # chance wobble at the end of the history are not.
-            recent = bounds[k + 2] == n and len(after) < 2 * min_size
-            if (
-                judged is not None
-                and strength >= 1
-                and (not recent or _sustained(after, cp.before_median, cp.after_median))
-            ):
-                kept.append(Finding(cp, *judged, (*before, *after), min(min_size, len(after))))
-                continue
-            if weakest is None or strength < weakest[0]:
-                weakest = (strength, k)
-        if weakest is None:
-            return kept
-        del steps[weakest[1]]
-
-
-def _is_return(first: Finding, second: Finding) -> bool:
-    a, b = first.change, second.change
-    if a.kind != "step" or b.kind != "step" or b.index - a.index > DIP_MAX_RUNS:
-        return False
-    if (first.median_change > 0) == (second.median_change > 0) or not a.before_median:
-        return False
-    return abs(b.after_median / a.before_median - 1) < min(first.floor, second.floor)
-
-
-def _as_dip(values: Sequence[float], first: Finding, second: Finding) -> Finding:
-    a, b = first.change, second.change
-    around = [*values[a.index - a.before_n : a.index], *values[b.index : b.index + b.after_n]]
-    inside = values[a.index : b.index]
-    dip = change_point(
-        around,
-        inside,
-        index=a.index,
-        p_value=max(a.p_value, b.p_value),
-        statistic=a.statistic,
-        kind="dip",
-        length=b.index - a.index,
-        block=max(a.block, b.block),
-    )
-    change = dip.after_median / dip.before_median - 1
-    floor = max(first.floor, second.floor)
-    segment = tuple(values[a.index - a.before_n : b.index + b.after_n])
-    return Finding(dip, change, floor, segment, min(first.min_after, second.min_after))
-
-
-def large_changes(
-    series: Sequence[float],
-    *,
-    alpha: float = DEFAULT_ALPHA,
-    min_size: int = DEFAULT_MIN_SIZE,
-    end_min_size: int = DEFAULT_END_MIN_SIZE,
-    min_change: float | None = None,
-) -> list[tuple[ChangePoint, float, float]]:
-    """The change points of a series whose median moved by at least the minimum change: each
-    with its relative median change and the minimum it had to reach (see the module)."""
-    return [
-        (f.change, f.median_change, f.floor)
-        for f in findings(
-            series, alpha=alpha, min_size=min_size, end_min_size=end_min_size, min_change=min_change
-        )
-    ]
 
 
 def series_changes(
@@ -547,7 +272,7 @@ def fdr_filter(
     The first test's p cannot go below 1/200 (199 shuffles), far above alpha / series for a
     nightly's thousand series. So each candidate (already significant at alpha on its own, and
     large) is tested again on its segments with TAIL_PERMUTATIONS shuffles, its p resolved below
-    1/1000 by the generalised Pareto tail of changepoint.tail_p; every series without a
+    1/1000 by the generalised Pareto tail of permutation_test.tail_p; every series without a
     candidate counts with p = 1. Only candidates pay: a flat night costs nothing more.
     `min_after`: per change, the fewest runs after it its test allowed (default min_size)."""
     if not changes:
@@ -575,141 +300,6 @@ def _created_at(results_dir: Path, run_id: str) -> str:
     if row is None:
         raise IomatrixError(f"--since {run_id}: no such run in the archive at {results_dir}")
     return str(row[0])
-
-
-# --- the nightly's alerts ----------------------------------------------------------------------
-
-
-class AlertEntry(Record):
-    """One change the alert step has seen: its series, where it was, what was done."""
-
-    cell_id: str
-    label: str
-    metric: str
-    kind: Literal["step", "dip"] = "step"
-    last_run_before: str
-    first_run_after: str
-    first_after_at: str
-    verdict: str
-    median_change: float | None = None
-    # The newest run of the archive the night it was seen first.
-    seen_in: str
-    # alerted: news that night; triaged: acknowledged or ignored already, kept quiet; baseline:
-    # found when the ledger was started (an archive's history before its first alert step).
-    outcome: Literal["alerted", "triaged", "baseline"]
-
-
-class AlertLedger(Record):
-    """The changes already reported (`<results>/alerts.json`, {"schema": 1, "alerts": [...]})."""
-
-    alerts: tuple[AlertEntry, ...] = ()
-
-
-def parse_ledger(text: str | None, where: Path | str) -> AlertLedger | None:
-    """The ledger in a file's text (store/alerts.py reads it); None when there is none yet
-    (text None). Bad content is an error naming the file (`where`)."""
-    if text is None:
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise IomatrixError(f"{where}: the alert ledger is not JSON: {exc}") from exc
-    if not isinstance(data, dict) or data.get("schema") != ALERTS_SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else None
-        raise IomatrixError(
-            f"{where}: not an alert ledger of schema {ALERTS_SCHEMA} (schema: {found!r})"
-        )
-    try:
-        return AlertLedger(alerts=tuple(AlertEntry.model_validate(a) for a in data["alerts"]))
-    except (KeyError, TypeError, ValidationError) as exc:
-        raise IomatrixError(f"{where}: a bad alert ledger entry: {exc}") from exc
-
-
-def ledger_json(ledger: AlertLedger) -> str:
-    """The ledger file's text (store/alerts.py writes it whole)."""
-    data = {"schema": ALERTS_SCHEMA, "alerts": [a.model_dump(mode="json") for a in ledger.alerts]}
-    return json.dumps(data, indent=1) + "\n"
-
-
-def select_new(
-    changes: Sequence[TrendChange],
-    times: Mapping[tuple[str, str], Sequence[str]],
-    ledger: AlertLedger | None,
-    *,
-    night: str,
-) -> tuple[list[TrendChange], AlertLedger]:
-    """Tonight's news among `changes`, and the ledger with tonight's changes in it.
-
-    A change is news when the ledger has no change of its series within ALERT_TOLERANCE_RUNS
-    runs of it (positions counted in `times`, each series' run times oldest first), nor one of
-    the same verdict among the runs a step spans (its runs after it and the min_size before:
-    the same shift, located anew), the series has ALERT_MIN_RUNS runs, and the triage file has
-    not decided about it. Every change
-    seen is kept in the ledger; one that matches an entry at another place is kept there too
-    (a copy of the entry where it is now), so a location that drifts a run a night, or moves and
-    moves back, stays the same change. No ledger yet (None): every change found is history,
-    recorded as the baseline and not news."""
-    entries = list(ledger.alerts) if ledger is not None else []
-    news: list[TrendChange] = []
-    for change in changes:
-        series_times = times.get((change.cell_id, change.metric), [])
-        if len(series_times) < ALERT_MIN_RUNS:
-            continue  # too young to tell noise from dependence: judged when it is older
-        here = bisect.bisect_left(series_times, change.first_after_at)
-        # The runs a step now spans that an earlier report of the same shift may have named:
-        # its runs after, and the last min_size before it (a step first located at night 40
-        # and later, its neighbouring outliers weighed again, at night 34 is the same step).
-        if change.kind == "step":
-            spans = (here - min(DEFAULT_MIN_SIZE, change.runs_before), here + change.runs_after - 1)
-        else:
-            spans = (here, here)
-        near = []
-        for i, e in enumerate(entries):
-            if e.cell_id != change.cell_id or e.metric != change.metric:
-                continue
-            there = bisect.bisect_left(series_times, e.first_after_at)
-            moved = e.verdict == change.verdict and spans[0] <= there <= spans[1]
-            if abs(there - here) <= ALERT_TOLERANCE_RUNS or moved:
-                near.append((abs(there - here), i))
-        if near:
-            _, i = min(near)
-            if not any(
-                e.cell_id == change.cell_id
-                and e.metric == change.metric
-                and e.first_run_after == change.first_run_after
-                for e in entries
-            ):
-                # Where the change is now, as well as where it was (it may move back).
-                moved_to = {
-                    "last_run_before": change.last_run_before,
-                    "first_run_after": change.first_run_after,
-                    "first_after_at": change.first_after_at,
-                }
-                entries.append(entries[i].model_copy(update=moved_to))
-            continue
-        if ledger is None:
-            outcome: Literal["alerted", "triaged", "baseline"] = "baseline"
-        elif change.triage is not None:
-            outcome = "triaged"
-        else:
-            outcome = "alerted"
-            news.append(change)
-        entries.append(
-            AlertEntry(
-                cell_id=change.cell_id,
-                label=change.label,
-                metric=change.metric,
-                kind=change.kind,
-                last_run_before=change.last_run_before,
-                first_run_after=change.first_run_after,
-                first_after_at=change.first_after_at,
-                verdict=change.verdict,
-                median_change=change.median_change,
-                seen_in=night,
-                outcome=outcome,
-            )
-        )
-    return news, AlertLedger(alerts=tuple(entries))
 
 
 def nightly_alerts(

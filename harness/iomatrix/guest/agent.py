@@ -15,7 +15,6 @@ builtin, bonnie++); this module runs the plan's steps with them.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -37,7 +36,7 @@ from iomatrix.guest.knobs import (
     undo_knobs,
     workload_cgroup,
 )
-from iomatrix.guest.plan_view import PlanView, StepView
+from iomatrix.guest.plan_view import BootPlanView, StepView
 from iomatrix.guest.records import Applied, CellResult, Repetition, RepetitionRecord, write_json
 from iomatrix.guest.stack import (
     attach_loop,
@@ -124,9 +123,9 @@ def run_repetition(
         if cell.fio is not None:
             seen += fio_readings(cell.fio.settings, rep.fio)
         if seen:
-            applied = dataclasses.replace(applied, knobs=readings(seen))
+            applied = applied.replace(knobs=readings(seen))
         if aged is not None or preconditioned is not None:
-            rep = dataclasses.replace(rep, aging=aged, precondition=preconditioned)
+            rep = rep.replace(aging=aged, precondition=preconditioned)
     finally:
         # Always take the stack down so the next step's mkfs finds a free device: first stop
         # whatever of a killed workload still uses the filesystem.
@@ -178,7 +177,7 @@ def write_result(
     return result
 
 
-def run_step(plan: PlanView, step: StepView, number: int = 0) -> None:
+def run_step(plan: BootPlanView, step: StepView, number: int = 0) -> None:
     """One repetition of one cell (the plan's step `number`); the cell's result is written after
     its last repetition, or at once when a repetition fails (its later repetitions are then
     skipped)."""
@@ -226,8 +225,10 @@ def run_step(plan: PlanView, step: StepView, number: int = 0) -> None:
         # Every repetition keeps its own read-back: a kernel that applied something else in one
         # of them shows there, not only in the last.
         phases = {k: round(v, 4) for k, v in ctx.phases.items()}
-        rep = dataclasses.replace(rep, phases=phases, applied=applied)
-        write_json(rep_path(cell_dir, step.repetition), RepetitionRecord(applied, rep))
+        rep = rep.replace(phases=phases, applied=applied)
+        write_json(
+            rep_path(cell_dir, step.repetition), RepetitionRecord(applied=applied, repetition=rep)
+        )
     except CellFailed as exc:
         status, reason = "failed", str(exc)
     except CellError as exc:
@@ -272,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m iomatrix.guest PLAN.json", file=sys.stderr)
         return 2
-    plan = PlanView.from_json(json.loads(Path(args[0]).read_text()))
+    plan = BootPlanView.from_json(json.loads(Path(args[0]).read_text()))
     print(f"iomatrix-agent: kernel {os.uname().release}, {len(plan.steps)} steps", flush=True)
     start_heartbeat(min(HEARTBEAT_S, plan.timeouts.boot_s / 4))
     for number, step in enumerate(plan.steps):

@@ -121,9 +121,7 @@ def _set_file(
         after_set=after,
     )
     if after is None or after != value.strip():
-        reading = dataclasses.replace(
-            reading, status="changed", note=_changed_note(key, value.strip(), after)
-        )
+        reading = reading.replace(status="changed", note=_changed_note(key, value.strip(), after))
     ctx.log(f"{family} {key}={value} on {reading.target}: {before} -> {after}")
     return Knob(reading, path)
 
@@ -287,8 +285,8 @@ def apply_cgroup(
                 after_set=after,
             )
             if not _cgroup_matches(after, _cgroup_expected(setting.key, setting.value, device)):
-                reading = dataclasses.replace(
-                    reading, status="changed", note=f"asked {text!r}, the kernel shows {after!r}"
+                reading = reading.replace(
+                    status="changed", note=f"asked {text!r}, the kernel shows {after!r}"
                 )
             ctx.log(f"cgroup {setting.key}={setting.value}{where}: {before} -> {after}")
             knobs.append(Knob(reading, path, device))
@@ -392,8 +390,7 @@ def fio_readings(settings: Sequence[KnobSettingView], report: Mapping[str, Any])
                 after_set=None if shown is None else str(shown),
             )
             if shown is None or str(shown).strip() != setting.value.strip():
-                reading = dataclasses.replace(
-                    reading,
+                reading = reading.replace(
                     status="changed",
                     note=f"asked {setting.value}, fio's job options show {shown}",
                 )
@@ -423,15 +420,15 @@ def cmdline_readings(
             family="cmdline", key=setting.key, asked=setting.value, target="/proc/cmdline"
         )
         if token not in tokens:
-            reading = dataclasses.replace(
-                reading, status="ignored", note=f"{token!r} is not on the kernel's command line"
+            reading = reading.replace(
+                status="ignored", note=f"{token!r} is not on the kernel's command line"
             )
         else:
-            reading = dataclasses.replace(reading, after_set=token)
+            reading = reading.replace(after_set=token)
             naming = [line for line in unknown if token in line.replace('"', " ").split()]
             if naming:
-                reading = dataclasses.replace(
-                    reading, status="ignored", note=f"the kernel log says: {naming[0]}"
+                reading = reading.replace(
+                    status="ignored", note=f"the kernel log says: {naming[0]}"
                 )
         knobs.append(Knob(reading))
     return knobs
@@ -485,19 +482,16 @@ def after_workload(knobs: Sequence[Knob], ran_in: str = "") -> list[Knob]:
             now = _cgroup_shown(knob.path, knob.device)
         else:
             now = _shown_or_none(knob.path)
-        reading = dataclasses.replace(reading, after_workload=now)
+        reading = reading.replace(after_workload=now)
         if now != reading.after_set:
             note = f"showed {reading.after_set} after it was set, {now} after the workload"
-            reading = dataclasses.replace(
-                reading,
+            reading = reading.replace(
                 status="changed-during-workload",
                 note=f"{reading.note}; {note}" if reading.note else note,
             )
         if reading.family == "cgroup" and ran_in:
             where = f"the workload ran in cgroup {ran_in}"
-            reading = dataclasses.replace(
-                reading, note=f"{reading.note}; {where}" if reading.note else where
-            )
+            reading = reading.replace(note=f"{reading.note}; {where}" if reading.note else where)
         out.append(dataclasses.replace(knob, reading=reading))
     return out
 

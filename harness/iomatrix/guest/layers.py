@@ -35,7 +35,7 @@ from iomatrix.adapters.stacks import (
 )
 from iomatrix.guest.context import CellContext, CellError, CellFailed
 from iomatrix.guest.disks import scheduler_file
-from iomatrix.guest.plan_view import CryptView, FilesystemView, LvmView, MdView
+from iomatrix.guest.plan_view import CryptStackView, FilesystemChoiceView, LvmStackView, MdStackView
 from iomatrix.guest.records import CryptApplied, LvmApplied, MdApplied
 from iomatrix.model.units import KIB
 
@@ -77,7 +77,7 @@ CIPHER_MODULES: dict[str, tuple[str, ...]] = {
 }
 
 
-def layer_modules(fs: FilesystemView) -> list[str]:
+def layer_modules(fs: FilesystemChoiceView) -> list[str]:
     modules: list[str] = []
     if fs.md is not None:
         modules += ["md_mod", *MD_LEVEL_MODULES.get(fs.md.level, ())]
@@ -136,7 +136,7 @@ def wipe(ctx: CellContext, devices: Sequence[str], *, cleanup: bool = False) -> 
     ctx.run(["wipefs", "--all", "--quiet", *devices], what="wipefs", cleanup=cleanup)
 
 
-def md_create_argv(md: MdView, devices: Sequence[str]) -> list[str]:
+def md_create_argv(md: MdStackView, devices: Sequence[str]) -> list[str]:
     argv = [
         "mdadm",
         "--create",
@@ -149,10 +149,14 @@ def md_create_argv(md: MdView, devices: Sequence[str]) -> list[str]:
     ]
     if md.chunk_bytes is not None:
         argv.append(f"--chunk={md.chunk_bytes // KIB}K")
+    if md.bitmap is not None:
+        argv.append(f"--bitmap={md.bitmap}")
     return [*argv, *devices]
 
 
-def lvcreate_argv(lvm: LvmView, pvs: Sequence[str], vg_bytes: int | None = None) -> list[list[str]]:
+def lvcreate_argv(
+    lvm: LvmStackView, pvs: Sequence[str], vg_bytes: int | None = None
+) -> list[list[str]]:
     """The lvcreate command(s): a linear volume over the group, a striped one over its first
     `stripes` physical volumes, or a thin pool and a thin volume in it."""
     size = ["-L", f"{lvm.size_bytes}b"] if lvm.size_bytes is not None else ["-l", "100%FREE"]
@@ -188,7 +192,7 @@ def lvcreate_argv(lvm: LvmView, pvs: Sequence[str], vg_bytes: int | None = None)
     return [lvm_argv("lvcreate", pvs, *common, *size, "-n", LV, VG)]
 
 
-def crypt_argv(crypt: CryptView, device: str) -> list[list[str]]:
+def crypt_argv(crypt: CryptStackView, device: str) -> list[list[str]]:
     """luksFormat and open of the device with the fixed key file."""
     return [
         [
@@ -208,7 +212,7 @@ def crypt_argv(crypt: CryptView, device: str) -> list[list[str]]:
     ]
 
 
-def build_layers(ctx: CellContext, fs: FilesystemView, below: Sequence[str]) -> Built:
+def build_layers(ctx: CellContext, fs: FilesystemChoiceView, below: Sequence[str]) -> Built:
     """md, LVM and dm-crypt, as the cell asks, over `below` (the disks or the loop device)."""
     built = Built(below=list(below))
     devices = list(below)
@@ -288,7 +292,19 @@ def md_readback(ctx: CellContext, device: str) -> MdApplied:
         mdstat=mdstat_lines(Path("/proc/mdstat").read_text(), name),
         scheduler=active_scheduler(text),
         schedulers_available=available_schedulers(text),
+        bitmap=md_bitmap(md_dir),
     )
+
+
+def md_bitmap(md_dir: Path) -> str:
+    """The array's write-intent bitmap from sysfs md/bitmap/location: "none", "file", or an
+    offset from the superblock ("+8"), which is an internal one; "" when the kernel has no
+    bitmap attributes to show."""
+    try:
+        location = (md_dir / "bitmap" / "location").read_text().strip()
+    except OSError:
+        return ""
+    return "internal" if location[:1] in ("+", "-") else location
 
 
 def dm_targets(ctx: CellContext, mapping: str) -> tuple[DmTarget, ...]:

@@ -15,6 +15,7 @@ from iomatrix.errors import ResultFormatError
 from iomatrix.guest import aging as aging_recipe
 from iomatrix.guest.context import MOUNTPOINT, REPORT_RESERVE_S, CellContext, CellError, CellFailed
 from iomatrix.guest.records import AgingCycle, AgingResult, PreconditionResult
+from iomatrix.guest.result_records import PreconditionOutcome
 
 # A job that ran for at least its time bound less this many seconds ran until the bound (fio
 # counts its runtime from the job's start, after its file layout, the agent from fio's start).
@@ -113,6 +114,7 @@ def run_precondition(ctx: CellContext, index: int) -> PreconditionResult:
     if errors:
         raise CellFailed("precondition: fio reported errors: " + "; ".join(errors))
     report, attained = fio.steady_state(data)
+    outcome: PreconditionOutcome
     if attained:
         outcome = "steady-state"
     elif stopped or fio.job_runtime_s(data) >= runtime_s - _BOUND_SLACK_S:

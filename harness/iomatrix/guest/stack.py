@@ -33,7 +33,7 @@ from iomatrix.guest.context import (
     CellFailed,
 )
 from iomatrix.guest.disks import scheduler_file
-from iomatrix.guest.plan_view import LoopView
+from iomatrix.guest.plan_view import LoopStackView
 from iomatrix.guest.records import Applied, LoopApplied
 from iomatrix.model.units import MIB
 
@@ -254,7 +254,7 @@ def read_back(
         )
 
 
-def attach_loop(ctx: CellContext, loop: LoopView, dev_paths: Sequence[str]) -> str:
+def attach_loop(ctx: CellContext, loop: LoopStackView, dev_paths: Sequence[str]) -> str:
     """The outer filesystem on the disk(s), a file on it (chattr +C first when nocow), and a loop
     device over the file; returns the loop device's path."""
     outer = adapter(loop.outer_fstype)
@@ -297,7 +297,7 @@ def attach_loop(ctx: CellContext, loop: LoopView, dev_paths: Sequence[str]) -> s
     return device
 
 
-def loop_readback(ctx: CellContext, loop: LoopView, device: str, disk: str) -> LoopApplied:
+def loop_readback(ctx: CellContext, loop: LoopStackView, device: str, disk: str) -> LoopApplied:
     """Both layers as the guest reports them: the loop device (losetup), the file's attributes
     (lsattr) and size, the outer mount (/proc/mounts)."""
     listed = ctx.run(

@@ -18,7 +18,7 @@ from iomatrix.guest import builtin as builtin_workloads
 from iomatrix.guest import telemetry
 from iomatrix.guest.context import MOUNTPOINT, REPORT_RESERVE_S, CellContext, CellError, CellFailed
 from iomatrix.guest.knobs import job_file_with
-from iomatrix.guest.plan_view import BuiltinView, WorkloadView
+from iomatrix.guest.plan_view import BuiltinParamsView, WorkloadView
 from iomatrix.guest.records import CpuUsage, Limits, Repetition, Telemetry
 from iomatrix.model.units import MIB
 
@@ -44,7 +44,7 @@ def _seen_around(
     return result, (before, after, telemetry.synced_disks(left))
 
 
-def builtin_bytes(params: BuiltinView) -> int:
+def builtin_bytes(params: BuiltinParamsView) -> int:
     """What a builtin workload writes: its count of blocks or lines of the given size."""
     size = params.line_length if params.name == "log-append" else params.block_size_bytes
     return params.count * size

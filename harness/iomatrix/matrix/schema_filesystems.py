@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import (
     AfterValidator,
     BeforeValidator,
+    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -33,7 +34,6 @@ from iomatrix.model.cell import (
     CryptStack,
     LoopStack,
     LvmStack,
-    MdLevel,
     MdStack,
 )
 from iomatrix.model.filesystems import FILESYSTEM_TYPES, FILESYSTEMS, NOCOW_TYPES, FsType
@@ -92,33 +92,48 @@ def _volume_size(value: object) -> int:
     return _size_in_range(value, LOOP_FILE_MIN, DEVICE_SIZE_MAX, "a logical volume")
 
 
-class _MdSpec(_Schema):
+# The record itself (model.cell.MdStack) as a matrix spells it: a field added to the record is a
+# key of `md:` with no change here; only a field whose matrix spelling differs from the record's
+# (a size the user writes as 64K) is declared again, under its alias.
+class _MdSpec(MdStack):
     """`md:` of a filesystem entry: md RAID over the stack's devices (mdadm --create)."""
 
-    level: MdLevel
-    chunk: ChunkSize | None = None
+    # serialize_by_alias: a matrix layer dumped and read again (presets, include) keeps the
+    # matrix's spelling.
+    model_config = ConfigDict(
+        **{**MdStack.model_config, **_Schema.model_config}, serialize_by_alias=True
+    )
+
+    chunk_bytes: ChunkSize | None = Field(default=None, alias="chunk")
 
     @model_validator(mode="after")
     def _chunk_not_raid1(self) -> _MdSpec:
-        if self.chunk is not None and self.level == "raid1":
+        if self.chunk_bytes is not None and self.level == "raid1":
             raise ValueError("raid1 mirrors whole devices and has no chunk size; remove chunk")
         return self
 
     def stack(self) -> MdStack:
-        return MdStack(level=self.level, chunk_bytes=self.chunk)
+        return MdStack.model_validate(self.model_dump(by_alias=False))
 
 
-class _LvmSpec(_Schema):
+# The record (model.cell.LvmStack) as a matrix spells it, like _MdSpec: the sizes are declared
+# again under their matrix names.
+class _LvmSpec(LvmStack):
     """`lvm:` of a filesystem entry: a logical volume over a volume group of the devices."""
 
+    model_config = ConfigDict(
+        **{**LvmStack.model_config, **_Schema.model_config}, serialize_by_alias=True
+    )
+
     stripes: Annotated[int, Field(ge=1, le=MAX_DEVICE_COUNT)] = 1
-    stripe_size: ChunkSize | None = None
-    size: Annotated[int, BeforeValidator(_volume_size)] | None = None
-    thin: bool = False
+    stripe_size_bytes: ChunkSize | None = Field(default=None, alias="stripe_size")
+    size_bytes: Annotated[int, BeforeValidator(_volume_size)] | None = Field(
+        default=None, alias="size"
+    )
 
     @model_validator(mode="after")
     def _stripe_size_needs_stripes(self) -> _LvmSpec:
-        if self.stripe_size is not None and self.stripes == 1:
+        if self.stripe_size_bytes is not None and self.stripes == 1:
             raise ValueError(
                 "stripe_size is for a striped volume: give stripes (2 or more) or remove it"
             )
@@ -127,12 +142,7 @@ class _LvmSpec(_Schema):
         return self
 
     def stack(self) -> LvmStack:
-        return LvmStack(
-            stripes=self.stripes,
-            stripe_size_bytes=self.stripe_size,
-            size_bytes=self.size,
-            thin=self.thin,
-        )
+        return LvmStack.model_validate(self.model_dump(by_alias=False))
 
 
 class _CryptSpec(_Schema):

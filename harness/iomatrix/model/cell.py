@@ -24,6 +24,7 @@ from pydantic import (
 from iomatrix.model.axes import AXES, Bus
 from iomatrix.model.knob_keys import KNOB_FAMILIES
 from iomatrix.model.schedulers import Scheduler
+from iomatrix.model.shapes import CellNaming, FilesystemLayers
 from iomatrix.model.units import MIB
 
 # file: a preallocated image in the scratch folder; ram: an image in /dev/shm; host: a block
@@ -125,6 +126,16 @@ class MdStack(Record):
     level: MdLevel
     # mdadm --chunk; None: mdadm's default (512 KiB). raid1 has no chunks.
     chunk_bytes: int | None = Field(default=None, gt=0, exclude_if=is_none)
+    # mdadm --bitmap: a write-intent bitmap ("internal") makes the resync after a crash short,
+    # and costs a bitmap update before writes to a region that was clean; None: mdadm's default
+    # (no bitmap on arrays under 100 GB, as test disks are). raid0 has no redundancy to resync.
+    bitmap: Literal["internal", "none"] | None = Field(default=None, exclude_if=is_none)
+
+    @model_validator(mode="after")
+    def _bitmap_needs_redundancy(self) -> MdStack:
+        if self.bitmap == "internal" and self.level == "raid0":
+            raise ValueError("raid0 has no redundancy to resync, so no bitmap: remove bitmap")
+        return self
 
 
 class LvmStack(Record):
@@ -160,7 +171,8 @@ class CryptStack(Record):
         return self
 
 
-class FilesystemChoice(Record):
+# layered and disk_fstype: model.shapes.FilesystemLayers, shared with the guest's view.
+class FilesystemChoice(Record, FilesystemLayers):
     """One value of the filesystem axis: a name, the filesystem type and its mkfs arguments.
 
     The layers under the filesystem, from the disks up, always in this order: a loop device over
@@ -175,16 +187,6 @@ class FilesystemChoice(Record):
     md: MdStack | None = Field(default=None, exclude_if=is_none)
     lvm: LvmStack | None = Field(default=None, exclude_if=is_none)
     crypt: CryptStack | None = Field(default=None, exclude_if=is_none)
-
-    @property
-    def layered(self) -> bool:
-        """md, LVM or dm-crypt between the disks (or loop device) and the filesystem."""
-        return self.md is not None or self.lvm is not None or self.crypt is not None
-
-    @property
-    def disk_fstype(self) -> str:
-        """The type of the filesystem made on the test disks (the outer one of a loop stack)."""
-        return self.loop.outer_fstype if self.loop is not None else self.fstype
 
 
 class MountOptionSet(Record):
@@ -415,7 +417,7 @@ class Timeouts(Record):
     grace_s: float = Field(default=60.0, gt=0)
 
 
-class Cell(Record):
+class Cell(Record, CellNaming):
     """One fully resolved combination of the matrix axes, run `repeat` times."""
 
     id: str
@@ -438,30 +440,10 @@ class Cell(Record):
     fio: KnobSet | None = Field(default=None, exclude_if=is_none)
     cmdline: KnobSet | None = Field(default=None, exclude_if=is_none)
 
-    def axis_value(self, axis: str) -> str:
-        """The name of this cell's value on an axis (a record's name, or the text itself); a
-        knob axis the cell does not have is "-"."""
-        value = getattr(self, axis)
-        if value is None:
-            return "-"
-        return value if isinstance(value, str) else str(value.name)
-
     def knob_sets(self) -> dict[str, KnobSet]:
-        """The knob sets of this cell, by family, in KNOB_FAMILIES order."""
-        sets = {family: getattr(self, family) for family in KNOB_FAMILIES}
-        return {family: s for family, s in sets.items() if s is not None}
-
-    def axis_values(self) -> dict[str, str]:
-        """The cell's value on every axis, then on each knob axis it has (so that the id and
-        label of a cell without knobs are what they were before knobs existed)."""
-        values = {axis: self.axis_value(axis) for axis in AXES}
-        values.update({family: s.name for family, s in self.knob_sets().items()})
-        return values
-
-    @property
-    def label(self) -> str:
-        """A short human name; ids are for machines, labels for tables."""
-        return "/".join(self.axis_values().values())
+        """The knob sets of this cell, by family, in KNOB_FAMILIES order (typed for the host;
+        axis_value, axis_values and label: model.shapes.CellNaming, shared with the guest)."""
+        return super().knob_sets()
 
     @property
     def boot_args(self) -> tuple[str, ...]:

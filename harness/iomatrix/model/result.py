@@ -23,6 +23,7 @@ Format history of run.json (RUN_FORMAT):
        fio run (model.telemetry). Written when known; an older iomatrix refuses it.
      - md, lvm, crypt (applied): the layers under the filesystem as read back (MdApplied,
        LvmApplied, CryptApplied). Written only for a cell that has them.
+     - bitmap (MdApplied): the array's write-intent bitmap as read back. Written when known.
 Reading, writing and migrating these files: iomatrix.store.records_io.
 """
 
@@ -90,6 +91,9 @@ class MdApplied(Record):
     mdstat: tuple[str, ...]  # the array's lines of /proc/mdstat
     scheduler: str | None  # md is bio-based: 'none', with no other choice
     schedulers_available: tuple[str, ...]
+    # The write-intent bitmap, from sysfs md/bitmap/location: internal, none or file ("" where
+    # the kernel shows no bitmap attributes). A compatible addition: left out while "".
+    bitmap: str = Field(default="", exclude_if=is_empty)
 
 
 class LvmApplied(Record):

@@ -1,6 +1,6 @@
 """The nightly's alert ledger on disk (`<results>/alerts.json`, beside the triage file): where it
 is, its text read and written whole. Its entries, their JSON and what is news are
-analysis/trend.py's, which is pure.
+analysis/alert_ledger.py's, which is pure.
 """
 
 from __future__ import annotations

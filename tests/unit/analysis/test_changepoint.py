@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from iomatrix.analysis import changepoint
+from iomatrix.analysis import changepoint, changepoint_dips, permutation_test
 from support.builders import make_cell
 from support.runs import failed, make_run, ok
 
@@ -92,7 +92,7 @@ def test_a_short_dip_that_recovers_is_found_by_the_dip_scan() -> None:
     for seed in range(20):
         history = noisy(seed, (30, 100.0), (5, 90.0), (25, 100.0))
         assert changepoint.detect_change_points(history) == ()
-        dips = changepoint.detect_dips(history, [0, len(history)])
+        dips = changepoint_dips.detect_dips(history, [0, len(history)])
         if not dips:
             continue
         (dip,) = dips
@@ -138,11 +138,11 @@ def ar1(seed: int, n: int, phi: float) -> list[float]:
 def test_the_permutation_blocks_follow_the_dependence_between_nights() -> None:
     # Independent nights: single runs shuffled; AR(1) at phi 0.6 (integrated autocorrelation
     # time 4): blocks of about 4 runs. A level shift is not taken for dependence.
-    assert changepoint.block_length(noisy(1, (60, 100.0))) == 1
-    blocks = [changepoint.block_length(ar1(seed, 60, 0.6)) for seed in range(20)]
+    assert permutation_test.block_length(noisy(1, (60, 100.0))) == 1
+    blocks = [permutation_test.block_length(ar1(seed, 60, 0.6)) for seed in range(20)]
     assert 3 <= sorted(blocks)[10] <= 5
     stepped = noisy(2, (30, 100.0), (30, 90.0))
-    assert changepoint.block_length(stepped, [30]) == 1
+    assert permutation_test.block_length(stepped, [30]) == 1
 
 
 def test_the_tail_fit_resolves_p_values_far_below_one_over_the_permutations() -> None:
@@ -151,9 +151,9 @@ def test_the_tail_fit_resolves_p_values_far_below_one_over_the_permutations() ->
     history = noisy(3, (20, 100.0), (20, 98.4))
     scan = changepoint._split_scan(5, 5)
     observed = scan(history)
-    seed = changepoint._seed(history, 0)
-    counted = changepoint.tail_p(history, observed, scan, permutations=30_000, seed=seed)
-    fitted = changepoint.tail_p(history, observed, scan, permutations=999, seed=seed)
+    seed = permutation_test.seed_for(history, 0)
+    counted = permutation_test.tail_p(history, observed, scan, permutations=30_000, seed=seed)
+    fitted = permutation_test.tail_p(history, observed, scan, permutations=999, seed=seed)
     assert counted < 0.005
     assert counted / 3 <= fitted <= counted * 3
     # Far beyond every shuffle: a p no count of 999 could give, still above zero.

@@ -469,6 +469,49 @@ def test_axis_summaries_are_geometric_means_of_ratios_per_axis_value() -> None:
     assert "-15.1%" in table  # (0.8 * 0.9) ** 0.5 - 1
 
 
+def test_an_ab_split_names_both_sides_of_the_split_axis_and_the_axes_the_pairs_share() -> None:
+    # `iomatrix ab --split device`: each pair's cells differ on the split axis only. The rows
+    # once took their axes (and label) from the base cell, so "every cell: ... device disk-600"
+    # named the base side's value alone, as if both sides had run on it.
+    slow = {"write_iops": [450.0, 452.0, 449.0, 451.0, 450.0, 448.0]}
+    fast = {"write_iops": [600.0, 601.0, 599.0, 602.0, 600.0, 598.0]}
+    pairs = [
+        (make_cell(fs=fs, device="disk-600"), make_cell(fs=fs, device="disk-450"))
+        for fs in ("ext4", "xfs")
+    ]
+    result = compare.compare_runs(
+        make_run([ok(a, fast) for a, _ in pairs], run_id="base"),
+        make_run([ok(b, slow) for _, b in pairs], run_id="new"),
+        pairs=[(a.id, b.id) for a, b in pairs],
+    )
+    rows = [r for r in result.rows if r.metric == "write_iops"]
+    assert [r.verdict for r in rows] == ["regressed", "regressed"]
+    assert [r.axes["device"] for r in rows] == ["disk-600 vs disk-450"] * 2
+    assert [r.axes["filesystem"] for r in rows] == ["ext4", "xfs"]
+    assert rows[0].cell == "debian:bookworm/ext4/default/none/disk-600 vs disk-450/randwrite-4k"
+    table = comparison_report.render_table(result)
+    every = next(line for line in table.splitlines() if line.startswith("every cell:"))
+    assert "device disk-600 vs disk-450" in every
+    # ext4 and xfs: a column of the tables, not said once.
+    assert "fs " not in every
+    # The split axis has one value over the rows: no per-axis line repeats the "all" line.
+    assert not any(a.axis == "device" for a in result.axes)
+    markdown = comparison_report.render_markdown(result)
+    assert "disk-600 vs disk-450/randwrite-4k" in markdown
+
+
+def test_an_ab_pair_missing_its_new_cell_keeps_the_base_cells_axes() -> None:
+    a, b = make_cell(device="disk-600"), make_cell(device="disk-450")
+    result = compare.compare_runs(
+        make_run([ok(a, {"write_iops": [600.0] * 5})], run_id="base"),
+        make_run([], run_id="new"),
+        pairs=[(a.id, b.id)],
+    )
+    assert {r.verdict for r in result.rows} == {"missing"}
+    assert {r.axes["device"] for r in result.rows} == {"disk-600"}
+    assert {r.cell for r in result.rows} == {a.label}
+
+
 # --- CLI ----------------------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ happened, and flat histories stay quiet.
 The step case runs the nightly's own alert step (`iomatrix trend --alerts LEDGER --json`, what
 tools/nightly-archive.sh runs) on a real archive folder after each of 60 nights, the ledger
 carried from night to night. The 200 flat histories go through the same functions the alert
-step is made of (trend.series_changes, then trend.select_new) on in-memory series: 200 x 60
+step is made of (trend.series_changes, then alert_ledger.select_new) on in-memory series: 200 x 60
 archive runs would take minutes.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.analysis import trend, triage
+from iomatrix.analysis import alert_ledger, trend, triage
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
 from iomatrix.store import alerts
@@ -116,7 +116,7 @@ def simulate(values: list[float], key: Series) -> list[tuple[int, trend.TrendCha
         points.append(HistoryPoint(night_id(night), night_at(night), value, None, 3, "ok"))
         changes = [change for change, _ in trend.series_changes(key, points)]
         times = {(key.cell_id, key.metric): [p.created_at for p in points]}
-        news, ledger = trend.select_new(changes, times, ledger, night=night_id(night))
+        news, ledger = alert_ledger.select_new(changes, times, ledger, night=night_id(night))
         alerts += [(night, change) for change in news]
     return alerts
 
@@ -167,47 +167,49 @@ def change_at(index: int, **fields: object) -> trend.TrendChange:
 def test_a_change_is_news_when_no_change_of_its_series_was_reported_within_two_runs() -> None:
     times = {("c", "write_iops"): [night_at(n) for n in range(60)]}
     # No ledger yet: the history's changes are the baseline, not news.
-    news, ledger = trend.select_new([change_at(20)], times, None, night="n1")
+    news, ledger = alert_ledger.select_new([change_at(20)], times, None, night="n1")
     assert news == []
     assert [e.outcome for e in ledger.alerts] == ["baseline"]
     # The same change a run or two later is the same change; three runs away it is another
     # when it goes the other way, or when the earlier one is not among the runs it spans.
     for moved in (18, 19, 21, 22):
-        assert trend.select_new([change_at(moved)], times, ledger, night="n2")[0] == []
+        assert alert_ledger.select_new([change_at(moved)], times, ledger, night="n2")[0] == []
     back_up = change_at(23, verdict="improved", median_change=0.1)
-    assert trend.select_new([back_up], times, ledger, night="n2")[0] == [back_up]
+    assert alert_ledger.select_new([back_up], times, ledger, night="n2")[0] == [back_up]
     later = change_at(26, runs_before=5)
-    assert trend.select_new([later], times, ledger, night="n2")[0] == [later]
+    assert alert_ledger.select_new([later], times, ledger, night="n2")[0] == [later]
     # A step reported at night 20 and located at night 16 now (an outlier weighed anew): the
     # runs after it hold the earlier report's first run, the same shift: not news.
-    assert trend.select_new([change_at(16, runs_after=10)], times, ledger, night="n2")[0] == []
+    assert (
+        alert_ledger.select_new([change_at(16, runs_after=10)], times, ledger, night="n2")[0] == []
+    )
     # Another series, or another metric, at the same place: news.
     other = change_at(20, cell_id="d")
-    assert trend.select_new(
+    assert alert_ledger.select_new(
         [other], times | {("d", "write_iops"): times[("c", "write_iops")]}, ledger, night="n2"
     )[0] == [other]
     # A change the triage file decided about is kept quiet, and remembered.
     quiet = change_at(40, triage="acknowledged", known="acknowledged by a: why")
-    news, ledger = trend.select_new([quiet], times, ledger, night="n3")
+    news, ledger = alert_ledger.select_new([quiet], times, ledger, night="n3")
     assert news == []
     assert ledger.alerts[-1].outcome == "triaged"
     # A matched entry follows the change: a location drifting a run a night stays one change.
-    _, ledger = trend.select_new([change_at(42)], times, ledger, night="n4")
-    _, ledger = trend.select_new([change_at(44)], times, ledger, night="n5")
-    assert trend.select_new([change_at(46)], times, ledger, night="n6")[0] == []
+    _, ledger = alert_ledger.select_new([change_at(42)], times, ledger, night="n4")
+    _, ledger = alert_ledger.select_new([change_at(44)], times, ledger, night="n5")
+    assert alert_ledger.select_new([change_at(46)], times, ledger, night="n6")[0] == []
 
 
-def load_ledger(path: Path) -> trend.AlertLedger | None:
-    return trend.parse_ledger(alerts.read(path), path)
+def load_ledger(path: Path) -> alert_ledger.AlertLedger | None:
+    return alert_ledger.parse_ledger(alerts.read(path), path)
 
 
 def test_the_ledger_is_versioned_and_a_bad_one_is_refused(tmp_path: Path) -> None:
     path = alerts.default_path(tmp_path)
     assert load_ledger(path) is None
-    _, ledger = trend.select_new([change_at(20)], {}, trend.AlertLedger(), night="n1")
-    alerts.write(path, trend.ledger_json(ledger))
+    _, ledger = alert_ledger.select_new([change_at(20)], {}, alert_ledger.AlertLedger(), night="n1")
+    alerts.write(path, alert_ledger.ledger_json(ledger))
     assert load_ledger(path) == ledger
-    assert json.loads(path.read_text())["schema"] == trend.ALERTS_SCHEMA
+    assert json.loads(path.read_text())["schema"] == alert_ledger.ALERTS_SCHEMA
     assert not list(tmp_path.glob(".*.tmp"))  # written through a temporary file, renamed
     path.write_text(json.dumps({"schema": 99, "alerts": []}))
     with pytest.raises(IomatrixError, match="not an alert ledger of schema 1"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.analysis import trend
+from iomatrix.analysis import trend, trend_findings
 from iomatrix.analysis.changepoint import detect_change_points
 from iomatrix.cli import main as cli
 from iomatrix.store import triage_file
@@ -104,7 +104,7 @@ def test_a_thousand_flat_histories_of_60_nights_report_at_most_one_change() -> N
     for _ in range(1000):
         series = [rng.gauss(1000, 20) for _ in range(60)]
         raw += len(detect_change_points(series))
-        large += len(trend.large_changes(series))
+        large += len(trend_findings.large_changes(series))
     assert raw >= 1  # the check below can fail: there are false change points to remove
     assert large <= 1
 
@@ -114,7 +114,7 @@ def test_ninety_of_a_hundred_five_percent_steps_are_found_within_two_nights() ->
     found = 0
     for _ in range(100):
         series = [rng.gauss(1000, 20) for _ in range(40)] + [rng.gauss(950, 19) for _ in range(20)]
-        found += any(abs(cp.index - 40) <= 2 for cp, _, _ in trend.large_changes(series))
+        found += any(abs(cp.index - 40) <= 2 for cp, _, _ in trend_findings.large_changes(series))
     assert found >= 90
 
 
@@ -196,7 +196,9 @@ def candidates(
     find_trends would list them before the false-discovery-rate step, and their segments."""
     changes, segments = [], []
     for number, series in enumerate(series_list):
-        for cp, median_change, _floor in trend.large_changes(series, alpha=alpha, min_change=0.0):
+        for cp, median_change, _floor in trend_findings.large_changes(
+            series, alpha=alpha, min_change=0.0
+        ):
             changes.append(
                 trend.TrendChange(
                     metric="write_iops",
@@ -266,7 +268,7 @@ def test_a_second_step_after_an_earlier_one_is_found() -> None:
     rng = random.Random(5)
     found = 0
     for _ in range(50):
-        changes = trend.large_changes(staircase(rng))
+        changes = trend_findings.large_changes(staircase(rng))
         found += any(abs(cp.index - 40) <= 2 for cp, _, _ in changes)
     assert found >= 48
 
@@ -281,7 +283,7 @@ def test_a_ten_percent_step_is_found_despite_an_outlier_night_in_twenty() -> Non
             rng.gauss(1000.0 if n < 40 else 900.0, 20.0) * (0.7 if rng.random() < 0.05 else 1)
             for n in range(60)
         ]
-        found += any(abs(cp.index - 40) <= 2 for cp, _, _ in trend.large_changes(series))
+        found += any(abs(cp.index - 40) <= 2 for cp, _, _ in trend_findings.large_changes(series))
     assert found >= 48
 
 
@@ -304,7 +306,8 @@ def test_a_five_night_dip_that_recovers_is_reported_as_a_dip(tmp_path: Path) -> 
     for _ in range(50):
         series = [rng.gauss(900.0 if 30 <= n < 35 else 1000.0, 20.0) for n in range(60)]
         found += any(
-            cp.kind == "dip" and abs(cp.index - 30) <= 1 for cp, _, _ in trend.large_changes(series)
+            cp.kind == "dip" and abs(cp.index - 30) <= 1
+            for cp, _, _ in trend_findings.large_changes(series)
         )
     assert found >= 45
 
@@ -323,7 +326,7 @@ def test_autocorrelated_nights_false_alarm_rate() -> None:
     # inflated by the nights' autocorrelation and the steps that do not count pruned: 0 of 400
     # measured (see the README; night by night, the alert step, is another matter).
     rng = random.Random(8)
-    alarms = sum(bool(trend.large_changes(ar1(rng))) for _ in range(200))
+    alarms = sum(bool(trend_findings.large_changes(ar1(rng))) for _ in range(200))
     assert alarms <= 4
 
 

@@ -19,8 +19,8 @@ CHECK = """
 import json, sys
 from pathlib import Path
 import iomatrix.guest.__main__, iomatrix.guest.agent
-from iomatrix.guest.plan_view import PlanView
-plan = PlanView.from_json(json.loads(Path(sys.argv[1]).read_text()))
+from iomatrix.guest.plan_view import BootPlanView
+plan = BootPlanView.from_json(json.loads(Path(sys.argv[1]).read_text()))
 stdlib = set(sys.stdlib_module_names)
 foreign = sorted(
     m for m in sys.modules if m.split(".")[0] not in stdlib | {"iomatrix", "__main__"}

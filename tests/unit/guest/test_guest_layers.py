@@ -15,7 +15,7 @@ import pytest
 from iomatrix import proc
 from iomatrix.guest import layers
 from iomatrix.guest.context import CellContext, CellError
-from iomatrix.guest.plan_view import CryptView, FilesystemView, LvmView, MdView
+from iomatrix.guest.plan_view import CryptStackView, FilesystemChoiceView, LvmStackView, MdStackView
 from iomatrix.model.cell import CryptStack, FilesystemChoice, LvmStack, MdStack
 from support.builders import guest_view, make_cell
 
@@ -130,7 +130,9 @@ def test_crypt_alone_is_made_on_the_one_device(seam: Seam, tmp_path: Path) -> No
 
 def test_the_lvcreate_of_each_kind_of_volume() -> None:
     pvs = ["/dev/vdb", "/dev/vdc", "/dev/vdd"]
-    (striped,) = layers.lvcreate_argv(LvmView(2, 64 << 10, None, thin=False), pvs)
+    (striped,) = layers.lvcreate_argv(
+        LvmStackView(stripes=2, stripe_size_bytes=64 << 10, thin=False), pvs
+    )
     # Striped over the first two physical volumes of the group, named at the end.
     assert striped[-11:] == [
         "--stripes",
@@ -145,10 +147,10 @@ def test_the_lvcreate_of_each_kind_of_volume() -> None:
         "/dev/vdb",
         "/dev/vdc",
     ]
-    (sized,) = layers.lvcreate_argv(LvmView(1, None, 512 << 20, thin=False), pvs)
+    (sized,) = layers.lvcreate_argv(LvmStackView(stripes=1, size_bytes=512 << 20, thin=False), pvs)
     assert sized[sized.index("-L") + 1] == f"{512 << 20}b"
     assert "--stripes" not in sized
-    pool, thin = layers.lvcreate_argv(LvmView(1, None, None, thin=True), pvs, vg_bytes=1 << 30)
+    pool, thin = layers.lvcreate_argv(LvmStackView(stripes=1, thin=True), pvs, vg_bytes=1 << 30)
     assert pool[pool.index("--type") + 1] == "thin-pool"
     # lvm 2.03.16: "Option --wipesignatures is unsupported with thin pools" (seen in a VM).
     assert "--wipesignatures" not in pool
@@ -160,18 +162,40 @@ def test_the_lvcreate_of_each_kind_of_volume() -> None:
     assert 'thin_check_executable=""' in thin[thin.index("--config") + 1]
 
 
+def test_an_md_bitmap_is_mdadms_bitmap_option() -> None:
+    devices = ["/dev/vdb", "/dev/vdc"]
+    argv = layers.md_create_argv(MdStackView(level="raid1", bitmap="internal"), devices)
+    assert "--bitmap=internal" in argv
+    assert argv[-2:] == devices
+    argv = layers.md_create_argv(MdStackView(level="raid1", bitmap="none"), devices)
+    assert "--bitmap=none" in argv
+
+
+@pytest.mark.parametrize(
+    ("location", "bitmap"), [("+8", "internal"), ("-16", "internal"), ("none", "none"), (None, "")]
+)
+def test_the_md_bitmap_is_read_back_from_sysfs(
+    tmp_path: Path, location: str | None, bitmap: str
+) -> None:
+    if location is not None:
+        (tmp_path / "bitmap").mkdir()
+        (tmp_path / "bitmap" / "location").write_text(location + "\n")
+    assert layers.md_bitmap(tmp_path) == bitmap
+
+
 def test_md_levels_without_a_chunk_leave_it_to_mdadm() -> None:
-    argv = layers.md_create_argv(MdView("raid1", None), ["/dev/vdb", "/dev/vdc"])
+    argv = layers.md_create_argv(MdStackView(level="raid1"), ["/dev/vdb", "/dev/vdc"])
     assert not any(a.startswith("--chunk") for a in argv)
+    assert not any(a.startswith("--bitmap") for a in argv)
     assert "--level=raid1" in argv
-    fs = FilesystemView(
+    fs = FilesystemChoiceView(
         name="x",
         fstype="ext4",
         mkfs_options=(),
         loop=None,
-        md=MdView("raid5", None),
-        lvm=LvmView(1, None, None, thin=True),
-        crypt=CryptView("aes-xts-plain64", 512),
+        md=MdStackView(level="raid5"),
+        lvm=LvmStackView(stripes=1, thin=True),
+        crypt=CryptStackView(cipher="aes-xts-plain64", key_bits=512),
     )
     assert layers.layer_modules(fs) == [
         "md_mod",

@@ -28,7 +28,7 @@ JOB_FILES = sorted(builtin.WORKLOADS_DIR.glob("*.fio")) + sorted(
 
 
 def settings(**values: str) -> tuple[KnobSettingView, ...]:
-    return tuple(KnobSettingView(key.replace("__", "."), v) for key, v in values.items())
+    return tuple(KnobSettingView(key=key.replace("__", "."), value=v) for key, v in values.items())
 
 
 def context(tmp_path: Path, scheduler: str = "mq-deadline", **sets: KnobSet) -> CellContext:
@@ -75,9 +75,9 @@ def root(tmp_path: Path) -> Path:
 def test_queue_attributes_and_the_schedulers_tunables(root: Path, tmp_path: Path) -> None:
     ctx = context(tmp_path)
     asked = (
-        KnobSettingView("nr_requests", "256"),
-        KnobSettingView("mq-deadline.fifo_batch", "8"),
-        KnobSettingView("bfq.slice_idle", "0"),
+        KnobSettingView(key="nr_requests", value="256"),
+        KnobSettingView(key="mq-deadline.fifo_batch", value="8"),
+        KnobSettingView(key="bfq.slice_idle", value="0"),
     )
     done = knobs.apply_queue(ctx, asked, ["vdb", "vdc"], root)
     got = [
@@ -155,7 +155,10 @@ def test_sysctls_use_proc_sys_and_keep_dashes(root: Path, tmp_path: Path) -> Non
     ctx = context(tmp_path)
     done = knobs.apply_sysctl(
         ctx,
-        (KnobSettingView("vm.dirty_ratio", "5"), KnobSettingView("vm.page-cluster", "0")),
+        (
+            KnobSettingView(key="vm.dirty_ratio", value="5"),
+            KnobSettingView(key="vm.page-cluster", value="0"),
+        ),
         root,
     )
     assert [k.reading.target for k in done] == [
@@ -171,7 +174,7 @@ def test_a_refused_sysctl_fails_the_cell(root: Path, tmp_path: Path) -> None:
     (root / "proc/sys/vm/dirty_ratio").unlink()
     (root / "proc/sys/vm/dirty_ratio").mkdir()
     with pytest.raises(CellFailed, match=r"^sysctl vm.dirty_ratio=101 refused by the kernel: "):
-        knobs.apply_sysctl(ctx, (KnobSettingView("vm.dirty_ratio", "101"),), root)
+        knobs.apply_sysctl(ctx, (KnobSettingView(key="vm.dirty_ratio", value="101"),), root)
 
 
 def test_a_refusal_undoes_what_was_set_before_it(root: Path, tmp_path: Path) -> None:
@@ -234,7 +237,9 @@ def test_io_max_is_written_per_disk_and_read_back_by_its_device_line(
 ) -> None:
     cgroup_tree(root)
     ctx = context(tmp_path)
-    done = knobs.apply_cgroup(ctx, (KnobSettingView("io.max", "wiops=500"),), ["vdb", "vdc"], root)
+    done = knobs.apply_cgroup(
+        ctx, (KnobSettingView(key="io.max", value="wiops=500"),), ["vdb", "vdc"], root
+    )
     assert (root / "sys/fs/cgroup/cgroup.subtree_control").read_text() == "+io"
     assert (root / "sys/fs/cgroup/iomatrix/io.max").read_text() == "254:32 wiops=500"
     assert [(k.reading.target, k.reading.after_set, k.reading.status) for k in done] == [
@@ -257,7 +262,9 @@ def test_io_weight_read_back_without_default_is_changed(root: Path, tmp_path: Pa
     cgroup_tree(root)
     ctx = context(tmp_path)
     # A plain file shows "200" where the kernel would show "default 200".
-    (done,) = knobs.apply_cgroup(ctx, (KnobSettingView("io.weight", "200"),), ["vdb"], root)
+    (done,) = knobs.apply_cgroup(
+        ctx, (KnobSettingView(key="io.weight", value="200"),), ["vdb"], root
+    )
     assert done.reading.status == "changed"
     assert done.reading.target == "/sys/fs/cgroup/iomatrix/io.weight"
 
@@ -320,11 +327,11 @@ UNKNOWN = (
 
 def test_kernel_parameters_on_the_command_line_and_in_the_kernel_log() -> None:
     asked = (
-        KnobSettingView("mitigations", "off"),
-        KnobSettingView("quiet", ""),
-        KnobSettingView("foo", "1"),
-        KnobSettingView("nowatchdog", ""),
-        KnobSettingView("mitigations", "auto"),
+        KnobSettingView(key="mitigations", value="off"),
+        KnobSettingView(key="quiet", value=""),
+        KnobSettingView(key="foo", value="1"),
+        KnobSettingView(key="nowatchdog", value=""),
+        KnobSettingView(key="mitigations", value="auto"),
     )
     done = knobs.cmdline_readings(asked, CMDLINE, "[    0.0] Linux version 6.1\n" + UNKNOWN)
     assert [(k.reading.after_set, k.reading.status) for k in done] == [
@@ -354,7 +361,7 @@ def test_the_command_line_is_read_from_proc_and_the_log_from_dmesg(
 
 # --- fio ---------------------------------------------------------------------------------------
 
-FIO_SET = (KnobSettingView("bs", "64k"), KnobSettingView("iodepth", "3"))
+FIO_SET = (KnobSettingView(key="bs", value="64k"), KnobSettingView(key="iodepth", value="3"))
 
 
 @pytest.mark.parametrize("job_file", JOB_FILES, ids=lambda p: p.name)
@@ -384,7 +391,7 @@ def test_every_job_section_ends_with_the_settings(job_file: Path) -> None:
 
 def test_a_job_without_options_and_a_file_without_a_final_newline() -> None:
     text = "[global]\nbs=4k\n; a comment about b\n[a]\nrw=read\n\n; about b\n[b]"
-    assert knobs.job_file_with(text, (KnobSettingView("bs", "8k"),)) == (
+    assert knobs.job_file_with(text, (KnobSettingView(key="bs", value="8k"),)) == (
         "[global]\nbs=4k\n; a comment about b\n[a]\nrw=read\nbs=8k\n\n; about b\n[b]\nbs=8k\n"
     )
 
@@ -419,14 +426,14 @@ def test_the_setting_wins_in_a_real_run_and_reads_back_from_fios_report(tmp_path
     assert FIO is not None
     own = "[global]\nioengine=null\nsize=1m\nbs=4k\n\n[r]\nrw=read\nbs=8k\n\n[w]\nrw=write\n"
     derived = tmp_path / "derived.fio"
-    derived.write_text(knobs.job_file_with(own, (KnobSettingView("bs", "16k"),)))
+    derived.write_text(knobs.job_file_with(own, (KnobSettingView(key="bs", value="16k"),)))
     out = subprocess.run(
         [FIO, "--output-format=json", str(derived)], check=True, capture_output=True, text=True
     ).stdout
     report = json.loads(out[out.index("{") :])
     # 1 MiB in 16 KiB blocks: 64 I/Os per job, not the job's own 128 (8k) or 256 (4k).
     assert [j["read"]["total_ios"] + j["write"]["total_ios"] for j in report["jobs"]] == [64, 64]
-    done = knobs.fio_readings((KnobSettingView("bs", "16k"),), report)
+    done = knobs.fio_readings((KnobSettingView(key="bs", value="16k"),), report)
     assert [(k.reading.target, k.reading.status) for k in done] == [
         ("fio job r", "applied"),
         ("fio job w", "applied"),
@@ -435,14 +442,14 @@ def test_the_setting_wins_in_a_real_run_and_reads_back_from_fios_report(tmp_path
         [FIO, "--output-format=json", "-"], input=own, check=True, capture_output=True, text=True
     ).stdout
     (unset, _) = knobs.fio_readings(
-        (KnobSettingView("bs", "16k"),), json.loads(plain[plain.index("{") :])
+        (KnobSettingView(key="bs", value="16k"),), json.loads(plain[plain.index("{") :])
     )
     assert unset.reading.status == "changed"
 
 
 def test_fios_job_options_read_back_from_a_captured_report() -> None:
     report = json.loads((TESTS_DIR / "data/fio/randwrite-4k-xfs-guest.json").read_text())
-    asked = (KnobSettingView("iodepth", "16"), KnobSettingView("bs", "8k"))
+    asked = (KnobSettingView(key="iodepth", value="16"), KnobSettingView(key="bs", value="8k"))
     done = knobs.fio_readings(asked, report)
     assert [(k.reading.after_set, k.reading.status) for k in done] == [
         ("16", "applied"),

@@ -159,6 +159,7 @@ def test_vng_argv_tcg_with_modules() -> None:
     assert vng_command("tcg", "/cache/kernels/6.1.0-28-amd64/modules", [VIRTIO_DISK]) == [
         *HEAD,
         "--disable-kvm",
+        "--append=tsc=reliable",
         "--rodir=/lib/modules/6.1.0-28-amd64=/cache/kernels/6.1.0-28-amd64/modules",
         *VIRTIO_OPTS,
         *EXEC,
@@ -175,7 +176,13 @@ def test_vng_argv_kvm_with_modules() -> None:
 
 
 def test_vng_argv_tcg_without_modules() -> None:
-    assert vng_command("tcg", None, [VIRTIO_DISK]) == [*HEAD, "--disable-kvm", *VIRTIO_OPTS, *EXEC]
+    assert vng_command("tcg", None, [VIRTIO_DISK]) == [
+        *HEAD,
+        "--disable-kvm",
+        "--append=tsc=reliable",
+        *VIRTIO_OPTS,
+        *EXEC,
+    ]
 
 
 def test_vng_argv_kvm_without_modules() -> None:
@@ -186,6 +193,7 @@ def test_vng_argv_asks_for_9p_outright_when_the_host_cannot_serve_virtiofs() -> 
     assert vng_command("tcg", None, [VIRTIO_DISK], shared_fs="9p") == [
         *HEAD,
         "--disable-kvm",
+        "--append=tsc=reliable",
         "--force-9p",
         *VIRTIO_OPTS,
         *EXEC,

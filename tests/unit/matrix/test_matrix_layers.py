@@ -140,6 +140,10 @@ def _with(layer: str, value: Any) -> dict[str, Any]:
         ("md", {"level": "raid0", "chunk": "1KiB"}, "md.chunk", "out of range"),
         ("md", {"level": "raid1", "chunk": "64KiB"}, "md", "raid1 mirrors whole devices"),
         ("md", {"level": "raid0", "spare": 1}, "md.spare", "unknown field"),
+        ("md", {"level": "raid0", "bitmap": "internal"}, "md", "raid0 has no redundancy"),
+        ("md", {"level": "raid1", "bitmap": "file"}, "md.bitmap", "'internal' or 'none'"),
+        # The record's own name of the chunk size is not the matrix's.
+        ("md", {"level": "raid0", "chunk_bytes": 65536}, "md.chunk_bytes", "unknown field"),
         ("lvm", {"stripes": 0}, "lvm.stripes", "0 is out of range; it must be >= 1"),
         ("lvm", {"stripe_size": "64KiB"}, "lvm", "stripe_size is for a striped volume"),
         ("lvm", {"stripes": 2, "thin": True}, "lvm", "a thin volume is not striped"),

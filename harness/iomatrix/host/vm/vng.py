@@ -28,6 +28,8 @@ from iomatrix.model.cell import DeviceProfile, VmSettings
 from iomatrix.store import rundir
 
 Accelerator = Literal["kvm", "tcg"]
+# The guest kernel's clock under TCG (see vng_argv).
+TCG_CLOCK_ARG = "tsc=reliable"
 # How the guest sees the host's root filesystem (and every shared folder): virtio-fs or 9p.
 SharedFs = Literal["virtiofs", "9p"]
 
@@ -126,6 +128,12 @@ def vng_argv(
     ]
     if accelerator == "tcg":
         argv.append("--disable-kvm")
+        # With more than one vCPU the guest finds the emulated TSCs unsynchronised at boot and
+        # falls back to the HPET, an emulated device: every clock read (fio times each I/O)
+        # becomes a system call and an emulated MMIO read, and a 2-vCPU guest ran its agent's
+        # start-up several times slower than a 1-vCPU one. TCG derives every vCPU's TSC from
+        # the same host clock, so it is reliable; a cmdline knob given after this overrides it.
+        argv.append(f"--append={TCG_CLOCK_ARG}")
     if shared_fs == "9p":
         # Asked for outright rather than left to vng's fallback (see shared_fs_for_host).
         argv.append("--force-9p")

@@ -1,5 +1,5 @@
 """The page of a comparison (two runs, or an A/B session), answer first as the terminal's report
-(report/comparison.py render_table): the verdict in one line, the axes every cell shares said
+(report/comparison_table.py render_table): the verdict in one line, the axes every cell shares said
 once, then the gated headline metrics grouped by verdict, changes first (each change with its
 numbers, the rows of no change as a grid of the change per cell and metric). Folded below: every
 row, telemetry and informational metrics too, as a forest plot of each ratio with its 95% CI and
@@ -14,16 +14,14 @@ from typing import Any
 from iomatrix.analysis import metrics
 from iomatrix.analysis.compare import INSUFFICIENT, Comparison, Row
 from iomatrix.model.axes import AXES, TITLES
-from iomatrix.report.comparison import (
+from iomatrix.report.comparison_table import (
     GROUP_TITLES,
-    VERDICT_ORDER,
     axis_columns,
     constant_axes,
     group_note,
-    headline,
     shown_by_default,
-    verdict_line,
 )
+from iomatrix.report.comparison_verdict import VERDICT_ORDER, headline, verdict_line
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,

@@ -1,0 +1,167 @@
+"""The rows of a comparison before any test: one per cell x metric, with each side's values,
+medians and CoV, or "missing" and why (a cell absent, failed, or without the metric on a side)."""
+
+from __future__ import annotations
+
+import difflib
+import statistics
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
+
+from iomatrix.analysis import metrics as metric_rules
+from iomatrix.analysis import stats
+from iomatrix.analysis.compare_records import Row
+from iomatrix.errors import IomatrixError
+from iomatrix.model.cell import Cell
+from iomatrix.model.result import CellEntry
+
+
+def _values(entry: CellEntry) -> dict[str, list[float]]:
+    columns: dict[str, list[float]] = {}
+    for rep in entry.result.repetitions:
+        for name, value in rep.all_metrics().items():
+            columns.setdefault(name, []).append(value)
+    return columns
+
+
+def check_metric_patterns(patterns: Sequence[str] | None, entries: Sequence[CellEntry]) -> None:
+    """A --metric that names no metric of either run is a typo, not "nothing to compare": a gate
+    would pass on it. Refused (exit 2) with the metrics there are and the closest one."""
+    if not patterns:
+        return
+    names = sorted({name for entry in entries for name in _values(entry)})
+    if not names:
+        return  # no cell has a repetition: the comparison says why on its own
+    for pattern in patterns:
+        if not any(fnmatchcase(name, pattern) for name in names):
+            close = difflib.get_close_matches(pattern, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            shown = ", ".join(names[:40]) + (", ..." if len(names) > 40 else "")
+            raise IomatrixError(
+                f"--metric {pattern}: no metric of these runs matches it{hint} "
+                f"(the metrics: {shown})"
+            )
+
+
+def _wanted(name: str, patterns: Sequence[str] | None) -> bool:
+    return patterns is None or any(fnmatchcase(name, p) for p in patterns)
+
+
+def _missing_side(base_missing: bool, new_missing: bool) -> str | None:
+    if base_missing and new_missing:
+        return "both"
+    if base_missing:
+        return "base"
+    return "new" if new_missing else None
+
+
+def _status_text(entry: CellEntry | None, side: str) -> str | None:
+    """Why a side has no numbers for a cell, or None when it has them."""
+    if entry is None:
+        return f"absent in {side}"
+    result = entry.result
+    if result.status == "ok":
+        return None
+    text = f"{result.status} in {side}"
+    if result.reason:
+        text += ": " + result.reason.splitlines()[0][:100]
+    return text
+
+
+class Pending:
+    """A row being built: measured values first, p-values adjusted across all rows later."""
+
+    def __init__(self, row: Row, base: list[float], new: list[float]) -> None:
+        self.row = row
+        self.base = base
+        self.new = new
+
+
+def pair_axes(base: Cell | None, new: Cell | None) -> dict[str, str]:
+    """A row's axis values: those its two cells share, and "base vs new" where they differ (an
+    A/B pair's treatment: the split axis of `ab --split kernel`, or what two matrices change), so
+    that neither side's value is shown as both sides'. With one side's cell only, its values."""
+    if base is None or new is None:
+        present = base if base is not None else new
+        assert present is not None, "a row comes from at least one of the runs"
+        return present.axis_values()
+    a, b = base.axis_values(), new.axis_values()
+    out = {}
+    for axis in dict.fromkeys([*a, *b]):
+        first, second = a.get(axis, "-"), b.get(axis, "-")
+        out[axis] = first if first == second else f"{first} vs {second}"
+    return out
+
+
+def _row_header(
+    cell: Cell, axes: dict[str, str], metric: str, base_n: int, new_n: int
+) -> dict[str, object]:
+    return {
+        "cell_id": cell.id,
+        # The label as Cell.label makes it, from the row's axes (both sides' where they differ).
+        "cell": "/".join(axes.values()),
+        "axes": axes,
+        "metric": metric,
+        "direction": metric_rules.direction(metric),
+        "gated": metric_rules.is_gated(metric),
+        "base_n": base_n,
+        "new_n": new_n,
+    }
+
+
+def cell_rows(
+    base: CellEntry | None,
+    new: CellEntry | None,
+    patterns: Sequence[str] | None,
+) -> list[Pending]:
+    present = base if base is not None else new
+    assert present is not None, "a cell id comes from at least one of the runs"
+    cell = present.cell
+    axes = pair_axes(base.cell if base else None, new.cell if new else None)
+    base_values = _values(base) if base else {}
+    new_values = _values(new) if new else {}
+    base_why, new_why = _status_text(base, "base"), _status_text(new, "new")
+    why = [t for t in (base_why, new_why) if t]
+    names = sorted(
+        (n for n in {*base_values, *new_values} if _wanted(n, patterns)),
+        key=metric_rules.sort_key,
+    )
+    out = []
+    if why and not names:
+        row = Row.model_validate(
+            {
+                **_row_header(cell, axes, "-", 0, 0),
+                "verdict": "missing",
+                "reason": "; ".join(why),
+                "missing_side": _missing_side(bool(base_why), bool(new_why)),
+            }
+        )
+        return [Pending(row, [], [])]
+    for name in names:
+        a, b = base_values.get(name, []), new_values.get(name, [])
+        header = _row_header(cell, axes, name, len(a), len(b))
+        medians = {
+            "base_median": statistics.median(a) if a else None,
+            "new_median": statistics.median(b) if b else None,
+            "base_cov": stats.cov(a),
+            "new_cov": stats.cov(b),
+        }
+        reasons = list(why)
+        if not why:
+            reasons += [f"no {name} in {side}" for side, v in (("base", a), ("new", b)) if not v]
+        if reasons:
+            side = _missing_side(bool(base_why) or not a, bool(new_why) or not b)
+            row = Row.model_validate(
+                {
+                    **header,
+                    **medians,
+                    "verdict": "missing",
+                    "reason": "; ".join(reasons),
+                    "missing_side": side,
+                }
+            )
+        else:
+            # Provisional; decided once every row's p-value is known.
+            row = Row.model_validate({**header, **medians, "verdict": "unchanged", "reason": ""})
+        out.append(Pending(row, a, b))
+    return out

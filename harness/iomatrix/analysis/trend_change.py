@@ -1,0 +1,51 @@
+"""One change of the archive's history (analysis/trend.py finds them; the trend command, the
+site and the nightly's alerts show them): the change point, the runs on each side, and what the
+triage file says about it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from iomatrix.model.cell import Record
+
+
+class TrendChange(Record):
+    """One change point, with the runs on each side of it."""
+
+    metric: str
+    cell_id: str
+    label: str
+    direction: str
+    # The last run before the change and the first run after it (a dip: its first run).
+    last_run_before: str
+    first_run_after: str
+    first_after_at: str
+    # A dip: the runs around it and in it.
+    runs_before: int
+    runs_after: int
+    before_median: float
+    after_median: float
+    relative_change: float | None
+    p_value: float
+    # improved / regressed by the metric's direction; "changed" for informational metrics.
+    verdict: str
+    # after_median / before_median - 1, and the smallest change that counted (trend_findings.py).
+    median_change: float | None = None
+    min_change: float | None = None
+    # What the triage file says about this change ("acknowledged by alice: why"), or None: news.
+    known: str | None = Field(default=None)
+    # The triage file's decision: acknowledged (listed apart), ignored (not listed), None: news.
+    triage: str | None = Field(default=None)
+    # With fdr: the p-value resolved with more permutations, and its Benjamini-Hochberg
+    # adjustment over every series examined (the change counts when it is at most alpha).
+    refined_p: float | None = Field(default=None)
+    q_value: float | None = Field(default=None)
+    # "step", or "dip": dip_runs runs from first_run_after on, back at the level from
+    # first_run_back on.
+    kind: Literal["step", "dip"] = "step"
+    dip_runs: int | None = None
+    first_run_back: str | None = None
+    # Consecutive runs the permutation test kept together (dependent nights); 1: independent.
+    block: int = 1
