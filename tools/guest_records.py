@@ -57,7 +57,10 @@ HOST_ONLY_FIELDS: dict[type[BaseModel], frozenset[str]] = {
     result.Repetition: frozenset({"host_disks"}),
 }
 # Where the host names its Literal types (the generated modules declare them under those names).
-LITERAL_HOMES: tuple[types.ModuleType, ...] = (cell_module, result, axes, schedulers)
+# (the registries first: model/cell.py imports their names too)
+LITERAL_HOMES: tuple[types.ModuleType, ...] = (axes, schedulers, cell_module, result)
+# Of those, the stdlib-only registries the guest imports anyway.
+GUEST_IMPORTABLE: tuple[types.ModuleType, ...] = (axes, schedulers)
 # Behaviour both sides share, kept in one stdlib module (model/shapes.py) that the host's record
 # and the guest's view both inherit.
 SHARED_SHAPES: dict[str, str] = {
@@ -111,7 +114,7 @@ class Writer:
     def __init__(self, class_name: Callable[[type[BaseModel]], str]) -> None:
         self.class_name = class_name
         self.imports: set[tuple[str, str]] = set()
-        self.literals: dict[str, Any] = {}
+        self.literals: dict[str, tuple[Any, types.ModuleType]] = {}
 
     def shape(self, annotation: Any, where: str) -> Shape:
         if annotation is type(None):
@@ -131,11 +134,10 @@ class Writer:
             return Shape(name, lambda v, n=name: f"{n}.from_json({v})")
         origin = get_origin(annotation)
         if origin is Literal:
-            values = get_args(annotation)
-            return Shape(
-                self.literal_name(annotation),
-                lambda v, t=repr(values): f"_one_of({v}, {t}, {where!r})",
-            )
+            name = self.literal_name(annotation)
+            # A named Literal's values are read from it (get_args), not written out again.
+            allowed = f"get_args({name})" if name in self.literals else repr(get_args(annotation))
+            return Shape(name, lambda v, t=allowed: f"_one_of({v}, {t}, {where!r})")
         if _is_union(annotation):
             return self._union(get_args(annotation), where)
         if origin is tuple:
@@ -161,9 +163,28 @@ class Writer:
         for module in LITERAL_HOMES:
             for name, value in vars(module).items():
                 if name[0].isupper() and get_origin(value) is Literal and value == annotation:
-                    self.literals[name] = value
+                    self.literals[name] = (value, module)
                     return name
         return "Literal[" + ", ".join(repr(x) for x in get_args(annotation)) + "]"
+
+    def literal_imports(self) -> list[str]:
+        """The host's Literal types the guest may import (stdlib-only registries): imported, so
+        their values are written once, in the registry."""
+        return [
+            f"from {module.__name__} import {name}"
+            for name, (_, module) in sorted(self.literals.items())
+            if module in GUEST_IMPORTABLE
+        ]
+
+    def literal_definitions(self) -> list[str]:
+        """The others (declared in model/cell.py or model/result.py, which import pydantic),
+        declared again here under the host's names."""
+        lines = [
+            f"{name} = Literal[{', '.join(repr(x) for x in get_args(value))}]"
+            for name, (value, module) in sorted(self.literals.items())
+            if module not in GUEST_IMPORTABLE
+        ]
+        return ["", "# The host's Literal types, under the host's names.", *lines] if lines else []
 
     def _union(self, members: tuple[Any, ...], where: str) -> Shape:
         optional = type(None) in members
@@ -238,14 +259,15 @@ def render_plan_view() -> str:
             sources="plan/boots.py BootPlan and model/cell.py",
         ),
         "from collections.abc import Callable",
-        "from typing import Any, ClassVar, Literal, TypeVar",
+        "from typing import Any, ClassVar, Literal, TypeVar, get_args",
         "",
-        *(f"from {m} import {n}" for m, n in sorted(writer.imports)),
-        f"from iomatrix.model.shapes import {', '.join(sorted(['FrozenRecord', *shared]))}",
+        *_own_imports(
+            writer, f"from iomatrix.model.shapes import {', '.join(sorted(['FrozenRecord', *shared]))}"
+        ),
         "",
         "Json = dict[str, Any]",
         'T = TypeVar("T")',
-        *_literal_aliases(writer),
+        *writer.literal_definitions(),
         "",
         "",
         "def _optional(read: Callable[[Any], T], value: Any) -> T | None:",
@@ -348,9 +370,8 @@ def render_result_records() -> str:
         ),
         "from typing import Any, ClassVar, Literal",
         "",
-        *(f"from {m} import {n}" for m, n in sorted(writer.imports)),
-        "from iomatrix.model.shapes import FrozenRecord",
-        *_literal_aliases(writer),
+        *_own_imports(writer, "from iomatrix.model.shapes import FrozenRecord"),
+        *writer.literal_definitions(),
         "",
         "__all__ = [",
         *(f'    "{m.__name__}",' for m in sorted(models, key=lambda m: m.__name__)),
@@ -373,14 +394,11 @@ def _result_class(model: type[BaseModel], writer: Writer) -> str:
     return "\n".join(lines)
 
 
-def _literal_aliases(writer: Writer) -> list[str]:
-    if not writer.literals:
-        return []
-    lines = ["", "# The host's Literal types, under the host's names."]
-    for name, value in sorted(writer.literals.items()):
-        spelled = ", ".join(repr(x) for x in get_args(value))
-        lines.append(f"{name} = Literal[{spelled}]")
-    return lines
+def _own_imports(writer: Writer, *more: str) -> list[str]:
+    """The generated module's imports of iomatrix, in isort's order (by module)."""
+    lines = [f"from {m} import {n}" for m, n in writer.imports]
+    lines += [*writer.literal_imports(), *more]
+    return sorted(lines, key=lambda line: line.split()[1])
 
 
 def _docstring(model: type[BaseModel]) -> str:

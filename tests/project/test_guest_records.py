@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from iomatrix.model.cell import MdStack
+from support.generated import GENERATED
 from support.paths import REPO_ROOT
 
 
@@ -113,6 +114,11 @@ def test_the_guest_imports_the_standard_library_and_what_it_names() -> None:
     assert loaded - GUEST_MAY_IMPORT == set(), "the guest imports more than it may"
     # The list stays exact: a module the guest no longer imports leaves it.
     assert GUEST_MAY_IMPORT - loaded == set(), "named here, no longer imported by the guest"
+
+
+def test_the_generated_modules_are_the_tools_targets() -> None:
+    package = REPO_ROOT / "harness" / "iomatrix"
+    assert {p.relative_to(package).as_posix() for p in guest_records.TARGETS} == GENERATED
 
 
 @pytest.mark.parametrize("path", sorted(guest_records.TARGETS), ids=lambda p: p.name)

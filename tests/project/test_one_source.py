@@ -15,6 +15,7 @@ from pathlib import Path
 
 from iomatrix.model.filesystems import FILESYSTEM_TYPES
 from iomatrix.model.schedulers import SCHEDULERS
+from support.generated import GENERATED
 from support.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "harness" / "iomatrix"
@@ -80,7 +81,7 @@ def restated_in(package: Path) -> list[str]:
     found: list[str] = []
     for path in sorted(package.rglob("*.py")):
         name = path.relative_to(package).as_posix()
-        if name not in SOURCES:
+        if name not in SOURCES and name not in GENERATED:
             found += restated(path.read_text(), name)
     return found
 

@@ -9,8 +9,10 @@ agent does not import pydantic.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, get_args
 
+from iomatrix.model.axes import Bus
+from iomatrix.model.schedulers import Scheduler
 from iomatrix.model.shapes import CellNaming, FilesystemLayers, FrozenRecord
 
 Json = dict[str, Any]
@@ -20,11 +22,9 @@ T = TypeVar("T")
 AioMode = Literal["threads", "native", "io_uring"]
 Backing = Literal["file", "ram", "host"]
 BuiltinName = Literal["sync-write", "write-then-sync", "log-append"]
-Bus = Literal["virtio-blk", "nvme", "scsi"]
 CacheMode = Literal["none", "writeback", "writethrough", "directsync", "unsafe"]
 CryptCipher = Literal["aes-xts-plain64", "aes-cbc-essiv:sha256", "xchacha12,aes-adiantum-plain64"]
 MdLevel = Literal["raid0", "raid1", "raid5", "raid10"]
-Scheduler = Literal["none", "mq-deadline", "bfq", "kyber"]
 WorkloadKind = Literal["fio", "builtin", "bonnie"]
 
 
@@ -170,7 +170,7 @@ class MdStackView(FrozenRecord):
     def from_json(cls, data: Json) -> MdStackView:
         _only(data, cls.FIELDS, "MdStack")
         return cls(
-            level=_one_of(data["level"], ("raid0", "raid1", "raid5", "raid10"), "MdStack.level"),
+            level=_one_of(data["level"], get_args(MdLevel), "MdStack.level"),
             chunk_bytes=data.get("chunk_bytes", None),
             bitmap=_optional(
                 lambda x: _one_of(x, ("internal", "none"), "MdStack.bitmap"),
@@ -226,9 +226,7 @@ class CryptStackView(FrozenRecord):
         _only(data, cls.FIELDS, "CryptStack")
         return cls(
             cipher=_one_of(
-                data.get("cipher", "aes-xts-plain64"),
-                ("aes-xts-plain64", "aes-cbc-essiv:sha256", "xchacha12,aes-adiantum-plain64"),
-                "CryptStack.cipher",
+                data.get("cipher", "aes-xts-plain64"), get_args(CryptCipher), "CryptStack.cipher"
             ),
             key_bits=data.get("key_bits", 0),
         )
@@ -367,20 +365,12 @@ class DeviceProfileView(FrozenRecord):
         return cls(
             name=data["name"],
             size_bytes=data["size_bytes"],
-            bus=_one_of(
-                data.get("bus", "virtio-blk"), ("virtio-blk", "nvme", "scsi"), "DeviceProfile.bus"
-            ),
+            bus=_one_of(data.get("bus", "virtio-blk"), get_args(Bus), "DeviceProfile.bus"),
             backing=_one_of(
-                data.get("backing", "file"), ("file", "ram", "host"), "DeviceProfile.backing"
+                data.get("backing", "file"), get_args(Backing), "DeviceProfile.backing"
             ),
-            cache=_one_of(
-                data.get("cache", "none"),
-                ("none", "writeback", "writethrough", "directsync", "unsafe"),
-                "DeviceProfile.cache",
-            ),
-            aio=_one_of(
-                data.get("aio", "native"), ("threads", "native", "io_uring"), "DeviceProfile.aio"
-            ),
+            cache=_one_of(data.get("cache", "none"), get_args(CacheMode), "DeviceProfile.cache"),
+            aio=_one_of(data.get("aio", "native"), get_args(AioMode), "DeviceProfile.aio"),
             path=data.get("path", None),
             iops_limit=data.get("iops_limit", None),
             bw_limit_bytes=data.get("bw_limit_bytes", None),
@@ -413,9 +403,7 @@ class BuiltinParamsView(FrozenRecord):
     def from_json(cls, data: Json) -> BuiltinParamsView:
         _only(data, cls.FIELDS, "BuiltinParams")
         return cls(
-            name=_one_of(
-                data["name"], ("sync-write", "write-then-sync", "log-append"), "BuiltinParams.name"
-            ),
+            name=_one_of(data["name"], get_args(BuiltinName), "BuiltinParams.name"),
             block_size_bytes=data.get("block_size_bytes", 1048576),
             count=data.get("count", 1000),
             line_length=data.get("line_length", 51),
@@ -649,7 +637,7 @@ class WorkloadView(FrozenRecord):
         _only(data, cls.FIELDS, "Workload")
         return cls(
             name=data["name"],
-            kind=_one_of(data.get("kind", "fio"), ("fio", "builtin", "bonnie"), "Workload.kind"),
+            kind=_one_of(data.get("kind", "fio"), get_args(WorkloadKind), "Workload.kind"),
             job_file=data.get("job_file", ""),
             sha256=data["sha256"],
             estimated_s=float(data["estimated_s"]),
@@ -823,9 +811,7 @@ class CellView(FrozenRecord, CellNaming):
             kernel=data["kernel"],
             filesystem=FilesystemChoiceView.from_json(data["filesystem"]),
             mount_options=MountOptionSetView.from_json(data["mount_options"]),
-            scheduler=_one_of(
-                data["scheduler"], ("none", "mq-deadline", "bfq", "kyber"), "Cell.scheduler"
-            ),
+            scheduler=_one_of(data["scheduler"], get_args(Scheduler), "Cell.scheduler"),
             device=DeviceProfileView.from_json(data["device"]),
             workload=WorkloadView.from_json(data["workload"]),
             repeat=data.get("repeat", 1),
