@@ -3,7 +3,7 @@
 `make bench` runs this. Alternating (A B A B ...), it runs `iomatrix run matrix/quick.yaml` and
 benchmarks/handwritten-quick.sh, the same six cells (set the scheduler, mkfs, mount, the same
 unmodified randwrite-4k.fio, unmount) written by hand, in one VM booted with the same vng command
-iomatrix builds (vm.vng_argv: the same kernel, memory, CPUs, accelerator, shared root and disk
+iomatrix builds (vng.vng_argv: the same kernel, memory, CPUs, accelerator, shared root and disk
 options; a preallocated image as iomatrix makes it). It prints the wall times, the ratio of the
 medians, where iomatrix's time went (the run timeline's medians) and the machine.
 
@@ -29,11 +29,12 @@ from pathlib import Path
 
 from targets import against_target
 
-from iomatrix.host import guest_root, kernels, vm
-from iomatrix.host.boot import create_disk
-from iomatrix.host.guest_root import GUEST_INPUT, GUEST_OUT
-from iomatrix.matrix import builtin
+from iomatrix.host import kernels
 from iomatrix.host.kernels import Kernel
+from iomatrix.host.vm import guest_root, vng
+from iomatrix.host.vm.boot import create_disk
+from iomatrix.host.vm.guest_root import GUEST_INPUT, GUEST_OUT
+from iomatrix.matrix import builtin
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Matrix
 from iomatrix.report import timeline
@@ -71,13 +72,13 @@ def hand_vng_argv(
     `script_args`) as the guest's command instead of the agent: the same root, accelerator,
     shared folders and disk (a preallocated image as iomatrix makes it, in `work`)."""
     cell = matrix.cells[0]
-    accelerator, _ = vm.choose_accelerator(
+    accelerator, _ = vng.choose_accelerator(
         cache_dir=kernels.cache_root(),
         probe_vmlinuz=kernel.vmlinuz,
         probe_release=kernel.release,
         probe_modules=kernel.modules_dir,
     )
-    shared_fs, _ = vm.shared_fs_for_host()
+    shared_fs, _ = vng.shared_fs_for_host()
     image = work / "disk.img"
     create_disk(image, cell.device.size_bytes, preallocate=cell.device.backing == "file")
     # The guest runs on the root iomatrix gives it; the script and job file are lent to it in
@@ -93,8 +94,8 @@ def hand_vng_argv(
     for lent in (script, FIND_DISK):
         shutil.copy(lent, given / lent.name)
     shutil.copy(builtin.WORKLOADS_DIR / "randwrite-4k.fio", given / "job.fio")
-    return vm.vng_argv(
-        vng=vm.vng_path(),
+    return vng.vng_argv(
+        vng=vng.vng_path(),
         vmlinuz=kernel.vmlinuz,
         release=kernel.release,
         modules_dir=kernel.modules_dir,
@@ -103,7 +104,7 @@ def hand_vng_argv(
         guest_root=str(root),
         input_dir=str(given),
         rw_dir=str(work),
-        disk_args=[vm.disk_qemu_args(cell.device, str(image), 0)],
+        disk_args=[vng.disk_qemu_args(cell.device, str(image), 0)],
         guest_command=[
             "bash",
             str(GUEST_INPUT / script.name),
@@ -125,7 +126,7 @@ def run_handwritten(work: Path) -> float:
     (work / "out").mkdir(parents=True)
     argv = handwritten_argv(work)
     started = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=vm.vng_env())
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=vng.vng_env())
     took = time.monotonic() - started
     reports = sorted((work / "out").glob("*.json"))
     # Without udev in the guest vng cannot relay the script's status (255); the guest's init
@@ -162,7 +163,7 @@ def main() -> int:
             print(f"round {round_ + 1}: iomatrix {harness[-1]:.1f} s, ", end="")
             print(f"hand-written {script[-1]:.1f} s", flush=True)
     h, s = statistics.median(harness), statistics.median(script)
-    print(f"\nmachine: {platform.node()}, {vm.host_cpu_model()}, {os.cpu_count()} cores")
+    print(f"\nmachine: {platform.node()}, {vng.host_cpu_model()}, {os.cpu_count()} cores")
     for what, median, values in (
         ("iomatrix run matrix/quick.yaml", h, harness),
         ("hand-written script", s, script),

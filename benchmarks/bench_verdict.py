@@ -46,9 +46,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from bench_harness import hand_vng_argv  # noqa: E402
 from targets import against_target  # noqa: E402
 
-from iomatrix.host import kernels, vm  # noqa: E402
+from iomatrix.host import kernels  # noqa: E402
 from iomatrix.host.kernels import Kernel  # noqa: E402
 from iomatrix.host.kernels import sources  # noqa: E402
+from iomatrix.host.vm import vng  # noqa: E402
 from iomatrix.matrix import builtin  # noqa: E402
 from iomatrix.matrix.loader import load_matrix  # noqa: E402
 from iomatrix.model.cell import KernelBuild  # noqa: E402
@@ -215,7 +216,7 @@ def hand_boot(work: Path, kernel: Kernel, reps: int, matrix: Path) -> tuple[floa
     argv = hand_vng_argv(work, load_matrix(matrix), kernel, SCRIPT, str(reps))
     image = work / "disk.img"
     started = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=vm.vng_env())
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=vng.vng_env())
     took = time.monotonic() - started
     image.unlink()
     reports = sorted(out.glob("rep-*.json"))
@@ -299,7 +300,7 @@ def report(
     new_s: float,
     hand: float,
 ) -> None:
-    print(f"\ncommit to verdict on {vm.host_cpu_model()}, {os.cpu_count()} cores, TCG")
+    print(f"\ncommit to verdict on {vng.host_cpu_model()}, {os.cpu_count()} cores, TCG")
     print(f"{'':52} {'seconds':>8} {'target':>7} {'ratio':>6}")
     print(
         f"{'iomatrix ab --split kernel --until-decided':52} {wall:8.1f} {TARGET_S:7.0f} "

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from iomatrix import proc
-from iomatrix.host import guest_root
+from iomatrix.host.vm import guest_root
 
 if TYPE_CHECKING:
     from support.browser import Browser
@@ -58,7 +58,7 @@ def _no_inherited_terminal_width() -> None:
 
 @pytest.fixture(scope="session")
 def stand_in_guest_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tree with an empty file for each command a guest root must hold (host/guest_root.py)."""
+    """A tree with an empty file for each command a guest root must hold (host/vm/guest_root.py)."""
     tree = tmp_path_factory.mktemp("guest-root")
     for command in guest_root.REQUIRED_COMMANDS:
         (tree / command).parent.mkdir(parents=True, exist_ok=True)

@@ -71,13 +71,13 @@ def test_the_tree_as_it_is_keeps_every_contract(copy: Path) -> None:
     [
         # The host would run guest code in-process: the two meet only in store and model.
         (
-            "host/vm.py",
+            "host/vm/vng.py",
             "from iomatrix.guest import agent",
             "iomatrix.host is not allowed to import iomatrix.guest",
         ),
         (
             "guest/agent.py",
-            "from iomatrix.host import cores",
+            "from iomatrix.host.vm import cores",
             "iomatrix.guest is not allowed to import iomatrix.host",
         ),
         # The guest agent loading pydantic at every boot (guest/plan_view.py), here through
@@ -105,9 +105,21 @@ def test_the_tree_as_it_is_keeps_every_contract(copy: Path) -> None:
             "iomatrix.report is not allowed to import iomatrix.workflows",
         ),
         (
-            "host/boot.py",
+            "host/vm/boot.py",
             "from iomatrix.workflows import build_plan",
             "iomatrix.host is not allowed to import iomatrix.workflows",
+        ),
+        # host/ a folder per job: kernel supply and the host's devices know nothing of the VM,
+        # and nothing of each other.
+        (
+            "host/kernels/fetcher.py",
+            "from iomatrix.host.vm import vng",
+            "iomatrix.host.kernels is not allowed to import iomatrix.host.vm",
+        ),
+        (
+            "host/devices/checks.py",
+            "from iomatrix.host.kernels import sources",
+            "iomatrix.host.devices is not allowed to import iomatrix.host.kernels",
         ),
         # The workflows printing through the command line's helpers.
         (
@@ -191,10 +203,10 @@ def ruff_check(tree: Path) -> subprocess.CompletedProcess[str]:
 
 def test_only_the_seam_may_import_subprocess(copy: Path) -> None:
     assert ruff_check(copy).returncode == 0  # proc.py itself is allowed
-    add_line(copy / "harness" / "iomatrix" / "host" / "vm.py", "import subprocess")
+    add_line(copy / "harness" / "iomatrix" / "host" / "vm" / "vng.py", "import subprocess")
     done = ruff_check(copy)
     assert done.returncode != 0
-    assert "harness/iomatrix/host/vm.py" in done.stdout
+    assert "harness/iomatrix/host/vm/vng.py" in done.stdout
     assert "TID251" in done.stdout
     assert "iomatrix.proc, the one subprocess seam" in done.stdout
 
@@ -373,9 +385,6 @@ NOT_YET_SPLIT = {
     "cli/matrix_commands.py add_parsers": "the parsers' options, a declaration",
     "cli/run_commands.py add_parsers": "the parsers' options, a declaration",
     "guest/workloads.py run_fio": "fio's argv, its run and its telemetry in the guest, one step",
-    "host/boot.py": "one boot's watchdog, console and blame; to split by job",
-    "host/boot.py run_boot": "one boot from argv to records; to split with the module",
-    "host/kernels/builder.py": "the kernel build and its sandbox; to split by job",
     "proc.py run": "the one subprocess seam: timeouts, reaping and output in one place",
     "report/site/build.py build_archive_site": "the archive site's pages in order",
     "report/site/svg.py line_chart": "one chart's axes, series and marks",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix import proc
-from iomatrix.host import guest_root
+from iomatrix.host.vm import guest_root
 from iomatrix.matrix import builtin
 from iomatrix.model.result import CellResult
 from iomatrix.plan.boots import BootPlan
@@ -26,8 +26,8 @@ def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tests/unit/conftest.py's stand-in)."""
     monkeypatch.setenv("IOMATRIX_ACCEL", "tcg")
     monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr("iomatrix.host.cores.available_cpus", lambda: (0, 1, 2, 3))
-    monkeypatch.setattr("iomatrix.host.vm.shared_fs_for_host", lambda: ("9p", "test"))
+    monkeypatch.setattr("iomatrix.host.vm.cores.available_cpus", lambda: (0, 1, 2, 3))
+    monkeypatch.setattr("iomatrix.host.vm.vng.shared_fs_for_host", lambda: ("9p", "test"))
 
 
 def lent_folders(argv: Sequence[str]) -> dict[str, Path]:

@@ -39,7 +39,7 @@ matrix:
 # The real command, with the host's QMP watcher replaced by one that raises on every line.
 RAISING_RUN = """\
 import sys
-from iomatrix.host import qmp
+from iomatrix.host.vm import qmp
 
 def raising(self, line):
     raise FileNotFoundError(2, "planted by the test")

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.host import guest_root, kernels
+from iomatrix.host import kernels
+from iomatrix.host.vm import guest_root
 from iomatrix.model.result import RunRecord
 from support.paths import TESTS_DIR
 from support.vm import ROOT, iomatrix_argv, only_run

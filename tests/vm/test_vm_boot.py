@@ -120,7 +120,7 @@ def test_run_folder_holds_versioned_results_logs_and_environment(
     console = (run_dir / boot.console_log).read_text(errors="replace")
     assert "Linux version 6.1." in console
     if env.accelerator == "tcg":
-        # Two vCPUs under TCG: the guest keeps the TSC (tsc=reliable, host/vm.py), not the
+        # Two vCPUs under TCG: the guest keeps the TSC (tsc=reliable, host/vm/vng.py), not the
         # emulated HPET it fell back to, which made every clock read an emulated device access.
         assert "Switched to clocksource tsc" in console
         assert "Switched to clocksource hpet" not in console

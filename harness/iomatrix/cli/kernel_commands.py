@@ -10,7 +10,8 @@ from pathlib import Path
 from iomatrix.cli import options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError, KernelError
-from iomatrix.host import guest_root, kernels, vm
+from iomatrix.host import kernels
+from iomatrix.host.vm import guest_root, vng
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.report.tables import format_table
@@ -74,7 +75,7 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 def cmd_accel(args: argparse.Namespace) -> int:
     kernel = options.fetcher(args)(parse_spec(args.kernel))
-    accel, why = vm.choose_accelerator(
+    accel, why = vng.choose_accelerator(
         cache_dir=kernels.cache_root(),
         probe_vmlinuz=kernel.vmlinuz,
         probe_release=kernel.release,

@@ -18,7 +18,8 @@ from typing import TextIO
 from iomatrix.analysis import compare, sequential
 from iomatrix.cli import help_format, options, output
 from iomatrix.cli.exit_codes import ExitCode
-from iomatrix.host import execute, preflight
+from iomatrix.host import preflight
+from iomatrix.host.vm import execute
 from iomatrix.model.cell import Cell
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress

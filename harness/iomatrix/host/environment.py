@@ -11,8 +11,8 @@ import re
 from importlib import metadata
 
 from iomatrix import __version__, proc
-from iomatrix.host.guest_root import GuestRoot
-from iomatrix.host.vm import Accelerator, SharedFs, host_cpu_model
+from iomatrix.host.vm.guest_root import GuestRoot
+from iomatrix.host.vm.vng import Accelerator, SharedFs, host_cpu_model
 from iomatrix.model.result import Environment
 
 

@@ -20,8 +20,10 @@ from pathlib import Path
 from iomatrix import proc
 from iomatrix.adapters import fio
 from iomatrix.errors import IomatrixError, KernelError, MatrixError, MatrixErrors
-from iomatrix.host import cores, hostdev, kernels
+from iomatrix.host import kernels
+from iomatrix.host.devices import checks
 from iomatrix.host.kernels import sources
+from iomatrix.host.vm import cores
 from iomatrix.matrix.loader import kernel_source_places, place_errors
 from iomatrix.matrix.problems import format_field
 from iomatrix.model.cell import Cell
@@ -65,8 +67,8 @@ def preflight(
     """
     sharing = check_concurrency(concurrency, vm_cpus)
     try:
-        hostdev.check_host_devices(cells, allowed_host_devices, source=source)
-        hostdev.check_host_device_sharing(cells, concurrency.jobs, source=source)
+        checks.check_host_devices(cells, allowed_host_devices, source=source)
+        checks.check_host_device_sharing(cells, concurrency.jobs, source=source)
     except MatrixErrors as exc:
         # file:line:column, as the loader's own errors have.
         raise MatrixErrors(place_errors(source, exc.errors)) from None
@@ -150,7 +152,7 @@ def check_resources(
 
 
 def _default_scratch() -> Path:
-    # As host/execute.py's default_scratch_dir.
+    # As host/vm/execute.py's default_scratch_dir.
     env = os.environ.get("IOMATRIX_SCRATCH")
     return Path(env) if env else kernels.cache_root() / "scratch"
 

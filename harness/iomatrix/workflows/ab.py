@@ -22,8 +22,9 @@ from typing import TextIO
 from iomatrix.analysis import compare, sequential
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
-from iomatrix.host.boot import cell_result_path
-from iomatrix.host.execute import (
+from iomatrix.host.preflight import Concurrency
+from iomatrix.host.vm.cell_results import cell_result_path
+from iomatrix.host.vm.execute import (
     Execution,
     ProgressFactory,
     RunClock,
@@ -31,7 +32,6 @@ from iomatrix.host.execute import (
     default_scratch_dir,
     execute,
 )
-from iomatrix.host.preflight import Concurrency
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.kernel_spec import KernelSpec

@@ -23,9 +23,9 @@ from typing import TextIO
 
 from iomatrix.analysis import bisect, compare
 from iomatrix.errors import IomatrixError
-from iomatrix.host.execute import default_scratch_dir
 from iomatrix.host.kernels.sources import commit_of, git
 from iomatrix.host.preflight import Concurrency
+from iomatrix.host.vm.execute import default_scratch_dir
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.axes import AXES
 from iomatrix.model.cell import Cell, KernelBuild, Matrix, cell_id

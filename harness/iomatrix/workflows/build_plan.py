@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from iomatrix.host.kernels.builder import (
+from iomatrix.host.kernels.build_estimates import (
     OTHER_RUNNER_CORES,
     SERIAL_BUILD_S,
     last_measured_build,

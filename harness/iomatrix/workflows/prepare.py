@@ -17,10 +17,11 @@ from typing import TextIO
 
 from iomatrix.adapters import kconfig
 from iomatrix.errors import IomatrixError
-from iomatrix.host import cores, environment, guest_root, kernels, preflight, vm
-from iomatrix.host.boot import now_iso
-from iomatrix.host.execute import Execution, ProgressFactory, RunClock
-from iomatrix.host.guest_root import GuestRoot
+from iomatrix.host import environment, kernels, preflight
+from iomatrix.host.vm import cores, guest_root, vng
+from iomatrix.host.vm.cell_results import now_iso
+from iomatrix.host.vm.execute import Execution, ProgressFactory, RunClock
+from iomatrix.host.vm.guest_root import GuestRoot
 from iomatrix.model.cell import Cell, KernelBuild, Matrix, VmSettings
 from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, KernelInfo, RunRecord
@@ -151,17 +152,17 @@ def refusals(cells: Sequence[Cell], fetched: Mapping[str, kernels.Kernel]) -> di
     return refused
 
 
-def _shared_fs(out: TextIO) -> vm.SharedFs:
-    shared_fs, why = vm.shared_fs_for_host()
+def _shared_fs(out: TextIO) -> vng.SharedFs:
+    shared_fs, why = vng.shared_fs_for_host()
     print(f"iomatrix: the guest's root is shared over {shared_fs} ({why})", file=out)
     return shared_fs
 
 
-def _accelerator(fetched: Sequence[kernels.Kernel], out: TextIO) -> vm.Accelerator:
+def _accelerator(fetched: Sequence[kernels.Kernel], out: TextIO) -> vng.Accelerator:
     if not fetched:
         return "tcg"
     probe = fetched[0]
-    accelerator, why = vm.choose_accelerator(
+    accelerator, why = vng.choose_accelerator(
         cache_dir=kernels.cache_root(),
         probe_vmlinuz=probe.vmlinuz,
         probe_release=probe.release,
@@ -185,8 +186,8 @@ class Prepared:
 
     fetched: dict[str, kernels.Kernel]
     fetch_errors: dict[str, str]
-    accelerator: vm.Accelerator
-    shared_fs: vm.SharedFs
+    accelerator: vng.Accelerator
+    shared_fs: vng.SharedFs
     # Cells refused before boot, by id: their kernel lacks an option they need.
     refused: dict[str, str]
     guest_root: Path | None = None
@@ -238,7 +239,7 @@ def _guest_root(out: TextIO) -> tuple[Path | None, str, GuestRoot | None]:
         file=out,
     )
     # Without bytecode the guest compiles the agent at every boot, under an emulated CPU.
-    problem = guest_root.compile_package(root, Path(vm.package_dir()))
+    problem = guest_root.compile_package(root, Path(vng.package_dir()))
     if problem is not None:
         print(f"iomatrix: the agent's bytecode was not compiled ({problem})", file=out)
     return root, "", record

@@ -14,10 +14,11 @@ from typing import TextIO
 
 from iomatrix.analysis import planning
 from iomatrix.errors import IomatrixError
-from iomatrix.host import boot, cores, guest_root, kernels, preflight
-from iomatrix.host.boot import cell_result_path
-from iomatrix.host.execute import ProgressFactory, RunClock, Side, default_scratch_dir, execute
+from iomatrix.host import kernels, preflight
 from iomatrix.host.preflight import Concurrency
+from iomatrix.host.vm import boot, cores, guest_root
+from iomatrix.host.vm.cell_results import cell_result_path
+from iomatrix.host.vm.execute import ProgressFactory, RunClock, Side, default_scratch_dir, execute
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.kernel_spec import KernelSpec

@@ -108,7 +108,7 @@ def test_percentages_are_fractions() -> None:
 def test_run_with_a_baseline_prints_the_plan_before_anything_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("iomatrix.host.cores.available_cpus", lambda: (0, 1, 2, 3))
+    monkeypatch.setattr("iomatrix.host.vm.cores.available_cpus", lambda: (0, 1, 2, 3))
     matrix = path_kernel_matrix(tmp_path, cells=2)
     cells = load_matrix(matrix).cells
     # A baseline where the first cell is quiet and the second loud (5% CoV: a 10% minimum effect).

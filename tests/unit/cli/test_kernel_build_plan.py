@@ -14,7 +14,7 @@ import pytest
 
 from iomatrix.cli import main as cli
 from iomatrix.host.kernels import build
-from iomatrix.host.kernels.builder import (
+from iomatrix.host.kernels.build_estimates import (
     SERIAL_BUILD_S,
     MeasuredBuild,
     estimate_build_s,

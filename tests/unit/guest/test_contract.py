@@ -223,7 +223,7 @@ PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
 ]
 
 
-# Fields the host adds to a record after it collects the guest's (host/host_disks.py: QEMU's
+# Fields the host adds to a record after it collects the guest's (host/vm/host_disks.py: QEMU's
 # counters, which only the host can read): the guest never writes them.
 HOST_ONLY: dict[type[BaseModel], tuple[str, ...]] = {result.Repetition: ("host_disks",)}
 

@@ -1,6 +1,6 @@
 """The guest's entry (python -m iomatrix.guest), started as the VM starts it: the host's command
-(host/vm.guest_agent_command), less the plan. The agent imports the standard library only, reads
-a real plan the host wrote, and a library import fails there at once."""
+(host/vm/vng.py, guest_agent_command), less the plan. The agent imports the standard library only,
+reads a real plan the host wrote, and a library import fails there at once."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from iomatrix.host import vm
+from iomatrix.host.vm import vng
 from iomatrix.model.cell import Timeouts
 from iomatrix.plan.boots import BootPlan, Disk, sequential_steps
 from support.builders import make_cell
@@ -47,11 +47,11 @@ def plan_file(tmp_path: Path) -> Path:
 
 
 def python(*args: str) -> subprocess.CompletedProcess[str]:
-    command = vm.guest_agent_command()
+    command = vng.guest_agent_command()
     # env PYTHONPATH=<the folder of the package> python -S, as the guest runs it (there the
     # folder is the one the package is lent at, and python its root's).
     assert command[3:5] == ["-S", "-m"]
-    env = ["env", f"PYTHONPATH={Path(vm.package_dir()).parent}"]
+    env = ["env", f"PYTHONPATH={Path(vng.package_dir()).parent}"]
     return subprocess.run(
         [*env, sys.executable, "-S", *args],
         capture_output=True,
@@ -80,7 +80,7 @@ def test_the_entry_runs_the_agent() -> None:
     done = python("-m", "iomatrix.guest")
     assert done.returncode == 2
     assert done.stderr == "usage: python -m iomatrix.guest PLAN.json\n"
-    assert vm.guest_agent_command()[2] == "python3"
+    assert vng.guest_agent_command()[2] == "python3"
 
 
 # What a plain cell never needs: stacks, aging and preconditioning, and their tools' parsers.

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iomatrix.host import boot
 from iomatrix.host.kernels import Kernel
+from iomatrix.host.vm import boot
 from iomatrix.model.cell import DeviceProfile, Timeouts, VmSettings
 from iomatrix.plan.boots import boot_groups
 from support.builders import make_cell

@@ -1,4 +1,4 @@
-"""What the host lends the guest (host/guest_io.py): the plan as the guest reads it names only
+"""What the host lends the guest (host/vm/guest_io.py): the plan as the guest reads it names only
 the folders lent to it, the job files are copies read as hostile files, and a cell whose job
 file cannot be given fails alone."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.host import guest_io
+from iomatrix.host.vm import guest_io
 from iomatrix.model.cell import Cell, FioPhase, Precondition, Timeouts
 from iomatrix.plan.boots import BootPlan, Step
 from iomatrix.store import files

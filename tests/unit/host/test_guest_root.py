@@ -1,4 +1,4 @@
-"""The guest's own root filesystem (host/guest_root.py): built once per recipe, versioned by its
+"""The guest's own root filesystem (host/vm/guest_root.py): built once per recipe, versioned by its
 packages, refused when it lacks a command, never the host's. The builder's mmdebstrap is faked
 behind the subprocess seam here; the last test builds a real one."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from iomatrix import proc
 from iomatrix.errors import IomatrixError
-from iomatrix.host import guest_root
+from iomatrix.host.vm import guest_root
 
 MIRROR = "http://mirror.example/debian"
 DEBS = ("fio_3.33-3_amd64.deb", "cryptsetup-bin_2%3a2.6.1-4~deb12u2_amd64.deb")

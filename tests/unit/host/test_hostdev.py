@@ -16,8 +16,8 @@ from pydantic import ValidationError
 
 from iomatrix.cli import main as cli
 from iomatrix.errors import MatrixErrors
-from iomatrix.host import hostdev
-from iomatrix.host.hostdev import (
+from iomatrix.host.devices import checks
+from iomatrix.host.devices.checks import (
     check_host_device_sharing,
     check_host_devices,
     device_family,
@@ -346,7 +346,7 @@ def test_show_command_attaches_the_confirmed_device_itself(
     def passing(_cells: Sequence[Cell], allowed: Sequence[str], **_kwargs: object) -> None:
         seen.append(list(allowed))
 
-    monkeypatch.setattr(hostdev, "check_host_devices", passing)
+    monkeypatch.setattr(checks, "check_host_devices", passing)
     (tmp_path / "workloads").mkdir()
     (tmp_path / "workloads" / "w.fio").write_text("[w]\nrw=write\n")
     path = tmp_path / "m.yaml"
@@ -401,7 +401,7 @@ def test_run_and_ab_make_the_same_refusals_before_anything_runs(
         return  # one VM at a time: it has no --jobs
     # Confirmed and (with the probe replaced: no idle disk to use here) passing every check,
     # but with VMs side by side that would format it at once: refused by both.
-    monkeypatch.setattr(hostdev, "check_host_devices", lambda *_a, **_k: None)
+    monkeypatch.setattr(checks, "check_host_devices", lambda *_a, **_k: None)
     confirmed = [*common, "--allow-host-device", "/dev/sdq", "--jobs", "2", "--share-cores"]
     assert cli.main([command, *args, *confirmed]) == 2
     assert capsys.readouterr().err == (
@@ -431,14 +431,14 @@ def test_a_host_device_is_checked_again_right_before_its_boot(
     """Confirmed by identity (device number, serial or WWN, size), not by path: a device that
     another disk replaced under the same path since the preflight is not attached."""
     profile = host_profile("/dev/sdq", name="spare")
-    monkeypatch.setattr(hostdev, "host_device_problems", lambda *_a, **_k: [])
+    monkeypatch.setattr(checks, "host_device_problems", lambda *_a, **_k: [])
     identities = iter(["dev=8:16 serial=A sectors=2097152", "dev=8:16 serial=B sectors=2097152"])
-    monkeypatch.setattr(hostdev, "device_identity", lambda *_a: next(identities))
-    assert hostdev.recheck_before_boot(profile) == [
+    monkeypatch.setattr(checks, "device_identity", lambda *_a: next(identities))
+    assert checks.recheck_before_boot(profile) == [
         "/dev/sdq was not confirmed by this command's preflight"
     ]
-    monkeypatch.setitem(hostdev._CONFIRMED, "/dev/sdq", "dev=8:16 serial=A sectors=2097152")
-    [problem] = hostdev.recheck_before_boot(profile)
+    monkeypatch.setitem(checks._CONFIRMED, "/dev/sdq", "dev=8:16 serial=A sectors=2097152")
+    [problem] = checks.recheck_before_boot(profile)
     assert "is not the device confirmed before the run (dev=8:16 serial=A" in problem
     assert "it is now dev=8:16 serial=B" in problem
 
@@ -449,7 +449,7 @@ def test_the_identity_of_a_real_block_device_names_its_number_and_size() -> None
     devices = [p.name for p in found if Path(f"/dev/{p.name}").exists()]
     if not devices:
         pytest.skip("no block device node on this machine")
-    identity = hostdev.device_identity(f"/dev/{devices[0]}")
+    identity = checks.device_identity(f"/dev/{devices[0]}")
     assert identity.startswith("dev=")
     assert "sectors=" in identity
-    assert hostdev.device_identity("/dev/null") == ""
+    assert checks.device_identity("/dev/null") == ""

@@ -21,7 +21,8 @@ import pytest
 from iomatrix import proc
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
-from iomatrix.host import boot, cores, execute, kernels
+from iomatrix.host import kernels
+from iomatrix.host.vm import boot, cores, execute
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Timeouts, VmSettings
 from iomatrix.model.result import BootRecord, RunRecord
@@ -298,7 +299,7 @@ def test_records_of_a_jobs_2_run_say_so_and_load_back(tmp_path: Path) -> None:
 
 @pytest.fixture
 def four_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("iomatrix.host.cores.available_cpus", lambda: (0, 1, 2, 3))
+    monkeypatch.setattr("iomatrix.host.vm.cores.available_cpus", lambda: (0, 1, 2, 3))
 
 
 @pytest.mark.parametrize(
@@ -358,7 +359,7 @@ def test_show_command_with_jobs_1_has_no_taskset(
 def test_show_command_with_share_cores_warns(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("iomatrix.host.cores.available_cpus", lambda: (0, 1))
+    monkeypatch.setattr("iomatrix.host.vm.cores.available_cpus", lambda: (0, 1))
     matrix = path_kernel_matrix(tmp_path, cpus=2)
     code = cli.main(
         ["run", str(matrix), "--show-command", "--jobs", "2", "--split-boots", "2", "--share-cores"]

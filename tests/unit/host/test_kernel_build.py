@@ -14,6 +14,7 @@ from iomatrix.cli import main as cli_main
 from iomatrix.errors import KernelError
 from iomatrix.host.kernels import builder as build_module
 from iomatrix.host.kernels import sources
+from iomatrix.host.kernels.build_estimates import MeasuredBuild, last_measured_build
 from iomatrix.host.kernels.builder import build, build_key, first_errors
 from iomatrix.model.cell import KernelBuild, SourceFile
 from iomatrix.model.kernel_spec import parse_spec
@@ -94,9 +95,7 @@ def test_a_second_build_of_the_same_recipe_comes_from_the_cache(
     assert again.build is not None
     assert first.build.build_s > 0
     assert again.build.build_s == 0
-    assert build_module.last_measured_build(cache) == build_module.MeasuredBuild(
-        first.release, first.build.build_s
-    )
+    assert last_measured_build(cache) == MeasuredBuild(first.release, first.build.build_s)
 
 
 def test_a_cached_build_names_where_this_requests_commit_came_from(

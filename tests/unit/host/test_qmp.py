@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.host import host_disks, qmp, vm
+from iomatrix.host.vm import host_disks, qmp, vng
 from iomatrix.model.cell import VmSettings
 from iomatrix.model.result import CellResult, CpuUsage, Repetition
 from iomatrix.model.telemetry import Telemetry
@@ -33,7 +33,7 @@ def qemu(tmp_path: Path) -> Iterator[Path]:
     for slot in (0, 1):
         image = tmp_path / f"d{slot}.img"
         image.write_bytes(b"\0" * (1 << 20))
-        drives += ["-drive", f"file={image},format=raw,if=none,id={vm.drive_id(slot)}"]
+        drives += ["-drive", f"file={image},format=raw,if=none,id={vng.drive_id(slot)}"]
     process = subprocess.Popen(
         [QEMU, "-machine", "none", "-nodefaults", "-display", "none", *drives, *qmp.qmp_args(sock)]
     )
@@ -153,7 +153,7 @@ def test_deltas_are_per_drive() -> None:
 
 
 def test_vng_serves_qmp_on_the_socket_it_is_given() -> None:
-    argv = vm.vng_argv(
+    argv = vng.vng_argv(
         vng="vng",
         vmlinuz="/k",
         release="6.1",

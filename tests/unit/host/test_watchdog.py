@@ -6,10 +6,10 @@ from __future__ import annotations
 import functools
 import io
 from pathlib import Path
-from types import SimpleNamespace
-from typing import cast
 
-from iomatrix.host import boot
+from iomatrix.host.vm.cell_results import settle_unfinished
+from iomatrix.host.vm.console import BootClock
+from iomatrix.host.vm.watchdog import Watchdog, seen_started
 from iomatrix.plan.boots import Step
 from iomatrix.store import rundir
 from support.builders import make_cell
@@ -34,7 +34,7 @@ def running_step(tmp_path: Path) -> Step:
 def test_a_silent_guest_is_stopped_even_while_its_step_is_within_budget(tmp_path: Path) -> None:
     clock = Clock()
     last_line = Clock(0.0)
-    dog = boot.Watchdog(
+    dog = Watchdog(
         [running_step(tmp_path)],
         cell_s=600,
         boot_s=240,
@@ -55,7 +55,7 @@ def test_a_silent_guest_is_stopped_even_while_its_step_is_within_budget(tmp_path
 
 def test_without_a_console_clock_only_the_step_budgets_apply(tmp_path: Path) -> None:
     clock = Clock()
-    dog = boot.Watchdog([running_step(tmp_path)], cell_s=600, boot_s=240, clock=clock)
+    dog = Watchdog([running_step(tmp_path)], cell_s=600, boot_s=240, clock=clock)
     clock.now = 500
     assert dog() is None
 
@@ -65,7 +65,7 @@ def test_a_reader_that_raises_keeps_the_boots_events_and_is_reported_once() -> N
         raise FileNotFoundError(2, "No such file or directory")
 
     ticks = iter([0.0, 1.0, 2.0, 3.0])
-    clock = boot.BootClock(lambda: next(ticks), also=reader)
+    clock = BootClock(lambda: next(ticks), also=reader)
     clock("[    0.000000] Linux version 6.1.0-50-amd64")
     clock("iomatrix-agent: done")
     assert [e.name for e in clock.events] == ["kernel", "agent-done"]
@@ -86,15 +86,14 @@ def test_a_job_that_deletes_its_marker_before_crashing_the_guest_still_takes_the
     folder.mkdir(parents=True)
     marker = rundir.rep_marker(folder, 0)
     marker.write_text("now\n")
-    dog = boot.Watchdog([hostile, innocent], cell_s=600, boot_s=240, clock=Clock())
+    dog = Watchdog([hostile, innocent], cell_s=600, boot_s=240, clock=Clock())
     assert dog() is None  # a poll sees the hostile step running
     marker.unlink()  # ... then its job deletes the marker
     console = tmp_path / "console-0.log"
     console.write_text("Kernel panic - not syncing: sysrq triggered crash\n")
-    ctx = cast(boot.BootContext, SimpleNamespace(rw_dir=tmp_path))
     settle = functools.partial(
-        boot._settle_unfinished,
-        ctx,
+        settle_unfinished,
+        tmp_path,
         pending=[hostile, innocent],
         outcome="panic",
         why=None,
@@ -104,12 +103,12 @@ def test_a_job_that_deletes_its_marker_before_crashing_the_guest_still_takes_the
         out=io.StringIO(),
     )
     # Without the host's memory nothing looks started: the boot itself is blamed, both fail.
-    settle(seen_started=boot._seen_started(boot.Watchdog([], cell_s=1, boot_s=1), boot.BootClock()))
+    settle(seen_started=seen_started(Watchdog([], cell_s=1, boot_s=1), BootClock()))
     for step in (hostile, innocent):
         result = rundir.cell_result(rundir.cell_dir(str(tmp_path), step.cell.id))
         assert "before the first step started" in result.read_text()
         result.unlink()
-    settle(seen_started=boot._seen_started(dog, boot.BootClock()))
+    settle(seen_started=seen_started(dog, BootClock()))
     blamed = rundir.cell_result(folder).read_text()
     assert "the guest kernel panicked" in blamed
     assert "before the first step started" not in blamed
@@ -121,21 +120,21 @@ def test_the_agents_console_line_marks_a_step_started_and_fake_lines_blame_no_ea
 ) -> None:
     first = Step.of(str(tmp_path), make_cell(workload="hostile"), 0)
     second = Step.of(str(tmp_path), make_cell(workload="short"), 0)
-    clock = boot.BootClock(steps=[first, second])
+    clock = BootClock(steps=[first, second])
     clock(f"iomatrix-agent: cell {first.cell.id} {first.cell.label} repetition 0\r\n")
     # A line naming no step of the boot is not kept (a flood of them cannot grow the set).
     clock("iomatrix-agent: cell ../../x y repetition 0")
     assert clock.announced == {(first.cell.id, 0)}
     # The hostile job then claims the next cell started too.
     clock(f"iomatrix-agent: cell {second.cell.id} x repetition 0")
-    seen = boot._seen_started(boot.Watchdog([], cell_s=1, boot_s=1), clock)
+    seen = seen_started(Watchdog([], cell_s=1, boot_s=1), clock)
     assert seen(first)
     assert seen(second)
     assert not seen(Step.of(str(tmp_path), first.cell, 1))
     console = tmp_path / "console-0.log"
     console.write_text("Kernel panic - not syncing: sysrq triggered crash\n")
-    boot._settle_unfinished(
-        cast(boot.BootContext, SimpleNamespace(rw_dir=tmp_path)),
+    settle_unfinished(
+        tmp_path,
         pending=[first, second],
         outcome="panic",
         why=None,

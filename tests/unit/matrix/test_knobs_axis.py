@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from iomatrix.errors import MatrixError, MatrixErrors
-from iomatrix.host import vm
+from iomatrix.host.vm import vng
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import KnobSet, KnobSetting, VmSettings, axes_of, cell_id
 from iomatrix.plan.boots import boot_groups
@@ -140,7 +140,7 @@ def test_cmdline_sets_boot_apart_and_reach_vngs_command_line(tmp_path: Path) -> 
     assert [g.cmdline for g in groups] == [(), ("mitigations=off",)]
     assert [len(g.cells) for g in groups] == [2, 2]
     assert groups[0].boot_id != groups[1].boot_id
-    argv = vm.vng_argv(
+    argv = vng.vng_argv(
         vng="vng",
         vmlinuz="/k/vmlinuz",
         release="6.1.0",

@@ -7,7 +7,7 @@ from typing import get_args
 
 from iomatrix.adapters import kconfig
 from iomatrix.adapters.filesystems import ADAPTERS
-from iomatrix.host import guest_root
+from iomatrix.host.vm import guest_root
 from iomatrix.model.filesystems import (
     FILESYSTEM_TYPES,
     FILESYSTEMS,

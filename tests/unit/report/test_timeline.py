@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from iomatrix.host import boot, execute
+from iomatrix.host.vm import execute
+from iomatrix.host.vm.console import BootClock
 from iomatrix.model.result import BootEvent, BootRecord, CellResult, RunRecord, RunTimeline, Span
 from iomatrix.report import timeline
 from support.builders import make_cell, make_rep, make_run
@@ -17,7 +18,7 @@ def ticking(*times: float) -> Callable[[], float]:
 
 
 def test_boot_events_come_from_console_lines_as_they_arrive() -> None:
-    clock = boot.BootClock(ticking(100.0, 101.0, 103.5, 104.0, 106.0, 107.0, 109.0, 112.0, 113.0))
+    clock = BootClock(ticking(100.0, 101.0, 103.5, 104.0, 106.0, 107.0, 109.0, 112.0, 113.0))
     for line in [
         "[    0.000000] Linux version 6.1.0-50-amd64 (debian-kernel@lists.debian.org)",
         "[    2.9] virtme-ng-init: starting script (console fallback)",
@@ -42,7 +43,7 @@ def test_boot_events_come_from_console_lines_as_they_arrive() -> None:
 def test_the_guest_scripts_exit_status_is_read_from_the_console() -> None:
     """Without udev, virtme-ng's init runs the script on the console and vng cannot relay its
     status (it exits 255); the init prints it, and the boot clock keeps it."""
-    clock = boot.BootClock(ticking(0.0, 1.0, 2.0))
+    clock = BootClock(ticking(0.0, 1.0, 2.0))
     assert clock.script_exit is None
     clock("iomatrix-agent: done")
     clock("[   48.600749] virtme-ng-init: script exited with code 3\r")

@@ -11,7 +11,7 @@ import pytest
 
 from iomatrix import proc
 from iomatrix.errors import IomatrixError, ResultFormatError
-from iomatrix.host import boot, host_disks
+from iomatrix.host.vm import cell_results, console, host_disks
 from iomatrix.store import alerts, canary_ledger, files, rundir, triage_file
 from iomatrix.store.records_io import finished_repetitions, load_cell_result
 from support.builders import make_cell
@@ -63,7 +63,7 @@ def test_an_invalid_repetition_fails_its_cell_naming_the_file(tmp_path: Path) ->
     rundir.rep_path(folder, 0).write_text('{"applied": 1}')
     with pytest.raises(ResultFormatError, match="not a repetition record"):
         finished_repetitions(folder, 1)
-    result = boot.host_side_result(tmp_path, cell, "error", "the guest kernel panicked")
+    result = cell_results.host_side_result(tmp_path, cell, "error", "the guest kernel panicked")
     assert result.status == "error"
     assert result.reason is not None
     assert "the guest kernel panicked; and " in result.reason
@@ -90,8 +90,8 @@ def test_a_console_log_planted_as_a_link_is_not_written_through(tmp_path: Path) 
     with pytest.raises(proc.CommandError):
         proc.run(["echo", "x"], timeout_s=10, output_file=fifo)
     # The host's own excerpt of a planted log: nothing, no hang.
-    assert boot.console_excerpt(fifo) == ""
-    assert not boot.console_shows_panic(log)
+    assert console.console_excerpt(fifo) == ""
+    assert not console.console_shows_panic(log)
 
 
 def test_copying_a_guest_folder_out_takes_regular_files_only(tmp_path: Path) -> None:

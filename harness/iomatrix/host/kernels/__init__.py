@@ -17,7 +17,8 @@ Fetching (fetch, verify, cached) keeps everything under cache_root():
                             newest one whose kernel is cached serves, whatever its age
 path: kernels are not copied anywhere; their release is read from the bzImage header.
 Kernels built from source (build, with sources) live under builds/, sources/, kbuild/ and
-ccache/ of the same cache: see builder.py.
+ccache/ of the same cache: see builder.py (and build_estimates.py: cached or not, and how long,
+before a run).
 """
 
 from __future__ import annotations

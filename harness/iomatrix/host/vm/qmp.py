@@ -188,7 +188,7 @@ class HostDiskWatcher:
     """A boot's console lines in, QEMU's counters out: reads the test drives' counters when a
     workload starts and ends, and writes each repetition's differences next to the guest's
     records (host-disks-NNN.json in the step's cell folder), for the host to merge when it
-    collects the cell (host/host_disks.py).
+    collects the cell (host/vm/host_disks.py).
 
     The guest names the step by its number in the plan, and the line must also name that step's
     cell and repetition: a line naming anything else is ignored. Never raises: a failed reading

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix import proc
-from iomatrix.host import vm
+from iomatrix.host.vm import vng
 from iomatrix.model.cell import DeviceProfile, VmSettings
 from support.paths import REPO_ROOT
 
@@ -36,7 +36,7 @@ def profile(bus: str, *, cache: str = "none", aio: str = "native") -> DeviceProf
 
 
 def test_disk_virtio_blk() -> None:
-    assert vm.disk_qemu_args(profile("virtio-blk"), IMAGE, 0) == [
+    assert vng.disk_qemu_args(profile("virtio-blk"), IMAGE, 0) == [
         "-drive",
         DRIVE,
         "-device",
@@ -45,7 +45,7 @@ def test_disk_virtio_blk() -> None:
 
 
 def test_disk_nvme() -> None:
-    assert vm.disk_qemu_args(profile("nvme"), IMAGE, 0) == [
+    assert vng.disk_qemu_args(profile("nvme"), IMAGE, 0) == [
         "-drive",
         DRIVE,
         "-device",
@@ -54,7 +54,7 @@ def test_disk_nvme() -> None:
 
 
 def test_disk_scsi_slot_0_brings_the_controller() -> None:
-    assert vm.disk_qemu_args(profile("scsi"), IMAGE, 0) == [
+    assert vng.disk_qemu_args(profile("scsi"), IMAGE, 0) == [
         "-drive",
         DRIVE,
         "-device",
@@ -65,7 +65,7 @@ def test_disk_scsi_slot_0_brings_the_controller() -> None:
 
 
 def test_disk_scsi_later_slots_reuse_the_controller() -> None:
-    assert vm.disk_qemu_args(profile("scsi"), "/scratch/b-1.img", 1) == [
+    assert vng.disk_qemu_args(profile("scsi"), "/scratch/b-1.img", 1) == [
         "-drive",
         "file=/scratch/b-1.img,format=raw,if=none,id=iomx1,cache=none,aio=native,discard=unmap",
         "-device",
@@ -74,7 +74,7 @@ def test_disk_scsi_later_slots_reuse_the_controller() -> None:
 
 
 def test_disk_ram_profile_modes() -> None:
-    args = vm.disk_qemu_args(
+    args = vng.disk_qemu_args(
         profile("virtio-blk", cache="writeback", aio="threads"), "/dev/shm/x", 2
     )
     assert args == [
@@ -86,8 +86,8 @@ def test_disk_ram_profile_modes() -> None:
 
 
 def test_disk_serial_fits_virtio_blk_limit() -> None:
-    assert vm.disk_serial(0) == "iomatrix0"
-    assert len(vm.disk_serial(999)) <= 20
+    assert vng.disk_serial(0) == "iomatrix0"
+    assert len(vng.disk_serial(999)) <= 20
 
 
 # --- vng argv -------------------------------------------------------------------------------------
@@ -102,13 +102,13 @@ GUEST = [
 ]
 
 
-def vng(
-    accelerator: vm.Accelerator,
+def vng_command(
+    accelerator: vng.Accelerator,
     modules_dir: str | None,
     disks: Sequence[Sequence[str]],
-    shared_fs: vm.SharedFs = "virtiofs",
+    shared_fs: vng.SharedFs = "virtiofs",
 ) -> list[str]:
-    return vm.vng_argv(
+    return vng.vng_argv(
         vng="/venv/bin/vng",
         vmlinuz="/cache/kernels/6.1.0-28-amd64/vmlinuz",
         release="6.1.0-28-amd64",
@@ -124,7 +124,7 @@ def vng(
     )
 
 
-VIRTIO_DISK = vm.disk_qemu_args(profile("virtio-blk"), IMAGE, 0)
+VIRTIO_DISK = vng.disk_qemu_args(profile("virtio-blk"), IMAGE, 0)
 HEAD = [
     "/venv/bin/vng",
     "--run",
@@ -156,7 +156,7 @@ EXEC = [
 
 
 def test_vng_argv_tcg_with_modules() -> None:
-    assert vng("tcg", "/cache/kernels/6.1.0-28-amd64/modules", [VIRTIO_DISK]) == [
+    assert vng_command("tcg", "/cache/kernels/6.1.0-28-amd64/modules", [VIRTIO_DISK]) == [
         *HEAD,
         "--disable-kvm",
         "--append=tsc=reliable",
@@ -167,7 +167,7 @@ def test_vng_argv_tcg_with_modules() -> None:
 
 
 def test_vng_argv_kvm_with_modules() -> None:
-    assert vng("kvm", "/cache/kernels/6.1.0-28-amd64/modules", [VIRTIO_DISK]) == [
+    assert vng_command("kvm", "/cache/kernels/6.1.0-28-amd64/modules", [VIRTIO_DISK]) == [
         *HEAD,
         "--rodir=/lib/modules/6.1.0-28-amd64=/cache/kernels/6.1.0-28-amd64/modules",
         *VIRTIO_OPTS,
@@ -176,7 +176,7 @@ def test_vng_argv_kvm_with_modules() -> None:
 
 
 def test_vng_argv_tcg_without_modules() -> None:
-    assert vng("tcg", None, [VIRTIO_DISK]) == [
+    assert vng_command("tcg", None, [VIRTIO_DISK]) == [
         *HEAD,
         "--disable-kvm",
         "--append=tsc=reliable",
@@ -186,11 +186,11 @@ def test_vng_argv_tcg_without_modules() -> None:
 
 
 def test_vng_argv_kvm_without_modules() -> None:
-    assert vng("kvm", None, [VIRTIO_DISK]) == [*HEAD, *VIRTIO_OPTS, *EXEC]
+    assert vng_command("kvm", None, [VIRTIO_DISK]) == [*HEAD, *VIRTIO_OPTS, *EXEC]
 
 
 def test_vng_argv_asks_for_9p_outright_when_the_host_cannot_serve_virtiofs() -> None:
-    assert vng("tcg", None, [VIRTIO_DISK], shared_fs="9p") == [
+    assert vng_command("tcg", None, [VIRTIO_DISK], shared_fs="9p") == [
         *HEAD,
         "--disable-kvm",
         "--append=tsc=reliable",
@@ -236,7 +236,7 @@ C_HELP = "usage: virtiofsd [options]\n    -o source=PATH             shared dire
 def test_qemus_c_virtiofsd_means_9p(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (c_one,) = executables(tmp_path, "qemu-virtiofsd")
     monkeypatch.setattr(proc, "run", VirtiofsdSeam({c_one: C_HELP}))
-    shared, why = vm.choose_shared_fs(["", str(tmp_path / "missing"), c_one])
+    shared, why = vng.choose_shared_fs(["", str(tmp_path / "missing"), c_one])
     assert shared == "9p"
     assert "C virtiofsd" in why
 
@@ -247,7 +247,7 @@ def test_the_rust_virtiofsd_serves_virtiofs(
     # The first candidate whose --version fails (the C one, not as root) is passed over.
     c_one, rust = executables(tmp_path, "c-virtiofsd", "virtiofsd")
     monkeypatch.setattr(proc, "run", VirtiofsdSeam({c_one: None, rust: RUST_HELP}))
-    assert vm.choose_shared_fs([c_one, rust]) == ("virtiofs", f"{rust} serves virtio-fs")
+    assert vng.choose_shared_fs([c_one, rust]) == ("virtiofs", f"{rust} serves virtio-fs")
 
 
 def test_a_virtiofsd_that_cannot_export_read_only_means_9p(
@@ -255,21 +255,21 @@ def test_a_virtiofsd_that_cannot_export_read_only_means_9p(
 ) -> None:
     (old,) = executables(tmp_path, "virtiofsd")
     monkeypatch.setattr(proc, "run", VirtiofsdSeam({old: OLD_RUST_HELP}))
-    shared, why = vm.choose_shared_fs([old])
+    shared, why = vng.choose_shared_fs([old])
     assert shared == "9p"
     assert "--readonly" in why
 
 
 def test_no_virtiofsd_means_9p(tmp_path: Path) -> None:
-    assert vm.choose_shared_fs([str(tmp_path / "none")]) == ("9p", "no virtiofsd found")
+    assert vng.choose_shared_fs([str(tmp_path / "none")]) == ("9p", "no virtiofsd found")
 
 
 def test_vng_argv_scsi_and_a_second_disk_one_qemu_opt_per_pair() -> None:
     disks = [
-        vm.disk_qemu_args(profile("scsi"), "/s/a.img", 0),
-        vm.disk_qemu_args(profile("scsi"), "/s/b.img", 1),
+        vng.disk_qemu_args(profile("scsi"), "/s/a.img", 0),
+        vng.disk_qemu_args(profile("scsi"), "/s/b.img", 1),
     ]
-    assert vng("kvm", None, disks) == [
+    assert vng_command("kvm", None, disks) == [
         *HEAD,
         "--qemu-opts=-drive file=/s/a.img,format=raw,if=none,id=iomx0,cache=none,aio=native,"
         "discard=unmap",
@@ -283,7 +283,7 @@ def test_vng_argv_scsi_and_a_second_disk_one_qemu_opt_per_pair() -> None:
 
 
 def test_vng_argv_quotes_the_guest_command_for_the_guest_shell() -> None:
-    argv = vm.vng_argv(
+    argv = vng.vng_argv(
         vng="vng",
         vmlinuz="/k/vmlinuz",
         release="r",
@@ -303,7 +303,7 @@ def test_vng_argv_quotes_the_guest_command_for_the_guest_shell() -> None:
 
 
 def test_guest_agent_command_shape() -> None:
-    command = vm.guest_agent_command()
+    command = vng.guest_agent_command()
     # PYTHONPATH is where the guest finds the package lent to it, and nothing else: the guest
     # side imports the standard library only (tests/unit/guest/test_entry.py runs it), the
     # interpreter is its root's, and -S leaves out the site module.
@@ -316,15 +316,15 @@ def test_guest_agent_command_shape() -> None:
         "iomatrix.guest",
         "/opt/iomatrix/input/plan.json",
     ]
-    assert vm.package_dir() == str(REPO_ROOT / "harness" / "iomatrix")
+    assert vng.package_dir() == str(REPO_ROOT / "harness" / "iomatrix")
 
 
 def test_the_guest_command_imports_the_agent_without_the_site_module() -> None:
     """For real, with the package where the guest's PYTHONPATH would find it: the command
     (less the plan) finds the agent, and the interpreter it starts has no site module."""
-    command = vm.guest_agent_command()
+    command = vng.guest_agent_command()
     check = "import sys, iomatrix.guest.agent; print('site' in sys.modules)"
-    env = ["env", f"PYTHONPATH={Path(vm.package_dir()).parent}"]
+    env = ["env", f"PYTHONPATH={Path(vng.package_dir()).parent}"]
     done = subprocess.run(
         [*env, sys.executable, *command[3:4], "-c", check],
         capture_output=True,
@@ -337,7 +337,7 @@ def test_the_guest_command_imports_the_agent_without_the_site_module() -> None:
 
 def test_vng_env_puts_our_bin_first(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    env = vm.vng_env()
+    env = vng.vng_env()
     assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/bin:/bin"
 
 
@@ -374,7 +374,7 @@ def raising(exc: proc.CommandError) -> Callable[[tuple[str, ...]], proc.Complete
 def kvm_host(monkeypatch: pytest.MonkeyPatch) -> None:
     """A host whose /dev/kvm is accessible and with no IOMATRIX_ACCEL override."""
     monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
-    monkeypatch.setattr(vm, "kvm_usable", lambda: True)
+    monkeypatch.setattr(vng, "kvm_usable", lambda: True)
 
 
 def install(monkeypatch: pytest.MonkeyPatch, fake: FakeRun) -> FakeRun:
@@ -383,7 +383,7 @@ def install(monkeypatch: pytest.MonkeyPatch, fake: FakeRun) -> FakeRun:
 
 
 def choose(cache: Path, modules: str | None = "/k/modules") -> tuple[str, str]:
-    return vm.choose_accelerator(
+    return vng.choose_accelerator(
         cache_dir=cache,
         probe_vmlinuz="/k/vmlinuz",
         probe_release="6.1.0-28-amd64",
@@ -397,7 +397,7 @@ def test_iomatrix_accel_skips_the_probe(
     forced: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("IOMATRIX_ACCEL", forced)
-    monkeypatch.setattr(vm, "kvm_usable", lambda: False)
+    monkeypatch.setattr(vng, "kvm_usable", lambda: False)
     fake = install(monkeypatch, FakeRun(printing("")))
     assert choose(tmp_path) == (forced, f"IOMATRIX_ACCEL={forced}")
     assert fake.calls == []
@@ -408,7 +408,7 @@ def test_unusable_dev_kvm_means_tcg_without_a_probe(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
-    monkeypatch.setattr(vm, "kvm_usable", lambda: False)
+    monkeypatch.setattr(vng, "kvm_usable", lambda: False)
     fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
     assert choose(tmp_path) == ("tcg", "/dev/kvm is missing or not accessible")
     assert fake.calls == []
@@ -423,7 +423,7 @@ def test_probe_marker_printed_means_kvm_and_the_probe_argv(
     assert len(fake.calls) == 1
     argv, kwargs = fake.calls[0]
     assert argv == (
-        vm.vng_path(),
+        vng.vng_path(),
         "--run",
         "/k/vmlinuz",
         "--disable-microvm",
@@ -435,7 +435,7 @@ def test_probe_marker_printed_means_kvm_and_the_probe_argv(
     )
     assert "--disable-kvm" not in argv
     assert kwargs["timeout_s"] == 45.0
-    assert kwargs["env"] == vm.vng_env()
+    assert kwargs["env"] == vng.vng_env()
     saved = json.loads((tmp_path / "cache" / "accelerator.json").read_text())
     assert saved["accelerator"] == "kvm"
     assert saved["reason"] == "KVM probe boot succeeded"
@@ -548,7 +548,7 @@ def test_host_cpu_model_is_the_first_model_name_of_cpuinfo() -> None:
     ]
     if not lines:
         pytest.skip("this architecture's /proc/cpuinfo has no 'model name'")
-    assert vm.host_cpu_model() == lines[0].split(":", 1)[1].strip()
+    assert vng.host_cpu_model() == lines[0].split(":", 1)[1].strip()
 
 
 @pytest.mark.parametrize("content", ["[]", '"kvm"', '{"accelerator": "kvm"}', "{"])
@@ -556,7 +556,7 @@ def test_a_malformed_cached_verdict_means_probing_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str
 ) -> None:
     monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
-    monkeypatch.setattr(vm, "kvm_usable", lambda: True)
+    monkeypatch.setattr(vng, "kvm_usable", lambda: True)
     (tmp_path / "accelerator.json").write_text(content)
     probes: list[Sequence[str]] = []
 
@@ -565,7 +565,7 @@ def test_a_malformed_cached_verdict_means_probing_again(
         return proc.Completed(tuple(argv), 0, "IOMATRIX_KVM_PROBE_OK\n", "", 1.0)
 
     monkeypatch.setattr("iomatrix.proc.run", fake_run)
-    accel, _why = vm.choose_accelerator(
+    accel, _why = vng.choose_accelerator(
         cache_dir=tmp_path, probe_vmlinuz="/k/vmlinuz", probe_release="6.1.0", probe_modules=None
     )
     assert accel == "kvm"
@@ -576,7 +576,7 @@ def test_disk_throttling_becomes_qemu_block_throttling_options() -> None:
     throttled = profile("virtio-blk").model_copy(
         update={"iops_limit": 250, "bw_limit_bytes": 50 * 1024 * 1024}
     )
-    assert vm.disk_qemu_args(throttled, IMAGE, 0) == [
+    assert vng.disk_qemu_args(throttled, IMAGE, 0) == [
         "-drive",
         DRIVE + ",throttling.iops-total=250,throttling.bps-total=52428800",
         "-device",

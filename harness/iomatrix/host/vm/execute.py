@@ -2,7 +2,7 @@
 run.json rewritten after every boot so that a crash or Ctrl-C never loses what was measured.
 
 What a run or an A/B session is, and in what order it does things (kernels, accelerator, the run
-record, which boots), is iomatrix.workflows'; each boot is host.boot's. This module is the part
+record, which boots), is iomatrix.workflows'; each boot is host.vm.boot's. This module is the part
 between: a list of boots and the runs (sides) they write, executed.
 """
 
@@ -20,17 +20,11 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from iomatrix.errors import ResultFormatError
-from iomatrix.host import cores, host_disks, kernels, vm
-from iomatrix.host.boot import (
-    BootCancelled,
-    BootContext,
-    build_boot,
-    cell_result_path,
-    host_side_result,
-    now_iso,
-    run_boot,
-)
-from iomatrix.host.guest_io import cell_dir
+from iomatrix.host import kernels
+from iomatrix.host.vm import cores, host_disks, vng
+from iomatrix.host.vm.boot import BootCancelled, BootContext, build_boot, run_boot
+from iomatrix.host.vm.cell_results import cell_result_path, host_side_result, now_iso
+from iomatrix.host.vm.guest_io import cell_dir
 from iomatrix.model.cell import Cell, Timeouts, VmSettings
 from iomatrix.model.result import (
     BootRecord,
@@ -163,18 +157,18 @@ class Execution:
     fetched: dict[str, kernels.Kernel]
     fetch_errors: dict[str, str]
     refused: dict[str, str]
-    accelerator: vm.Accelerator
+    accelerator: vng.Accelerator
     vm_settings: VmSettings
     timeouts: Timeouts
     out: TextIO
     progress: ProgressFactory | None
     clock: RunClock
-    shared_fs: vm.SharedFs
+    shared_fs: vng.SharedFs
     jobs: int = 1
     share_cores: bool = False
     # The host cores concurrent boots are pinned to: this process's affinity.
     host_cpus: tuple[int, ...] = ()
-    # The guest's root filesystem (host/guest_root.py), or why there is none (every cell fails).
+    # The guest's root filesystem (host/vm/guest_root.py), or why there is none (every cell fails).
     guest_root: Path | None = None
     guest_root_error: str = ""
 

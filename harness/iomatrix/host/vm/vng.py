@@ -23,7 +23,7 @@ from typing import Literal
 
 import iomatrix
 from iomatrix import proc
-from iomatrix.host import guest_root as guest_root_layout
+from iomatrix.host.vm import guest_root as guest_root_layout
 from iomatrix.model.cell import DeviceProfile, VmSettings
 from iomatrix.store import rundir
 
@@ -104,7 +104,7 @@ def vng_argv(
     console log shows why a VM died; --disable-microvm gives a q35 machine with PCI, which nvme and
     virtio-scsi need; the guest command is quoted with shlex because vng hands --exec to a shell.
 
-    The guest boots on its own root (host/guest_root.py), read-only, never the host's; it sees
+    The guest boots on its own root (host/vm/guest_root.py), read-only, never the host's; it sees
     of the host only the iomatrix package and the boot's input folder (read-only) and its own
     output folder (read-write), at fixed paths under /opt/iomatrix.
     """
@@ -141,11 +141,11 @@ def vng_argv(
         argv.append(f"--rodir=/lib/modules/{release}={modules_dir}")
     for args in disk_args:
         # One --qemu-opts per option pair; vng splits each value with shlex, and our values hold
-        # no spaces (image paths are ours, checked in host/boot.py).
+        # no spaces (image paths are ours, checked in host/vm/boot.py).
         for i in range(0, len(args), 2):
             argv.append(f"--qemu-opts={args[i]} {args[i + 1]}")
     if qmp_socket is not None:
-        # The host's view of the disks (host/qmp.py); our socket paths hold no spaces.
+        # The host's view of the disks (host/vm/qmp.py); our socket paths hold no spaces.
         argv.append(f"--qemu-opts=-qmp unix:{qmp_socket},server=on,wait=off")
     for arg in kernel_args:
         # A cmdline knob (model.knob_keys checked its characters: no spaces, no quotes).

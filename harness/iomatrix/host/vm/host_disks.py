@@ -1,4 +1,4 @@
-"""QEMU's view of each repetition (host/qmp.py wrote host-disks-NNN.json beside the guest's
+"""QEMU's view of each repetition (host/vm/qmp.py wrote host-disks-NNN.json beside the guest's
 records) merged into the repetitions the host collects: Repetition.host_disks, and informational
 metrics beside the guest kernel's (host_r_per_s, host_w_per_s, host_read_bytes,
 host_write_bytes, host_write_amplification) over fio's own runtime, so that they compare with

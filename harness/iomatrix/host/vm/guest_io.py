@@ -20,7 +20,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from iomatrix.host.guest_root import GUEST_INPUT, GUEST_OUT
+from iomatrix.host.vm.guest_root import GUEST_INPUT, GUEST_OUT
 from iomatrix.model.cell import Workload
 from iomatrix.model.units import MIB
 from iomatrix.plan.boots import BootPlan, Step

@@ -107,7 +107,7 @@ GUEST_MOUNT = PurePosixPath("/opt/iomatrix")
 GUEST_HARNESS = GUEST_MOUNT / "harness"
 # This boot's plan and the job files it names, copied by the host, read-only.
 GUEST_INPUT = GUEST_MOUNT / "input"
-# The only folder the guest may write: the boot's guest folder (host/boot.py guest_dir).
+# The only folder the guest may write: the boot's guest folder (host/vm/boot.py guest_dir).
 GUEST_OUT = GUEST_MOUNT / "out"
 _MOUNT_POINTS = (GUEST_HARNESS / "iomatrix", GUEST_INPUT, GUEST_OUT, PurePosixPath("/lib/modules"))
 
@@ -268,7 +268,7 @@ def _build(place: Path, suite_name: str, mirror: str, log: Log) -> GuestRoot:
         shutil.rmtree(place, ignore_errors=True)
         raise IomatrixError(
             f"the guest root of Debian {suite_name} lacks {', '.join(missing)}: "
-            "a package moved a command; update iomatrix.host.guest_root"
+            "a package moved a command; update iomatrix.host.vm.guest_root"
         )
     record = GuestRoot(
         key=recipe_key(suite_name),

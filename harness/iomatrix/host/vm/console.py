@@ -1,0 +1,125 @@
+"""A boot's console, read by the host: its moments as the lines arrive (BootClock: the kernel's
+first line, init, the agent, each step, the guest script's exit status) and, after the boot, the
+excerpt that explains a dead VM. The guest writes what the console shows, so it is read as
+untrusted (a bounded tail of the log, a line naming no step of the boot is not kept).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from iomatrix.model.result import BootEvent
+from iomatrix.plan.boots import Step
+from iomatrix.store import files
+
+# How much of a console log the host reads back (its end): a panic is near the end of a boot
+# that died; the guest may have replaced the log with anything, so it is read as untrusted.
+_CONSOLE_TAIL_BYTES = 4 << 20
+
+
+_PANIC_MARKERS = ("Kernel panic", "BUG: ", "Oops: ", "general protection fault")
+
+
+def _console_text(console: Path) -> str:
+    try:
+        data = files.read_untrusted(console, max_bytes=_CONSOLE_TAIL_BYTES, tail=True)
+    except files.UntrustedFileError:
+        return ""
+    return data.decode(errors="replace")
+
+
+def console_excerpt(console: Path, max_lines: int = 25) -> str:
+    """The part of a console log that explains a dead VM: from a panic marker, else the tail."""
+    lines = _console_text(console).splitlines()
+    for i, line in enumerate(lines):
+        if any(marker in line for marker in _PANIC_MARKERS):
+            return "\n".join(lines[max(0, i - 3) : i + max_lines])
+    return "\n".join(lines[-max_lines:])
+
+
+def console_shows_panic(console: Path) -> bool:
+    return "Kernel panic" in _console_text(console)
+
+
+# Console lines that mark a boot's moments: the first occurrence of each records an event.
+_BOOT_MARKS = (
+    ("Linux version", "kernel"),
+    ("virtme-ng-init: starting script", "init-done"),
+    ("iomatrix-agent: kernel", "agent"),
+    ("iomatrix-agent: done", "agent-done"),
+)
+
+
+_STEP_LINE = re.compile(r"iomatrix-agent: cell (\S+) .* repetition (\d+)$")
+
+
+# Without udev in the guest, /dev/virtio-ports/virtme.* (udev's links) do not exist and virtme-ng's
+# init runs the script on the console instead; vng then cannot relay the script's exit status and
+# exits 255, but the init prints it on the console.
+_SCRIPT_EXIT = re.compile(r"virtme-ng-init: script exited with code (-?\d+)")
+
+
+VNG_NO_STATUS = 255
+
+
+class BootClock:
+    """A boot's events, from its console lines as they arrive (proc.run's on_line): when the
+    kernel printed its first line, init started the agent, the agent started, each step began,
+    and the agent finished, in seconds after QEMU was started (host's monotonic clock)."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        also: Callable[[str], None] | None = None,
+        steps: Sequence[Step] = (),
+    ) -> None:
+        self.clock = clock
+        # Another reader of the same lines (the host's view of the disks, host/vm/qmp.py).
+        self.also = also
+        self.started = clock()
+        # When the last line arrived (the watchdog stops a guest silent for a boot budget).
+        self.last_line_at = self.started
+        # Why `also` failed on a line, once each: its view of the boot is lost, not the boot.
+        self.problems: list[str] = []
+        self.events: list[BootEvent] = []
+        self._seen: set[str] = set()
+        # The guest script's exit status as virtme-ng's init printed it (console mode only).
+        self.script_exit: int | None = None
+        # Each (cell id, repetition) the agent announced, as the host read it: the guest's own
+        # markers can be deleted by a job it runs, a line the host has read cannot be taken back.
+        self.announced: set[tuple[str, int]] = set()
+        # Only the boot's own steps are remembered: a guest printing fake lines without end
+        # must not grow the host's memory.
+        self._expected = {(step.cell.id, step.repetition) for step in steps}
+
+    def __call__(self, line: str) -> None:
+        self.last_line_at = self.clock()
+        at_s = round(self.last_line_at - self.started, 3)
+        text = line.rstrip("\r\n")
+        self._mark(text, at_s)
+        if self.also is not None:
+            try:
+                self.also(line)
+            except Exception as exc:  # a reader's bug loses its view, not the boot
+                problem = f"{type(exc).__name__}: {exc}"
+                if problem not in self.problems:
+                    self.problems.append(problem)
+
+    def last_line(self) -> float:
+        return self.last_line_at
+
+    def _mark(self, text: str, at_s: float) -> None:
+        if status := _SCRIPT_EXIT.search(text):
+            self.script_exit = int(status[1])
+        if step := _STEP_LINE.search(text):
+            if (step[1], int(step[2])) in self._expected:
+                self.announced.add((step[1], int(step[2])))
+            self.events.append(BootEvent(name=f"step {step[1]} {step[2]}", at_s=at_s))
+            return
+        for marker, name in _BOOT_MARKS:
+            if marker in text and name not in self._seen:
+                self._seen.add(name)
+                self.events.append(BootEvent(name=name, at_s=at_s))
