@@ -42,9 +42,10 @@ SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?<![0-9A-Za-z])(?=[0-9a-f]*\d)[0-9a-f]{7,64}(?![0-9A-Za-z])"), "<hash>"),
     (re.compile(r"\d+"), "<n>"),
 )
-# Keys are left as they are but for stamps, dates and hashes: metric names such as
-# write_lat_p99_us are part of a schema, a cell id used as a key is not.
-KEY_SUBSTITUTIONS = SUBSTITUTIONS[:3]
+# Keys are left as they are but for stamps, dates and hashes, and keys that are a number whole
+# (fio's histogram bins and percentiles, as ">=2000" or "99.000000"): metric names such as
+# write_lat_p99_us are part of a schema, a cell id or a latency used as a key is not.
+KEY_SUBSTITUTIONS = (*SUBSTITUTIONS[:3], (re.compile(r"^[<>=]*\d+(\.\d+)?$"), "<n>"))
 # Fields whose values say which version of its schema a file is.
 # (Not fio_version and the like: those name a tool's version, a value of the environment.)
 VERSION_KEY = re.compile(r"^(format|schema|version|schema_version|format_version)$")
