@@ -8,7 +8,8 @@ the same manifest. Files that normalise to the same path are merged. A JSON file
 Lines file, line by line) is described by the set of its key paths, each with the JSON types
 seen there (`a.b`, `a.list[]` for a list's items, all items merged; integers and floats are both
 `number`), and by the values of its `format`, `schema`, `version` and `*_version` fields, which
-say which version of a schema the file claims. Any other file is described by its kind only.
+say which version of a schema the file claims. A SQLite database is described by its tables'
+columns, its indexes and its user_version. Any other file is described by its kind only.
 
     .venv/bin/python tools/output_manifest.py FOLDER [-o MANIFEST]     # write a manifest
     .venv/bin/python tools/output_manifest.py FOLDER --against MANIFEST  # differences, exit 1
@@ -21,8 +22,10 @@ Standard library only; the tests load it as a module (tests/support/manifest.py)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
+import sqlite3
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -50,6 +53,7 @@ KEY_SUBSTITUTIONS = (*SUBSTITUTIONS[:3], (re.compile(r"^[<>=]*\d+(\.\d+)?$"), "<
 # (Not fio_version and the like: those name a tool's version, a value of the environment.)
 VERSION_KEY = re.compile(r"^(format|schema|version|schema_version|format_version)$")
 JSON_SUFFIXES = {".json": "json", ".jsonl": "jsonl"}
+SQLITE_SUFFIXES = {".sqlite", ".sqlite3", ".db"}
 # Any other file: its presence and kind only.
 TEXT_SUFFIXES = {".md": "markdown", ".html": "html", ".log": "text", ".txt": "text"}
 
@@ -110,8 +114,35 @@ def walk(value: Any, path: str, keys: dict[str, set[str]], versions: dict[str, s
             walk(item, f"{path}[]", keys, versions)
 
 
+def describe_sqlite(path: Path, entry: dict[str, Any]) -> None:
+    """A SQLite database (the archive's index): its tables' columns with their declared types,
+    its indexes, and its user_version (the schema version iomatrix sets), read only."""
+    uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+            objects = db.execute(
+                "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+            ).fetchall()
+            keys: dict[str, list[str]] = {}
+            for kind, name in objects:
+                keys[f"{kind} {name}"] = []
+                if kind == "table":
+                    for column in db.execute(f'PRAGMA table_info("{name}")'):
+                        keys[f"table {name}.{column[1]}"] = [str(column[2]).lower()]
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+    except sqlite3.Error:
+        entry.update(kind="sqlite (unreadable)")
+        return
+    entry.update(
+        kind="sqlite", keys=dict(sorted(keys.items())), versions={"user_version": [str(version)]}
+    )
+
+
 def describe(path: Path, entry: dict[str, Any]) -> None:
     """Merge the file at `path` into its manifest entry."""
+    if path.suffix in SQLITE_SUFFIXES:
+        describe_sqlite(path, entry)
+        return
     kind = JSON_SUFFIXES.get(path.suffix)
     if kind is None:
         entry["kind"] = TEXT_SUFFIXES.get(path.suffix, "file")
