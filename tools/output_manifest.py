@@ -45,10 +45,16 @@ SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?<![0-9A-Za-z])(?=[0-9a-f]*\d)[0-9a-f]{7,64}(?![0-9A-Za-z])"), "<hash>"),
     (re.compile(r"\d+"), "<n>"),
 )
-# Keys are left as they are but for stamps, dates and hashes, and keys that are a number whole
-# (fio's histogram bins and percentiles, as ">=2000" or "99.000000"): metric names such as
-# write_lat_p99_us are part of a schema, a cell id or a latency used as a key is not.
-KEY_SUBSTITUTIONS = (*SUBSTITUTIONS[:3], (re.compile(r"^[<>=]*\d+(\.\d+)?$"), "<n>"))
+# Keys are left as they are but for keys named by data: a number whole (fio's histogram bins and
+# percentiles, as "1056768", ">=2000" or "99.000000"; first, or a long one would be a <hash>),
+# the kernel thread families adapters/proc_cpu.py names a metric after (kthread_<family>_cpu_s,
+# for each family that happened to run), stamps, dates and hashes. Metric names such as
+# write_lat_p99_us are part of a schema; a cell id, a latency or a thread used as a key is not.
+KEY_SUBSTITUTIONS = (
+    (re.compile(r"^[<>=]*\d+(\.\d+)?$"), "<n>"),
+    (re.compile(r"^(?P<prefix>[a-z_]*?)kthread_.+_cpu_s$"), r"\g<prefix>kthread_<family>_cpu_s"),
+    *SUBSTITUTIONS[:3],
+)
 # Fields whose values say which version of its schema a file is.
 # (Not fio_version and the like: those name a tool's version, a value of the environment.)
 VERSION_KEY = re.compile(r"^(format|schema|version|schema_version|format_version)$")
@@ -170,6 +176,8 @@ def describe(path: Path, entry: dict[str, Any]) -> None:
 
 def manifest(folder: Path) -> dict[str, Any]:
     """The manifest of every file below `folder` (symbolic links are not followed)."""
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{folder}: no such folder")
     files: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.rglob("*")):
         if path.is_symlink() or not path.is_file():

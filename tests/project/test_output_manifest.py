@@ -9,6 +9,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from support.manifest import MANIFESTS, tool
 
 
@@ -140,3 +142,33 @@ def test_the_committed_manifests_are_the_tools_own_sorted_text() -> None:
         data = json.loads(path.read_text())
         assert data["format"] == tool().FORMAT
         assert tool().dumps(data) == path.read_text(), path
+
+
+def test_keys_named_by_data_are_placeholders(tmp_path: Path) -> None:
+    """fio's histogram writes a bin per latency seen (a long one is all digits, not a hash) and
+    a metric is named after each kernel thread family that ran: which ones is a value."""
+
+    def one(name: str, bins: list[str], families: list[str]) -> dict[str, Any]:
+        folder = tmp_path / name
+        folder.mkdir()
+        metrics = {f"kthread_{f}_cpu_s": 0.1 for f in families} | {"kthreads_cpu_s": 0.2}
+        (folder / "rep-0.json").write_text(
+            json.dumps({"metrics": metrics, "clat_ns": {"bins": dict.fromkeys(bins, 1)}})
+        )
+        return manifest(folder)
+
+    slow = one("slow", ["1056768", "2048"], ["kworker", "jbd2"])
+    fast = one("fast", ["317440"], ["rcu_preempt"])
+    assert tool().differences(slow, fast) == []
+    assert sorted(slow["files"]["rep-<n>.json"]["keys"]) == [
+        "$",
+        "clat_ns",
+        "clat_ns.bins",
+        "clat_ns.bins.<n>",
+        "metrics",
+        "metrics.kthread_<family>_cpu_s",
+        "metrics.kthreads_cpu_s",
+    ]
+    # A folder that is not there (a test's results gone) has no manifest, not an empty one.
+    with pytest.raises(NotADirectoryError):
+        tool().manifest(tmp_path / "absent")
