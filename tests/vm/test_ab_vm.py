@@ -21,6 +21,7 @@ from iomatrix.analysis import compare
 from iomatrix.store import rundir
 from iomatrix.store.records_io import load_run
 from support.browser import Browser
+from support.manifest import assert_matches
 from support.paths import REPO_ROOT, TESTS_DIR
 
 ROOT = REPO_ROOT
@@ -149,6 +150,9 @@ def test_an_injected_slowdown_is_reported_as_a_regression(
     session = next(p for p in (workspace / "slow" / "results").iterdir() if p.is_dir())
     new_run = json.loads((session / "new" / "run.json").read_text())
     assert f"throttling.iops-total={limit}" in ",".join(new_run["cells"][0]["qemu_drive"])
+    # The session has the files and JSON schemas of an A/B's (issue 26: the same as before the
+    # refactor; tests/data/outputs/ab.json, made by tools/output_manifest.py).
+    assert_matches("ab", workspace / "slow" / "results")
     # `iomatrix ab` wrote the session's HTML report: its forest plot has the one row, regressed.
     assert browser.load(session / "report" / "index.html") == []
     (forest,) = [c for c in browser.charts() if c.kind == "forest"]

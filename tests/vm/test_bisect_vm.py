@@ -27,6 +27,7 @@ from support.kernel_trees import (
     git,
     linux_test_tree,
 )
+from support.manifest import assert_matches
 from support.vm import iomatrix
 
 pytestmark = [pytest.mark.vm, pytest.mark.network]
@@ -130,6 +131,9 @@ def test_one_step_finds_the_commit_that_slowed_direct_writes(
         .joinpath(next(p.name for p in (tmp_path / "results").iterdir()), "result.md")
         .read_text()
     )
+    # The bisection folder has the files and JSON schemas of a one-step bisection's (issue 26:
+    # the same as before the refactor; tests/data/outputs/bisect.json, tools/output_manifest.py).
+    assert_matches("bisect", tmp_path / "results")
 
 
 @pytest.mark.nightly

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from iomatrix.model.result import RunRecord
+from support.manifest import assert_matches
 from support.paths import TESTS_DIR
 from support.vm import run_matrix
 
@@ -136,6 +137,9 @@ def test_run_folder_holds_versioned_results_logs_and_environment(
     assert f"report: {run_dir}/report/index.html" in stdout
     # Disk images are removed after the run.
     assert not list(Path("/dev/shm").glob(f"iomatrix-{record.run_id}-*"))
+    # The results folder has the files and JSON schemas of a quick run's (issue 26: the same
+    # as before the refactor; tests/data/outputs/run.json, made by tools/output_manifest.py).
+    assert_matches("run", run_dir.parent)
 
 
 @pytest.mark.nightly
