@@ -13,6 +13,7 @@ from iomatrix.errors import IomatrixError, KernelError
 from iomatrix.host import kernels
 from iomatrix.host.vm import guest_root, vng
 from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.filesystems import MKFS_PACKAGES
 from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.report.tables import format_table
 
@@ -97,7 +98,7 @@ def cmd_guest_root(args: argparse.Namespace) -> int:
         return ExitCode.OK
     print(f"guest root: {tree}")
     print(f"Debian {record.suite}, recipe {record.key}, built {record.built_at or '?'}")
-    for name in ("fio", "e2fsprogs", "xfsprogs", "btrfs-progs", "f2fs-tools", "python3.11"):
+    for name in ("fio", *MKFS_PACKAGES, "python3.11"):
         if name in record.packages:
             print(f"  {name} {record.packages[name]}")
     print(f"  ({len(record.packages)} packages in all; --json lists them)")
