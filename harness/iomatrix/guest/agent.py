@@ -111,7 +111,7 @@ def run_repetition(
         # The tool's own run is the "workload" phase; what the agent does around it (bounds,
         # reading /proc/stat, parsing the report, building the record) is "results".
         with ctx.phase("results"), workload_cgroup(ctx) as ran_in:
-            # The host reads QEMU's counters of the test disks at these two lines (host/qmp.py).
+            # The host reads QEMU's counters of the test disks at these two lines (host/vm/qmp.py).
             # The step number names the step: an A/A session has the same cell id and
             # repetition on both sides, and the host files the counters in the step's folder.
             print(
@@ -245,7 +245,7 @@ def run_step(plan: BootPlanView, step: StepView, number: int = 0) -> None:
 
 
 # How often the agent says it is alive while a step runs silently (a long fio job prints nothing):
-# the host stops a guest that prints nothing for a whole boot budget (host/boot.py's Watchdog),
+# the host stops a guest that prints nothing for a whole boot budget (host/vm/watchdog.py),
 # whatever the step's state, so a console that stopped being drained cannot hold a run forever.
 HEARTBEAT_S = 30.0
 HEARTBEAT_LINE = b"iomatrix-agent: alive\n"

@@ -105,7 +105,7 @@ def builtin_estimate(params: BuiltinParams) -> float:
 # - `key=value` or a bare `key`; ${VAR} anywhere in the line is replaced from the environment before
 #   the option is parsed, so it could turn into any path or engine and is refused.
 # `exec_prerun` and `exec_postrun` are allowed as they are: fio runs them with system(3) inside the
-# guest, which boots on a root of its own (host/guest_root.py) and writes only its own folder.
+# guest, which boots on a root of its own (host/vm/guest_root.py) and writes only its own folder.
 # The project's own fault tests use them on purpose (tests/data/faults/workloads/) to crash or
 # freeze the guest.
 

@@ -17,7 +17,7 @@ The file is untrusted input, and nothing from it may reach a shell:
   the job file and line). exec_prerun/exec_postrun pass: they run inside the guest only.
 - A device profile may name a host block device (backing: host, path: /dev/<name>); the path is
   checked here, and whether the device may be used at all is decided before a run, on the command
-  line's confirmation and the device's state (hostdev.check_host_devices).
+  line's confirmation and the device's state (host/devices/checks.py, check_host_devices).
 
 Loading happens in two stages:
 1. Each file (the one given and every preset it `extends`, recursively) is parsed and validated

@@ -284,7 +284,7 @@ class Repetition(Record):
     precondition: PreconditionResult | None = Field(default=None, exclude_if=is_none)
     # What the guest kernel saw of the workload (model.telemetry), one per fio run (phase).
     telemetry: tuple[Telemetry, ...] = Field(default=(), exclude_if=is_empty)
-    # What QEMU saw reach each test drive over the workload (host/qmp.py), added by the host.
+    # What QEMU saw reach each test drive over the workload (host/vm/qmp.py), added by the host.
     host_disks: tuple[HostDiskDelta, ...] = Field(default=(), exclude_if=is_empty)
 
     def all_metrics(self) -> dict[str, float]:
@@ -417,7 +417,7 @@ class Environment(Record):
     # How the guest saw the host's root (virtiofs or 9p): the agent's start-up and the guest's
     # tools depend on it, the test disks do not. Left out while unknown (runs before it).
     shared_fs: str | None = Field(default=None, exclude_if=is_none)
-    # The guest's own root filesystem (host/guest_root.py): <suite>-<recipe key>, which fixes
+    # The guest's own root filesystem (host/vm/guest_root.py): <suite>-<recipe key>, which fixes
     # the versions of fio, the mkfs tools and everything else the guest runs. Left out by runs
     # made before the guest had a root of its own (they ran the host's tools).
     guest_root: str | None = Field(default=None, exclude_if=is_none)

@@ -59,7 +59,7 @@ class Telemetry(Record):
 
 class HostDiskDelta(Record):
     """What QEMU counted for one test drive over a repetition's workload (query-blockstats over
-    QMP, host/qmp.py): the requests and bytes that reached the disk image, as the host saw them.
+    QMP, host/vm/qmp.py): the requests and bytes that reached the disk image, as the host saw them.
     `seconds` is the host's time between the two readings (fio's start-up included)."""
 
     drive: str

@@ -3,7 +3,7 @@
 Layout of a run folder (results/<run-id>/):
   run.json                 the whole run: format version, environment, matrix, every cell's result
   cells/<cell-id>/         the guest agent's files, copied out of the guest's own folder by the
-                           host (host/boot.py): result.json, cell.log, rep-<n>.fio.json,
+                           host (host/vm/boot.py): result.json, cell.log, rep-<n>.fio.json,
                            rep-<n>.json (a finished repetition) and rep-<n>.started
   boots/<boot-id>/         plan.json (what the VM was asked to do), console-<n>.log (serial console)
 
