@@ -55,7 +55,11 @@ class PlainRecord:
                 if name not in names:
                     names.append(name)
                 if name in klass.__dict__:
-                    defaults[name] = klass.__dict__[name]
+                    default = klass.__dict__[name]
+                    # One object shared by every record, as dataclasses refuse it too.
+                    if isinstance(default, list | dict | set):
+                        raise TypeError(f"{cls.__name__}.{name}: a mutable default is shared")
+                    defaults[name] = default
                 else:
                     defaults.pop(name, None)
         cls.FIELDS = tuple(names)

@@ -4,7 +4,6 @@ tools/guest_records.py writes from the host's, and the guest imports exactly wha
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -14,6 +13,7 @@ import pytest
 
 from iomatrix.model.cell import MdStack
 from support.generated import GENERATED
+from support.guest_python import guest_python
 from support.paths import REPO_ROOT
 
 
@@ -99,14 +99,8 @@ def guest_imports() -> set[str]:
         "print('\\n'.join(m for m in sys.modules\n"
         "    if m.split('.')[0] not in sys.stdlib_module_names and m != '__main__'))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-S", "-c", script],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        env={"PYTHONPATH": str(REPO_ROOT / "harness"), "PATH": "/usr/bin:/bin"},
-    )
+    done = guest_python("-c", script)
+    assert done.returncode == 0, done.stderr
     return set(done.stdout.split())
 
 

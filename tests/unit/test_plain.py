@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any, ClassVar
 
 import pytest
@@ -11,7 +9,7 @@ import pytest
 from iomatrix.errors import IomatrixError, KernelError, MatrixError
 from iomatrix.plain import PlainRecord
 from iomatrix.proc import CommandError, CommandTimeout
-from support.paths import REPO_ROOT
+from support.guest_python import guest_python
 
 
 class Point(PlainRecord):
@@ -86,6 +84,13 @@ def test_replace_and_kw_only_refuse_what_a_dataclass_refuses() -> None:
     assert Named(second="b") == Named(first="", second="b")
 
 
+def test_a_mutable_default_is_refused_when_the_class_is_made() -> None:
+    with pytest.raises(TypeError, match=r"Shared\.items: a mutable default"):
+
+        class Shared(PlainRecord):
+            items: list[int] = []  # noqa: RUF012
+
+
 def test_an_error_record_is_raised_caught_and_shown_with_its_fields() -> None:
     with pytest.raises(IomatrixError, match="oops: disk full") as caught:
         raise Oops("disk full")
@@ -110,12 +115,6 @@ def test_the_agents_start_up_imports_neither_dataclasses_nor_inspect() -> None:
         "import iomatrix.guest.__main__, iomatrix.guest.agent\n"
         "print(' '.join(m for m in ('dataclasses', 'inspect') if m in sys.modules))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-S", "-c", script],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        env={"PYTHONPATH": str(REPO_ROOT / "harness"), "PATH": "/usr/bin:/bin"},
-    )
+    done = guest_python("-c", script)
+    assert done.returncode == 0, done.stderr
     assert done.stdout.split() == []

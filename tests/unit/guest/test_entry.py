@@ -4,14 +4,13 @@ reads a real plan the host wrote, and a library import fails there at once."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from iomatrix.host.vm import vng
 from iomatrix.model.cell import Timeouts
 from iomatrix.plan.boots import BootPlan, Disk, sequential_steps
 from support.builders import make_cell
+from support.guest_python import guest_python
 
 # The agent and everything it runs with imported, a plan read as the agent reads it, then what
 # was imported that is not the standard library's or iomatrix's own.
@@ -46,19 +45,7 @@ def plan_file(tmp_path: Path) -> Path:
     return path
 
 
-def python(*args: str) -> subprocess.CompletedProcess[str]:
-    command = vng.guest_agent_command()
-    # env PYTHONPATH=<the folder of the package> python -S, as the guest runs it (there the
-    # folder is the one the package is lent at, and python its root's).
-    assert command[3:5] == ["-S", "-m"]
-    env = ["env", f"PYTHONPATH={Path(vng.package_dir()).parent}"]
-    return subprocess.run(
-        [*env, sys.executable, "-S", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+python = guest_python
 
 
 def test_the_agent_reads_a_plan_with_nothing_but_the_standard_library(tmp_path: Path) -> None:
