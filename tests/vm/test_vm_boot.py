@@ -125,6 +125,10 @@ def test_run_folder_holds_versioned_results_logs_and_environment(
         # emulated HPET it fell back to, which made every clock read an emulated device access.
         assert "Switched to clocksource tsc" in console
         assert "Switched to clocksource hpet" not in console
+    # The guest's shell loaded the boot's modules (virtio_blk, xfs, mq-deadline ...) beside the
+    # agent's start-up, and the agent waited for them before its first step (vng.py,
+    # guest/disks.py): every one of them exists in Debian's kernel, so modprobe -a succeeded.
+    assert "iomatrix-agent: modules preloaded beside the start-up (every module loaded;" in console
     for entry in record.cells:
         assert entry.result.log is not None
         assert (run_dir / entry.result.log).is_file()

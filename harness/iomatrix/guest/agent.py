@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from iomatrix.adapters.filesystems import adapter
 from iomatrix.guest.context import MOUNTPOINT, CellContext, CellError, CellFailed, now_utc
-from iomatrix.guest.disks import find_disks, flush_device_caches, load_modules, set_scheduler
+from iomatrix.guest.disks import (
+    find_disks,
+    flush_device_caches,
+    load_modules,
+    set_scheduler,
+    wait_for_preload,
+)
 from iomatrix.guest.knobs import (
     Knob,
     after_workload,
@@ -274,6 +280,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m iomatrix.guest PLAN.json", file=sys.stderr)
         return 2
     plan = BootPlanView.from_json(json.loads(Path(args[0]).read_text()))
+    # Before the line that ends the agent's start-up in the host's timeline, so a wait for the
+    # modules shows there; and before any step, so no module is still loading under a workload.
+    preloaded = wait_for_preload()
+    if preloaded is not None:
+        print(f"iomatrix-agent: {preloaded}", flush=True)
     print(f"iomatrix-agent: kernel {os.uname().release}, {len(plan.steps)} steps", flush=True)
     start_heartbeat(min(HEARTBEAT_S, plan.timeouts.boot_s / 4))
     for number, step in enumerate(plan.steps):

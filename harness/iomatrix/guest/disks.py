@@ -7,21 +7,13 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from iomatrix.adapters.schedulers import SCHEDULER_MODULES, active_scheduler, available_schedulers
 from iomatrix.guest.context import CellContext, CellError, CellFailed
-from iomatrix.model.axes import Bus
+from iomatrix.model.axes import BUS_DRIVERS, Bus
 
-# The guest kernel's drivers for each bus's disks. Nothing else loads them: virtme-ng's init
-# starts udev only when the host has one, and iomatrix hides it from the guest anyway
-# (vm.hidden_udev_dirs), so that what a guest finds never depends on what the host has installed.
-BUS_DRIVERS: dict[Bus, tuple[str, ...]] = {
-    "virtio-blk": ("virtio_blk",),
-    "nvme": ("nvme",),
-    "scsi": ("virtio_scsi", "sd_mod"),
-}
 # How long the disks may take to appear once their drivers are loaded: NVMe and SCSI probe their
 # controllers asynchronously, which takes a second or two under TCG.
 DISK_WAIT_S = 30.0
@@ -29,6 +21,36 @@ _DISK_POLL_S = 0.1
 # Modules this agent (one per boot) has loaded already: each modprobe costs a process start over
 # the shared root filesystem, and a module once loaded stays loaded for the boot.
 _LOADED_MODULES: set[str] = set()
+# Where the kernel shows a loaded module (by its name with "_" for "-"): one the guest's shell
+# loaded beside the agent's start-up (wait_for_preload) needs no modprobe of ours.
+SYS_MODULE = Path("/sys/module")
+# The guest's shell puts the pid of its background `modprobe -a` here (vng.with_module_preload).
+PRELOAD_PID_VARIABLE = "IOMATRIX_PRELOAD_PID"
+
+
+def wait_for_preload(environ: Mapping[str, str] = os.environ) -> str | None:
+    """Wait for the modules the guest's shell started loading before the agent (so none is still
+    loading once a workload runs); what it says for the console, None when there was none.
+
+    The shell exec'd this interpreter, so its background modprobe is this process's child. Its
+    exit status only says whether every module loaded; load_modules still checks each one."""
+    pid_text = environ.get(PRELOAD_PID_VARIABLE, "")
+    if not pid_text.isdigit():
+        return None
+    started = time.monotonic()
+    try:
+        _pid, status = os.waitpid(int(pid_text), 0)
+    except ChildProcessError:
+        return "modules preloaded: not a child of the agent"
+    code = os.waitstatus_to_exitcode(status)
+    waited = time.monotonic() - started
+    outcome = "every module loaded" if code == 0 else f"modprobe exited {code}"
+    return f"modules preloaded beside the start-up ({outcome}; waited {waited:.1f} s)"
+
+
+def module_loaded(module: str) -> bool:
+    """The kernel shows the module as loaded (or as built in with parameters)."""
+    return (SYS_MODULE / module.replace("-", "_")).is_dir()
 
 
 def load_modules(ctx: CellContext, modules: Sequence[str]) -> dict[str, str]:
@@ -37,7 +59,8 @@ def load_modules(ctx: CellContext, modules: Sequence[str]) -> dict[str, str]:
     modules.builtin); a failure is returned, not raised: the caller's check is the judge."""
     outcomes: dict[str, str] = {}
     for module in dict.fromkeys(modules):
-        if module in _LOADED_MODULES:
+        if module in _LOADED_MODULES or module_loaded(module):
+            _LOADED_MODULES.add(module)
             outcomes[module] = "loaded"
             continue
         try:

@@ -18,6 +18,16 @@ from iomatrix.plain import PlainRecord
 # pydantic and the guest agent, which must not (guest/plan_view.py), names buses too.
 Bus = Literal["virtio-blk", "nvme", "scsi"]
 
+# The guest kernel's drivers for each bus's disks. Nothing else loads them: the guest root has no
+# udev daemon (host/vm/guest_root.py), so what a guest finds never depends on the host. The
+# guest agent loads them (guest/disks.py), and the guest's shell starts loading them beside the
+# agent's start-up (host/vm/vng.with_module_preload).
+BUS_DRIVERS: dict[Bus, tuple[str, ...]] = {
+    "virtio-blk": ("virtio_blk",),
+    "nvme": ("nvme",),
+    "scsi": ("virtio_scsi", "sd_mod"),
+}
+
 
 class Axis(PlainRecord):
     """One axis of the matrix."""

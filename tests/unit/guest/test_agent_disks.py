@@ -50,8 +50,10 @@ class ModprobeSeam:
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> CellContext:
+def ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CellContext:
     disks._LOADED_MODULES.clear()
+    # No module shows as loaded (the host's own /sys/module says nothing of a guest's).
+    monkeypatch.setattr(disks, "SYS_MODULE", tmp_path / "sys-module")
     return CellContext(guest_view(make_cell()), tmp_path, time.monotonic() + 60)
 
 
@@ -121,3 +123,23 @@ def test_a_missing_disk_names_its_serials_the_bus_and_the_modules_after_a_bounde
         message
     )
     assert "/sys/block has loop0, nvme0n1, sda, vda" in message
+
+
+def test_a_module_the_kernel_shows_loaded_is_not_probed_again(
+    ctx: CellContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the guest's shell loaded beside the agent's start-up (host/vm/vng.with_module_preload):
+    # /sys/module names it with "_" for "-".
+    (tmp_path / "sys-module" / "mq_deadline").mkdir(parents=True)
+    seam = ModprobeSeam()
+    monkeypatch.setattr(proc, "run", seam)
+    assert disks.load_modules(ctx, ["mq-deadline", "xfs"]) == {
+        "mq-deadline": "loaded",
+        "xfs": "loaded",
+    }
+    assert seam.calls == [("modprobe", "xfs")]
+
+
+def test_without_a_preload_the_agent_waits_for_nothing() -> None:
+    assert disks.wait_for_preload({}) is None
+    assert disks.wait_for_preload({disks.PRELOAD_PID_VARIABLE: "not-a-pid"}) is None

@@ -65,3 +65,22 @@ def test_count_is_left_out_of_a_one_disk_profile_so_its_key_is_unchanged() -> No
     one = DeviceProfile(name="d", size_bytes=1 << 30)
     assert "count" not in one.model_dump()
     assert DeviceProfile(name="d", size_bytes=1 << 30, count=4).model_dump()["count"] == 4
+
+
+def test_the_boot_preloads_each_module_its_cells_will_load_once(tmp_path: Path) -> None:
+    cells = [
+        make_cell(fs=fs, scheduler=scheduler)
+        for fs in ("ext4", "xfs", "btrfs")
+        for scheduler in ("none", "mq-deadline")
+    ]
+    (group,) = boot_groups(cells, str(tmp_path / "run"))
+    assert boot.boot_modules(group) == ["virtio_blk", "ext4", "mq-deadline", "xfs", "btrfs"]
+    scsi = DeviceProfile(name="s", size_bytes=1 << 30, bus="scsi")
+    kyber = make_cell(device="s", scheduler="kyber").model_copy(update={"device": scsi})
+    (group,) = boot_groups([kyber], str(tmp_path / "run"))
+    assert boot.boot_modules(group) == ["virtio_scsi", "sd_mod", "ext4", "kyber-iosched"]
+    # ... and the guest's shell is handed them with the agent's command.
+    ctx = context(tmp_path, DeviceProfile(name="virtio-file", size_bytes=1 << 30))
+    _, argv, _ = boot.build_boot(ctx)
+    assert argv[-1].startswith("sh -c ")
+    assert argv[-1].endswith(" sh virtio_blk ext4")

@@ -6,6 +6,8 @@ A real boot is tested in test_vm_boot.py; here only the argv and the probe's dec
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix import proc
+from iomatrix.guest import disks
 from iomatrix.host.vm import vng
 from iomatrix.model.cell import DeviceProfile, VmSettings
 from support.paths import REPO_ROOT
@@ -582,3 +585,49 @@ def test_disk_throttling_becomes_qemu_block_throttling_options() -> None:
         "-device",
         "virtio-blk-pci,drive=iomx0,serial=iomatrix0",
     ]
+
+
+def test_the_module_preload_wraps_the_agent_in_a_shell_with_the_modules_as_arguments() -> None:
+    agent = vng.guest_agent_command()
+    assert vng.with_module_preload(agent, []) == agent
+    wrapped = vng.with_module_preload(agent, ["virtio_blk", "xfs"])
+    assert wrapped[:2] == ["sh", "-c"]
+    # The module names are arguments of the script, never spliced into its text.
+    assert wrapped[3:] == ["sh", "virtio_blk", "xfs"]
+    assert "xfs" not in wrapped[2]
+    assert wrapped[2].endswith(f"exec {shlex.join(agent)}")
+    assert vng.PRELOAD_PID_VARIABLE == disks.PRELOAD_PID_VARIABLE
+
+
+@pytest.mark.parametrize(
+    ("modprobe", "said"), [("true", "every module loaded"), ("false", "modprobe exited 1")]
+)
+def test_the_agent_the_shell_becomes_waits_for_the_modprobe_it_started(
+    tmp_path: Path, modprobe: str, said: str
+) -> None:
+    """The real shell and the agent's own wait: the shell exec's the command, so the background
+    modprobe is its child and its exit status reaches it. `modprobe` here is true(1) or
+    false(1), found first on PATH: a unit test never loads the host's modules."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "modprobe").symlink_to(shutil.which(modprobe) or f"/bin/{modprobe}")
+    check = "from iomatrix.guest.disks import wait_for_preload; print(wait_for_preload())"
+    command = [
+        "env",
+        f"PYTHONPATH={Path(vng.package_dir()).parent}",
+        sys.executable,
+        "-S",
+        "-c",
+        check,
+    ]
+    done = subprocess.run(
+        vng.with_module_preload(command, ["xfs", "mq-deadline"]),
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"modules preloaded beside the start-up ({said}; waited "), (
+        done.stdout
+    )

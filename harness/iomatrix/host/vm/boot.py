@@ -27,8 +27,11 @@ from iomatrix.host.vm.cell_results import MAX_RESTARTS, host_side_result, settle
 from iomatrix.host.vm.console import VNG_NO_STATUS, BootClock, console_shows_panic
 from iomatrix.host.vm.guest_io import cell_dir
 from iomatrix.host.vm.watchdog import Watchdog, cancellable, seen_started, step_done
+from iomatrix.model.axes import BUS_DRIVERS
 from iomatrix.model.cell import DeviceProfile, Timeouts, VmSettings
+from iomatrix.model.filesystems import FILESYSTEMS
 from iomatrix.model.result import BootRecord
+from iomatrix.model.schedulers import SCHEDULER_SPECS
 from iomatrix.plan.boots import BootGroup, BootPlan, Disk, Step
 from iomatrix.store import rundir
 from iomatrix.store.records_io import write_record
@@ -75,6 +78,21 @@ def disk_profiles(group: BootGroup) -> list[DeviceProfile]:
     """The profile of each disk the boot attaches, in slot order: a profile with count N gives N
     identical disks one after another."""
     return [profile for profile in group.devices for _ in range(profile.count)]
+
+
+def boot_modules(group: BootGroup) -> list[str]:
+    """The kernel modules the boot's steps will load (their disks' bus drivers, filesystems, a
+    loop stack's outer filesystem and loop, schedulers), each once, for the guest's shell to start
+    loading beside the agent's start-up (vng.with_module_preload). Stacks (md, LVM, dm-crypt)
+    load theirs when built: rarer, and their lists are the guest's (guest/layers.py)."""
+    modules = [m for profile in disk_profiles(group) for m in BUS_DRIVERS[profile.bus]]
+    for step in group.steps:
+        filesystem = step.cell.filesystem
+        modules += FILESYSTEMS[filesystem.fstype].modules
+        if filesystem.loop is not None:
+            modules += [*FILESYSTEMS[filesystem.loop.outer_fstype].modules, "loop"]
+        modules += SCHEDULER_SPECS[step.cell.scheduler].modules
+    return list(dict.fromkeys(modules))
 
 
 def disk_image_path(ctx: BootContext, slot: int) -> Path:
@@ -156,7 +174,7 @@ def build_boot(
         input_dir=str(input_dir(ctx)),
         rw_dir=str(shared),
         disk_args=[d.qemu_args for d in disks],
-        guest_command=vng.guest_agent_command(),
+        guest_command=vng.with_module_preload(vng.guest_agent_command(), boot_modules(ctx.group)),
         shared_fs=ctx.shared_fs,
         kernel_args=ctx.group.cmdline,
         qmp_socket=None if qmp_socket is None else str(qmp_socket),

@@ -242,6 +242,28 @@ def guest_agent_command() -> list[str]:
     ]
 
 
+# The variable that hands the background modprobe's pid to the agent (guest/disks.py reads it).
+PRELOAD_PID_VARIABLE = "IOMATRIX_PRELOAD_PID"
+
+
+def with_module_preload(command: Sequence[str], modules: Sequence[str]) -> list[str]:
+    """`command` (an argv), run by a shell that first starts `modprobe -a` of the boot's kernel
+    modules in the background; `command` alone when there are none.
+
+    Under TCG the agent's start-up (seconds of emulated CPU) and the modules' loading (btrfs's
+    raid6 and xor self-tests among them) then run side by side on a second vCPU instead of one
+    after the other. The modules are the script's arguments ("$@"), never part of its text. The
+    shell exec's the command, so the modprobe is the agent's child and the agent waits for it
+    before its first step (guest/disks.wait_for_preload): nothing loads under a workload.
+    """
+    if not modules:
+        return list(command)
+    script = (
+        f'modprobe -a -q -- "$@" & export {PRELOAD_PID_VARIABLE}=$!; exec {shlex.join(command)}'
+    )
+    return ["sh", "-c", script, "sh", *modules]
+
+
 def vng_path() -> str:
     """vng from the same environment as this interpreter (the project's virtualenv)."""
     beside = Path(sys.executable).parent / "vng"
