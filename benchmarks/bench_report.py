@@ -48,9 +48,9 @@ from synthetic import (
 from targets import against_target
 
 from iomatrix import proc
-from iomatrix.cli.history_commands import _check_names
 from iomatrix.cli.main import build_parser
 from iomatrix.cli.main import main as cli_main
+from iomatrix.cli.series_names import check_names
 from iomatrix.report.site import build
 from iomatrix.store import archive
 
@@ -76,7 +76,7 @@ def bench_history(results: Path, cell: str, runs: int) -> None:
     assert command() == 0
     times, cpus = cpu_times_of(command, 20)
     noop_s, _ = timed(lambda: archive.update_index(results), 20)
-    check_s, _ = timed(lambda: _check_names(results, [cell], [METRIC]), 20)
+    check_s, _ = timed(lambda: check_names(results, [cell], [METRIC]), 20)
     query_s, points = timed(lambda: archive.history(results, cell, METRIC, refresh=False), 20)
     parser_s, _ = timed(build_parser, 20)
     assert isinstance(points, list)

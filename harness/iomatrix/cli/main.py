@@ -1,10 +1,12 @@
 """The `iomatrix` command: thin subcommands over the library, each returning an ExitCode.
 
-One module per group of commands, each adding its own parsers: matrix_commands (validate,
-expand, schema), run_commands (run, ab), archive_commands (compare, show, repetitions, merge,
-archive), history_commands (history, trend, triage), report_commands (report), canary_commands
-(canaries), kernel_commands (kernels, accel); shared options in options.py, exit codes in
-exit_codes.py (0 ok; 1 something not ok; 2 bad input; 130 interrupted; 143 terminated).
+Two modules per group of commands: *_parsers.py declares the group's parsers, *_commands.py
+holds what they run, imported only when one of them runs (cli/handlers.py says why):
+matrix (init, validate, expand, schema), run (run, ab), archive (compare, repetitions, show,
+merge, archive), history (history; trend and triage run from trend_commands), report (report),
+canary (canaries), kernel (kernels, accel, guest-root), bisect (bisect). Shared options in
+options.py, exit codes in exit_codes.py (0 ok; 1 something not ok; 2 bad input; 130
+interrupted; 143 terminated).
 """
 
 from __future__ import annotations
@@ -19,16 +21,16 @@ from typing import TextIO
 
 from iomatrix import __version__
 from iomatrix.cli import (
-    archive_commands,
-    bisect_commands,
-    canary_commands,
+    archive_parsers,
+    bisect_parsers,
+    canary_parsers,
     completion,
-    history_commands,
-    kernel_commands,
-    matrix_commands,
+    history_parsers,
+    kernel_parsers,
+    matrix_parsers,
     options,
-    report_commands,
-    run_commands,
+    report_parsers,
+    run_parsers,
 )
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
@@ -56,14 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     # In the order of the work: a matrix, its runs, their results, the kernels they boot.
-    matrix_commands.add_parsers(sub)
-    run_commands.add_parsers(sub)
-    archive_commands.add_parsers(sub)
-    history_commands.add_parsers(sub)
-    report_commands.add_parsers(sub)
-    canary_commands.add_parsers(sub)
-    kernel_commands.add_parsers(sub)
-    bisect_commands.add_parsers(sub)
+    matrix_parsers.add_parsers(sub)
+    run_parsers.add_parsers(sub)
+    archive_parsers.add_parsers(sub)
+    history_parsers.add_parsers(sub)
+    report_parsers.add_parsers(sub)
+    canary_parsers.add_parsers(sub)
+    kernel_parsers.add_parsers(sub)
+    bisect_parsers.add_parsers(sub)
 
     p = sub.add_parser(
         "completion",

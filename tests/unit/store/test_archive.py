@@ -28,7 +28,7 @@ from iomatrix.cli import history_commands
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
 from iomatrix.model.result import RUN_FORMAT, CellEntry, RunRecord
-from iomatrix.report.tables import format_table
+from iomatrix.report.text import format_table
 from iomatrix.store import archive
 from iomatrix.store.archive import HistoryPoint, Problem
 from iomatrix.store.records_io import load_run, write_record

@@ -1,0 +1,155 @@
+"""The command line stays light where it must (issue 29: `iomatrix history` of 10,000 runs in
+100 ms as a new process): building the parser, which every invocation does (--help, the shell
+completion, each command before it runs), imports no command's code and none of pydantic's
+records; `iomatrix history` on an archive whose index is up to date imports none either, and
+does the moment a run.json must be indexed again.
+
+Each check runs in a new interpreter (this one has imported everything already) and reads
+sys.modules after the command; each is shown to fail on a copy of the package with a heavy
+import planted where it would cost every invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from iomatrix.cli import main as cli
+from iomatrix.cli.handlers import Handler
+from support.paths import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "harness" / "iomatrix"
+
+# What a light command must not import: the record models and what they stand on, the matrix
+# loader, the statistics, the report, the host's kernels, and any command's code.
+HEAVY = (
+    "pydantic",
+    "yaml",
+    "debian",
+    "iomatrix.model.result",
+    "iomatrix.model.cell",
+    "iomatrix.matrix.loader",
+    "iomatrix.analysis.compare",
+    "iomatrix.report.site.build",
+    "iomatrix.host.kernels",
+    "iomatrix.store.records_io",
+)
+
+# Runs main(argv) and prints, as its last line, its exit code and the heavy modules it imported.
+PROBE = """
+import json, sys
+from iomatrix.cli.main import main
+heavy = {heavy!r}
+code = main(sys.argv[1:])
+loaded = sorted(
+    name for name in sys.modules
+    if name.split(".")[0] in heavy or name in heavy
+    or (name.startswith("iomatrix.cli.") and name.endswith("_commands"))
+)
+print("\\n" + json.dumps([code, loaded]))
+"""
+
+
+def probe(*argv: str, package: Path = PACKAGE) -> tuple[int, list[str], str]:
+    """main(argv) in a new interpreter with `package` first on the path: its exit code, the
+    heavy modules loaded, and what it printed before."""
+    env = {**os.environ, "PYTHONPATH": str(package.parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.stdout, done.stderr
+    printed, _, last = done.stdout.rstrip("\n").rpartition("\n")
+    code, loaded = json.loads(last)
+    return code, loaded, printed.rstrip("\n")
+
+
+@pytest.fixture
+def planted(tmp_path: Path) -> Path:
+    """A copy of the package to plant imports in."""
+    copy = tmp_path / "iomatrix"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def plant(module: Path, statement: str) -> None:
+    module.write_text(module.read_text() + f"\n{statement}\n")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["history", "--help"], ["run", "--help"], ["completion", "bash"]],
+)
+def test_the_parser_imports_nothing_heavy(argv: list[str]) -> None:
+    code, loaded, printed = probe(*argv)
+    assert code == 0
+    assert printed
+    assert loaded == []
+
+
+def test_a_heavy_import_planted_in_a_parser_is_caught(planted: Path) -> None:
+    plant(planted / "cli" / "history_parsers.py", "from iomatrix.model import result")
+    code, loaded, _ = probe("history", "--help", package=planted)
+    assert code == 0
+    assert "pydantic" in loaded
+    assert "iomatrix.model.result" in loaded
+
+
+def test_a_command_module_imported_by_the_parser_is_caught(planted: Path) -> None:
+    plant(planted / "cli" / "options.py", "from iomatrix.cli import trend_commands")
+    _, loaded, _ = probe("--help", package=planted)
+    assert "iomatrix.cli.trend_commands" in loaded
+    assert "pydantic" in loaded
+
+
+def handlers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, object]]:
+    """(command, its func default) for every command that has one, depth first."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                func = sub.get_default("func")
+                if func is not None:
+                    yield name, func
+                yield from handlers(sub)
+
+
+def test_every_handler_names_a_function_of_a_command_module() -> None:
+    found = dict(handlers(cli.build_parser()))
+    assert len(found) > 20
+    for command, func in found.items():
+        if command == "completion":
+            continue  # main's own: it prints the parser
+        assert isinstance(func, Handler), command
+        assert func.module.endswith("_commands"), command
+        assert callable(func.resolve()), command
+    # A name that does not resolve is an error when the command runs, not a silent no-op.
+    with pytest.raises(AttributeError):
+        Handler("history_commands", "cmd_nothing").resolve()
+
+
+def test_the_contract_names_every_parser_and_command_module() -> None:
+    """import-linter takes no wildcard for part of a name: the cli-parser-light contract lists
+    the modules, and this keeps the lists whole."""
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    (contract,) = (
+        c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "cli-parser-light"
+    )
+    cli_dir = PACKAGE / "cli"
+    parsers = {f"iomatrix.cli.{p.stem}" for p in cli_dir.glob("*_parsers.py")}
+    commands = {f"iomatrix.cli.{p.stem}" for p in cli_dir.glob("*_commands.py")}
+    assert len(parsers) >= 8
+    assert parsers <= set(contract["source_modules"])
+    assert commands <= set(contract["forbidden_modules"])
