@@ -400,7 +400,6 @@ NOT_YET_SPLIT = {
     "proc.py run": "the one subprocess seam: timeouts, reaping and output in one place",
     "report/site/build.py build_archive_site": "the archive site's pages in order",
     "report/site/svg.py line_chart": "one chart's axes, series and marks",
-    "store/archive.py": "the SQLite index, its update and queries; to split by job",
 }
 
 

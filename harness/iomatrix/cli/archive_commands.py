@@ -17,7 +17,7 @@ from iomatrix.report import comparison as comparison_report
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
 from iomatrix.report.text import format_table, output_width, wrap
 from iomatrix.report.timeline import format_timeline
-from iomatrix.store import archive, export, merge, rundir
+from iomatrix.store import archive, export, index_rows, merge, rundir
 from iomatrix.store.records_io import load_run
 from iomatrix.workflows import archiving
 
@@ -126,7 +126,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
         runs = len(archive.indexed_runs(results))
         print(f"indexed {runs} run(s) into {archive.index_path(results)}")
         return ExitCode.OK
-    problems = archive.check_archive(results)
+    problems = index_rows.check_archive(results)
     folders = len(archive.run_folders(results))
     if args.json:
         listed = [{"path": str(p.path), "reason": p.reason} for p in problems]

@@ -25,6 +25,9 @@ import pytest
 
 from iomatrix.cli import main as cli
 from iomatrix.cli.handlers import Handler
+from iomatrix.store import archive
+from iomatrix.store.records_io import load_run, write_record
+from support.archives import write_nightly_archive
 from support.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "harness" / "iomatrix"
@@ -153,3 +156,69 @@ def test_the_contract_names_every_parser_and_command_module() -> None:
     assert len(parsers) >= 8
     assert parsers <= set(contract["source_modules"])
     assert commands <= set(contract["forbidden_modules"])
+
+
+# --- history's own path ---------------------------------------------------------------------
+
+
+def test_history_on_an_up_to_date_index_imports_no_record_model(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    nightly = write_nightly_archive(results, nights=6, step_at=3)
+    assert archive.update_index(results) == []
+    cell = nightly.cells[0].id
+    argv = ["history", "--results", str(results), "--cell", cell, "--metric", "write_iops"]
+    code, loaded, printed = probe(*argv)
+    assert code == 0
+    assert loaded == ["iomatrix.cli.history_commands"]
+    assert len(printed.splitlines()) == 2 + 6  # header, rule, a row per run
+    # The same table as the command prints in this interpreter.
+    assert printed == history_as_usual(argv)
+
+
+def test_a_record_import_planted_on_historys_path_is_caught(planted: Path, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    nightly = write_nightly_archive(results, nights=6, step_at=3)
+    assert archive.update_index(results) == []
+    plant(planted / "store" / "index_update.py", "from iomatrix.store import records_io")
+    argv = ["history", "--results", str(results), "--cell", nightly.cells[0].id]
+    code, loaded, _ = probe(*argv, "--metric", "write_iops", package=planted)
+    assert code == 0
+    assert "pydantic" in loaded
+    assert "iomatrix.store.records_io" in loaded
+
+
+def test_history_imports_the_records_when_a_run_must_be_indexed_again(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    nightly = write_nightly_archive(results, nights=6, step_at=3)
+    assert archive.update_index(results) == []
+    cell = nightly.cells[0].id
+    argv = ["history", "--results", str(results), "--cell", cell, "--metric", "write_iops"]
+    # The newest run's run.json rewritten in place (as cp over it would: the same inode, its
+    # folder untouched), now without the cell: only its own stamp tells, and history must read
+    # it again.
+    run_json = results / nightly.run_ids[-1] / "run.json"
+    record = load_run(run_json)
+    others = tuple(e for e in record.cells if e.cell.id != cell)
+    write_record(tmp_path / "run.json", record.model_copy(update={"cells": others}))
+    run_json.write_bytes((tmp_path / "run.json").read_bytes())
+    code, loaded, printed = probe(*argv)
+    assert code == 0
+    assert "pydantic" in loaded
+    assert "iomatrix.model.result" in loaded
+    assert nightly.run_ids[-1] not in printed  # the run no longer has the cell
+    assert len(printed.splitlines()) == 2 + 5
+    # And the next history, the index up to date again, is light again.
+    code, loaded, again = probe(*argv)
+    assert (code, loaded, again) == (0, ["iomatrix.cli.history_commands"], printed)
+
+
+def history_as_usual(argv: list[str]) -> str:
+    """`iomatrix history` as the user runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "iomatrix", *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return done.stdout.rstrip("\n")
