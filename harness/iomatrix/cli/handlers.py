@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from iomatrix.plain import PlainRecord
 
 # Where the command modules are.
 PACKAGE = "iomatrix.cli"
 
 
-@dataclass(frozen=True)
-class Handler:
+class Handler(PlainRecord):
     """`set_defaults(func=Handler("history_commands", "cmd_history"))`: called with the parsed
     arguments as the function would be, it imports the module then and calls the function."""
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from iomatrix.plain import PlainRecord
 from iomatrix.store.index_file import (
     SCHEMA_VERSION,
     FileStamp,
@@ -79,8 +79,7 @@ class HistoryPoint(NamedTuple):
     status: str
 
 
-@dataclass(frozen=True)
-class RunSummary:
+class RunSummary(PlainRecord):
     """A run as the archive's index lists it: for an index of runs (the nightly dashboard)."""
 
     run_id: str
@@ -92,8 +91,7 @@ class RunSummary:
     cells: dict[str, int]
 
 
-@dataclass(frozen=True)
-class Series:
+class Series(PlainRecord):
     """One cell x metric whose history the index holds."""
 
     cell_id: str

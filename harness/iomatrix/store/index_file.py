@@ -38,11 +38,11 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from iomatrix.errors import IomatrixError
+from iomatrix.plain import PlainRecord
 from iomatrix.store.files import locked
 
 INDEX_NAME = "index.sqlite"
@@ -124,8 +124,7 @@ CREATE TABLE folders (
 FORGET_LISTING = "DELETE FROM folders"
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(PlainRecord):
     """A file of the archive that does not load, and why."""
 
     path: Path
