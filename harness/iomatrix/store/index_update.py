@@ -51,7 +51,6 @@ from iomatrix.store.index_file import (
     create_index,
     index_path,
     readers_lock,
-    run_folder_names,
     run_folders,
     schema_version,
     transaction,
@@ -101,30 +100,13 @@ def _delete_run(conn: sqlite3.Connection, run_id: str) -> None:
 
 def _update_locked(conn: sqlite3.Connection, results_dir: Path) -> list[Problem]:
     # With nothing to do, an update of 10,000 runs is the listing, a stat per run and one
-    # comparison of texts, and every history query pays for it.
+    # comparison of texts, and every history query pays for it: the stats are most of it.
     problems: list[Problem] = []
-    seen: list[tuple[str, int, int, int]] = []
-    folder = os.open(results_dir, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for name in run_folder_names(results_dir):
-            # _stamp inlined, each path relative to the folder's descriptor and not built by
-            # os.path.join (a sixth of the update each).
-            try:
-                st = os.stat(f"{name}/run.json", dir_fd=folder)
-            except FileNotFoundError:
-                continue  # a run still starting, or not a run folder
-            except OSError as exc:
-                problems.append(
-                    Problem(results_dir / name / "run.json", f"cannot stat: {exc.strerror}")
-                )
-                continue
-            seen.append((name, st.st_mtime_ns, st.st_size, st.st_ino))
-    finally:
-        os.close(folder)
-    listing = _listing(seen)
+    listing = _listing_now(results_dir, problems)
     recorded = conn.execute("SELECT listing FROM folders").fetchone()
     if not problems and recorded is not None and recorded[0] == listing:
         return problems
+    seen = _parse_listing(listing)
     known = _known_stamps(conn)
     for name, *stamp in seen:
         # (the stat came before the read: see the module docstring)
@@ -138,6 +120,50 @@ def _update_locked(conn: sqlite3.Connection, results_dir: Path) -> list[Problem]
         with transaction(conn):
             _record_listing(conn, listing)
     return problems
+
+
+def _listing_now(results_dir: Path, problems: list[Problem]) -> str:
+    """_listing() of the run folders as they are: those of run_folder_names() with a run.json,
+    each stat'ed now.
+
+    In one pass over os.listdir's names (no DirEntry made per name, no tuple per run), each
+    path relative to the folder's descriptor and not built by os.path.join: 32 against 40 ms
+    of CPU for 10,000 runs, of which the stats are 27. A name that is not a folder (the
+    index's own files) fails its stat with ENOTDIR, where run_folder_names() asked is_dir()."""
+    entries: list[str] = []
+    append, stat = entries.append, os.stat
+    folder = os.open(results_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        names = os.listdir(folder)  # noqa: PTH208 - names of a descriptor, in the hot path
+        names.sort()
+        for name in names:
+            if name.startswith("."):
+                continue  # hidden: a merge in progress, a rebuild's temporary file
+            try:
+                st = stat(f"{name}/run.json", dir_fd=folder)
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # a run still starting, or not a run folder
+            except OSError as exc:
+                if (results_dir / name).is_dir():
+                    problems.append(
+                        Problem(results_dir / name / "run.json", f"cannot stat: {exc.strerror}")
+                    )
+                continue  # not a folder (is_dir() is False for what it cannot stat either)
+            append(f"{name}\0{st.st_mtime_ns}\0{st.st_size}\0{st.st_ino}")
+    finally:
+        os.close(folder)
+    return "\0".join(entries)
+
+
+def _parse_listing(listing: str) -> list[tuple[str, int, int, int]]:
+    """_listing()'s text back into (name, mtime_ns, size, ino) per run folder."""
+    if not listing:
+        return []
+    fields = listing.split("\0")
+    return [
+        (name, int(mtime_ns), int(size), int(ino))
+        for name, mtime_ns, size, ino in zip(*[iter(fields)] * 4, strict=True)
+    ]
 
 
 def _reindex(

@@ -375,6 +375,19 @@ def test_an_update_with_nothing_to_do_reads_no_run_and_not_the_runs_table(
     assert archive.update_index(results) == []
 
 
+def test_names_that_are_not_run_folders_are_passed_over(results: Path) -> None:
+    """The update lists names, not folders, and knows a file by its stat's ENOTDIR: what is no
+    folder (a file, a symbolic link to nothing or to a file) is passed over as before, not
+    reported as a run.json it cannot stat."""
+    write_run(results, real_run("r1", at(1)))
+    (results / "notes.txt").write_text("not a run\n")
+    (results / "dangling").symlink_to(results / "nothing")
+    (results / "elsewhere").symlink_to(results / "r1" / "run.json")
+    assert archive.update_index(results) == []
+    assert archive.update_index(results) == []
+    assert archive.indexed_runs(results) == ["r1"]
+
+
 def test_a_run_folder_added_after_a_no_op_update_is_indexed(results: Path) -> None:
     write_run(results, real_run("r1", at(1)))
     primed(results)
