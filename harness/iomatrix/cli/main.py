@@ -16,8 +16,8 @@ import io
 import logging
 import os
 import sys
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO, cast
 
 from iomatrix import __version__
 from iomatrix.cli import (
@@ -44,7 +44,11 @@ def cmd_completion(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; given `command`, the one about to run, the same parser with
+    only that command's sub-parser declared in full: the others' declarations are passed over
+    (OneCommand), which was most of the parser's cost (27 parsers, ~200 options). An
+    unknown `command` gets the whole parser, whose error lists every command."""
     parser = argparse.ArgumentParser(
         prog="iomatrix",
         description=(
@@ -55,7 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"iomatrix {__version__}")
     options.verbosity(parser)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    every = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    only = None if command is None else OneCommand(every, command)
+    # Typed as what it stands in for: the declarations call add_parser and nothing else on it.
+    sub = (
+        every if only is None else cast("argparse._SubParsersAction[argparse.ArgumentParser]", only)
+    )
 
     # In the order of the work: a matrix, its runs, their results, the kernels they boot.
     matrix_parsers.add_parsers(sub)
@@ -80,7 +89,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("shell", choices=list(SHELLS), help="the shell: bash, zsh or fish")
     p.set_defaults(func=cmd_completion)
+    if only is not None and not only.declared:
+        return build_parser()
     return parser
+
+
+class OneCommand:
+    """Stands in for the sub-parsers action while the parser is built for one command: that
+    command's add_parser reaches the real action, every other one gets PASSED_OVER, whose
+    methods do nothing. tests/unit/cli/test_lazy_cli.py holds each command's parser built
+    alone to the same help and the same parse as in the whole parser."""
+
+    def __init__(self, action: argparse._SubParsersAction[argparse.ArgumentParser], name: str):
+        self._action = action
+        self._name = name
+        self.declared = False
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if name != self._name:
+            return cast("argparse.ArgumentParser", PASSED_OVER)
+        self.declared = True
+        return self._action.add_parser(name, **kwargs)
+
+
+class _PassedOver:
+    """A parser, group or sub-parsers action of a command not being built: whatever is
+    declared on it is dropped, and what it returns is itself."""
+
+    def __getattr__(self, _name: str) -> Callable[..., _PassedOver]:
+        return self._ignore
+
+    def _ignore(self, *_args: object, **_kwargs: object) -> _PassedOver:
+        return self
+
+
+PASSED_OVER = _PassedOver()
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
@@ -102,8 +145,21 @@ def _configure_logging(args: argparse.Namespace) -> None:
     log.propagate = False
 
 
+# What may come before the command: the top level's own options, none of which takes a value.
+_TOP_LEVEL_FLAGS = frozenset({"-v", "--verbose", "-q", "--quiet"})
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command argv names, for build_parser; None when the top level must see it all
+    (--help, --version, nothing, or an option before the command that it does not know)."""
+    for arg in argv:
+        if arg not in _TOP_LEVEL_FLAGS:
+            return None if arg.startswith("-") else arg
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(command_of(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
         if args.command == "kernels" and args.action == "fetch" and not args.specs:

@@ -222,3 +222,56 @@ def history_as_usual(argv: list[str]) -> str:
         timeout=120,
     )
     return done.stdout.rstrip("\n")
+
+
+# --- a parser built for the command that runs ---------------------------------------------------
+
+
+def commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_each_command_built_alone_is_the_command_in_the_whole_parser() -> None:
+    whole = commands(cli.build_parser())
+    assert len(whole) > 20
+    for name, parser in whole.items():
+        alone = commands(cli.build_parser(name))
+        assert list(alone) == [name]
+        assert alone[name].format_help() == parser.format_help(), name
+        assert alone[name].prog == parser.prog
+        # Its sub-commands too (kernels list, fetch, build; canaries record, report).
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        for action in nested:
+            (again,) = (
+                a for a in alone[name]._actions if isinstance(a, argparse._SubParsersAction)
+            )
+            assert {n: p.format_help() for n, p in again.choices.items()} == {
+                n: p.format_help() for n, p in action.choices.items()
+            }
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["history", "--cell", "c", "--metric", "m", "--limit", "3", "--json"],
+        ["-v", "trend", "--metric", "*_iops", "--alpha", "0.05"],
+        ["kernels", "fetch", "debian:bookworm", "--offline"],
+        ["compare", "a", "b", "--equivalence", "3%", "--format", "markdown"],
+    ],
+)
+def test_a_command_parses_alike_alone_and_in_the_whole_parser(argv: list[str]) -> None:
+    assert cli.command_of(argv) == next(a for a in argv if not a.startswith("-"))
+    alone = cli.build_parser(cli.command_of(argv)).parse_args(argv)
+    assert vars(alone) == vars(cli.build_parser().parse_args(argv))
+
+
+def test_what_the_top_level_must_see_gets_the_whole_parser(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for argv in (["--help"], ["--version"], [], ["-v", "--help"], ["--bogus", "history"]):
+        assert cli.command_of(argv) is None
+    # An unknown command: the whole parser, whose refusal lists every command.
+    assert len(commands(cli.build_parser("histroy"))) > 20
+    assert cli.main(["histroy"]) == 2
+    assert "invalid choice: 'histroy' (choose from 'init', 'validate'" in capsys.readouterr().err
