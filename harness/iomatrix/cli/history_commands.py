@@ -66,6 +66,10 @@ def cmd_history(args: argparse.Namespace) -> int:
 HISTORY_HEADER = ("run", "date", "median", "CoV", "n", "status")
 
 
+def _cov(cov: float | None) -> str:
+    return "-" if cov is None else f"{cov:.1%}"
+
+
 def history_table(points: Sequence[archive.HistoryRow]) -> str:
     """format_table(HISTORY_HEADER, a row per point), the same text, built column by column.
 
@@ -79,7 +83,8 @@ def history_table(points: Sequence[archive.HistoryRow]) -> str:
         run_ids,
         dates,
         list(map("{:.6g}".format, medians)),
-        ["-" if cov is None else f"{100 * cov:.1f}%" for cov in covs],
+        # format_table's f"{100 * cov:.1f}%": the "%" format multiplies by 100 the same way.
+        list(map("{:.1%}".format, covs)) if None not in covs else [_cov(cov) for cov in covs],
         list(map(str, ns)),
         statuses,
     ]

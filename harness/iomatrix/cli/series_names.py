@@ -3,7 +3,6 @@ against the archive's index before any is answered."""
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,8 +33,8 @@ def check_names(
     for cell in cells:
         if cell not in cell_ids:
             labels = {s.cell_id: s.label for s in archive.series_of(results, matrix=matrix)}
-            close = difflib.get_close_matches(cell, list(labels), n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]} ({labels[close[0]]})?" if close else ""
+            close = _closest(cell, list(labels))
+            hint = f"; did you mean {close} ({labels[close]})?" if close else ""
             shown = ", ".join(f"{c} {label}" for c, label in list(labels.items())[:_SHOWN])
             more = len(labels) - _SHOWN
             raise IomatrixError(
@@ -45,11 +44,21 @@ def check_names(
     metrics = sorted({m for c, m in keys if not cells or c in cells})
     for pattern in metric_patterns:
         if not any(fnmatch.fnmatchcase(m, pattern) for m in metrics):
-            close = difflib.get_close_matches(pattern, metrics, n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
+            close = _closest(pattern, metrics)
+            hint = f"; did you mean {close}?" if close else ""
             shown = ", ".join(metrics[: 3 * _SHOWN])
             more = len(metrics) - 3 * _SHOWN
             raise IomatrixError(
                 f"--metric {pattern}: no metric of {'these cells' if cells else 'the archive'} "
                 f"matches it{hint} (the metrics: {shown}{f', and {more} more' if more > 0 else ''})"
             )
+
+
+def _closest(word: str, choices: list[str]) -> str | None:
+    """The choice closest to a mistyped word (difflib's, at its cutoff of 0.6), if any."""
+    # Imported here, to word a refusal only: `iomatrix history` pays for every import on its
+    # path (issue 29).
+    import difflib  # noqa: PLC0415
+
+    close = difflib.get_close_matches(word, choices, n=1)
+    return close[0] if close else None

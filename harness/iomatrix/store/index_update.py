@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -208,7 +207,11 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def _rebuild_locked(results_dir: Path) -> list[Problem]:
-    from iomatrix.store import index_rows  # noqa: PLC0415 - every run is read: see _reindex
+    # Here, not at the top, as in _reindex: every run is read; and tempfile (with random and
+    # hashlib) is only a rebuild's.
+    import tempfile  # noqa: PLC0415
+
+    from iomatrix.store import index_rows  # noqa: PLC0415
 
     target = index_path(results_dir)
     for leftover in results_dir.glob(f".{INDEX_NAME}.*.tmp*"):

@@ -848,6 +848,13 @@ def test_cli_history_table(results: Path, capsys: pytest.CaptureFixture[str]) ->
             HistoryPoint("r4", at(4), 123456789.0, 1.0, 12, "ok"),
             HistoryPoint("r5", at(5), -0.5, 0.00049, 3, "skipped"),
         ],
+        # Every CoV known: the command formats them all at once.
+        [
+            HistoryPoint("r1", at(1), 1590.939374, 0.0123, 3, "ok"),
+            HistoryPoint("r2", at(2), 2.5, 0.00049, 3, "ok"),
+            HistoryPoint("r3", at(3), 1e9, 1.0, 3, "ok"),
+            HistoryPoint("r4", at(4), 7.0, 0.00051, 3, "ok"),
+        ],
     ],
 )
 def test_cli_history_table_is_format_tables_text(points: list[HistoryPoint]) -> None:
