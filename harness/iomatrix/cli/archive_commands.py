@@ -1,5 +1,5 @@
 """Commands over archived runs, one at a time or joined: show, compare, repetitions, merge,
-archive (the series of runs over time: history_commands.py)."""
+archive (the series of runs over time: history_commands.py and trend_commands.py)."""
 
 from __future__ import annotations
 
