@@ -122,6 +122,9 @@ class _PassedOver:
     def _ignore(self, *_args: object, **_kwargs: object) -> _PassedOver:
         return self
 
+    def __setattr__(self, _name: str, _value: object) -> None:
+        pass  # an attribute set on it (an action's completer, say) is dropped as well
+
 
 PASSED_OVER = _PassedOver()
 
