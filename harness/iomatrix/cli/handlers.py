@@ -6,7 +6,7 @@ completion, every command before it runs). When it imported every command's code
 ~290 ms of imports (pydantic's models, the matrix loader, the statistics, the report, the host's
 kernels) before anything happened: most of `iomatrix history` as a new process (issue 29). The
 parsers and what they import stay light (an import-linter contract, cli-parser-light, and
-tests/unit/cli/test_lazy_cli.py hold it); a command's own imports are its own cost.
+tests/project/test_cli_imports.py hold it); a command's own imports are its own cost.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 index. Its path stays light (issue 29: 10,000 runs in 100 ms as a new process): the index
 brought up to date without loading a run that has not changed, the query, the table; none of
 pydantic's records is imported unless a run.json must be indexed again
-(tests/unit/cli/test_lazy_cli.py). The series as a whole: trend_commands.py."""
+(tests/project/test_cli_imports.py). The series as a whole: trend_commands.py."""
 
 from __future__ import annotations
 
