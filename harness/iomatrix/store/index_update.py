@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -130,7 +131,7 @@ def _listing_now(results_dir: Path, problems: list[Problem]) -> str:
     of CPU for 10,000 runs, of which the stats are 27. A name that is not a folder (the
     index's own files) fails its stat with ENOTDIR, where run_folder_names() asked is_dir()."""
     entries: list[str] = []
-    append, stat = entries.append, os.stat
+    append, stat_at = entries.append, os.stat
     folder = os.open(results_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
         names = os.listdir(folder)  # noqa: PTH208 - names of a descriptor, in the hot path
@@ -139,19 +140,29 @@ def _listing_now(results_dir: Path, problems: list[Problem]) -> str:
             if name.startswith("."):
                 continue  # hidden: a merge in progress, a rebuild's temporary file
             try:
-                st = stat(f"{name}/run.json", dir_fd=folder)
+                st = stat_at(f"{name}/run.json", dir_fd=folder)
             except (FileNotFoundError, NotADirectoryError):
                 continue  # a run still starting, or not a run folder
             except OSError as exc:
-                if (results_dir / name).is_dir():
+                if _is_dir(results_dir / name):
                     problems.append(
                         Problem(results_dir / name / "run.json", f"cannot stat: {exc.strerror}")
                     )
-                continue  # not a folder (is_dir() is False for what it cannot stat either)
+                continue
             append(f"{name}\0{st.st_mtime_ns}\0{st.st_size}\0{st.st_ino}")
     finally:
         os.close(folder)
     return "\0".join(entries)
+
+
+def _is_dir(path: Path) -> bool:
+    """What run_folder_names() asks of a name (DirEntry.is_dir(): links followed, a name gone
+    is no folder, any other error raised and naming the path), asked only when its run.json
+    could not be stat'ed."""
+    try:
+        return stat.S_ISDIR(path.stat().st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def _parse_listing(listing: str) -> list[tuple[str, int, int, int]]:

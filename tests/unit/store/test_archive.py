@@ -388,6 +388,19 @@ def test_names_that_are_not_run_folders_are_passed_over(results: Path) -> None:
     assert archive.indexed_runs(results) == ["r1"]
 
 
+def test_a_link_to_itself_in_the_archive_is_an_error_naming_it(results: Path) -> None:
+    """As when the folders were listed with is_dir(): a name that cannot be told a folder or
+    not stops the update with an error naming it, in a rebuild and in an update alike."""
+    write_run(results, real_run("r1", at(1)))
+    assert archive.update_index(results) == []
+    (results / "loop").symlink_to(results / "loop")
+    with pytest.raises(IomatrixError, match=f"^{results / 'loop'}: Too many levels"):
+        archive.update_index(results)
+    archive.index_path(results).unlink()  # a rebuild lists the folders its own way
+    with pytest.raises(IomatrixError, match=f"^{results / 'loop'}: Too many levels"):
+        archive.update_index(results)
+
+
 def test_a_run_folder_added_after_a_no_op_update_is_indexed(results: Path) -> None:
     write_run(results, real_run("r1", at(1)))
     primed(results)
