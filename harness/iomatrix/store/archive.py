@@ -1,11 +1,9 @@
 """The archive: run folders are the source of truth, <results>/index.sqlite answers history fast.
 
-
 Every run folder (results/<run-id>/run.json) stays the record; the index is derived from them and
 can be thrown away at any time (`iomatrix archive reindex` rebuilds it from scratch). It holds, per
 run, the few facts history queries need: the run (when, which matrix, status, shard, environment),
 its cells (id, label, axes, status) and the median, CoV and count of every metric of every cell.
-
 
 By job: store/index_file.py is the index as a file (its schema, locks and connections);
 store/index_update.py keeps it true to the run folders (update_index, rebuild_index);
