@@ -3,7 +3,7 @@
 `make bench` runs this. In a temporary folder it creates:
 - 10,000 synthetic runs of one 6-cell matrix (3 repetitions, 15 metrics per cell: 10 fio metrics
   and 5 CPU shares), built in memory as RunRecords and written straight into an index with
-  archive.index_run, the function update_index and rebuild_index use;
+  index_rows.index_run, the function update_index and rebuild_index use;
 - 500 real run folders on disk: copies of the format-1 run checked in under tests/data/runs (a VM
   run: 6 cells, fio's whole JSON, about 47 KB), each with its own id, date and values.
 
@@ -42,7 +42,7 @@ from synthetic import (
     timed,
 )
 
-from iomatrix.store import archive
+from iomatrix.store import archive, index_rows
 from iomatrix.store.records_io import load_run, write_record
 
 SYNTHETIC_RUNS = 10_000
@@ -132,7 +132,7 @@ def bench_synthetic(root: Path, timings: Timings) -> None:
     target = archive.index_path(synthetic)
     with contextlib.closing(archive.create_index(target)) as conn, archive.transaction(conn):
         for record in records:
-            archive.index_run(conn, record.run_id, record, stamp)
+            index_rows.index_run(conn, record.run_id, record, stamp)
     indexed_s = time.perf_counter() - start
     metrics = len(metric_names(reads=6))
     print(

@@ -17,12 +17,14 @@ end) and indexes them as `iomatrix run` would. Then, side by side:
 - the history page's load in Debian's headless chromium (navigation start to the load event, the
   browser's own clock), the median of five loads, against issue 13's 2 s.
 
-  python benchmarks/bench_report.py [--runs N] [--builds N] [--no-browser]
+  python benchmarks/bench_report.py [--runs N] [--builds N] [--no-browser] [--archive DIR]
+                                     [--history-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import statistics
 import sys
@@ -32,8 +34,8 @@ from pathlib import Path
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
-from targets import against_target
 from synthetic import (
+    cpu_times_of,
     headline_count,
     machine,
     megabytes,
@@ -41,14 +43,14 @@ from synthetic import (
     quiet,
     synthetic_cells,
     timed,
-    times_of,
     write_archive,
 )
+from targets import against_target
 
 from iomatrix import proc
-from iomatrix.cli.history_commands import _check_names
-from iomatrix.cli.main import build_parser
+from iomatrix.cli.main import build_parser, command_of
 from iomatrix.cli.main import main as cli_main
+from iomatrix.cli.series_names import check_names
 from iomatrix.report.site import build
 from iomatrix.store import archive
 
@@ -59,6 +61,7 @@ METRIC = "write_iops"
 HISTORY_TARGET_S = 0.1
 BUILD_TARGET_S = 30.0
 LOAD_TARGET_S = 2.0
+PREFIX = "iomatrix-bench-report-"
 
 
 def history_argv(results: Path, cell: str) -> list[str]:
@@ -70,37 +73,49 @@ def bench_history(results: Path, cell: str, runs: int) -> None:
         with quiet():
             return cli_main(history_argv(results, cell))
 
-    times, code = times_of(command, 20)
-    assert code == 0
-    took = statistics.median(times)
+    assert command() == 0
+    times, cpus = cpu_times_of(command, 20)
     noop_s, _ = timed(lambda: archive.update_index(results), 20)
-    check_s, _ = timed(lambda: _check_names(results, [cell], [METRIC]), 20)
+    check_s, _ = timed(lambda: check_names(results, [cell], [METRIC]), 20)
     query_s, points = timed(lambda: archive.history(results, cell, METRIC, refresh=False), 20)
-    parser_s, _ = timed(build_parser, 20)
+    parser_s, _ = timed(lambda: build_parser(command_of(history_argv(results, cell))), 20)
+    whole_s, _ = timed(build_parser, 20)
     assert isinstance(points, list)
     assert len(points) == runs
     process = [sys.executable, "-m", "iomatrix", *history_argv(results, cell)]
     started = [sys.executable, "-m", "iomatrix", "--help"]
-    process_s, _ = timed(lambda: proc.run(process, timeout_s=60), 5)
-    startup_s, _ = timed(lambda: proc.run(started, timeout_s=60), 5)
+    process_times, process_cpus = cpu_times_of(lambda: proc.run(process, timeout_s=60), 10)
+    startup_times, startup_cpus = cpu_times_of(lambda: proc.run(started, timeout_s=60), 10)
     print(f"\niomatrix history of one cell over {runs:,} runs ({len(points):,} points):")
-    # The fastest call too: on a machine shared with VMs the median moves by tens of ms.
+    # The fastest call and the CPU time too: on a machine shared with VMs the median wall time
+    # moves by tens of ms, waiting for a core.
     against_target(
         "history, the command in-process (update+check+query+table)",
-        took,
+        statistics.median(times),
         HISTORY_TARGET_S,
-        f"median of {len(times)}; fastest {fmt_ms(times[0])}, slowest {fmt_ms(times[-1])}",
+        f"median of {len(times)}; {spread(times, cpus)}",
     )
     print(
         f"    of which: index update, nothing to do {1000 * noop_s:.1f} ms; cell and metric "
-        f"checked {1000 * check_s:.1f} ms; query {1000 * query_s:.1f} ms; the command line "
-        f"parser built {1000 * parser_s:.1f} ms; the rest: the table formatted and written"
+        f"checked {1000 * check_s:.1f} ms; query {1000 * query_s:.1f} ms; history's command "
+        f"line parser built {1000 * parser_s:.1f} ms (every command's: {1000 * whole_s:.1f} ms); "
+        "the rest: the table formatted and written"
     )
     against_target(
         "history as a new process (python -m iomatrix history)",
-        process_s,
+        statistics.median(process_times),
         HISTORY_TARGET_S,
-        f"of which start-up: `iomatrix --help` takes {fmt_ms(startup_s)}",
+        f"median of {len(process_times)}; {spread(process_times, process_cpus)}; start-up: "
+        f"`iomatrix --help` median {fmt_ms(statistics.median(startup_times))}, "
+        f"{spread(startup_times, startup_cpus)}",
+    )
+
+
+def spread(walls: list[float], cpus: list[float]) -> str:
+    """The fastest and slowest wall time and the CPU time (median, least) of timed calls."""
+    return (
+        f"fastest {fmt_ms(walls[0])}, slowest {fmt_ms(walls[-1])}; CPU median "
+        f"{fmt_ms(statistics.median(cpus))}, least {fmt_ms(cpus[0])}"
     )
 
 
@@ -144,20 +159,41 @@ def load_times(page: Path) -> list[float]:
         driver.quit()
 
 
-def main() -> int:
+def main() -> int | str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=RUNS, help="runs in the archive")
     parser.add_argument("--builds", type=int, default=3, help="report builds timed (median)")
     parser.add_argument("--no-browser", action="store_true", help="skip the chromium load")
+    parser.add_argument(
+        "--archive",
+        type=Path,
+        metavar="DIR",
+        help=(
+            "keep the synthetic archive in DIR (written there when DIR does not exist, used as "
+            "it is when it does: writing 10,000 runs takes minutes) instead of a temporary folder"
+        ),
+    )
+    parser.add_argument(
+        "--history-only", action="store_true", help="only the history figures, not the report"
+    )
     args = parser.parse_args()
     print(f"machine: {machine()}", flush=True)
     cells = synthetic_cells(CELLS)
     step_at = args.runs - 100
     drawn = CELLS * headline_count(READS)
-    with tempfile.TemporaryDirectory(prefix="iomatrix-bench-report-") as tmp:
-        results = Path(tmp) / "results"
-        write_archive(results, args.runs, cells, seed=7, reads=READS, steps={0: step_at})
+    with contextlib.ExitStack() as stack:
+        if args.archive is None:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=PREFIX)))
+        else:
+            folder = args.archive
+        results = folder / "results"
+        if not results.exists():
+            write_archive(results, args.runs, cells, seed=7, reads=READS, steps={0: step_at})
+        elif len(archive.run_folders(results)) != args.runs:
+            return f"{results}: not an archive of {args.runs:,} runs (--runs)"
         bench_history(results, cells[0].id, args.runs)
+        if args.history_only:
+            return 0
         build_s, site = build_times(results, args.builds)
         history = site.index.parent / "history.html"
         changes = (site.index.parent / "changes.html").read_text()

@@ -23,7 +23,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from targets import against_target
 from synthetic import (
     WRITE_METRICS,
     machine,
@@ -33,6 +32,7 @@ from synthetic import (
     timed,
     write_archive,
 )
+from targets import against_target
 
 from iomatrix import proc
 from iomatrix.analysis import trend

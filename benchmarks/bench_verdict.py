@@ -47,8 +47,7 @@ from bench_harness import hand_vng_argv  # noqa: E402
 from targets import against_target  # noqa: E402
 
 from iomatrix.host import kernels  # noqa: E402
-from iomatrix.host.kernels import Kernel  # noqa: E402
-from iomatrix.host.kernels import sources  # noqa: E402
+from iomatrix.host.kernels import Kernel, sources  # noqa: E402
 from iomatrix.host.vm import vng  # noqa: E402
 from iomatrix.matrix import builtin  # noqa: E402
 from iomatrix.matrix.loader import load_matrix  # noqa: E402
@@ -287,7 +286,7 @@ def main() -> int:
     return 0
 
 
-def report(
+def report(  # noqa: PLR0917 - every figure of the session, printed once
     wall: float,
     code: int,
     output: str,

@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from iomatrix.analysis import defaults, stats, validity
 from iomatrix.analysis import metrics as metric_rules
-from iomatrix.analysis import stats, validity
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Record, is_empty, is_none
 from iomatrix.model.result import Environment
@@ -24,7 +24,7 @@ Verdict = Literal[
 # How the reason of a "noisy" row that had too few repetitions to ever be significant starts.
 INSUFFICIENT = "insufficient repetitions"
 
-DEFAULT_ALPHA = 0.05
+DEFAULT_ALPHA = defaults.DEFAULT_ALPHA
 DEFAULT_NOISY_COV = stats.DEFAULT_NOISY_COV
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_EQUIVALENCE = stats.DEFAULT_EQUIVALENCE

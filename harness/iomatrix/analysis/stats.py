@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from iomatrix.analysis import defaults
+
 # Largest sample size per side for which the exact null distribution of U is used (when there are
 # no ties). Its table has n1 * n2 + 1 entries, computed once per (n1, n2) and cached; beyond this
 # the normal approximation is within about 0.001 of the exact p-value.
@@ -66,9 +68,8 @@ DEFAULT_RESAMPLES = 5000
 # resample median from its exact distribution (whose table costs O(n^3) to build).
 _MEDIAN_TABLE_MAX_N = 100
 
-# The margin of the equivalence test: a row is "unchanged" only when the (1 - 2 alpha) CI of
-# median(new) / median(base) lies wholly inside 1 +- this (--equivalence).
-DEFAULT_EQUIVALENCE = 0.05
+# The margin of the equivalence test (--equivalence): analysis/defaults.py says what it is.
+DEFAULT_EQUIVALENCE = defaults.DEFAULT_EQUIVALENCE
 
 # A side whose CoV is above this is too noisy to call anything unchanged (compare's "noisy",
 # sequential's equivalence).

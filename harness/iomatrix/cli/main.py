@@ -1,10 +1,12 @@
 """The `iomatrix` command: thin subcommands over the library, each returning an ExitCode.
 
-One module per group of commands, each adding its own parsers: matrix_commands (validate,
-expand, schema), run_commands (run, ab), archive_commands (compare, show, repetitions, merge,
-archive), history_commands (history, trend, triage), report_commands (report), canary_commands
-(canaries), kernel_commands (kernels, accel); shared options in options.py, exit codes in
-exit_codes.py (0 ok; 1 something not ok; 2 bad input; 130 interrupted; 143 terminated).
+Two modules per group of commands: *_parsers.py declares the group's parsers, *_commands.py
+holds what they run, imported only when one of them runs (cli/handlers.py says why):
+matrix (init, validate, expand, schema), run (run, ab), archive (compare, repetitions, show,
+merge, archive), history (history; trend and triage run from trend_commands), report (report),
+canary (canaries), kernel (kernels, accel, guest-root), bisect (bisect). Shared options in
+options.py, exit codes in exit_codes.py (0 ok; 1 something not ok; 2 bad input; 130
+interrupted; 143 terminated).
 """
 
 from __future__ import annotations
@@ -14,21 +16,21 @@ import io
 import logging
 import os
 import sys
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO, cast
 
 from iomatrix import __version__
 from iomatrix.cli import (
-    archive_commands,
-    bisect_commands,
-    canary_commands,
+    archive_parsers,
+    bisect_parsers,
+    canary_parsers,
     completion,
-    history_commands,
-    kernel_commands,
-    matrix_commands,
+    history_parsers,
+    kernel_parsers,
+    matrix_parsers,
     options,
-    report_commands,
-    run_commands,
+    report_parsers,
+    run_parsers,
 )
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
@@ -42,7 +44,11 @@ def cmd_completion(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; given `command`, the one about to run, the same parser with
+    only that command's sub-parser declared in full: the others' declarations are passed over
+    (OneCommand), which was most of the parser's cost (27 parsers, ~200 options). An
+    unknown `command` gets the whole parser, whose error lists every command."""
     parser = argparse.ArgumentParser(
         prog="iomatrix",
         description=(
@@ -53,17 +59,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"iomatrix {__version__}")
     options.verbosity(parser)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    every = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    only = None if command is None else OneCommand(every, command)
+    # Typed as what it stands in for: the declarations call add_parser and nothing else on it.
+    sub = (
+        every if only is None else cast("argparse._SubParsersAction[argparse.ArgumentParser]", only)
+    )
 
     # In the order of the work: a matrix, its runs, their results, the kernels they boot.
-    matrix_commands.add_parsers(sub)
-    run_commands.add_parsers(sub)
-    archive_commands.add_parsers(sub)
-    history_commands.add_parsers(sub)
-    report_commands.add_parsers(sub)
-    canary_commands.add_parsers(sub)
-    kernel_commands.add_parsers(sub)
-    bisect_commands.add_parsers(sub)
+    matrix_parsers.add_parsers(sub)
+    run_parsers.add_parsers(sub)
+    archive_parsers.add_parsers(sub)
+    history_parsers.add_parsers(sub)
+    report_parsers.add_parsers(sub)
+    canary_parsers.add_parsers(sub)
+    kernel_parsers.add_parsers(sub)
+    bisect_parsers.add_parsers(sub)
 
     p = sub.add_parser(
         "completion",
@@ -78,7 +89,44 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("shell", choices=list(SHELLS), help="the shell: bash, zsh or fish")
     p.set_defaults(func=cmd_completion)
+    if only is not None and not only.declared:
+        return build_parser()
     return parser
+
+
+class OneCommand:
+    """Stands in for the sub-parsers action while the parser is built for one command: that
+    command's add_parser reaches the real action, every other one gets PASSED_OVER, whose
+    methods do nothing. tests/unit/cli/test_lazy_cli.py holds each command's parser built
+    alone to the same help and the same parse as in the whole parser."""
+
+    def __init__(self, action: argparse._SubParsersAction[argparse.ArgumentParser], name: str):
+        self._action = action
+        self._name = name
+        self.declared = False
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if name != self._name:
+            return cast("argparse.ArgumentParser", PASSED_OVER)
+        self.declared = True
+        return self._action.add_parser(name, **kwargs)
+
+
+class _PassedOver:
+    """A parser, group or sub-parsers action of a command not being built: whatever is
+    declared on it is dropped, and what it returns is itself."""
+
+    def __getattr__(self, _name: str) -> Callable[..., _PassedOver]:
+        return self._ignore
+
+    def _ignore(self, *_args: object, **_kwargs: object) -> _PassedOver:
+        return self
+
+    def __setattr__(self, _name: str, _value: object) -> None:
+        pass  # an attribute set on it (an action's completer, say) is dropped as well
+
+
+PASSED_OVER = _PassedOver()
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
@@ -100,8 +148,21 @@ def _configure_logging(args: argparse.Namespace) -> None:
     log.propagate = False
 
 
+# What may come before the command: the top level's own options, none of which takes a value.
+_TOP_LEVEL_FLAGS = frozenset({"-v", "--verbose", "-q", "--quiet"})
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command argv names, for build_parser; None when the top level must see it all
+    (--help, --version, nothing, or an option before the command that it does not know)."""
+    for arg in argv:
+        if arg not in _TOP_LEVEL_FLAGS:
+            return None if arg.startswith("-") else arg
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(command_of(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
         if args.command == "kernels" and args.action == "fetch" and not args.specs:

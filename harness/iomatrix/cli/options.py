@@ -2,6 +2,12 @@
 common_args do): a command composes the ones it takes, so `--results` or `--min-effect` cannot
 mean different things, or lose their help, from one command to the next.
 
+Every command's parser is built on every invocation, so this module and what it imports stay
+light: the defaults and choices it shows come from the standard-library modules that hold them
+(analysis/defaults.py, report/choices.py, plan/shard_spec.py), and what the commands make of
+the options, which needs the matrix loader and the kernels, is in cli/inputs.py
+(cli/handlers.py says why).
+
 Values are checked by argparse types here (a bad `--jobs 0` is a usage error naming the option),
 so the commands never turn a ValueError into "bad input": one that escapes is a bug and shows as
 one.
@@ -10,17 +16,12 @@ one.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from iomatrix.analysis import compare
-from iomatrix.host import kernels
-from iomatrix.matrix.loader import quick_variant
-from iomatrix.model.kernel_spec import KernelSpec
-from iomatrix.plan.shards import GITHUB_MAX_MATRIX_JOBS, parse_shard
-from iomatrix.report import comparison as comparison_report
-from iomatrix.workflows import prepare
+from iomatrix.analysis import defaults
+from iomatrix.plan.shard_spec import GITHUB_MAX_MATRIX_JOBS, parse_shard
+from iomatrix.report import choices
 
 DEFAULT_RESULTS = Path("results")
 
@@ -192,7 +193,7 @@ def equivalence(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--equivalence",
         type=percentage,
-        default=compare.DEFAULT_EQUIVALENCE,
+        default=defaults.DEFAULT_EQUIVALENCE,
         metavar="PCT",
         help=(
             "the margin within which a result counts as unchanged, e.g. 5%% or 0.05: "
@@ -200,7 +201,7 @@ def equivalence(p: argparse.ArgumentParser) -> None:
             "0.05 wholly inside +-PCT; wider where results are looked at repeatedly, as with "
             "--until-decided and in bisect); a result with no change that does not pass it is "
             "'too noisy to tell' (default: "
-            + f"{compare.DEFAULT_EQUIVALENCE:.0%}".replace("%", "%%")
+            + f"{defaults.DEFAULT_EQUIVALENCE:.0%}".replace("%", "%%")
             + ")"
         ),
     )
@@ -223,9 +224,9 @@ def judging(p: argparse.ArgumentParser, *, target_required: bool = False) -> Non
     p.add_argument(
         "--alpha",
         type=fraction,
-        default=compare.DEFAULT_ALPHA,
+        default=defaults.DEFAULT_ALPHA,
         metavar="A",
-        help=f"significance level after Benjamini-Hochberg (default: {compare.DEFAULT_ALPHA:g})",
+        help=f"significance level after Benjamini-Hochberg (default: {defaults.DEFAULT_ALPHA:g})",
     )
     p.add_argument(
         "--metric",
@@ -241,7 +242,7 @@ def comparison(p: argparse.ArgumentParser) -> None:
     equivalence(p)
     p.add_argument(
         "--format",
-        choices=comparison_report.FORMATS,
+        choices=choices.FORMATS,
         default="table",
         help="how the report is printed (default: table)",
     )
@@ -324,16 +325,3 @@ def verbosity(p: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="only results, warnings and errors: no progress line, no informational messages",
     )
-
-
-def use_quick_variant(args: argparse.Namespace) -> None:
-    """--quick: the matrix file's own `quick` variant replaces it (before anything is loaded)."""
-    if args.quick:
-        quick = quick_variant(args.file)
-        print(f"{args.file}: quick variant {quick}", file=sys.stderr)
-        args.file = quick
-
-
-def fetcher(args: argparse.Namespace) -> Callable[[KernelSpec], kernels.Kernel]:
-    """kernels.fetch as this command's --offline (or IOMATRIX_OFFLINE) asks for it."""
-    return prepare.fetcher(args.offline)

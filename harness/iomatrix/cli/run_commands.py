@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from iomatrix.analysis import compare, sequential
-from iomatrix.cli import help_format, options, output
+from iomatrix.cli import inputs, output
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.host import preflight
 from iomatrix.host.vm import execute
@@ -46,7 +46,7 @@ def _concurrency(args: argparse.Namespace) -> preflight.Concurrency:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    options.use_quick_variant(args)
+    inputs.use_quick_variant(args)
     request = runs.RunRequest(
         file=args.file,
         results=Path(args.results),
@@ -62,7 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(planned.sharing, file=sys.stderr)
     _print_plan(args, planned.cells)
     if args.show_command:
-        for line in runs.show_commands(planned, request, options.fetcher(args)):
+        for line in runs.show_commands(planned, request, inputs.fetcher(args)):
             print(line)
         return ExitCode.OK
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
@@ -71,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             planned,
             request,
             resume=args.resume,
-            fetch=options.fetcher(args),
+            fetch=inputs.fetcher(args),
             progress=_progress(args),
             out=_messages(args),
         )
@@ -132,7 +132,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
             planned,
             request,
             judging,
-            fetch=options.fetcher(args),
+            fetch=inputs.fetcher(args),
             progress=_progress(args),
             out=_messages(args),
         )
@@ -220,116 +220,3 @@ def _messages(args: argparse.Namespace) -> TextIO:
     """Where a run's informational messages go: stderr, or nowhere with -q (its warnings about
     kernels and cores are printed before the run starts, and its result is the table)."""
     return io.StringIO() if _quiet(args) else sys.stderr
-
-
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """run and ab."""
-    p = sub.add_parser(
-        "run",
-        help="run a matrix in VMs and archive the results",
-        description=(
-            "Fetch the kernels, boot one VM per (kernel, device profile), run every cell, and "
-            "write "
-            "results/<run-id>/run.json. Exit 0 when every cell is ok, 1 otherwise."
-        ),
-        epilog=help_format.examples(
-            "iomatrix run matrix/quick.yaml  # what `make run` runs",
-            "iomatrix run matrix/seeds/004-xfs-logbufs.yaml --quick  # at TCG size",
-            "iomatrix run matrix/quick.yaml --show-command  # print, do not boot",
-            "iomatrix run matrix/quick.yaml --jobs 2 --split-boots 2  # two VMs",
-            "iomatrix run matrix/quick.yaml --resume RUN  # after Ctrl-C",
-        ),
-        formatter_class=help_format.ExamplesHelpFormatter,
-    )
-    p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
-    p.add_argument("--quick", action="store_true", help=options.QUICK_HELP)
-    p.add_argument("--shard", type=options.shard, metavar="I/N", help=options.SHARD_HELP)
-    options.results(p)
-    p.add_argument(
-        "--show-command",
-        action="store_true",
-        help="print each boot's vng/QEMU command instead of running it (and, first, the kernels "
-        "it would build from source, whether each is cached, and the time to build them)",
-    )
-    options.no_progress(p)
-    options.offline(p)
-    p.add_argument(
-        "--resume",
-        metavar="RUN",
-        help="continue an interrupted run (id or folder): only cells without a result run",
-    )
-    options.allow_host_device(p)
-    options.concurrency(p)
-    options.baseline(p)
-    options.judging(p)
-    options.verbosity(p)
-    p.set_defaults(func=cmd_run)
-
-    p = sub.add_parser(
-        "ab",
-        help="A/B in one session: both sides interleaved ABAB, then compared",
-        description=(
-            "Run two matrices (or one matrix split on an axis with two values, e.g. --split "
-            "kernel) in one session, their repetitions interleaved ABAB in the same VMs so that "
-            "drift on a noisy host hits both sides alike, and compare them as `iomatrix compare` "
-            "does. Writes <results>/<session>/base, new, comparison.json and comparison.md. "
-            "Exit 1 when a gated metric regressed significantly beyond the minimum effect."
-        ),
-        epilog=help_format.examples(
-            "iomatrix ab matrix/examples/first-experiment.yaml --split mount_options",
-            "iomatrix ab BASE.yaml NEW.yaml --repeat 6  # paired cell by cell",
-            "iomatrix ab matrix/seeds/001-randwrite-cpu.yaml --split kernel --repeat 5",
-            "iomatrix ab BASE.yaml NEW.yaml --until-decided --max-repeat 12",
-        ),
-        formatter_class=help_format.ExamplesHelpFormatter,
-    )
-    p.add_argument("base", type=Path, metavar="BASE_MATRIX", help="the baseline's matrix file")
-    p.add_argument(
-        "new",
-        type=Path,
-        nargs="?",
-        metavar="NEW_MATRIX",
-        help="the new side's matrix file (or give --split instead)",
-    )
-    p.add_argument("--split", metavar="AXIS", help="one matrix: the axis whose two values are A, B")
-    p.add_argument(
-        "--repeat",
-        type=options.positive_int,
-        metavar="N",
-        help="repetitions per side (at least 5 to gate; with --until-decided, the first look)",
-    )
-    p.add_argument(
-        "--until-decided",
-        action="store_true",
-        help=(
-            "after the repetitions, add one interleaved repetition per side to every pair whose "
-            "deciding metrics (--metric, or the gated headline ones) are still undecided, until "
-            "each is decided or reaches --max-repeat; a group-sequential design keeps the "
-            "false-positive rate at --alpha over all the looks (analysis/sequential.py)"
-        ),
-    )
-    p.add_argument(
-        "--sides",
-        choices=("auto", "shared", "apart"),
-        default="auto",
-        help=(
-            "shared: both sides' repetitions interleaved in one VM (the most precise); apart: "
-            "no VM holds both, so a hostile new side cannot touch the base side's records. "
-            "auto (default): apart when two matrices differ in what runs in the guest"
-        ),
-    )
-    p.add_argument(
-        "--max-repeat",
-        type=options.positive_int,
-        metavar="N",
-        help="with --until-decided: the most repetitions per side (default: twice --repeat)",
-    )
-    options.results(p)
-    options.comparison(p)
-    options.no_progress(p)
-    options.allow_host_device(p)
-    options.offline(p)
-    options.concurrency(p)
-    options.baseline(p)
-    options.verbosity(p)
-    p.set_defaults(func=cmd_ab)

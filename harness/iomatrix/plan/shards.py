@@ -18,33 +18,14 @@ The result depends only on the cells and the count, so every runner computes the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iomatrix.model.cell import Cell
+from iomatrix.plan import shard_spec
 from iomatrix.plan.boots import boot_groups
 
 BOOT_COST_S = 30.0  # one VM boot under TCG, measured (see DESIGN.md)
-
-# GitHub Actions runs at most 256 jobs from one strategy.matrix.
-GITHUB_MAX_MATRIX_JOBS = 256
-MAX_SHARDS = 1000
-
-_SHARD_RE = re.compile(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*")
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """'2/4' -> (2, 4): the second of four shards; the index is 1-based."""
-    m = _SHARD_RE.fullmatch(text)
-    if m is None:
-        raise ValueError(f"invalid shard {text!r}: expected INDEX/COUNT such as 2/4 (1-based)")
-    index, count = int(m[1]), int(m[2])
-    if not 1 <= count <= MAX_SHARDS:
-        raise ValueError(f"invalid shard {text!r}: the count must be between 1 and {MAX_SHARDS}")
-    if not 1 <= index <= count:
-        raise ValueError(f"invalid shard {text!r}: the index must be between 1 and {count}")
-    return index, count
 
 
 @dataclass
@@ -123,10 +104,9 @@ class PlannedShard:
 def github_shards(cells: Sequence[Cell], count: int) -> list[PlannedShard]:
     """The non-empty shards of `count`: empty ones (fewer boot groups than shards) are left out,
     since their runners would do nothing."""
-    if not 1 <= count <= GITHUB_MAX_MATRIX_JOBS:
-        raise ValueError(
-            f"invalid shard count {count}: a GitHub matrix runs 1 to {GITHUB_MAX_MATRIX_JOBS} jobs"
-        )
+    most = shard_spec.GITHUB_MAX_MATRIX_JOBS
+    if not 1 <= count <= most:
+        raise ValueError(f"invalid shard count {count}: a GitHub matrix runs 1 to {most} jobs")
     planned: list[PlannedShard] = []
     for index, shard in enumerate(plan_shards(cells, count), start=1):
         if shard:
@@ -139,5 +119,5 @@ def shard_of(cells: Sequence[Cell], shard: str | None) -> list[Cell]:
     """The cells of shard 'I/N' (every cell for None)."""
     if shard is None:
         return list(cells)
-    index, count = parse_shard(shard)
+    index, count = shard_spec.parse_shard(shard)
     return shard_cells(cells, index, count)

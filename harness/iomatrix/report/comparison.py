@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from iomatrix.analysis.compare import Comparison
+from iomatrix.report import choices
 from iomatrix.report.comparison_junit import render_junit
 from iomatrix.report.comparison_markdown import render_markdown, verdict_marker
 from iomatrix.report.comparison_table import render_table
@@ -59,4 +60,4 @@ def render(
     raise ValueError(f"unknown format {fmt!r}: use table, markdown, json or junit")
 
 
-FORMATS: tuple[str, ...] = ("table", "markdown", "json", "junit")
+FORMATS = choices.FORMATS

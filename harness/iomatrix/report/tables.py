@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from iomatrix.analysis import metrics
 from iomatrix.analysis.planning import RepetitionPlan
@@ -133,32 +132,6 @@ _RESULT_COLUMNS = [
 _NUMBER_COLUMNS = frozenset({"IOPS", "MiB/s", "p99 us", "usr%", "sys%"})
 # The columns of a table of cells without knobs.
 HEADER = [*(TITLES[a] for a in AXES), *_RESULT_COLUMNS]
-
-
-def format_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Iterable[int] | None = None
-) -> str:
-    """Columns padded to their widest value; `numeric` columns (by index; default: the run
-    table's number columns by name) are right-aligned."""
-    # Every value as text once; as many columns as the shortest row has (zip), each as wide as
-    # its widest value.
-    texts = [list(map(str, row)) for row in (header, *rows)]
-    widths = [max(map(len, col)) for col in zip(*texts, strict=False)]
-    if numeric is None:
-        numeric = {
-            i for i, h in enumerate(header) if h in {"IOPS", "MiB/s", "p99 us", "usr%", "sys%"}
-        }
-    numeric = set(numeric)
-    # One format string for every line (values past the last column are ignored by format):
-    # `iomatrix history` prints a row per run, 10,000 of them on a nightly's archive, and padding
-    # each value in its own call was half its time. A width of 0 is left out: "<0" would read as
-    # zero-padding.
-    template = "  ".join(
-        ("{:>%d}" if i in numeric else "{:<%d}") % w if w else "{}" for i, w in enumerate(widths)
-    )
-    lines = map(str.rstrip, itertools.starmap(template.format, texts))
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([next(lines), rule, *lines])
 
 
 def run_table(record: RunRecord, *, width: int | None = None) -> str:

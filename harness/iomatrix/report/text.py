@@ -3,12 +3,13 @@ matrix's labels) made harmless where iomatrix shows it: on a terminal, no contro
 reaches it (an escape sequence could move the cursor, rewrite earlier lines, set the window
 title or the clipboard, OSC 52); in Markdown (a pull request's comment), nothing becomes a link,
 an image, HTML or a mention. And text laid out for the width of a terminal: output_width,
-wrap, fit_table.
+wrap, fit_table, format_table.
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import re
 import sys
@@ -209,3 +210,29 @@ def _title_lines(title: str, width: int) -> list[str]:
             out[-1] += rest[:room]
             rest = rest[room:]
     return [x.rstrip() for x in out]
+
+
+def format_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Iterable[int] | None = None
+) -> str:
+    """Columns padded to their widest value; `numeric` columns (by index; default: the run
+    table's number columns by name) are right-aligned."""
+    # Every value as text once; as many columns as the shortest row has (zip), each as wide as
+    # its widest value.
+    texts = [list(map(str, row)) for row in (header, *rows)]
+    widths = [max(map(len, col)) for col in zip(*texts, strict=False)]
+    if numeric is None:
+        numeric = {
+            i for i, h in enumerate(header) if h in {"IOPS", "MiB/s", "p99 us", "usr%", "sys%"}
+        }
+    numeric = set(numeric)
+    # One format string for every line (values past the last column are ignored by format):
+    # `iomatrix history` prints a row per run, 10,000 of them on a nightly's archive, and padding
+    # each value in its own call was half its time. A width of 0 is left out: "<0" would read as
+    # zero-padding.
+    template = "  ".join(
+        ("{:>%d}" if i in numeric else "{:<%d}") % w if w else "{}" for i, w in enumerate(widths)
+    )
+    lines = map(str.rstrip, itertools.starmap(template.format, texts))
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([next(lines), rule, *lines])

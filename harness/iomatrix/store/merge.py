@@ -45,7 +45,7 @@ from iomatrix.model.result import (
     KernelInfo,
     RunRecord,
 )
-from iomatrix.plan.shards import parse_shard
+from iomatrix.plan.shard_spec import parse_shard
 from iomatrix.store import rundir
 from iomatrix.store.files import sha256_file
 from iomatrix.store.records_io import load_run, write_record

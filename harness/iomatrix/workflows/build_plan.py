@@ -13,7 +13,7 @@ from iomatrix.host.kernels.build_estimates import (
     plan_builds,
 )
 from iomatrix.model.cell import Cell
-from iomatrix.report.tables import format_table
+from iomatrix.report.text import format_table
 
 
 def kernel_build_plan(cells: Sequence[Cell]) -> list[str]:

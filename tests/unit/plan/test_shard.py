@@ -18,14 +18,8 @@ from iomatrix.model.cell import (
     axis_values,
     cell_id,
 )
-from iomatrix.plan.shards import (
-    BOOT_COST_S,
-    GITHUB_MAX_MATRIX_JOBS,
-    github_shards,
-    parse_shard,
-    plan_shards,
-    shard_cells,
-)
+from iomatrix.plan.shard_spec import GITHUB_MAX_MATRIX_JOBS, parse_shard
+from iomatrix.plan.shards import BOOT_COST_S, github_shards, plan_shards, shard_cells
 from support.paths import TESTS_DIR
 
 DATA = TESTS_DIR / "data" / "matrix"

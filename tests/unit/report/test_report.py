@@ -10,14 +10,8 @@ import pytest
 from iomatrix.adapters import fio
 from iomatrix.cli import main as cli
 from iomatrix.model.result import Applied, CellResult, CpuUsage, MetricSummary, RunRecord
-from iomatrix.report.tables import (
-    HEADER,
-    format_table,
-    metric_tables,
-    noisy_metrics,
-    run_table,
-    table_rows,
-)
+from iomatrix.report.tables import HEADER, metric_tables, noisy_metrics, run_table, table_rows
+from iomatrix.report.text import format_table
 from iomatrix.store.records_io import write_record
 from support.builders import make_cell, make_rep, make_run
 from support.paths import TESTS_DIR

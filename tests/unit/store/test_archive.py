@@ -28,8 +28,8 @@ from iomatrix.cli import history_commands
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
 from iomatrix.model.result import RUN_FORMAT, CellEntry, RunRecord
-from iomatrix.report.tables import format_table
-from iomatrix.store import archive
+from iomatrix.report.text import format_table
+from iomatrix.store import archive, index_rows, index_update
 from iomatrix.store.archive import HistoryPoint, Problem
 from iomatrix.store.records_io import load_run, write_record
 from iomatrix.workflows import runs
@@ -325,7 +325,7 @@ def test_update_picks_up_new_and_changed_runs_and_drops_deleted_ones(
         loads.append(path)
         return load_run(path)
 
-    monkeypatch.setattr(archive, "load_run", counting_load)
+    monkeypatch.setattr(index_rows, "load_run", counting_load)
     write_run(results, real_run("r4", at(4), scale=4.0))  # new
     write_run(results, real_run("r2", at(2), scale=2.0))  # changed
     shutil.rmtree(results / "r3")  # deleted
@@ -359,7 +359,7 @@ def refuse_runs_table(monkeypatch: pytest.MonkeyPatch) -> None:
     def refused(_conn: sqlite3.Connection) -> dict[str, tuple[int, int, int]]:
         raise AssertionError("the runs table was read")
 
-    monkeypatch.setattr(archive, "_known_stamps", refused)
+    monkeypatch.setattr(index_update, "_known_stamps", refused)
 
 
 def test_an_update_with_nothing_to_do_reads_no_run_and_not_the_runs_table(
@@ -370,9 +370,35 @@ def test_an_update_with_nothing_to_do_reads_no_run_and_not_the_runs_table(
     (results / "starting").mkdir()  # no run.json yet
     primed(results)
     refuse_runs_table(monkeypatch)
-    monkeypatch.setattr(archive, "load_run", None)  # nothing is read either
+    monkeypatch.setattr(index_rows, "load_run", None)  # nothing is read either
     assert archive.update_index(results) == []
     assert archive.update_index(results) == []
+
+
+def test_names_that_are_not_run_folders_are_passed_over(results: Path) -> None:
+    """The update lists names, not folders, and knows a file by its stat's ENOTDIR: what is no
+    folder (a file, a symbolic link to nothing or to a file) is passed over as before, not
+    reported as a run.json it cannot stat."""
+    write_run(results, real_run("r1", at(1)))
+    (results / "notes.txt").write_text("not a run\n")
+    (results / "dangling").symlink_to(results / "nothing")
+    (results / "elsewhere").symlink_to(results / "r1" / "run.json")
+    assert archive.update_index(results) == []
+    assert archive.update_index(results) == []
+    assert archive.indexed_runs(results) == ["r1"]
+
+
+def test_a_link_to_itself_in_the_archive_is_an_error_naming_it(results: Path) -> None:
+    """As when the folders were listed with is_dir(): a name that cannot be told a folder or
+    not stops the update with an error naming it, in a rebuild and in an update alike."""
+    write_run(results, real_run("r1", at(1)))
+    assert archive.update_index(results) == []
+    (results / "loop").symlink_to(results / "loop")
+    with pytest.raises(IomatrixError, match=f"^{results / 'loop'}: Too many levels"):
+        archive.update_index(results)
+    archive.index_path(results).unlink()  # a rebuild lists the folders its own way
+    with pytest.raises(IomatrixError, match=f"^{results / 'loop'}: Too many levels"):
+        archive.update_index(results)
 
 
 def test_a_run_folder_added_after_a_no_op_update_is_indexed(results: Path) -> None:
@@ -439,7 +465,7 @@ def test_an_index_changed_outside_an_update_is_compared_run_by_run(results: Path
         contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn,
         archive.transaction(conn),
     ):
-        archive.index_run(conn, "ghost", real_run("ghost", at(2)), archive.FileStamp(0, 0, 0))
+        index_rows.index_run(conn, "ghost", real_run("ghost", at(2)), archive.FileStamp(0, 0, 0))
     assert archive.indexed_runs(results) == ["r1", "ghost"]
     assert archive.update_index(results) == []
     assert archive.indexed_runs(results) == ["r1"]  # it has no folder
@@ -596,7 +622,7 @@ def test_check_archive_finds_truncated_results_and_newer_formats(results: Path) 
     data["format"] = RUN_FORMAT + 1
     newer.write_text(json.dumps(data))
     (results / "empty").mkdir()
-    problems = archive.check_archive(results)
+    problems = index_rows.check_archive(results)
     # Each problem names its file and says why; the healthy run has none.
     assert [p.path for p in problems] == [results / "empty", newer, truncated]
     assert problems[0].reason.startswith("no run.json")
@@ -608,13 +634,13 @@ def test_check_archive_finds_truncated_results_and_newer_formats(results: Path) 
 def test_check_archive_of_a_sound_archive_is_empty(results: Path) -> None:
     write_run(results, real_run("r1", at(1)))
     archive.update_index(results)
-    assert archive.check_archive(results) == []
+    assert index_rows.check_archive(results) == []
 
 
 def test_check_archive_finds_a_run_id_that_is_not_its_folder(results: Path) -> None:
     folder = write_run(results, real_run("r1", at(1)))
     folder.rename(results / "renamed")
-    assert archive.check_archive(results) == [
+    assert index_rows.check_archive(results) == [
         Problem(results / "renamed" / "run.json", "run_id 'r1' is not its folder's name")
     ]
 
@@ -622,7 +648,7 @@ def test_check_archive_finds_a_run_id_that_is_not_its_folder(results: Path) -> N
 def test_check_archive_finds_a_damaged_index(results: Path) -> None:
     write_run(results, real_run("r1", at(1)))
     archive.index_path(results).write_bytes(b"garbage " * 1000)
-    (problem,) = archive.check_archive(results)
+    (problem,) = index_rows.check_archive(results)
     assert problem.path == archive.index_path(results)
     assert "archive reindex" in problem.reason
 
@@ -834,6 +860,13 @@ def test_cli_history_table(results: Path, capsys: pytest.CaptureFixture[str]) ->
             HistoryPoint("a-much-longer-run-id", at(3), 1.5e-7, 0.0, 2, "interrupted"),
             HistoryPoint("r4", at(4), 123456789.0, 1.0, 12, "ok"),
             HistoryPoint("r5", at(5), -0.5, 0.00049, 3, "skipped"),
+        ],
+        # Every CoV known: the command formats them all at once.
+        [
+            HistoryPoint("r1", at(1), 1590.939374, 0.0123, 3, "ok"),
+            HistoryPoint("r2", at(2), 2.5, 0.00049, 3, "ok"),
+            HistoryPoint("r3", at(3), 1e9, 1.0, 3, "ok"),
+            HistoryPoint("r4", at(4), 7.0, 0.00051, 3, "ok"),
         ],
     ],
 )

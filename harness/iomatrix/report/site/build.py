@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from iomatrix.analysis import compare, metrics, trend, triage
 from iomatrix.errors import IomatrixError
+from iomatrix.report import choices
 from iomatrix.report.site import history_page
 from iomatrix.report.site.comparison_page import render_comparison_page, sequential_section
 from iomatrix.report.site.page import NavLink
@@ -27,9 +28,8 @@ from iomatrix.store.files import write_text_atomic
 from iomatrix.store.records_io import load_run
 from iomatrix.store.sessiondir import SessionDir
 
-# The most recent runs each series' change points are looked for in: a nightly dashboard judges
-# the present, and the change-point test's cost grows with the square of the series' length.
-TREND_WINDOW = 200
+# The most recent runs each series' change points are looked for in (report/choices.py).
+TREND_WINDOW = choices.TREND_WINDOW
 # Run pages the archive's site includes (the newest runs), linked from its index of runs.
 ARCHIVE_RUN_PAGES = 3
 # The most runs whose kernel the history's tooltips name: each is read whole (run.json), and a

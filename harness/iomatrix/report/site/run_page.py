@@ -19,6 +19,7 @@ from iomatrix.analysis import metrics, validity
 from iomatrix.model.axes import AXES, TITLES
 from iomatrix.model.result import CellEntry, Repetition, RunRecord
 from iomatrix.model.units import MIB
+from iomatrix.report import choices
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,
@@ -32,7 +33,7 @@ from iomatrix.report.site.page import (
 )
 from iomatrix.store import rundir
 
-DEFAULT_HEATMAP_AXES = ("filesystem", "scheduler")
+DEFAULT_HEATMAP_AXES = choices.DEFAULT_HEATMAP_AXES
 # fio's directions, in the order fio's JSON lists them.
 _DIRECTIONS = ("read", "write", "trim")
 # Lines per latency chart: more cells than this get one chart per group of them.

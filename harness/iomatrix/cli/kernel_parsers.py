@@ -1,0 +1,89 @@
+"""The parsers of kernels, accel and guest-root (they run kernel_commands.py). A declaration only:
+what the commands run is imported when one runs (cli/handlers.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from iomatrix.cli import options
+from iomatrix.cli.handlers import Handler
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """kernels (list, fetch), accel and guest-root."""
+    p = sub.add_parser(
+        "kernels",
+        help="list or fetch cached kernels",
+        description=(
+            "Kernels live in ~/.cache/iomatrix/kernels/<release>/ (or $IOMATRIX_CACHE). Debian "
+            "kernels are downloaded with a private apt configuration; the host's is never changed. "
+            "A suite is resolved again once its resolution is a day old; when the archive cannot "
+            "be reached, the newest cached kernel the spec resolved to is used, with a warning."
+        ),
+    )
+    # list and fetch are sub-commands, not one positional choice beside SPEC...: argparse fills a
+    # "*" positional as soon as it meets its neighbour, so `kernels fetch --offline SPEC` would
+    # leave SPEC unrecognized.
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    options.json_output(actions.add_parser("list", help="the cached kernels"))
+    fetch = actions.add_parser("fetch", help="fetch kernels into the cache (verified if there)")
+    fetch.add_argument(
+        "specs",
+        nargs="*",
+        metavar="SPEC",
+        help="debian:<suite|abi-release|version> or path:<vmlinuz>[,modules=<dir>]",
+    )
+    network = fetch.add_mutually_exclusive_group()
+    network.add_argument(
+        "--refresh", action="store_true", help="re-resolve suites against the archive"
+    )
+    options.offline(network)
+    build = actions.add_parser(
+        "build",
+        help="build the kernels a matrix builds from source (git:, source:, debian-source:)",
+        description=(
+            "Build every kernel the matrix builds from source, out of tree, into the build cache "
+            "(~/.cache/iomatrix/builds/<key>/); a build that is there already is not made again. "
+            "run and ab build them too; this builds them ahead (a CI job's first step)."
+        ),
+    )
+    build.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix file")
+    build.add_argument(
+        "--kernel", action="append", metavar="NAME", help="only this kernel (repeatable)"
+    )
+    options.offline(build)
+    p.set_defaults(func=Handler("kernel_commands", "cmd_kernels"))
+
+    p = sub.add_parser(
+        "accel",
+        help="probe (or show the cached verdict of) KVM vs TCG",
+        description=(
+            "Decide between KVM and TCG for this host: KVM only when a short probe boot proves it "
+            "works; the verdict is cached per host. IOMATRIX_ACCEL=kvm|tcg overrides it."
+        ),
+    )
+    p.add_argument(
+        "--kernel",
+        default="debian:bookworm",
+        metavar="SPEC",
+        help="the kernel the probe boots (default: debian:bookworm)",
+    )
+    options.offline(p)
+    p.set_defaults(func=Handler("kernel_commands", "cmd_accel"))
+
+    p = sub.add_parser(
+        "guest-root",
+        help="build (when missing) and show the guest's own root filesystem",
+        description=(
+            "The guest never boots on the host's root: it gets a tree of Debian packages of its "
+            "own (fio, the mkfs tools, mdadm, LVM, cryptsetup, python3), unpacked by mmdebstrap "
+            "without privileges into ~/.cache/iomatrix/guest-roots/ and shared read-only. run "
+            "and ab build it on first use; this builds it ahead and says which versions it holds. "
+            "IOMATRIX_GUEST_SUITE picks the Debian suite (default bookworm); "
+            "IOMATRIX_GUEST_ROOT names a tree of your own instead."
+        ),
+    )
+    options.json_output(p)
+    options.offline(p)
+    p.set_defaults(func=Handler("kernel_commands", "cmd_guest_root"))
