@@ -119,8 +119,14 @@ def test_one_step_finds_the_commit_that_slowed_direct_writes(
     assert vs_good["ratio"] < 0.8  # IOPS fell
     # Like the bad end: shown equivalent to it, or (the step rule) not distinguishable from it
     # with the median in the last quarter of the way from good to bad. Either is a verdict.
+    # The rule is checked on the medians themselves, not on a ratio to the bad end: the slow
+    # kernel's IOPS move with the host's load between its boots (a cold .ci/run beside other
+    # work measured the step 0.79 of the way, at 1.49x the bad end's median, and ruled rightly).
     assert vs_bad["decision"] in ("unchanged", "continue"), vs_bad
-    assert 0.8 < vs_bad["ratio"] < 1.25, vs_bad
+    good_median, bad_median = vs_good["end_median"], vs_bad["end_median"]
+    position = (good_median - vs_good["step_median"]) / (good_median - bad_median)
+    assert position >= 0.75 or vs_bad["decision"] == "unchanged", (position, vs_bad)
+    assert f"{position:.2f} of the way from good to bad" in step["reason"], step
     assert "not from the bad one" in step["reason"], step
     # Its kernel was compiled (seconds) or found in a warm build cache: either is recorded.
     kernel = step["kernel"]
