@@ -19,6 +19,7 @@ from iomatrix.host.kernels import sandbox
 from iomatrix.host.kernels.builder import build
 from iomatrix.model.cell import KernelBuild
 from support.kernel_trees import commit_all, toy_tree
+from support.paths import REPO_ROOT
 
 # bzImage's recipe as a hostile patch would write it: it steals, phones home and plants, then
 # builds as usual. Each attempt leaves its outcome in the output folder for the test to read.
@@ -36,15 +37,35 @@ steal:
 """
 
 
+@pytest.fixture(params=["home as it is", "home outside /root and /home"])
+def home(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """The user's home folder: this machine's, and one elsewhere ($HOME of a CI runner or a
+    service account; a cold .ci/run with HOME=/work/cold/home found the sandbox hid only /root
+    and /home). The second is made in the checkout's ignored .artifacts/, outside every folder
+    the sandbox hides anyway (not under /tmp)."""
+    if request.param == "home as it is":
+        yield Path.home()
+        return
+    elsewhere = REPO_ROOT / ".artifacts" / f"home-{tmp_path.name}"
+    elsewhere.mkdir(parents=True)
+    elsewhere.chmod(0o755)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(elsewhere))
+        try:
+            yield elsewhere
+        finally:
+            shutil.rmtree(elsewhere, ignore_errors=True)
+
+
 def test_a_hostile_build_cannot_read_homes_reach_the_network_or_write_outside(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path
 ) -> None:
     if sandbox.mode() == "container" and sandbox._probe() is not None:
         # The runner image and the bare container: the container is the sandbox, and bubblewrap
         # cannot make namespaces inside it. On a host (.ci/run) make setup installs it.
         pytest.skip(f"inside a container: {sandbox._probe()}")
     monkeypatch.setenv(sandbox.SANDBOX_ENV, "bwrap")
-    home = Path.home()
+    assert Path.home() == home
     secret = home / f".iomatrix-test-secret-{tmp_path.name}"
     secret.write_text("the host's token\n")
     planted = home / f".iomatrix-test-planted-{tmp_path.name}"
@@ -134,3 +155,23 @@ def test_in_a_container_the_build_drops_to_nobody_only_where_nobody_can_reach_it
     assert sandbox.wrap(argv, cwd=shared / "tree", writable=[shared / "out"]) == argv
     assert not sandbox._reachable_by_build_user(private / "venv")
     assert sandbox._reachable_by_build_user(shared / "venv")
+
+
+@pytest.mark.parametrize(
+    ("home", "hidden"),
+    [
+        ("/work/ci/home", "/work/ci/home"),  # a runner's home elsewhere: hidden too
+        ("/root", None),  # hidden already, once
+        ("/tmp/somewhere", None),  # under a hidden folder
+        ("/", None),  # never the system's own trees
+        ("/usr", None),
+        ("relative", None),
+    ],
+)
+def test_the_users_home_is_hidden_wherever_it_is(
+    monkeypatch: pytest.MonkeyPatch, home: str, hidden: str | None
+) -> None:
+    monkeypatch.setenv("HOME", home)
+    folders = sandbox._hidden_folders()
+    assert folders[: len(sandbox._HIDDEN)] == sandbox._HIDDEN
+    assert list(folders[len(sandbox._HIDDEN) :]) == ([hidden] if hidden else [])

@@ -3,10 +3,10 @@ runs, and a stranger's pull request may carry one.
 
 The sandbox is bubblewrap (`bwrap`): the host's root read-only, no network, its own PID, IPC and
 host-name namespaces, and hidden behind empty folders what a build never needs and a thief
-wants: every home folder (/root, /home), /tmp, /run and the password hashes. Readable besides:
-the checkout. Writable: only the output folder, ccache and the staged image; never the rest of
-the cache (built kernels, the guest's root, a trusted base side's build). The process dies with
-iomatrix (`--die-with-parent`).
+wants: every home folder (/root, /home, and $HOME wherever it is), /tmp, /run and the password
+hashes. Readable besides: the checkout. Writable: only the output folder, ccache and the staged
+image; never the rest of the cache (built kernels, the guest's root, a trusted base side's
+build). The process dies with iomatrix (`--die-with-parent`).
 
 Run as root (CI, sudo), iomatrix drops the build to an unprivileged user (nobody, 65534: no
 capability, no supplementary group, no new privileges): the writable folders are handed to that
@@ -39,6 +39,25 @@ BUILD_UID = BUILD_GID = 65534
 _HIDDEN = ("/root", "/home", "/tmp", "/var/tmp", "/run", "/mnt", "/media", "/srv")
 # Files replaced by /dev/null.
 _BLANKED = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+
+
+# Never hidden as a home folder: the system's own trees, which the build reads.
+_SYSTEM = ("/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/opt", "/var", "/dev", "/proc")
+
+
+def _hidden_folders() -> tuple[str, ...]:
+    """_HIDDEN, and the home folder of the user running iomatrix wherever it is ($HOME of a CI
+    runner or a service account may be outside /root and /home, and its files readable by any
+    user: a cold .ci/run with HOME=/work/cold/home let the hostile-build test read its token)."""
+    homes = []
+    for home in (os.environ.get("HOME", ""), str(Path("~").expanduser())):
+        if not home.startswith("/"):
+            continue
+        resolved = Path(home).resolve()
+        covered = any(resolved.is_relative_to(h) for h in _HIDDEN)
+        if str(resolved) not in _SYSTEM and not covered:
+            homes.append(str(resolved))
+    return tuple(dict.fromkeys((*_HIDDEN, *homes)))
 
 
 class SandboxUnavailable(Exception):
@@ -131,7 +150,8 @@ def _base_args(writable: Sequence[Path], readable: Sequence[Path] = ()) -> list[
         "--proc",
         "/proc",
     ]
-    for folder in _HIDDEN:
+    hidden = _hidden_folders()
+    for folder in hidden:
         if Path(folder).is_dir() and not Path(folder).is_symlink():
             # /tmp and /var/tmp writable by everyone (the compiler's temporary files), as usual.
             if folder in ("/tmp", "/var/tmp"):
@@ -149,8 +169,8 @@ def _base_args(writable: Sequence[Path], readable: Sequence[Path] = ()) -> list[
     made: set[Path] = set()
     for place in (*readable, *writable):
         for parent in reversed(place.resolve().parents):
-            hidden = any(parent.is_relative_to(h) and parent != Path(h) for h in _HIDDEN)
-            if hidden and parent not in made:
+            under = any(parent.is_relative_to(h) and parent != Path(h) for h in hidden)
+            if under and parent not in made:
                 made.add(parent)
                 args += ["--perms", "0755", "--dir", str(parent)]
     for place in readable:
