@@ -124,10 +124,12 @@ def test_the_image_builds_and_runs_a_cell_in_a_vm_inside_it(engine: str, tmp_pat
     assert argv[0] == "/opt/iomatrix/venv/bin/vng"
     assert "--root" in argv
     assert "--rodir=/opt/iomatrix/harness/iomatrix=/iomatrix/harness/iomatrix" in argv
-    # The guest's path holds the package only: its side imports the standard library alone.
+    # The guest's path holds the package only: its side imports the standard library alone;
+    # the guest's shell loads the cell's modules beside the agent's start-up (vng.py).
     assert argv[-1] == (
-        "env PYTHONPATH=/opt/iomatrix/harness python3 -S -m iomatrix.guest "
-        "/opt/iomatrix/input/plan.json"
+        'sh -c \'modprobe -a -q -- "$@" & export IOMATRIX_PRELOAD_PID=$!; '
+        "exec env PYTHONPATH=/opt/iomatrix/harness python3 -S -m iomatrix.guest "
+        "/opt/iomatrix/input/plan.json' sh virtio_blk ext4 mq-deadline"
     )
     assert record.environment.guest_root is not None
     assert record.environment.accelerator in ("kvm", "tcg")
