@@ -162,8 +162,10 @@ def _base_args(writable: Sequence[Path], readable: Sequence[Path] = ()) -> list[
             args += ["--ro-bind", "/dev/null", file]
     # The interpreter's own trees stay readable (virtme-configkernel runs on it): the virtualenv
     # and the Python it was made from, either of which may sit under a home folder.
-    for prefix in dict.fromkeys(Path(p).resolve() for p in (sys.prefix, sys.base_prefix)):
-        args += ["--ro-bind", str(prefix), str(prefix)]
+    # Bound with the readable places below, so that one under a hidden folder (a checkout in
+    # /tmp) gets its parents made traversable by the build user too.
+    prefixes = list(dict.fromkeys(Path(p).resolve() for p in (sys.prefix, sys.base_prefix)))
+    readable = [*prefixes, *readable]
     # A folder bound under a hidden one gets its parents made in the tmpfs, by default with the
     # host's modes (a 0700 /tmp/pytest-of-root): made here first, traversable by the build user.
     made: set[Path] = set()
