@@ -9,7 +9,6 @@ Modules call it as `proc.run(...)` so a test's monkeypatch reaches every caller.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shlex
 import signal
@@ -25,9 +24,8 @@ from typing import IO
 from iomatrix.errors import IomatrixError
 from iomatrix.plain import PlainRecord
 
-# How often a stop callback is polled while a command runs.
-# `iomatrix -v` shows every command as it starts and how it ended (DEBUG).
-_log = logging.getLogger("iomatrix.proc")
+# `iomatrix -v` shows every command as it starts and how it ended (DEBUG lines of this logger).
+_LOGGER = "iomatrix.proc"
 
 _POLL_S = 1.0
 # How long a process group gets between SIGTERM and SIGKILL when we stop it.
@@ -103,6 +101,18 @@ def _stop_group(popen: subprocess.Popen[bytes], *, collect: bool = True) -> tupl
     return out_b or b"", err_b or b""
 
 
+def _debug(message: str, *args: object) -> None:
+    """A DEBUG line of this module's logger, when logging is in use.
+
+    Not imported here: logging (with traceback, string, weakref...) is 7.5 ms of a new
+    process's start-up on a 2-core Xeon and more under the guest agent's emulated CPU, and
+    nothing else of the agent's or of `iomatrix history` needs it. When nothing imported it,
+    no handler was ever set up and a DEBUG line would go nowhere; `iomatrix -v` sets one up."""
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        logging.getLogger(_LOGGER).debug(message, *args)
+
+
 def _copy_to_file(
     source: IO[bytes], target: IO[bytes], on_line: Callable[[str], None] | None = None
 ) -> None:
@@ -125,7 +135,10 @@ def _copy_to_file(
         try:
             on_line(line.decode(errors="replace"))
         except Exception as exc:  # any reader's bug: the log says which
-            _log.warning("a console line reader failed: %s: %s", type(exc).__name__, exc)
+            print(
+                f"iomatrix: a console line reader failed: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
             if not failed:
                 failed = True
                 target.write(
@@ -272,7 +285,7 @@ def run(
         raise ValueError("empty argv")
     if die_with_parent:
         args = (sys.executable, "-m", "iomatrix.proc", str(os.getpid()), *args)
-    _log.debug("$ %s", shlex.join(args))
+    _debug("$ %s", shlex.join(args))
     started = time.monotonic()
     out_handle = _open_log(args, output_file) if output_file is not None else None
     copier: threading.Thread | None = None
@@ -330,7 +343,7 @@ def run(
         stderr=(err_b or b"").decode(errors="replace"),
         duration_s=time.monotonic() - started,
     )
-    _log.debug("exit %d after %.1f s: %s", completed.returncode, completed.duration_s, args[0])
+    _debug("exit %d after %.1f s: %s", completed.returncode, completed.duration_s, args[0])
     if completed.returncode not in ok_codes:
         raise CommandError(args, completed.returncode, completed.stdout, completed.stderr)
     return completed

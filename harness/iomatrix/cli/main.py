@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -130,7 +129,13 @@ PASSED_OVER = _PassedOver()
 
 
 def _configure_logging(args: argparse.Namespace) -> None:
-    """iomatrix's own log on stderr: commands at -v (DEBUG), nothing below warnings at -q."""
+    """iomatrix's own log on stderr: the commands it runs at -v (DEBUG), nothing below warnings
+    at -q. Its only lines are proc.py's DEBUG lines, so logging is imported only for -v, or to
+    reset a logger an earlier -v in this process set (proc._debug says why it is left out)."""
+    if not getattr(args, "verbose", False) and "logging" not in sys.modules:
+        return
+    import logging  # noqa: PLC0415
+
     level = (
         logging.DEBUG
         if getattr(args, "verbose", False)

@@ -25,7 +25,6 @@ threads included) are the agent's, around this process.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -151,6 +150,10 @@ def argv(kind: str, *, block: int, count: int, line_length: int) -> list[str]:
 
 
 def main(args: Sequence[str] | None = None) -> int:
+    # Here, not at the top: the agent imports this module for builtin_argv at every boot's
+    # start-up (under an emulated CPU), and only this entry point parses a command line.
+    import argparse  # noqa: PLC0415
+
     parser = argparse.ArgumentParser(prog="python -m iomatrix.guest.builtin")
     parser.add_argument("kind", choices=KINDS)
     parser.add_argument("--block-size", type=int, required=True)
