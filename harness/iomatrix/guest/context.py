@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -100,6 +101,38 @@ class CellContext:
         if done.stdout.strip() or done.stderr.strip():
             self.log((done.stdout + done.stderr).strip())
         return done
+
+    def run_side_by_side(
+        self, commands: Sequence[tuple[Sequence[str], str]]
+    ) -> list[proc.Completed]:
+        """run() of each (argv, what) at once, each in a thread of its own; their results in
+        order, or the first one's failure (in order) once all have ended.
+
+        For read-backs that start a tool twice (btrfs filesystem df and show): under an emulated
+        CPU most of each is loading the program, which the guest's two CPUs do side by side."""
+        done: list[proc.Completed | BaseException | None] = [None] * len(commands)
+
+        def one(index: int, argv: Sequence[str], what: str) -> None:
+            try:
+                done[index] = self.run(argv, what=what)
+            except BaseException as exc:  # handed to the caller below, in order
+                done[index] = exc
+
+        threads = [
+            threading.Thread(target=one, args=(i, argv, what), daemon=True)
+            for i, (argv, what) in enumerate(commands)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        out: list[proc.Completed] = []
+        for result in done:
+            if isinstance(result, BaseException):
+                raise result
+            assert result is not None
+            out.append(result)
+        return out
 
     def run_bounded(
         self, argv: Sequence[str], *, what: str, cwd: Path, reached: Callable[[], bool]

@@ -199,8 +199,12 @@ def btrfs_readback(ctx: CellContext, fstype: str, mountpoint: Path) -> dict[str,
     nothing for other filesystems."""
     if fstype != "btrfs":
         return {}
-    df = ctx.run(["btrfs", "filesystem", "df", str(mountpoint)], what="btrfs filesystem df")
-    show = ctx.run(["btrfs", "filesystem", "show", str(mountpoint)], what="btrfs filesystem show")
+    df, show = ctx.run_side_by_side(
+        [
+            (["btrfs", "filesystem", "df", str(mountpoint)], "btrfs filesystem df"),
+            (["btrfs", "filesystem", "show", str(mountpoint)], "btrfs filesystem show"),
+        ]
+    )
     try:
         members = parse_btrfs_show(show.stdout)
     except ValueError as exc:
