@@ -87,8 +87,14 @@ def to_json(record: Any) -> Json:
 
 
 def write_json(path: Path, record: Any) -> None:
-    """A record's file, written whole or not at all (as records_io.write_record does)."""
-    write_text_atomic(path, json.dumps(to_json(record), indent=1) + "\n")
+    """A record's file, written whole or not at all (as records_io.write_record does).
+
+    Compact, not indented as the host writes its records: json.dumps with an indent is Python's
+    own encoder, without one it is the C encoder, about 4 times faster (a quick repetition's
+    record with its fio report: 0.24 against 1.06 ms on the host), and the agent writes two such
+    files a repetition under an emulated CPU. The host reads them as JSON, and run.json, which
+    holds every cell's result, is indented."""
+    write_text_atomic(path, json.dumps(to_json(record)) + "\n")
 
 
 class CellResult(PlainRecord, kw_only=True):
