@@ -33,6 +33,16 @@ def test_terminal_text_has_no_control_characters() -> None:
     assert text.for_terminal("a\tb\nc") == "a\tb\nc"
 
 
+@pytest.mark.parametrize("around", ["", "ascii text ", "non-ASCII text \u00e9 "])
+def test_terminal_text_escapes_every_control_character_alone_or_in_text(around: str) -> None:
+    # ASCII text takes a faster path than other text: both escape the same characters.
+    for code in range(0x110):
+        char = chr(code)
+        control = (code < 0x20 and char not in "\t\n") or 0x7F <= code <= 0x9F
+        shown = f"\\x{code:02x}" if control else char
+        assert text.for_terminal(f"{around}{char}{around}") == f"{around}{shown}{around}"
+
+
 def test_markdown_text_is_no_link_image_html_or_mention() -> None:
     shown = text.for_markdown(HOSTILE)
     assert "![x](" not in shown
