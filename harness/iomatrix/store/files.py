@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
 import re
 import stat
@@ -185,6 +184,10 @@ def json_depth_exceeds(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
 def load_untrusted_json(path: Path, *, max_bytes: int = MAX_RECORD_BYTES) -> object:
     """JSON from a file someone else may have written (read_untrusted), refused when it nests
     deeper than MAX_JSON_DEPTH or is not JSON; never a RecursionError or a hang."""
+    # Imported here, as hashlib in sha256_file: the locks and atomic writes above are the
+    # archive index's too, and `iomatrix history` loads no JSON (issue 29).
+    import json  # noqa: PLC0415
+
     text = read_untrusted(path, max_bytes=max_bytes).decode("utf-8", errors="replace")
     if json_depth_exceeds(text):
         raise UntrustedFileError(path, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
