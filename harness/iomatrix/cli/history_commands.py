@@ -10,7 +10,7 @@ import argparse
 import contextlib
 import gc
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
 
@@ -77,7 +77,10 @@ def history_table(points: Sequence[archive.HistoryRow]) -> str:
 
     A row per run, 10,000 on a nightly's archive: each column formatted and padded by one map
     over it and each line joined from the padded columns takes half the time of a list per row
-    through format_table (13 ms against 26 ms of CPU for 10,000 points)."""
+    through format_table (13 ms against 26 ms of CPU for 10,000 points). Padding is left out
+    where it changes nothing: a column whose values are all as wide as it (run ids and dates
+    are), the last column, and then the strip of each line when no status ends in whitespace
+    (11 against 13 ms)."""
     if not points:
         return format_table(HISTORY_HEADER, [])
     run_ids, dates, medians, covs, ns, statuses = zip(*points, strict=True)
@@ -90,10 +93,19 @@ def history_table(points: Sequence[archive.HistoryRow]) -> str:
         list(map(str, ns)),
         statuses,
     ]
-    widths = [max(len(h), *map(len, c)) for h, c in zip(HISTORY_HEADER, columns, strict=True)]
-    padded = [list(map(str.ljust, c, repeat(w))) for c, w in zip(columns, widths, strict=True)]
+    widths: list[int] = []
+    padded: list[Sequence[str]] = []
+    for head, column in zip(HISTORY_HEADER, columns, strict=True):
+        lengths = set(map(len, column))
+        width = max(len(head), *lengths)
+        widths.append(width)
+        padded.append(column if lengths == {width} else list(map(str.ljust, column, repeat(width))))
+    # The last column's padding would end each line in spaces, which format_table strips.
+    padded[-1] = statuses
+    lines: Iterable[str] = map("  ".join, zip(*padded, strict=True))
+    # As format_table does, no line ends in whitespace.
+    if any(not status or status[-1].isspace() for status in set(statuses)):
+        lines = map(str.rstrip, lines)
     head = "  ".join(map(str.ljust, HISTORY_HEADER, widths))
     rule = "  ".join("-" * w for w in widths)
-    # As format_table does, no line ends in spaces.
-    lines = map(str.rstrip, map("  ".join, zip(*padded, strict=True)))
     return "\n".join([head.rstrip(), rule, *lines])

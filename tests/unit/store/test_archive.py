@@ -868,6 +868,20 @@ def test_cli_history_table(results: Path, capsys: pytest.CaptureFixture[str]) ->
             HistoryPoint("r3", at(3), 1e9, 1.0, 3, "ok"),
             HistoryPoint("r4", at(4), 7.0, 0.00051, 3, "ok"),
         ],
+        # Columns all as wide as their values (left unpadded), and statuses that end in
+        # whitespace or are empty (the lines are stripped then): the same text.
+        [
+            HistoryPoint("2026-nightly-00001", at(1), 1000.0, 0.0123, 10, "ok"),
+            HistoryPoint("2026-nightly-00002", at(2), 2000.0, 0.0125, 12, "ok"),
+        ],
+        [
+            HistoryPoint("r1", at(1), 1.0, 0.5, 3, "ok "),
+            HistoryPoint("r2", at(2), 2.0, None, 3, "ok"),
+        ],
+        [
+            HistoryPoint("r1", at(1), 1.0, 0.5, 3, ""),
+            HistoryPoint("r2", at(2), 2.0, None, 3, "failed\t"),
+        ],
     ],
 )
 def test_cli_history_table_is_format_tables_text(points: list[HistoryPoint]) -> None:
