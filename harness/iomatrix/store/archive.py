@@ -3,7 +3,8 @@
 Every run folder (results/<run-id>/run.json) stays the record; the index is derived from them and
 can be thrown away at any time (`iomatrix archive reindex` rebuilds it from scratch). It holds, per
 run, the few facts history queries need: the run (when, which matrix, status, shard, environment),
-its cells (id, label, axes, status) and the median, CoV and count of every metric of every cell.
+its cells (id, label, axes, status) and the median, CoV and count of every metric of every cell
+(with the median and CoV as `iomatrix history` shows them: history_table_lines).
 
 By job: store/index_file.py is the index as a file (its schema, locks and connections);
 store/index_update.py keeps it true to the run folders (update_index, rebuild_index);
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -47,6 +49,7 @@ __all__ = [
     "histories",
     "history",
     "history_rows",
+    "history_table_lines",
     "index_path",
     "indexed_runs",
     "metrics_of_cell",
@@ -192,6 +195,83 @@ def history_rows(
         update_index(results_dir)
     with open_index(results_dir) as conn:
         return query_history_rows(conn, cell_id, metric, matrix=matrix, limit=limit)
+
+
+# `iomatrix history`'s table laid out by SQLite from the texts the index keeps (schema 4): the
+# widest value of each column, then each line with its columns padded to the widths given and
+# two spaces apart, the last column unpadded. Of 10,000 points, 15 against 25 ms of CPU for the
+# query and the table in Python (a tuple, two floats formatted and a padded text per column per
+# point). Without a limit the widths need no order; with one, they are the last `limit` points'.
+_TABLE_WIDTHS_SQL = """
+SELECT max(length(m.run_id)), max(length(m.created_at)), max(length(m.median_text)),
+  max(length(m.cov_text)), max(length(m.n)), max(length(m.status))
+FROM metrics AS m
+WHERE m.cell_id = :cell AND m.metric = :metric
+  AND (:matrix IS NULL OR m.run_id IN (SELECT run_id FROM runs WHERE matrix_name = :matrix))
+  AND m.run_id NOT IN (SELECT source_run_id FROM merged_from)
+"""
+
+
+_LIMITED_TABLE_WIDTHS_SQL = """
+SELECT max(length(run_id)), max(length(created_at)), max(length(median_text)),
+  max(length(cov_text)), max(length(n)), max(length(status))
+FROM (
+  SELECT m.run_id, m.created_at, m.median_text, m.cov_text, m.n, m.status
+  FROM metrics AS m
+  WHERE m.cell_id = :cell AND m.metric = :metric
+    AND (:matrix IS NULL OR m.run_id IN (SELECT run_id FROM runs WHERE matrix_name = :matrix))
+    AND m.run_id NOT IN (SELECT source_run_id FROM merged_from)
+  ORDER BY m.created_at DESC, m.run_id DESC
+  LIMIT :limit
+)
+"""
+
+
+# printf's "!" counts a width in characters, as str.ljust does, not in bytes.
+_TABLE_LINES_SQL = """
+SELECT printf('%!-*s  %!-*s  %!-*s  %!-*s  %!-*s  %s', :w0, m.run_id, :w1, m.created_at,
+  :w2, m.median_text, :w3, m.cov_text, :w4, m.n, m.status)
+FROM metrics AS m
+WHERE m.cell_id = :cell AND m.metric = :metric
+  AND (:matrix IS NULL OR m.run_id IN (SELECT run_id FROM runs WHERE matrix_name = :matrix))
+  AND m.run_id NOT IN (SELECT source_run_id FROM merged_from)
+ORDER BY m.created_at DESC, m.run_id DESC
+LIMIT :limit
+"""
+
+
+def history_table_lines(
+    results_dir: Path,
+    cell_id: str,
+    metric: str,
+    header: Sequence[str],
+    *,
+    matrix: str | None = None,
+    limit: int | None = None,
+) -> tuple[list[int], list[str]]:
+    """history()'s points as the lines of a table (`iomatrix history`'s), oldest first: run,
+    date, median, CoV, n, status, each column as wide as its header and its widest value
+    (the widths returned), two spaces apart, the last column unpadded; the median and CoV as
+    median_text() and cov_text() show them. No lines when there are no points. The index is
+    read as it is (update_index first)."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"the history limit must be at least 1, not {limit}")
+    params: dict[str, object] = {
+        "cell": cell_id,
+        "metric": metric,
+        "matrix": matrix,
+        "limit": -1 if limit is None else limit,
+    }
+    with open_index(results_dir) as conn:
+        sql = _TABLE_WIDTHS_SQL if limit is None else _LIMITED_TABLE_WIDTHS_SQL
+        longest = conn.execute(sql, params).fetchone()
+        if longest[0] is None:
+            return [len(h) for h in header], []
+        widths = [max(len(h), int(n)) for h, n in zip(header, longest, strict=True)]
+        params.update({f"w{i}": w for i, w in enumerate(widths[:-1])})
+        rows = conn.execute(_TABLE_LINES_SQL, params).fetchall()
+    rows.reverse()
+    return widths, list(map(itemgetter(0), rows))
 
 
 def metrics_of_cell(results_dir: Path, cell_id: str) -> list[str]:

@@ -55,8 +55,9 @@ READERS_LOCK_NAME = "index.readers.lock"
 
 
 # Bump when the tables change: an index of another version is rebuilt from the run folders.
-# 2: metrics rows carry their cell's status (history no longer joins cells); 3: table folders.
-SCHEMA_VERSION = 3
+# 2: metrics rows carry their cell's status (history no longer joins cells); 3: table folders;
+# 4: metrics rows carry their median and CoV as `iomatrix history` shows them.
+SCHEMA_VERSION = 4
 
 
 # How long an index writer waits for another one (a large first index takes a while).
@@ -108,6 +109,11 @@ CREATE TABLE metrics (
     cov REAL,                         -- NULL with fewer than two values or a zero mean
     n INTEGER NOT NULL,
     status TEXT NOT NULL,             -- the cell's status in that run, as in cells
+    -- median and cov as `iomatrix history`'s table shows them (median_text(), cov_text()),
+    -- written by Python when the run is indexed: SQLite lays the table's lines out from them,
+    -- and 10,000 of each formatted again for every query were a third of the command.
+    median_text TEXT NOT NULL,
+    cov_text TEXT NOT NULL,
     PRIMARY KEY (cell_id, metric, created_at, run_id)
 ) WITHOUT ROWID;
 CREATE INDEX metrics_by_run ON metrics (run_id);
@@ -144,6 +150,16 @@ class FileStamp(NamedTuple):
     @classmethod
     def of(cls, st: os.stat_result) -> FileStamp:
         return cls(st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def median_text(median: float) -> str:
+    """A median as `iomatrix history` shows it (a NaN as "nan")."""
+    return f"{median:.6g}"
+
+
+def cov_text(cov: float | None) -> str:
+    """A CoV as `iomatrix history` shows it: a percentage, "-" when there is none."""
+    return "-" if cov is None else f"{cov:.1%}"
 
 
 def index_path(results_dir: Path) -> Path:

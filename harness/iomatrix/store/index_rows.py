@@ -18,7 +18,9 @@ from iomatrix.store.index_file import (
     Problem,
     archive_dir,
     connect,
+    cov_text,
     index_path,
+    median_text,
     readers_lock,
     run_folders,
 )
@@ -54,10 +56,21 @@ def index_run(conn: sqlite3.Connection, run_id: str, record: RunRecord, stamp: F
             median = None if math.isnan(summary.median) else summary.median
             n = len(summary.values)
             metrics.append(
-                (run_id, cell.id, name, record.created_at, median, summary.cov, n, result.status)
+                (
+                    run_id,
+                    cell.id,
+                    name,
+                    record.created_at,
+                    median,
+                    summary.cov,
+                    n,
+                    result.status,
+                    median_text(summary.median),
+                    cov_text(summary.cov),
+                )
             )
     conn.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?)", cells)
-    conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?, ?)", metrics)
+    conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", metrics)
 
 
 def load(run_json: Path) -> RunRecord | Problem:

@@ -29,7 +29,7 @@ from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
 from iomatrix.model.result import RUN_FORMAT, CellEntry, RunRecord
 from iomatrix.report.text import format_table
-from iomatrix.store import archive, index_rows, index_update
+from iomatrix.store import archive, index_file, index_rows, index_update
 from iomatrix.store.archive import HistoryPoint, Problem
 from iomatrix.store.records_io import load_run, write_record
 from iomatrix.workflows import runs
@@ -839,6 +839,7 @@ def test_concurrent_writers_lose_no_run_and_never_corrupt_the_index(results: Pat
 def test_cli_history_table(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_run(results, real_run("r1", at(1)))
     write_run(results, real_run("r2", at(2), scale=2.0))
+    write_run(results, real_run("r3", at(3), scale=math.nan))
     code = cli.main(
         ["history", "--cell", CELL, "--metric", "write_iops", "--results", str(results)]
     )
@@ -847,7 +848,8 @@ def test_cli_history_table(results: Path, capsys: pytest.CaptureFixture[str]) ->
     assert lines[0].split() == ["run", "date", "median", "CoV", "n", "status"]
     assert lines[2].split() == ["r1", at(1), "1590.94", "-", "1", "ok"]
     assert lines[3].split() == ["r2", at(2), "3181.88", "-", "1", "ok"]
-    assert len(lines) == 4
+    assert lines[4].split() == ["r3", at(3), "nan", "-", "1", "ok"]
+    assert len(lines) == 5
 
 
 @pytest.mark.parametrize(
@@ -861,15 +863,14 @@ def test_cli_history_table(results: Path, capsys: pytest.CaptureFixture[str]) ->
             HistoryPoint("r4", at(4), 123456789.0, 1.0, 12, "ok"),
             HistoryPoint("r5", at(5), -0.5, 0.00049, 3, "skipped"),
         ],
-        # Every CoV known: the command formats them all at once.
         [
             HistoryPoint("r1", at(1), 1590.939374, 0.0123, 3, "ok"),
             HistoryPoint("r2", at(2), 2.5, 0.00049, 3, "ok"),
             HistoryPoint("r3", at(3), 1e9, 1.0, 3, "ok"),
-            HistoryPoint("r4", at(4), 7.0, 0.00051, 3, "ok"),
+            HistoryPoint("r4", at(4), 7.0, float("inf"), 3, "ok"),
         ],
-        # Columns all as wide as their values (left unpadded), and statuses that end in
-        # whitespace or are empty (the lines are stripped then): the same text.
+        # Columns all as wide as their values, and statuses that end in whitespace or are
+        # empty (their lines stripped, as format_table strips them).
         [
             HistoryPoint("2026-nightly-00001", at(1), 1000.0, 0.0123, 10, "ok"),
             HistoryPoint("2026-nightly-00002", at(2), 2000.0, 0.0125, 12, "ok"),
@@ -882,25 +883,65 @@ def test_cli_history_table(results: Path, capsys: pytest.CaptureFixture[str]) ->
             HistoryPoint("r1", at(1), 1.0, 0.5, 3, ""),
             HistoryPoint("r2", at(2), 2.0, None, 3, "failed\t"),
         ],
+        # Widths in characters, not in UTF-8's bytes.
+        [
+            HistoryPoint("r\u00e9", at(1), -0.0, 0.25, 3, "\u00f6k"),
+            HistoryPoint("r-longer", at(2), 2.0, None, 3, "ok"),
+        ],
     ],
 )
-def test_cli_history_table_is_format_tables_text(points: list[HistoryPoint]) -> None:
-    # The command builds its table column by column for speed: the text must stay the one
-    # format_table makes of a row per point.
-    rows = [
-        [
-            p.run_id,
-            p.created_at,
-            f"{p.median:.6g}",
-            "-" if p.cov is None else f"{100 * p.cov:.1f}%",
-            str(p.n),
-            p.status,
+def test_cli_history_table_is_format_tables_text(
+    tmp_path: Path, points: list[HistoryPoint]
+) -> None:
+    # SQLite lays the command's table out, from the median and CoV texts the index keeps: the
+    # text must stay the one format_table makes of a row per point, for every limit, and a
+    # matrix's table must not be widened by another matrix's runs.
+    results = tmp_path / "results"
+    results.mkdir()
+    other = HistoryPoint(
+        "another-matrix-s-much-longer-run", at(0), 1.23456789e-300, 99.0, 1000, "x"
+    )
+    with (
+        contextlib.closing(archive.create_index(archive.index_path(results))) as conn,
+        archive.transaction(conn),
+    ):
+        for p, matrix in [(other, "other"), *((p, "spine") for p in points)]:
+            conn.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, 'complete', NULL, '{}', 0, 0, 0)",
+                (p.run_id, p.created_at, matrix),
+            )
+            stored = None if math.isnan(p.median) else p.median
+            texts = (index_file.median_text(p.median), index_file.cov_text(p.cov))
+            conn.execute(
+                "INSERT INTO metrics VALUES (?, ?, 'write_iops', ?, ?, ?, ?, ?, ?, ?)",
+                (p.run_id, CELL, p.created_at, stored, p.cov, p.n, p.status, *texts),
+            )
+    for limit in (None, *range(1, len(points) + 1)):
+        shown = points if limit is None else points[-limit:]
+        rows = [
+            [
+                p.run_id,
+                p.created_at,
+                f"{p.median:.6g}",
+                "-" if p.cov is None else f"{100 * p.cov:.1f}%",
+                str(p.n),
+                p.status,
+            ]
+            for p in shown
         ]
-        for p in points
-    ]
-    expected = format_table(["run", "date", "median", "CoV", "n", "status"], rows)
-    assert history_commands.history_table(points) == expected
-    assert history_commands.history_table([]) == format_table(history_commands.HISTORY_HEADER, [])
+        expected = format_table(["run", "date", "median", "CoV", "n", "status"], rows)
+        widths, lines = archive.history_table_lines(
+            results,
+            CELL,
+            "write_iops",
+            history_commands.HISTORY_HEADER,
+            matrix="spine",
+            limit=limit,
+        )
+        assert history_commands.history_table(widths, lines) == expected
+    assert archive.history_table_lines(
+        results, "no-such-cell", "write_iops", history_commands.HISTORY_HEADER
+    ) == ([3, 4, 6, 3, 1, 6], [])
 
 
 def test_cli_history_leaves_the_garbage_collector_as_it_found_it(results: Path) -> None:
@@ -908,14 +949,14 @@ def test_cli_history_leaves_the_garbage_collector_as_it_found_it(results: Path) 
     write_run(results, real_run("r1", at(1)))
     argv = ["history", "--cell", CELL, "--metric", "write_iops", "--results", str(results)]
     seen: list[bool] = []
-    original = archive.history_rows
+    original = archive.history_table_lines
 
-    def spying(*args: object, **kwargs: object) -> list[archive.HistoryRow]:
+    def spying(*args: object, **kwargs: object) -> tuple[list[int], list[str]]:
         seen.append(gc.isenabled())
         return original(*args, **kwargs)  # type: ignore[arg-type]
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(archive, "history_rows", spying)
+        patch.setattr(archive, "history_table_lines", spying)
         assert gc.isenabled()
         assert cli.main(argv) == 0
         assert gc.isenabled()
