@@ -24,8 +24,10 @@ def _cyclic_gc_held_off() -> Iterator[None]:
     tuples, strings and lists, none in a cycle, and every 700 allocations set off a collection
     that walks the young objects, now and then every object of the process. Measured with
     gc.callbacks over `iomatrix history` of 10,000 runs: 49 collections and 12 ms of CPU a
-    command (of about 85), 2 and 1 ms with this (those of the parser, before it). Reference
-    counting still frees every object as soon as it is unused."""
+    command (of about 85), 2 and 1 ms with this (those of the parser, before it). Since the
+    index lays the table out (schema 4) the command allocates far fewer: 11 collections and
+    0.2 ms a command without this. Reference counting still frees every object as soon as it
+    is unused."""
     if not gc.isenabled():
         yield
         return
