@@ -127,8 +127,9 @@ def query_history_rows(
     limit: int | None = None,
 ) -> list[HistoryRow]:
     """query_history()'s points as the plain tuples SQLite returns: for a caller that reads
-    them by position (the `iomatrix history` table), without a named tuple made per row (a
-    quarter of the query of 10,000 points: 11 against 14.5 ms of CPU)."""
+    them by position, without a named tuple made per row (a quarter of the query of 10,000
+    points: 11 against 14.5 ms of CPU). `iomatrix history`'s table no longer reads points at
+    all: history_table_lines."""
     if limit is not None and limit < 1:
         raise ValueError(f"the history limit must be at least 1, not {limit}")
     rows: list[HistoryRow] = conn.execute(
