@@ -10,11 +10,14 @@ wrapped; an indented line is kept.
 from __future__ import annotations
 
 import argparse
-import textwrap
 
 
 class ExamplesHelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _fill_text(self, text: str, width: int, indent: str) -> str:
+        # Here, not at the top: only --help fills text, and every command builds this class's
+        # parsers (report/text.py's _textwrap says what it costs).
+        import textwrap  # noqa: PLC0415
+
         out: list[str] = []
         paragraph: list[str] = []
 
