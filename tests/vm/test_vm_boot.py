@@ -126,9 +126,13 @@ def test_run_folder_holds_versioned_results_logs_and_environment(
         assert "Switched to clocksource tsc" in console
         assert "Switched to clocksource hpet" not in console
     # The guest's shell loaded the boot's modules (virtio_blk, xfs, mq-deadline ...) beside the
-    # agent's start-up, and the agent waited for them before its first step (vng.py,
-    # guest/disks.py): every one of them exists in Debian's kernel, so modprobe -a succeeded.
-    assert "iomatrix-agent: modules preloaded beside the start-up (every module loaded;" in console
+    # agent's start-up, and the agent waited for them before its first workload, after its first
+    # cell's set-up (vng.py, guest/disks.Preload): every one of them exists in Debian's kernel,
+    # so modprobe -a succeeded.
+    preloaded = "iomatrix-agent: modules preloaded beside the start-up (every module loaded;"
+    assert preloaded in console
+    first_cell = console.index("iomatrix-agent: cell ")
+    assert first_cell < console.index(preloaded) < console.index("iomatrix-agent: workload start")
     for entry in record.cells:
         assert entry.result.log is not None
         assert (run_dir / entry.result.log).is_file()

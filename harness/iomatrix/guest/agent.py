@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 from iomatrix.adapters.filesystems import adapter
 from iomatrix.guest.context import MOUNTPOINT, CellContext, CellError, CellFailed, now_utc
 from iomatrix.guest.disks import (
+    Preload,
     find_disks,
     flush_device_caches,
     load_modules,
     set_scheduler,
-    wait_for_preload,
 )
 from iomatrix.guest.knobs import (
     Knob,
@@ -57,6 +57,7 @@ from iomatrix.store.rundir import rep_marker, rep_path
 
 if TYPE_CHECKING:
     from iomatrix.guest.layers import Built
+    from iomatrix.guest.result_records import AgingResult, PreconditionResult
 
 # Stacks (guest/layers.py) and a workload's starting state (guest/prepare.py, guest/aging.py)
 # are imported by the first cell that asks for them: the agent's start-up is paid at every boot,
@@ -71,10 +72,12 @@ def run_repetition(
     knobs: Sequence[Knob] = (),
     *,
     step_number: int = 0,
+    preload: Preload | None = None,
 ) -> tuple[Applied, Repetition]:
     """`knobs`: the cell's knobs as apply_knobs set them; read again after the workload, with
     fio's own read from its report, into the repetition's Applied. `step_number`: the step's
-    place in the plan, which names it on the console (cell ids repeat across an A/B's sides)."""
+    place in the plan, which names it on the console (cell ids repeat across an A/B's sides).
+    `preload`: the boot's module preload, waited for before anything of the workload runs."""
     cell = ctx.cell
     fs = adapter(cell.filesystem.fstype)
     dev_paths = [f"/dev/{d}" for d in devices]
@@ -100,17 +103,9 @@ def run_repetition(
         )
         applied = read_back(ctx, devices, target, scheduler_texts, built)
         ctx.log(f"applied: {applied}")
-        # The state the workload starts from (aging, then a precondition job), recorded apart.
-        aged = preconditioned = None
-        if cell.workload.aging is not None or cell.workload.precondition is not None:
-            from iomatrix.guest import prepare  # noqa: PLC0415 (see the note on imports)
-
-            if cell.workload.aging is not None:
-                with ctx.phase("aging"):
-                    aged = prepare.run_aging(ctx, index)
-            if cell.workload.precondition is not None:
-                with ctx.phase("precondition"):
-                    preconditioned = prepare.run_precondition(ctx, index)
+        # Before aging, a precondition job or the workload: no module loads under any of them.
+        wait_for_modules(ctx, preload)
+        aged, preconditioned = starting_state(ctx, index)
         with ctx.phase("flush"):
             stacked = [*built.below, *built.devices] if built is not None else []
             flush_device_caches(ctx, [*dev_paths, *stacked, *target])
@@ -141,6 +136,36 @@ def run_repetition(
             except CellError as exc:
                 ctx.log(f"tear down: {exc}")
     return applied, rep
+
+
+def starting_state(
+    ctx: CellContext, index: int
+) -> tuple[AgingResult | None, PreconditionResult | None]:
+    """The state the workload starts from (aging, then a precondition job), recorded apart."""
+    workload = ctx.cell.workload
+    if workload.aging is None and workload.precondition is None:
+        return None, None
+    from iomatrix.guest import prepare  # noqa: PLC0415 (see the note on imports)
+
+    aged = preconditioned = None
+    if workload.aging is not None:
+        with ctx.phase("aging"):
+            aged = prepare.run_aging(ctx, index)
+    if workload.precondition is not None:
+        with ctx.phase("precondition"):
+            preconditioned = prepare.run_precondition(ctx, index)
+    return aged, preconditioned
+
+
+def wait_for_modules(ctx: CellContext, preload: Preload | None) -> None:
+    """The boot's module preload waited for (once a boot), in the repetition's "modules" phase
+    (a phase only the boot's first workload has)."""
+    if preload is None or not preload.pending:
+        return
+    with ctx.phase("modules"):
+        said = preload.wait()
+    if said is not None:
+        print(f"iomatrix-agent: {said}", flush=True)
 
 
 def finished_repetitions(cell_dir: Path, repeat: int) -> list[dict[str, Any]]:
@@ -183,10 +208,12 @@ def write_result(
     return result
 
 
-def run_step(plan: BootPlanView, step: StepView, number: int = 0) -> None:
+def run_step(
+    plan: BootPlanView, step: StepView, number: int = 0, preload: Preload | None = None
+) -> None:
     """One repetition of one cell (the plan's step `number`); the cell's result is written after
     its last repetition, or at once when a repetition fails (its later repetitions are then
-    skipped)."""
+    skipped). `preload`: as run_repetition's."""
     cell = step.cell
     cell_dir = rundir.cell_dir(step.run_dir, cell.id)
     if rundir.cell_result(cell_dir).exists() or rep_path(cell_dir, step.repetition).exists():
@@ -223,7 +250,13 @@ def run_step(plan: BootPlanView, step: StepView, number: int = 0) -> None:
             knobs = apply_knobs(ctx, devices)
         try:
             applied, rep = run_repetition(
-                ctx, devices, step.repetition, scheduler_texts, knobs, step_number=number
+                ctx,
+                devices,
+                step.repetition,
+                scheduler_texts,
+                knobs,
+                step_number=number,
+                preload=preload,
             )
         finally:
             with ctx.phase("teardown"):
@@ -280,15 +313,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m iomatrix.guest PLAN.json", file=sys.stderr)
         return 2
     plan = BootPlanView.from_json(json.loads(Path(args[0]).read_text()))
-    # Before the line that ends the agent's start-up in the host's timeline, so a wait for the
-    # modules shows there; and before any step, so no module is still loading under a workload.
-    preloaded = wait_for_preload()
-    if preloaded is not None:
-        print(f"iomatrix-agent: {preloaded}", flush=True)
+    # Waited for by the first step that gets to its workload (Preload says why); a wait shows
+    # in that repetition's "modules" phase.
+    preload = Preload()
     print(f"iomatrix-agent: kernel {os.uname().release}, {len(plan.steps)} steps", flush=True)
     start_heartbeat(min(HEARTBEAT_S, plan.timeouts.boot_s / 4))
     for number, step in enumerate(plan.steps):
-        run_step(plan, step, number)
+        run_step(plan, step, number, preload)
     # The host's timeline ends the agent's part of the boot at this line (power-off follows).
     print("iomatrix-agent: done", flush=True)
     return 0

@@ -4,6 +4,7 @@ subprocess seam; tests/vm/test_guest_disks_vm.py does the same in real guests wi
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -143,3 +144,16 @@ def test_a_module_the_kernel_shows_loaded_is_not_probed_again(
 def test_without_a_preload_the_agent_waits_for_nothing() -> None:
     assert disks.wait_for_preload({}) is None
     assert disks.wait_for_preload({disks.PRELOAD_PID_VARIABLE: "not-a-pid"}) is None
+
+
+def test_the_preload_is_waited_for_once() -> None:
+    """The first workload of the boot waits; later ones find nothing left to wait for (a second
+    waitpid of the same child would fail, and say so)."""
+    child = subprocess.Popen(["sh", "-c", "sleep 0.2; exit 3"])  # reaped by the Preload
+    preload = disks.Preload({disks.PRELOAD_PID_VARIABLE: str(child.pid)})
+    assert preload.pending
+    said = preload.wait()
+    assert said is not None
+    assert said.startswith("modules preloaded beside the start-up (modprobe exited 3; waited 0.")
+    assert (preload.pending, preload.wait()) == (False, None)
+    child.returncode = 3  # waited for above: Popen must not wait for it again

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -472,6 +473,29 @@ def test_write_json_writes_a_file_the_host_loads(tmp_path: Path) -> None:
     assert loaded.repetition.phases == {"setup": 0.5, "workload": 30.0}
     assert loaded.applied.loop is not None
     assert loaded.applied.loop.nocow
+
+
+def test_a_shared_file_is_replaced_whole_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / "result.json"
+    path.write_text("old\n")
+    records.write_shared_atomic(path, b"new\n")
+    assert path.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+    assert oct(path.stat().st_mode & 0o777) == oct(0o644 & ~current_umask())
+
+
+def test_a_shared_file_that_cannot_be_renamed_leaves_nothing_behind(tmp_path: Path) -> None:
+    # The target is a folder: the rename fails after the temporary file was written.
+    (tmp_path / "rep-0.json").mkdir()
+    with pytest.raises(IsADirectoryError):
+        records.write_shared_atomic(tmp_path / "rep-0.json", b"{}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep-0.json"]
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_the_check_catches_a_record_that_writes_an_empty_addition() -> None:

@@ -254,7 +254,8 @@ def with_module_preload(command: Sequence[str], modules: Sequence[str]) -> list[
     raid6 and xor self-tests among them) then run side by side on a second vCPU instead of one
     after the other. The modules are the script's arguments ("$@"), never part of its text. The
     shell exec's the command, so the modprobe is the agent's child and the agent waits for it
-    before its first step (guest/disks.wait_for_preload): nothing loads under a workload.
+    before its first workload (guest/disks.Preload): nothing loads under a workload, while the
+    agent's start-up and the first cell's set-up run beside the loading.
     """
     if not modules:
         return list(command)
