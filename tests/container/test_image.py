@@ -125,10 +125,12 @@ def test_the_image_builds_and_runs_a_cell_in_a_vm_inside_it(engine: str, tmp_pat
     assert "--root" in argv
     assert "--rodir=/opt/iomatrix/harness/iomatrix=/iomatrix/harness/iomatrix" in argv
     # The guest's path holds the package only: its side imports the standard library alone;
-    # the guest's shell loads the cell's modules beside the agent's start-up (vng.py).
+    # the guest's shell loads the cell's modules beside the agent's start-up (vng.py), and the
+    # agent starts from its bundle, built in the container by the guest root's Python.
     assert argv[-1] == (
         'sh -c \'modprobe -a -q -- "$@" & export IOMATRIX_PRELOAD_PID=$!; '
-        "exec env PYTHONPATH=/opt/iomatrix/harness python3 -S -m iomatrix.guest "
+        "exec env PYTHONPATH=/opt/iomatrix/harness python3 -S -P "
+        "/opt/iomatrix/harness/iomatrix/guest/start.py --bundle /opt/iomatrix/input/agent.bundle "
         "/opt/iomatrix/input/plan.json' sh virtio_blk ext4 mq-deadline"
     )
     assert record.environment.guest_root is not None

@@ -59,6 +59,7 @@ GUEST_MAY_IMPORT = frozenset(
         "iomatrix.guest.agent",
         "iomatrix.guest.aging",
         "iomatrix.guest.builtin",
+        "iomatrix.guest.bundle",
         "iomatrix.guest.context",
         "iomatrix.guest.disks",
         "iomatrix.guest.knobs",
@@ -68,6 +69,7 @@ GUEST_MAY_IMPORT = frozenset(
         "iomatrix.guest.records",
         "iomatrix.guest.result_records",
         "iomatrix.guest.stack",
+        "iomatrix.guest.start",
         "iomatrix.guest.telemetry",
         "iomatrix.guest.workloads",
         "iomatrix.model",
@@ -78,7 +80,6 @@ GUEST_MAY_IMPORT = frozenset(
         "iomatrix.model.shapes",
         "iomatrix.model.units",
         "iomatrix.store",
-        "iomatrix.store.files",
         "iomatrix.store.rundir",
     }
 )

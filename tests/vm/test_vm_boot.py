@@ -8,6 +8,7 @@ wrote. Under TCG on 2 cores a boot takes about 25 s and each short cell about 12
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,11 @@ def test_run_folder_holds_versioned_results_logs_and_environment(
     # agent's start-up, and the agent waited for them before its first workload, after its first
     # cell's set-up (vng.py, guest/disks.Preload): every one of them exists in Debian's kernel,
     # so modprobe -a succeeded.
+    # The agent started from its bundle (host/vm/agent_bundle.py, guest/start.py): its modules
+    # from one file, not one by one over the shared root.
+    served = re.search(r"^iomatrix-agent: (\d+) modules from its bundle$", console, re.MULTILINE)
+    assert served is not None, console[-3000:]
+    assert int(served[1]) >= 40
     preloaded = "iomatrix-agent: modules preloaded beside the start-up (every module loaded;"
     assert preloaded in console
     first_cell = console.index("iomatrix-agent: cell ")

@@ -1,7 +1,7 @@
 """The guest agent: runs inside the VM, one cell after another, and writes each cell's result.
 
-Run by the VM's init as `python -m iomatrix.guest <plan.json>` (guest/__main__.py). Per cell and
-repetition: load modules, set the scheduler on the test disk, set the cell's knobs (knobs.py),
+Run by the VM's init through guest/start.py (`python3 -S -P .../start.py --bundle B PLAN.json`).
+Per cell and repetition: load modules, set the scheduler on the test disk, set the knobs,
 mkfs with the cell's options, mount with the cell's options, read back /proc/mounts and the
 scheduler to record what the kernel applied, run the workload (in the knobs' cgroup), read the
 knobs again, unmount, put the knobs back. Each cell ends with one result.json, written atomically,

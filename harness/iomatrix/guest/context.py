@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -75,8 +76,16 @@ class CellContext:
                 self._open_phases[-1] = (self._open_phases[-1][0], end)
 
     def log(self, text: str) -> None:
-        with self.log_path.open("a") as handle:
-            handle.write(text.rstrip("\n") + "\n")
+        # An open, a write and a close, each a round trip to the host over the shared folder
+        # under an emulated CPU: Python's text file in append mode added a stat, an ioctl and a
+        # seek to every line (12 ms a line in a guest profile, 2026-11-27).
+        data = (text.rstrip("\n") + "\n").encode(errors="surrogateescape")
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
 
     def run(
         self, argv: Sequence[str], *, what: str, cwd: Path | None = None, cleanup: bool = False

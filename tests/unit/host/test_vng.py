@@ -309,17 +309,26 @@ def test_guest_agent_command_shape() -> None:
     command = vng.guest_agent_command()
     # PYTHONPATH is where the guest finds the package lent to it, and nothing else: the guest
     # side imports the standard library only (tests/unit/guest/test_entry.py runs it), the
-    # interpreter is its root's, and -S leaves out the site module.
+    # interpreter is its root's, -S leaves out the site module, and the agent starts from its
+    # script by path (-P: not the script's folder on sys.path).
     assert command == [
         "env",
         "PYTHONPATH=/opt/iomatrix/harness",
         "python3",
         "-S",
-        "-m",
-        "iomatrix.guest",
+        "-P",
+        "/opt/iomatrix/harness/iomatrix/guest/start.py",
         "/opt/iomatrix/input/plan.json",
     ]
+    assert Path(vng.package_dir(), "guest", "start.py").is_file()
     assert vng.package_dir() == str(REPO_ROOT / "harness" / "iomatrix")
+    # With the start-up bundle, from the same input folder as the plan.
+    assert vng.guest_agent_command(bundle=True) == [
+        *command[:-1],
+        "--bundle",
+        "/opt/iomatrix/input/agent.bundle",
+        command[-1],
+    ]
 
 
 def test_the_guest_command_imports_the_agent_without_the_site_module() -> None:

@@ -22,7 +22,7 @@ from iomatrix import proc
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.devices import checks
-from iomatrix.host.vm import cores, guest_io, qmp, vng
+from iomatrix.host.vm import agent_bundle, cores, guest_io, qmp, vng
 from iomatrix.host.vm.cell_results import MAX_RESTARTS, host_side_result, settle_unfinished
 from iomatrix.host.vm.console import VNG_NO_STATUS, BootClock, console_shows_panic
 from iomatrix.host.vm.guest_io import cell_dir
@@ -131,11 +131,16 @@ def input_dir(ctx: BootContext) -> Path:
 
 
 def build_boot(
-    ctx: BootContext, qmp_socket: Path | None = None, steps: Sequence[Step] | None = None
+    ctx: BootContext,
+    qmp_socket: Path | None = None,
+    steps: Sequence[Step] | None = None,
+    *,
+    bundle: bool = False,
 ) -> tuple[BootPlan, list[str], list[Path]]:
     """Plan file contents, the vng argv and the disk images for one boot (no side effects);
     with qmp_socket, QEMU serves QMP there (the host's view of the disks, host/vm/qmp.py). The plan
-    holds `steps` (default: the group's), in the guest folder's view (guest_io.guest_steps)."""
+    holds `steps` (default: the group's), in the guest folder's view (guest_io.guest_steps).
+    `bundle`: the agent starts from the bundle its input folder will hold (agent_bundle.py)."""
     shared = guest_dir(ctx)
     disks: list[Disk] = []
     images: list[Path] = []
@@ -174,7 +179,9 @@ def build_boot(
         input_dir=str(input_dir(ctx)),
         rw_dir=str(shared),
         disk_args=[d.qemu_args for d in disks],
-        guest_command=vng.with_module_preload(vng.guest_agent_command(), boot_modules(ctx.group)),
+        guest_command=vng.with_module_preload(
+            vng.guest_agent_command(bundle=bundle), boot_modules(ctx.group)
+        ),
         shared_fs=ctx.shared_fs,
         kernel_args=ctx.group.cmdline,
         qmp_socket=None if qmp_socket is None else str(qmp_socket),
@@ -203,6 +210,24 @@ def _runnable(ctx: BootContext, out: TextIO) -> BootContext | None:
     return dataclasses.replace(ctx, group=ctx.group.model_copy(update={"steps": kept}))
 
 
+def _agent_bundle(ctx: BootContext, out: TextIO) -> Path | None:
+    """The agent's start-up bundle for this boot's guest root; None, said, when there is none
+    (the guest then imports the agent over the shared root)."""
+    bundle, why_not = agent_bundle.ensure(ctx.guest_root, Path(vng.package_dir()))
+    if why_not is not None:
+        print(f"iomatrix: {why_not}; the agent starts without its bundle", file=out)
+    return bundle
+
+
+def _write_input(ctx: BootContext, plan: BootPlan, bundle: Path | None) -> None:
+    """An attempt's plan, in the boot's folder and the guest's input folder with its job
+    files, and the agent's bundle when there is one."""
+    write_record(rundir.plan_file(boot_dir(ctx)), plan)
+    guest_io.write_input(input_dir(ctx), guest_dir(ctx), plan)
+    if bundle is not None:
+        shutil.copyfile(bundle, input_dir(ctx) / agent_bundle.BUNDLE_NAME)
+
+
 def _create_disks(ctx: BootContext, images: Sequence[Path]) -> list[Path]:
     """The boot's disk images in the scratch folder (a host device needs none): their paths."""
     made = []
@@ -225,7 +250,8 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
         return records
     ctx = runnable
     qmp_dir = qmp.socket_dir()
-    plan, argv, images = build_boot(ctx, qmp.socket_path(qmp_dir))
+    bundle = _agent_bundle(ctx, out)
+    plan, argv, images = build_boot(ctx, qmp.socket_path(qmp_dir), bundle=bundle is not None)
     folder = boot_dir(ctx)
     shared = guest_dir(ctx)
     shared.mkdir(parents=True, exist_ok=True)
@@ -239,8 +265,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                 break
             theirs = _guest_steps(ctx, pending)
             attempt_plan = plan.model_copy(update={"steps": tuple(theirs)})
-            write_record(rundir.plan_file(folder), attempt_plan)
-            guest_io.write_input(input_dir(ctx), shared, attempt_plan)
+            _write_input(ctx, attempt_plan, bundle)
             watcher = host_disk_watcher(attempt_plan, pending, qmp.socket_path(qmp_dir))
             console = rundir.console_log(folder, attempt)
             boot_clock = BootClock(also=watcher, steps=pending)

@@ -23,6 +23,7 @@ from typing import Literal
 
 import iomatrix
 from iomatrix import proc
+from iomatrix.host.vm import agent_bundle
 from iomatrix.host.vm import guest_root as guest_root_layout
 from iomatrix.model.cell import DeviceProfile, VmSettings
 from iomatrix.store import rundir
@@ -220,24 +221,29 @@ def package_dir() -> str:
     return str(Path(iomatrix.__file__).resolve().parent)
 
 
-def guest_agent_command() -> list[str]:
+def guest_agent_command(*, bundle: bool = False) -> list[str]:
     """The guest runs the agent with its root's Python and the host's iomatrix package, lent
-    read-only at GUEST_HARNESS, on the plan in its input folder.
+    read-only at GUEST_HARNESS, on the plan in its input folder; with `bundle`, its start-up
+    modules come from the bundle in that folder too (host/vm/agent_bundle.py).
 
     Its start-up is paid at every boot, reading over the shared root under an emulated CPU, so it
     loads no more than it needs: `-S` leaves out the site module (which reads every .pth file of
-    the virtualenv), and PYTHONPATH holds only the folder of the iomatrix package, whose guest
+    the virtualenv), PYTHONPATH holds only the folder of the iomatrix package, whose guest
     side imports the standard library alone (no pydantic: 12 s -> 5.6 s of start-up under TCG,
-    2026-11-24, see guest/plan_view.py). A guest module that imported a library would fail at
-    once, in every VM test, rather than quietly cost seconds at every boot.
+    2026-11-24, see guest/plan_view.py), and the agent starts from guest/start.py by its path
+    (not `-m`, whose runpy imports more; `-P`: not that script's folder on sys.path). A guest
+    module that imported a library would fail at once, in every VM test, rather than quietly
+    cost seconds at every boot.
     """
+    given = ["--bundle", str(guest_root_layout.GUEST_INPUT / agent_bundle.BUNDLE_NAME)]
     return [
         "env",
         f"PYTHONPATH={guest_root_layout.GUEST_HARNESS}",
         "python3",
         "-S",
-        "-m",
-        "iomatrix.guest",
+        "-P",
+        str(guest_root_layout.GUEST_HARNESS / "iomatrix" / "guest" / "start.py"),
+        *(given if bundle else []),
         str(guest_root_layout.GUEST_INPUT / rundir.PLAN_FILE),
     ]
 
