@@ -5,7 +5,9 @@ benchmarks/handwritten-quick.sh, the same six cells (set the scheduler, mkfs, mo
 unmodified randwrite-4k.fio, unmount) written by hand, in one VM booted with the same vng command
 iomatrix builds (vng.vng_argv: the same kernel, memory, CPUs, accelerator, shared root and disk
 options; a preallocated image as iomatrix makes it). It prints the wall times, the ratio of the
-medians, where iomatrix's time went (the run timeline's medians) and the machine.
+medians (the target), the same ratio inside the guest (init's start of the command to its exit,
+on the guest's clock: the boot both pay left out, which on this machine moves by more than the
+harness costs), where iomatrix's time went (the run timeline's medians) and the machine.
 
 What the ratio measures: everything iomatrix does that a script does not (its CLI and records,
 the agent's start-up in the guest, read-backs, dropped caches, the timeline itself) against the
