@@ -146,9 +146,21 @@ def test_the_bundles_name_changes_with_any_source_of_the_package(tmp_path: Path)
 def test_without_a_guest_roots_loader_there_is_no_bundle_and_it_is_said(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
-    bundle, why_not = agent_bundle.ensure(root, PACKAGE)
+    bundle, why_not = agent_bundle.ensure(root, PACKAGE, tmp_path / "cache")
     assert bundle is None
     assert why_not == f"{root} has no ld-linux-x86-64.so.2"
+
+
+def test_the_bundles_name_changes_with_the_roots_interpreter(tmp_path: Path) -> None:
+    """A root the user gave may get another Python: its bundle is another one then."""
+    root = tmp_path / "root"
+    (root / "usr" / "bin").mkdir(parents=True)
+    python = root / "usr" / "bin" / "python3"
+    python.write_bytes(b"one")
+    before = agent_bundle.root_identity(root)
+    python.write_bytes(b"another")
+    assert agent_bundle.root_identity(root) != before
+    assert agent_bundle.root_identity(tmp_path / "elsewhere") != before
 
 
 def test_old_bundles_are_pruned_past_the_kept_number(tmp_path: Path) -> None:

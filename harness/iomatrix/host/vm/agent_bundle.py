@@ -1,8 +1,9 @@
 """The agent's start-up bundle, kept current on the host (guest/start.py says what it saves).
 
-One bundle per guest root and version of the iomatrix package: its name is a hash of every
-source file of the package (path and content), so a changed module, in a working tree or an
-installed release, gets a new bundle and an old one is never served in its place. Built by the
+One bundle per guest root and version of the iomatrix package: its name is a hash of the root
+(root_identity) and of every source file of the package (path and content), so a changed
+module, in a working tree or an installed release, gets a new bundle and an old one is never
+served in its place. Built by the
 guest root's own interpreter (guest/bundle.py: its bytecode is the version the guest runs) in
 about a second, once; finding the current one costs a hash of the package's sources (~10 ms).
 When it cannot be built (a given root without its dynamic loader, a read-only cache) the boot
@@ -20,8 +21,8 @@ from iomatrix.host.vm import guest_root as guest_root_layout
 
 # Its name in the boot's input folder, where the guest reads it.
 BUNDLE_NAME = "agent.bundle"
-# Bundles kept beside a guest root: one per package version seen (several checkouts may share
-# the cache), the oldest removed past this many.
+# Bundles kept in the cache: one per guest root and package version seen (several checkouts may
+# share the cache), the oldest removed past this many.
 KEEP = 8
 
 
@@ -34,15 +35,24 @@ def package_digest(package: Path) -> str:
     return digest.hexdigest()[:24]
 
 
-def bundle_dir(root: Path) -> Path:
-    """Where a guest root's bundles are: beside the root's folder, in its cache entry."""
-    return root.parent / "agent-bundles"
+def root_identity(root: Path) -> str:
+    """The guest root as its bundle depends on it: its path, and its interpreter's size and
+    modification time (a root iomatrix built never changes; one the user gave,
+    $IOMATRIX_GUEST_ROOT, may get another Python)."""
+    python = (root / "usr" / "bin" / "python3").resolve()
+    try:
+        st = python.stat()
+    except OSError:
+        return str(root)
+    return f"{root}\0{python}\0{st.st_size}\0{st.st_mtime_ns}"
 
 
-def ensure(root: Path, package: Path) -> tuple[Path | None, str | None]:
-    """The current bundle of `package` for the guest root at `root`, built if there is none;
-    (None, why) when it cannot be had."""
-    target = bundle_dir(root) / f"{package_digest(package)}.bundle"
+def ensure(root: Path, package: Path, cache: Path) -> tuple[Path | None, str | None]:
+    """The current bundle of `package` for the guest root at `root`, built if there is none,
+    kept in iomatrix's `cache` (never beside a root the user gave); (None, why) when it cannot
+    be had."""
+    key = hashlib.sha256(f"{root_identity(root)}\0{package_digest(package)}".encode())
+    target = cache / "agent-bundles" / f"{key.hexdigest()[:24]}.bundle"
     if target.is_file():
         return target, None
     loader = root / "lib64" / "ld-linux-x86-64.so.2"

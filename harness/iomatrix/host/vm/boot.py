@@ -213,7 +213,9 @@ def _runnable(ctx: BootContext, out: TextIO) -> BootContext | None:
 def _agent_bundle(ctx: BootContext, out: TextIO) -> Path | None:
     """The agent's start-up bundle for this boot's guest root; None, said, when there is none
     (the guest then imports the agent over the shared root)."""
-    bundle, why_not = agent_bundle.ensure(ctx.guest_root, Path(vng.package_dir()))
+    bundle, why_not = agent_bundle.ensure(
+        ctx.guest_root, Path(vng.package_dir()), kernels.cache_root()
+    )
     if why_not is not None:
         print(f"iomatrix: {why_not}; the agent starts without its bundle", file=out)
     return bundle
