@@ -33,7 +33,18 @@ matrix:
   workload: [tiny]
 """
 
-PHASES = ["setup", "mkfs", "mount", "readback", "flush", "results", "workload", "teardown"]
+# "modules": the boot's module preload waited for (the first repetition's wait, 0 after it).
+PHASES = [
+    "setup",
+    "mkfs",
+    "mount",
+    "readback",
+    "modules",
+    "flush",
+    "results",
+    "workload",
+    "teardown",
+]
 
 
 def test_the_timeline_of_a_real_run_adds_up(tmp_path: Path) -> None:

@@ -158,9 +158,10 @@ def starting_state(
 
 
 def wait_for_modules(ctx: CellContext, preload: Preload | None) -> None:
-    """The boot's module preload waited for (once a boot), in the repetition's "modules" phase
-    (a phase only the boot's first workload has)."""
-    if preload is None or not preload.pending:
+    """The boot's module preload waited for (once a boot), in the repetition's "modules" phase:
+    every repetition has one (0 after the first), so every record of a run has the same
+    phases whichever cell came first in its boot."""
+    if preload is None:
         return
     with ctx.phase("modules"):
         said = preload.wait()

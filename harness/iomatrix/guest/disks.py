@@ -45,11 +45,6 @@ class Preload:
         pid_text = environ.get(PRELOAD_PID_VARIABLE, "")
         self._pid = int(pid_text) if pid_text.isdigit() else None
 
-    @property
-    def pending(self) -> bool:
-        """There is a preload not waited for yet."""
-        return self._pid is not None
-
     def wait(self) -> str | None:
         """What the wait says for the console; None when there was nothing (left) to wait for."""
         if self._pid is None:
