@@ -61,11 +61,6 @@ class Preload:
         return f"modules preloaded beside the start-up ({outcome}; waited {waited:.1f} s)"
 
 
-def wait_for_preload(environ: Mapping[str, str] = os.environ) -> str | None:
-    """Preload(environ).wait(): the preload waited for now."""
-    return Preload(environ).wait()
-
-
 def module_loaded(module: str) -> bool:
     """The kernel shows the module as loaded (or as built in with parameters)."""
     return (SYS_MODULE / module.replace("-", "_")).is_dir()

@@ -142,8 +142,8 @@ def test_a_module_the_kernel_shows_loaded_is_not_probed_again(
 
 
 def test_without_a_preload_the_agent_waits_for_nothing() -> None:
-    assert disks.wait_for_preload({}) is None
-    assert disks.wait_for_preload({disks.PRELOAD_PID_VARIABLE: "not-a-pid"}) is None
+    assert disks.Preload({}).wait() is None
+    assert disks.Preload({disks.PRELOAD_PID_VARIABLE: "not-a-pid"}).wait() is None
 
 
 def test_the_preload_is_waited_for_once() -> None:

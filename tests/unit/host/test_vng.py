@@ -620,7 +620,7 @@ def test_the_agent_the_shell_becomes_waits_for_the_modprobe_it_started(
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "modprobe").symlink_to(shutil.which(modprobe) or f"/bin/{modprobe}")
-    check = "from iomatrix.guest.disks import wait_for_preload; print(wait_for_preload())"
+    check = "from iomatrix.guest.disks import Preload; print(Preload().wait())"
     command = [
         "env",
         f"PYTHONPATH={Path(vng.package_dir()).parent}",

@@ -67,11 +67,7 @@ def ensure(root: Path, package: Path, cache: Path) -> tuple[Path | None, str | N
                 *(str(target), str(guest_root_layout.GUEST_HARNESS), str(root)),
             ),
             timeout_s=300,
-            env={
-                "PYTHONHOME": str(root / "usr"),
-                "PYTHONPATH": str(package.parent),
-                "PATH": "/usr/bin:/bin",
-            },
+            env=guest_root_layout.python_in_tree_env(root, PYTHONPATH=str(package.parent)),
         )
     except (proc.CommandError, OSError) as exc:
         return None, f"the agent's bundle was not built: {exc}"

@@ -295,6 +295,12 @@ def python_in_tree_argv(target: Path, *args: str) -> list[str]:
     ]
 
 
+def python_in_tree_env(target: Path, **extra: str) -> dict[str, str]:
+    """The environment of python_in_tree_argv's interpreter: run from the host, it finds its
+    library by PYTHONHOME; `extra` adds to it (PYTHONPATH)."""
+    return {"PYTHONHOME": str(target / "usr"), "PATH": "/usr/bin:/bin", **extra}
+
+
 def compile_python(target: Path) -> None:
     """The standard library's bytecode, which python3's maintainer script (py3compile) would
     have written: without it the guest compiles every module it imports at every boot, under
@@ -314,8 +320,7 @@ def compile_python(target: Path) -> None:
         timeout_s=900,
         # 1: a file that is not Python 3 (a test's data); every other module is compiled.
         ok_codes=(0, 1),
-        # Run from the host, the interpreter finds its library by PYTHONHOME.
-        env={"PYTHONHOME": str(target / "usr"), "PATH": "/usr/bin:/bin"},
+        env=python_in_tree_env(target),
     )
 
 
@@ -332,7 +337,7 @@ def compile_package(target: Path, package: Path) -> str | None:
             python_in_tree_argv(target, "-I", "-m", "compileall", "-q", str(package)),
             timeout_s=300,
             ok_codes=(0, 1),
-            env={"PYTHONHOME": str(target / "usr"), "PATH": "/usr/bin:/bin"},
+            env=python_in_tree_env(target),
         )
     except (proc.CommandError, OSError) as exc:
         return str(exc)
