@@ -97,7 +97,16 @@ run: setup
 		$(if $(JOBS),--jobs $(JOBS)) $(if $(SPLIT_BOOTS),--split-boots $(SPLIT_BOOTS)) \
 		--results $(RESULTS)
 
+# make test: lint, type-check and every test. Without PYTEST_ARGS in two streams side by side
+# (tools/test-streams.sh: lint, type-check and the tests that boot nothing beside the VM tests,
+# which alone leave a core idle); with PYTEST_ARGS (-m "not vm", a file, -k ...) one after the
+# other, as `make lint typecheck unit`.
+ifeq ($(strip $(PYTEST_ARGS)),)
+test: setup venv-dev
+	@BIN=$(BIN) bash tools/test-streams.sh
+else
 test: setup venv-dev lint typecheck unit
+endif
 
 # Exactly what one shard of the nightly workflow runs (.github/workflows/nightly.yml runs
 # `make nightly SHARD=i/N IN_CONTAINER=1`): check the matrix, the accelerator (REQUIRE_KVM=1 fails

@@ -1,0 +1,113 @@
+"""`make test`'s two streams (tools/test-streams.sh): lint, type-check and the tests that boot
+nothing beside the VM tests. Every test is in exactly one stream, none that boots a VM runs beside
+the VM stream, and a failed check stops the VM stream instead of leaving it to run for half an
+hour. The streams' commands are stand-ins here (a pytest that prints its markers, a make that
+exits as told); the real ones are what .ci/run runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from support.paths import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "tools" / "test-streams.sh"
+
+
+def vm_marker_expression() -> str:
+    found = re.search(r'^VM_TESTS="([^"]+)"$', SCRIPT.read_text(), re.M)
+    assert found, "tools/test-streams.sh has no VM_TESTS line"
+    return found[1]
+
+
+def collected(*args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode in (0, 5), done.stdout[-3000:] + done.stderr[-3000:]
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_no_test_that_boots_a_vm_runs_in_the_checks_stream() -> None:
+    # Every test under tests/vm boots one (a container test that boots nothing, such as the
+    # nightly's argument checks, may run among the checks).
+    assert collected("-m", f"not ({vm_marker_expression()})", "tests/vm") == []
+    # ... and the expression is not empty by accident: it takes every VM test.
+    assert len(collected("-m", vm_marker_expression(), "tests/vm")) >= 50
+
+
+def stand_ins(tmp_path: Path, *, make_status: int, checks_status: int) -> dict[str, str]:
+    """A bin folder whose pytest exits `checks_status` for the checks stream and, for the VM
+    stream, waits up to 60 s (writing 'interrupted' when SIGINT stops it); and a make that
+    exits `make_status`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pytest = bin_dir / "pytest"
+    pytest.write_text(
+        f"""#!{sys.executable}
+import signal, sys, time
+from pathlib import Path
+marks = sys.argv[sys.argv.index("-m") + 1]
+print("pytest stand-in:", marks, flush=True)
+if marks.startswith("not "):
+    sys.exit({checks_status})
+def stopped(*_):
+    Path({str(tmp_path / "vm-stream")!r}).write_text("interrupted")
+    sys.exit(2)
+signal.signal(signal.SIGINT, stopped)
+time.sleep(60 if {checks_status} or {make_status} else 1)
+Path({str(tmp_path / "vm-stream")!r}).write_text("ended")
+"""
+    )
+    make = bin_dir / "make"
+    # A second, as a real lint takes: the VM stand-in is listening by then.
+    make.write_text(f'#!/bin/sh\necho make stand-in: "$@"\nsleep 1\nexit {make_status}\n')
+    for tool in (pytest, make):
+        tool.chmod(0o755)
+    return {**os.environ, "BIN": str(bin_dir), "MAKE": str(make)}
+
+
+def run_streams(env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    done = subprocess.run(
+        ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    return done, time.monotonic() - started
+
+
+def test_both_streams_pass_and_the_checks_output_comes_after(tmp_path: Path) -> None:
+    done, _ = run_streams(stand_ins(tmp_path, make_status=0, checks_status=0))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "vm-stream").read_text() == "ended"
+    out = done.stdout
+    assert "make stand-in: --no-print-directory lint typecheck" in out
+    # The checks' output is printed as a whole, after the VM stream's own.
+    assert out.index("pytest stand-in: vm or") < out.index("lint, type-check and the tests")
+    assert "pytest stand-in: not (vm or" in out
+    assert out.rstrip().endswith("tests without VMs exit 0; VM tests exit 0")
+
+
+def test_a_failed_test_without_vms_stops_the_vm_stream(tmp_path: Path) -> None:
+    done, took = run_streams(stand_ins(tmp_path, make_status=0, checks_status=1))
+    assert done.returncode != 0
+    assert (tmp_path / "vm-stream").read_text() == "interrupted"
+    assert took < 30  # not the VM stand-in's 60 s
+    assert "failed (exit 1): stopping the VM tests" in done.stdout
+    assert done.stdout.rstrip().endswith("tests without VMs exit 1; VM tests exit 2")
+
+
+def test_a_lint_failure_stops_it_too_and_the_tests_without_vms_never_start(
+    tmp_path: Path,
+) -> None:
+    done, _ = run_streams(stand_ins(tmp_path, make_status=2, checks_status=0))
+    assert done.returncode != 0
+    assert (tmp_path / "vm-stream").read_text() == "interrupted"
+    assert "pytest stand-in: not (" not in done.stdout
