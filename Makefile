@@ -103,7 +103,7 @@ run: setup
 # other, as `make lint typecheck unit`.
 ifeq ($(strip $(PYTEST_ARGS)),)
 test: setup venv-dev
-	@BIN=$(BIN) bash tools/test-streams.sh
+	@bash tools/test-streams.sh $(BIN)
 else
 test: setup venv-dev lint typecheck unit
 endif

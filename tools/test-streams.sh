@@ -12,7 +12,10 @@
 # (SIGINT: pytest tears down and prints what ran), as the failed lint stopped the sequential
 # make test. Exit status: 0 only when both streams passed.
 #
-#   BIN=.venv/bin bash tools/test-streams.sh   (MAKE: the make to run lint and typecheck with)
+#   bash tools/test-streams.sh VENV_BIN   (MAKE in the environment: the make for lint and typecheck)
+#
+# The bin folder is an argument, not BIN in the environment: the tests' own scripts read BIN
+# (tools/nightly-archive.sh, canaries.sh), and a relative one leaked to them broke them.
 set -uo pipefail
 # Job control: each stream in a process group of its own, where SIGINT is not ignored (a script's
 # background commands ignore it otherwise, and pytest could then not be stopped), signalled as a
@@ -20,7 +23,7 @@ set -uo pipefail
 set -m
 cd "$(dirname "$0")/.." || exit 2
 
-BIN=${BIN:?BIN: the bin folder of the virtualenv}
+bin=${1:?usage: tools/test-streams.sh VENV_BIN}
 MAKE=${MAKE:-make}
 # Everything a test marks as slow or outward-reaching (pyproject.toml's markers), in the VM
 # stream; the checks take the rest. Together they are every test, each once.
@@ -30,34 +33,33 @@ log=$(mktemp "${TMPDIR:-/tmp}/iomatrix-checks.XXXXXX")
 trap 'rm -f "$log"' EXIT
 
 (
-  "$MAKE" --no-print-directory lint typecheck && "$BIN/pytest" -m "not ($VM_TESTS)"
+  "$MAKE" --no-print-directory lint typecheck && "$bin/pytest" -m "not ($VM_TESTS)"
 ) >"$log" 2>&1 &
 checks=$!
-"$BIN/pytest" -m "$VM_TESTS" &
+"$bin/pytest" -m "$VM_TESTS" &
 vms=$!
 # Ctrl-C (which reaches only this script's group) and CI's TERM are passed on to both.
 trap 'kill -INT -- "-$checks" "-$vms" 2>/dev/null' INT
 trap 'kill -TERM -- "-$checks" "-$vms" 2>/dev/null' TERM
 
-checks_status=
-vms_status=
-while [[ -z $checks_status || -z $vms_status ]]; do
-  finished=
-  wait -n -p finished "$checks" "$vms"
-  status=$?
-  if [[ $finished == "$checks" ]]; then
-    checks_status=$status
-    if [[ $status -ne 0 && -z $vms_status ]]; then
-      echo
-      echo "iomatrix: lint, type-check or the tests without VMs failed (exit $status): stopping the VM tests"
-      kill -INT -- "-$vms" 2>/dev/null
-    fi
-  elif [[ $finished == "$vms" ]]; then
-    vms_status=$status
-  else
-    break # nothing left to wait for (should not happen)
+# Whichever ends first; then the other (a job that ended is no longer one to wait for).
+finished=
+wait -n -p finished "$checks" "$vms"
+status=$?
+if [[ $finished == "$checks" ]]; then
+  checks_status=$status
+  if [[ $status -ne 0 ]]; then
+    echo
+    echo "iomatrix: lint, type-check or the tests without VMs failed (exit $status): stopping the VM tests"
+    kill -INT -- "-$vms" 2>/dev/null
   fi
-done
+  wait "$vms"
+  vms_status=$?
+else
+  vms_status=$status
+  wait "$checks"
+  checks_status=$?
+fi
 
 echo
 echo "=============== lint, type-check and the tests without VMs (exit ${checks_status:-?}) ==============="

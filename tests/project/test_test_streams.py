@@ -57,6 +57,8 @@ import signal, sys, time
 from pathlib import Path
 marks = sys.argv[sys.argv.index("-m") + 1]
 print("pytest stand-in:", marks, flush=True)
+import os
+Path({str(tmp_path / "bin-seen")!r}).write_text(os.environ.get("BIN", "unset"))
 if marks.startswith("not "):
     sys.exit({checks_status})
 def stopped(*_):
@@ -72,13 +74,19 @@ Path({str(tmp_path / "vm-stream")!r}).write_text("ended")
     make.write_text(f'#!/bin/sh\necho make stand-in: "$@"\nsleep 1\nexit {make_status}\n')
     for tool in (pytest, make):
         tool.chmod(0o755)
-    return {**os.environ, "BIN": str(bin_dir), "MAKE": str(make)}
+    env = {k: v for k, v in os.environ.items() if k != "BIN"}
+    return {**env, "MAKE": str(make), "STAND_INS": str(bin_dir)}
 
 
 def run_streams(env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     done = subprocess.run(
-        ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=120, check=False
+        ["bash", str(SCRIPT), env["STAND_INS"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     return done, time.monotonic() - started
 
@@ -87,6 +95,8 @@ def test_both_streams_pass_and_the_checks_output_comes_after(tmp_path: Path) -> 
     done, _ = run_streams(stand_ins(tmp_path, make_status=0, checks_status=0))
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "vm-stream").read_text() == "ended"
+    # The tests' own scripts read BIN (tools/nightly-archive.sh): the streams set none.
+    assert (tmp_path / "bin-seen").read_text() == "unset"
     out = done.stdout
     assert "make stand-in: --no-print-directory lint typecheck" in out
     # The checks' output is printed as a whole, after the VM stream's own.
