@@ -525,6 +525,26 @@ def test_cached_lists_good_entries_and_reports_broken_ones(tmp_path: Path) -> No
     assert kernels.cached(tmp_path / "empty") == []
 
 
+def test_a_cache_mounted_elsewhere_serves_its_own_files(tmp_path: Path) -> None:
+    """The runner image mounts the host's cache at /root/.cache/iomatrix; a host whose $HOME is
+    elsewhere (a CI runner's, a cold .ci/run's) wrote manifests naming its own path. Each side
+    must use the files of the entry it reads: a cold .ci/run of 2026-11-27 had the host boot
+    another cache's kernel, and the container fetch the kernel again."""
+    host = tmp_path / "home" / ".cache" / "iomatrix"
+    kernel = fake_kernel(host / "kernels", release="6.1.0-98-amd64")
+    mounted = tmp_path / "container-root" / ".cache" / "iomatrix"
+    mounted.parent.mkdir(parents=True)
+    host.rename(mounted)  # the same files, now seen at the container's path
+    (served,) = kernels.cached(mounted)
+    entry = mounted / "kernels" / "6.1.0-98-amd64"
+    assert served.vmlinuz == str(entry / "boot" / "vmlinuz-6.1.0-98-amd64")
+    # The release's name twice in the modules path: the entry's own part is kept whole.
+    assert served.modules_dir == str(entry / "lib" / "modules" / "6.1.0-98-amd64")
+    assert served.vmlinuz_sha256 == kernel.vmlinuz_sha256
+    # A path outside any entry is left as written, and verify says it is missing.
+    assert kernel_cache.in_entry("/elsewhere/vmlinuz", entry) == "/elsewhere/vmlinuz"
+
+
 def test_fetch_serves_a_verified_cache_entry_without_commands(
     tmp_path: Path, proc_calls: list[tuple[str, ...]]
 ) -> None:

@@ -70,8 +70,33 @@ def load_manifest(release_dir: Path) -> Kernel:
     what, named = ("build", kernel.build.key) if kernel.build else ("release", kernel.release)
     if named != release_dir.name:
         raise KernelError(kernel.spec, f"{manifest} names {what} {named}")
+    kernel = kernel.model_copy(
+        update={
+            "vmlinuz": in_entry(kernel.vmlinuz, release_dir),
+            "modules_dir": None
+            if kernel.modules_dir is None
+            else in_entry(kernel.modules_dir, release_dir),
+        }
+    )
     verify(kernel)
     return kernel
+
+
+def in_entry(stored: str, entry: Path) -> str:
+    """A path a manifest holds, re-anchored to where its entry is now.
+
+    The same cache is mounted at another path in the runner image (/root/.cache/iomatrix) than
+    on a host whose $HOME is elsewhere. A manifest holds absolute paths: written on one side, it
+    named files the other could not see (the entry was fetched again, the manifest rewritten the
+    other way), or, where the other side's path existed too, another cache's files. The part
+    after <kernels|builds>/<entry name>/ is the entry's own; a path without it is kept as is
+    (verify then says what is missing)."""
+    parts = Path(stored).parts
+    anchor = (entry.parent.name, entry.name)
+    for index in range(len(parts) - 1):
+        if parts[index : index + 2] == anchor:
+            return str(entry.joinpath(*parts[index + 2 :]))
+    return stored
 
 
 def cached(cache: Path | None = None, *, log: Log | None = None) -> list[Kernel]:
