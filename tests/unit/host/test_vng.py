@@ -619,7 +619,12 @@ def test_the_agent_the_shell_becomes_waits_for_the_modprobe_it_started(
     false(1), found first on PATH: a unit test never loads the host's modules."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "modprobe").symlink_to(shutil.which(modprobe) or f"/bin/{modprobe}")
+    # It takes a moment, as a real modprobe takes seconds: one that has already exited when the
+    # shell comes to exec may be reaped by the shell itself (dash, under load: a cold .ci/run saw
+    # "not a child of the agent"), and no guest's modprobe of these modules is that fast.
+    stand_in = bin_dir / "modprobe"
+    stand_in.write_text(f"#!/bin/sh\nsleep 0.3\nexec {shutil.which(modprobe) or modprobe}\n")
+    stand_in.chmod(0o755)
     check = "from iomatrix.guest.disks import Preload; print(Preload().wait())"
     command = [
         "env",
