@@ -543,6 +543,9 @@ def test_a_cache_mounted_elsewhere_serves_its_own_files(tmp_path: Path) -> None:
     assert served.vmlinuz_sha256 == kernel.vmlinuz_sha256
     # A path outside any entry is left as written, and verify says it is missing.
     assert kernel_cache.in_entry("/elsewhere/vmlinuz", entry) == "/elsewhere/vmlinuz"
+    # ... as is one whose tail climbs out of the entry.
+    climbing = "/x/kernels/6.1.0-98-amd64/../../../etc/passwd"
+    assert kernel_cache.in_entry(climbing, entry) == climbing
 
 
 def test_fetch_serves_a_verified_cache_entry_without_commands(

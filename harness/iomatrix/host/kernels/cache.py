@@ -94,7 +94,8 @@ def in_entry(stored: str, entry: Path) -> str:
     parts = Path(stored).parts
     anchor = (entry.parent.name, entry.name)
     for index in range(len(parts) - 1):
-        if parts[index : index + 2] == anchor:
+        # A tail that climbs out ('..') is not the entry's own: kept as written.
+        if parts[index : index + 2] == anchor and ".." not in parts[index + 2 :]:
             return str(entry.joinpath(*parts[index + 2 :]))
     return stored
 
