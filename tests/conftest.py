@@ -95,7 +95,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked nightly are skipped, saying where they run, unless --nightly is given."""
+    """Tests marked kernel_build run last; tests marked nightly are skipped, saying where they
+    run, unless --nightly is given.
+
+    Last, because make test builds their kernel in the background from its first minute, with
+    the CPU the VM tests leave idle (tools/test-streams.sh): the later they start, the likelier
+    the build cache has it. The sort is stable: every other test keeps its place."""
+    items.sort(key=lambda item: "kernel_build" in item.keywords)
     if config.getoption("--nightly"):
         return
     skip = pytest.mark.skip(reason="nightly only: make test-nightly (the nightly workflow runs it)")

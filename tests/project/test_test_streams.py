@@ -44,10 +44,18 @@ def test_no_test_that_boots_a_vm_runs_in_the_checks_stream() -> None:
     assert len(collected("-m", vm_marker_expression(), "tests/vm")) >= 50
 
 
-def stand_ins(tmp_path: Path, *, make_status: int, checks_status: int) -> dict[str, str]:
+def stand_ins(
+    tmp_path: Path,
+    *,
+    make_status: int,
+    checks_status: int,
+    build_status: int = 0,
+    build_s: float = 0.2,
+) -> dict[str, str]:
     """A bin folder whose pytest exits `checks_status` for the checks stream and, for the VM
-    stream, waits up to 60 s (writing 'interrupted' when SIGINT stops it); and a make that
-    exits `make_status`."""
+    stream, waits up to 60 s (writing 'interrupted' when SIGINT stops it); a make that exits
+    `make_status`; an iomatrix (the background kernel build) that records its arguments and
+    priority, takes `build_s` and exits `build_status` (writing 'stopped' when TERM stops it)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     pytest = bin_dir / "pytest"
@@ -69,10 +77,27 @@ time.sleep(60 if {checks_status} or {make_status} else 1)
 Path({str(tmp_path / "vm-stream")!r}).write_text("ended")
 """
     )
+    iomatrix = bin_dir / "iomatrix"
+    iomatrix.write_text(
+        f"""#!{sys.executable}
+import os, signal, sys, time
+from pathlib import Path
+Path({str(tmp_path / "build-args")!r}).write_text(" ".join(sys.argv[1:]) + f" nice={{os.nice(0)}}")
+def stopped(*_):
+    Path({str(tmp_path / "build")!r}).write_text("stopped")
+    sys.exit(3)
+signal.signal(signal.SIGTERM, stopped)
+print("building", flush=True)
+time.sleep({build_s})
+Path({str(tmp_path / "build")!r}).write_text("ended")
+print("build stand-in: done", flush=True)
+sys.exit({build_status})
+"""
+    )
     make = bin_dir / "make"
     # A second, as a real lint takes: the VM stand-in is listening by then.
     make.write_text(f'#!/bin/sh\necho make stand-in: "$@"\nsleep 1\nexit {make_status}\n')
-    for tool in (pytest, make):
+    for tool in (pytest, make, iomatrix):
         tool.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "BIN"}
     return {**env, "MAKE": str(make), "STAND_INS": str(bin_dir)}
@@ -103,6 +128,28 @@ def test_both_streams_pass_and_the_checks_output_comes_after(tmp_path: Path) -> 
     assert out.index("pytest stand-in: vm or") < out.index("lint, type-check and the tests")
     assert "pytest stand-in: not (vm or" in out
     assert out.rstrip().endswith("tests without VMs exit 0; VM tests exit 0")
+    # The kernel the last VM tests build, built beside at the lowest priority, and said so.
+    assert (tmp_path / "build-args").read_text() == (
+        "kernels build tests/data/vm/kernel-6.1.yaml nice=19"
+    )
+    assert (tmp_path / "build").read_text() == "ended"
+    assert "background build of tests/data/vm/kernel-6.1.yaml exited 0" in out
+    assert "build stand-in: done" in out
+
+
+def test_a_failed_background_build_fails_nothing(tmp_path: Path) -> None:
+    # A cache fill: the test that needs the kernel builds it itself and fails on its own.
+    done, _ = run_streams(stand_ins(tmp_path, make_status=0, checks_status=0, build_status=1))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "background build of tests/data/vm/kernel-6.1.yaml exited 1" in done.stdout
+
+
+def test_the_background_build_is_stopped_with_the_streams(tmp_path: Path) -> None:
+    done, took = run_streams(stand_ins(tmp_path, make_status=0, checks_status=1, build_s=60))
+    assert done.returncode != 0
+    assert took < 30
+    assert (tmp_path / "build").read_text() == "stopped"
+    assert "background build of tests/data/vm/kernel-6.1.yaml was stopped" in done.stdout
 
 
 def test_a_failed_test_without_vms_stops_the_vm_stream(tmp_path: Path) -> None:
@@ -121,3 +168,28 @@ def test_a_lint_failure_stops_it_too_and_the_tests_without_vms_never_start(
     assert done.returncode != 0
     assert (tmp_path / "vm-stream").read_text() == "interrupted"
     assert "pytest stand-in: not (" not in done.stdout
+
+
+def test_the_tests_that_build_the_kernel_run_last_in_the_vm_stream() -> None:
+    # Last, so the background build has had the most time (tests/conftest.py sorts them).
+    order = collected("-m", vm_marker_expression())
+    building = collected("-m", "kernel_build")
+    assert building, "no test is marked kernel_build"
+    assert order[-len(building) :] == building
+    assert all(name.startswith("tests/vm/test_bisect_vm.py::") for name in building)
+
+
+def test_the_background_build_is_the_kernel_the_bisection_builds() -> None:
+    # The same build key needs the same commit and the same recipe: Debian's 6.1 source, with no
+    # patch and no config of its own (as the bisection's matrix, tests/vm/test_bisect_vm.py).
+    from iomatrix.matrix.loader import load_matrix  # noqa: PLC0415 - this test's own
+
+    matrix = load_matrix(REPO_ROOT / "tests" / "data" / "vm" / "kernel-6.1.yaml")
+    (recipe,) = {c.kernel_build for c in matrix.cells}
+    assert recipe is not None
+    assert recipe.source.raw == "debian-source:6.1"
+    assert (recipe.patches, recipe.config) == ((), ())
+    bisection = (REPO_ROOT / "tests" / "vm" / "test_bisect_vm.py").read_text()
+    its_matrix = bisection.split('MATRIX = """')[1].split('"""')[0]
+    assert "patches" not in its_matrix
+    assert "config" not in its_matrix

@@ -20,6 +20,7 @@ import pytest
 from iomatrix.host.kernels import cache_root, sources
 from iomatrix.matrix import builtin
 from iomatrix.model.kernel_spec import parse_spec
+from iomatrix.store.files import locked
 from support.kernel_trees import (
     EXT4_DIO_WRITE,
     SLOW_DIO_WRITE,
@@ -30,7 +31,7 @@ from support.kernel_trees import (
 from support.manifest import assert_matches
 from support.vm import iomatrix
 
-pytestmark = [pytest.mark.vm, pytest.mark.network]
+pytestmark = [pytest.mark.vm, pytest.mark.network, pytest.mark.kernel_build]
 
 MATRIX = """\
 format: 1
@@ -52,10 +53,15 @@ matrix:
 
 @pytest.fixture(scope="module")
 def base_tree() -> Path:
-    """The test tree at Debian's 6.1 (imported once per cache, shared with seed 001)."""
+    """The test tree at Debian's 6.1 (imported once per cache, shared with seed 001).
+
+    Under the build lock, as every caller of sources.resolve: make test may be building this
+    kernel beside (tools/test-streams.sh), importing the same source into the same repository."""
     root = cache_root()
-    source = sources.resolve(parse_spec("debian-source:6.1"), root, print, offline=False)
-    return linux_test_tree(root, source.repo, source.commit)
+    (root / "builds").mkdir(parents=True, exist_ok=True)
+    with locked(root / "builds" / ".lock", held="the kernel build cache"):
+        source = sources.resolve(parse_spec("debian-source:6.1"), root, print, offline=False)
+        return linux_test_tree(root, source.repo, source.commit)
 
 
 def write_matrix(tmp_path: Path, tree: Path) -> Path:
