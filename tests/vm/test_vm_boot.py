@@ -139,6 +139,18 @@ def test_run_folder_holds_versioned_results_logs_and_environment(
     assert preloaded in console
     first_cell = console.index("iomatrix-agent: cell ")
     assert first_cell < console.index(preloaded) < console.index("iomatrix-agent: workload start")
+    if env.shared_fs == "9p":
+        # Its programs and libraries came from the cached view of its root (vng.with_cached_root:
+        # bin, sbin, the shared libraries, Python's), and the modules above loaded from beside
+        # them (their mount under /usr/lib/modules not hidden by a bind).
+        bound = re.search(
+            r"^iomatrix-root: (\d+) folders bound from the cached view of the root$",
+            console,
+            re.MULTILINE,
+        )
+        assert bound is not None, console[-3000:]
+        assert int(bound[1]) >= 4
+        assert "iomatrix-root: cannot bind" not in console
     for entry in record.cells:
         assert entry.result.log is not None
         assert (run_dir / entry.result.log).is_file()

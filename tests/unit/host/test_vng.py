@@ -198,6 +198,9 @@ def test_vng_argv_asks_for_9p_outright_when_the_host_cannot_serve_virtiofs() -> 
         "--disable-kvm",
         "--append=tsc=reliable",
         "--force-9p",
+        # The root once more, read-only, for the guest's cached view of it (with_cached_root).
+        "--qemu-opts=-virtfs local,path=/cache/guest-roots/bookworm-0123/root,"
+        "mount_tag=iomatrix-root,security_model=none,readonly=on,multidevs=remap",
         *VIRTIO_OPTS,
         *EXEC,
     ]
@@ -606,6 +609,63 @@ def test_the_module_preload_wraps_the_agent_in_a_shell_with_the_modules_as_argum
     assert "xfs" not in wrapped[2]
     assert wrapped[2].endswith(f"exec {shlex.join(agent)}")
     assert vng.PRELOAD_PID_VARIABLE == disks.PRELOAD_PID_VARIABLE
+
+
+def cached_root_shell(
+    tmp_path: Path, mount_status: int
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """vng.with_cached_root's shell, run for real with a stand-in `mount` first on PATH that
+    records its arguments and exits `mount_status` for the 9p mount (binds succeed); the view is
+    a folder in tmp_path laid out as the guest root's. Returns the run and the mounts asked."""
+    view = tmp_path / "view"
+    for folder in ("usr/bin", "usr/sbin", "usr/lib/x86_64-linux-gnu", "usr/lib/modules"):
+        (view / folder).mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    asked = tmp_path / "mounts"
+    stand_in = bin_dir / "mount"
+    stand_in.write_text(
+        f'#!/bin/sh\necho "$*" >>{asked}\n'
+        f'case "$1" in --bind) exit 0 ;; esac\nexit {mount_status}\n'
+    )
+    stand_in.chmod(0o755)
+    done = subprocess.run(
+        vng.with_cached_root(["echo", "the agent; its arguments:", "$HOME"], mount=str(view)),
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+    )
+    return done, asked.read_text() if asked.exists() else ""
+
+
+def test_the_cached_root_is_mounted_then_bound_then_the_command_runs(tmp_path: Path) -> None:
+    done, asked = cached_root_shell(tmp_path, 0)
+    assert done.returncode == 0, done.stderr
+    view = tmp_path / "view"
+    first, *binds = asked.splitlines()
+    assert first == (
+        "-t 9p -o ro,trans=virtio,version=9p2000.L,msize=524288,cache=loose "
+        f"{vng.CACHED_ROOT_TAG} {view}"
+    )
+    # The programs' and libraries' folders the host also has, never the modules' (the kernel's
+    # modules are mounted there: a bind would hide them).
+    assert f"--bind {view}/usr/bin /usr/bin" in binds
+    assert f"--bind {view}/usr/sbin /usr/sbin" in binds
+    assert not [b for b in binds if "modules" in b]
+    said = f"iomatrix-root: {len(binds)} folders bound from the cached view of the root"
+    # The command's arguments are passed as they are, after the binds, never spliced in.
+    assert done.stdout.splitlines() == [said, "the agent; its arguments: $HOME"]
+
+
+def test_without_the_cached_root_the_command_runs_over_the_uncached_one(tmp_path: Path) -> None:
+    done, asked = cached_root_shell(tmp_path, 32)
+    assert done.returncode == 0, done.stderr
+    assert "--bind" not in asked
+    assert done.stdout.splitlines() == [
+        "iomatrix-root: no cached view of the root: reading it uncached",
+        "the agent; its arguments: $HOME",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -179,9 +179,7 @@ def build_boot(
         input_dir=str(input_dir(ctx)),
         rw_dir=str(shared),
         disk_args=[d.qemu_args for d in disks],
-        guest_command=vng.with_module_preload(
-            vng.guest_agent_command(bundle=bundle), boot_modules(ctx.group)
-        ),
+        guest_command=_guest_command(ctx, bundle=bundle),
         shared_fs=ctx.shared_fs,
         kernel_args=ctx.group.cmdline,
         qmp_socket=None if qmp_socket is None else str(qmp_socket),
@@ -189,6 +187,16 @@ def build_boot(
     if ctx.host_cpus:
         argv = vng.pinned_argv(argv, cores.cpu_list(ctx.host_cpus))
     return plan, argv, images
+
+
+def _guest_command(ctx: BootContext, *, bundle: bool) -> list[str]:
+    """The agent, beside the background load of the boot's kernel modules, over the cached
+    view of the guest root when the root is shared over 9p (vng.with_cached_root): the mount
+    first, so the agent and modprobe start from it."""
+    command = vng.with_module_preload(
+        vng.guest_agent_command(bundle=bundle), boot_modules(ctx.group)
+    )
+    return vng.with_cached_root(command) if ctx.shared_fs == "9p" else command
 
 
 def _runnable(ctx: BootContext, out: TextIO) -> BootContext | None:

@@ -107,7 +107,8 @@ def vng_argv(
 
     The guest boots on its own root (host/vm/guest_root.py), read-only, never the host's; it sees
     of the host only the iomatrix package and the boot's input folder (read-only) and its own
-    output folder (read-write), at fixed paths under /opt/iomatrix.
+    output folder (read-write), at fixed paths under /opt/iomatrix; over 9p, its root a second
+    time (read-only, for with_cached_root).
     """
     argv = [
         vng,
@@ -138,6 +139,8 @@ def vng_argv(
     if shared_fs == "9p":
         # Asked for outright rather than left to vng's fallback (see shared_fs_for_host).
         argv.append("--force-9p")
+        # The same root once more, for the guest to mount with a page cache (with_cached_root).
+        argv.append(f"--qemu-opts=-virtfs {cached_root_export(guest_root)}")
     if modules_dir is not None:
         argv.append(f"--rodir=/lib/modules/{release}={modules_dir}")
     for args in disk_args:
@@ -246,6 +249,52 @@ def guest_agent_command(*, bundle: bool = False) -> list[str]:
         *(given if bundle else []),
         str(guest_root_layout.GUEST_INPUT / rundir.PLAN_FILE),
     ]
+
+
+# The guest's root once more, read-only, under its own 9p tag (with_cached_root).
+CACHED_ROOT_TAG = "iomatrix-root"
+CACHED_ROOT_MOUNT = "/run/iomatrix-root"
+# What the guest runs from its root, bound from the cached view over the uncached one: the
+# programs (python3, fio, mkfs.*, modprobe) and what they load (shared libraries, the standard
+# library and its extension modules). Not /usr as a whole: the kernel's modules are lent at
+# /lib/modules/RELEASE (that is /usr/lib/modules), a mount a bind of /usr would hide.
+CACHED_ROOT_DIRS = ("usr/bin", "usr/sbin", "usr/lib/*-linux-gnu", "usr/lib/python3*")
+
+
+def cached_root_export(guest_root: str) -> str:
+    """QEMU's -virtfs value exporting the guest root read-only under CACHED_ROOT_TAG (9p only:
+    virtio-fs already caches). The path is one boot.py checked for characters QEMU cannot take."""
+    return (
+        f"local,path={guest_root},mount_tag={CACHED_ROOT_TAG},security_model=none,"
+        "readonly=on,multidevs=remap"
+    )
+
+
+def with_cached_root(command: Sequence[str], mount: str = CACHED_ROOT_MOUNT) -> list[str]:
+    """`command` (an argv), run by a shell that first binds the folders of CACHED_ROOT_DIRS from
+    a cache=loose mount of the guest's root over the root virtme-ng mounted.
+
+    virtme-ng mounts the root over 9p without a cache: every program and library the guest
+    starts is read from the host in round trips of a page under an emulated CPU. Measured on a
+    2-core AMD EPYC under TCG (2026-11-27, Debian 12's kernel): python3's first start 1.78 s
+    against 0.82 s, then a few imports 2.13 s against 1.23 s, then fio's and two mkfs' first
+    starts 4.94 s against 2.14 s; the mount itself 0.49 s. The root is iomatrix's own, read-only
+    and unchanged while a guest runs (host/vm/guest_root.py), which is what cache=loose assumes.
+    The guest's console says how many folders it bound; when the mount or a bind fails, the
+    guest goes on over the uncached root (only slower) and says so there too."""
+    folders = " ".join(CACHED_ROOT_DIRS)
+    script = (
+        f"if mkdir -p {mount} && mount -t 9p -o ro,trans=virtio,version=9p2000.L,"
+        f"msize=524288,cache=loose {CACHED_ROOT_TAG} {mount}; then n=0; "
+        f"for d in $(cd {mount} && echo {folders}); do "
+        f'if [ -d "{mount}/$d" ] && [ -d "/$d" ]; then '
+        f'if mount --bind "{mount}/$d" "/$d"; then n=$((n + 1)); '
+        'else echo "iomatrix-root: cannot bind /$d"; fi; fi; '
+        'done; echo "iomatrix-root: $n folders bound from the cached view of the root"; '
+        "else echo 'iomatrix-root: no cached view of the root: reading it uncached'; fi; "
+        'exec "$@"'
+    )
+    return ["sh", "-c", script, "sh", *command]
 
 
 # The variable that hands the background modprobe's pid to the agent (guest/disks.py reads it).
