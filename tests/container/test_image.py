@@ -127,7 +127,9 @@ def test_the_image_builds_and_runs_a_cell_in_a_vm_inside_it(engine: str, tmp_pat
     # The guest's path holds the package only: its side imports the standard library alone;
     # the guest's shell loads the cell's modules beside the agent's start-up (vng.py), and the
     # agent starts from its bundle, built in the container by the guest root's Python.
+    # Over 9p, after binding its programs from the cached view of its root (vng.py).
     assert argv[-1] == (
+        "sh /opt/iomatrix/input/cached-root.sh "
         'sh -c \'modprobe -a -q -- "$@" & export IOMATRIX_PRELOAD_PID=$!; '
         "exec env PYTHONPATH=/opt/iomatrix/harness python3 -S -P "
         "/opt/iomatrix/harness/iomatrix/guest/start.py --bundle /opt/iomatrix/input/agent.bundle "

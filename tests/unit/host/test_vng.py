@@ -5,6 +5,7 @@ A real boot is tested in test_vm_boot.py; here only the argv and the probe's dec
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 import shutil
@@ -629,8 +630,10 @@ def cached_root_shell(
         f'case "$1" in --bind) exit 0 ;; esac\nexit {mount_status}\n'
     )
     stand_in.chmod(0o755)
+    script = tmp_path / "cached-root.sh"
+    script.write_text(vng.cached_root_script(mount=str(view)))
     done = subprocess.run(
-        vng.with_cached_root(["echo", "the agent; its arguments:", "$HOME"], mount=str(view)),
+        vng.with_cached_root(["echo", "the agent; its arguments:", "$HOME"], script=str(script)),
         capture_output=True,
         text=True,
         check=False,
@@ -656,6 +659,18 @@ def test_the_cached_root_is_mounted_then_bound_then_the_command_runs(tmp_path: P
     said = f"iomatrix-root: {len(binds)} folders bound from the cached view of the root"
     # The command's arguments are passed as they are, after the binds, never spliced in.
     assert done.stdout.splitlines() == [said, "the agent; its arguments: $HOME"]
+
+
+def test_the_guests_command_leaves_room_on_the_kernels_command_line() -> None:
+    # virtme-ng puts the guest's command on the kernel's command line, base64-encoded; the
+    # kernel cuts the line at 2,048 bytes, and a cut line boots /bin/sh as init (seen when the
+    # cached root's script was inline: kernels without an initramfs panicked). A boot's command,
+    # with a dozen modules to preload, stays under a third of the line.
+    modules = ["virtio_blk", "virtio_scsi", "nvme", "ext4", "xfs", "btrfs", "raid10", "dm_crypt"]
+    command = vng.with_cached_root(
+        vng.with_module_preload(vng.guest_agent_command(bundle=True), [*modules, "mq-deadline"])
+    )
+    assert len(base64.b64encode(shlex.join(command).encode())) < 2048 // 3
 
 
 def test_without_the_cached_root_the_command_runs_over_the_uncached_one(tmp_path: Path) -> None:

@@ -231,11 +231,13 @@ def _agent_bundle(ctx: BootContext, out: TextIO) -> Path | None:
 
 def _write_input(ctx: BootContext, plan: BootPlan, bundle: Path | None) -> None:
     """An attempt's plan, in the boot's folder and the guest's input folder with its job
-    files, and the agent's bundle when there is one."""
+    files, the agent's bundle when there is one, and over 9p the cached root's script."""
     write_record(rundir.plan_file(boot_dir(ctx)), plan)
     guest_io.write_input(input_dir(ctx), guest_dir(ctx), plan)
     if bundle is not None:
         shutil.copyfile(bundle, input_dir(ctx) / agent_bundle.BUNDLE_NAME)
+    if ctx.shared_fs == "9p":
+        (input_dir(ctx) / vng.CACHED_ROOT_SCRIPT).write_text(vng.cached_root_script())
 
 
 def _create_disks(ctx: BootContext, images: Sequence[Path]) -> list[Path]:

@@ -270,9 +270,13 @@ def cached_root_export(guest_root: str) -> str:
     )
 
 
-def with_cached_root(command: Sequence[str], mount: str = CACHED_ROOT_MOUNT) -> list[str]:
-    """`command` (an argv), run by a shell that first binds the folders of CACHED_ROOT_DIRS from
-    a cache=loose mount of the guest's root over the root virtme-ng mounted.
+# The script's name in the boot's input folder (host/vm/boot.py writes it there).
+CACHED_ROOT_SCRIPT = "cached-root.sh"
+
+
+def cached_root_script(mount: str = CACHED_ROOT_MOUNT) -> str:
+    """The shell script that binds the folders of CACHED_ROOT_DIRS from a cache=loose mount of
+    the guest's root over the root virtme-ng mounted, then exec's its arguments.
 
     virtme-ng mounts the root over 9p without a cache: every program and library the guest
     starts is read from the host in round trips of a page under an emulated CPU. Measured on a
@@ -283,18 +287,39 @@ def with_cached_root(command: Sequence[str], mount: str = CACHED_ROOT_MOUNT) -> 
     The guest's console says how many folders it bound; when the mount or a bind fails, the
     guest goes on over the uncached root (only slower) and says so there too."""
     folders = " ".join(CACHED_ROOT_DIRS)
-    script = (
-        f"if mkdir -p {mount} && mount -t 9p -o ro,trans=virtio,version=9p2000.L,"
-        f"msize=524288,cache=loose {CACHED_ROOT_TAG} {mount}; then n=0; "
-        f"for d in $(cd {mount} && echo {folders}); do "
-        f'if [ -d "{mount}/$d" ] && [ -d "/$d" ]; then '
-        f'if mount --bind "{mount}/$d" "/$d"; then n=$((n + 1)); '
-        'else echo "iomatrix-root: cannot bind /$d"; fi; fi; '
-        'done; echo "iomatrix-root: $n folders bound from the cached view of the root"; '
-        "else echo 'iomatrix-root: no cached view of the root: reading it uncached'; fi; "
-        'exec "$@"'
-    )
-    return ["sh", "-c", script, "sh", *command]
+    options = "ro,trans=virtio,version=9p2000.L,msize=524288,cache=loose"
+    return f"""\
+# iomatrix: the guest's programs and libraries through a page cache (host/vm/vng.py)
+if mkdir -p {mount} && mount -t 9p -o {options} {CACHED_ROOT_TAG} {mount}; then
+  n=0
+  for d in $(cd {mount} && echo {folders}); do
+    if [ -d "{mount}/$d" ] && [ -d "/$d" ]; then
+      if mount --bind "{mount}/$d" "/$d"; then
+        n=$((n + 1))
+      else
+        echo "iomatrix-root: cannot bind /$d"
+      fi
+    fi
+  done
+  echo "iomatrix-root: $n folders bound from the cached view of the root"
+else
+  echo "iomatrix-root: no cached view of the root: reading it uncached"
+fi
+exec "$@"
+"""
+
+
+def with_cached_root(
+    command: Sequence[str],
+    script: str = str(guest_root_layout.GUEST_INPUT / CACHED_ROOT_SCRIPT),
+) -> list[str]:
+    """`command` (an argv), run by cached_root_script() from the boot's input folder.
+
+    A file, not `sh -c TEXT`: virtme-ng hands the guest's command to the kernel's command line
+    (base64, in virtme.exec=), which the kernel cuts at 2,048 bytes. The script's text there
+    overflowed it for kernels booted without an initramfs (their root options are on the line
+    too): the kernel lost its init= and ran /bin/sh as init, which panicked."""
+    return ["sh", script, *command]
 
 
 # The variable that hands the background modprobe's pid to the agent (guest/disks.py reads it).
