@@ -58,6 +58,9 @@ COMMANDS: dict[str, list[str]] = {
 BLOCK = re.compile(r"(<!-- sample: (?P<name>[a-z-]+) -->\n```[a-z]*\n)(?P<body>.*?)(\n```)", re.S)
 
 
+SHOWN_URI = "file:///path/to/iomatrix/results"
+
+
 def header(argv: list[str]) -> str:
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
     machine = f"{platform.node()}, {os.cpu_count()} cores"
@@ -78,8 +81,10 @@ def produce(name: str) -> str:
             text=True,
             check=False,
         )
-        # The temporary folder's path says nothing to a reader: shown as results/.
-        text = done.stdout.replace(str(Path(tmp) / "results"), "results")
+        # The temporary folder's path says nothing to a reader: shown as results/, and in a
+        # link (which must be absolute) as a placeholder folder.
+        results = Path(tmp) / "results"
+        text = done.stdout.replace(results.as_uri(), SHOWN_URI).replace(str(results), "results")
     if done.returncode not in (0, 1):
         sys.exit(f"iomatrix {' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return header(argv) + text.rstrip("\n") + "\n"

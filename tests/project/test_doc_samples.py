@@ -45,3 +45,12 @@ def test_a_block_edited_by_hand_is_found() -> None:
     page = f"<!-- sample: {name} -->\n```\nlaid out by hand\n```\n"
     assert samples.fill(page) != page
     assert samples.fill(samples.fill(page)) == samples.fill(page)
+
+
+def test_a_samples_folder_is_shown_as_results_and_its_link_as_an_absolute_placeholder() -> None:
+    samples = doc_samples()
+    for name in samples.COMMANDS:
+        text = (samples.SAMPLES / f"{name}.txt").read_text()
+        assert "iomatrix-sample-" not in text, name  # the temporary folder never shows
+        for link in re.findall(r"file://\S+", text):
+            assert link.startswith(samples.SHOWN_URI + "/"), (name, link)

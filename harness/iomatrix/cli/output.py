@@ -37,4 +37,6 @@ def announce_site(site: build.BuiltSite | None) -> None:
     """The report a command wrote (None: it could not, and said so as a warning)."""
     if site is None:
         return
-    print(f"report: {site.index} ({len(site.pages)} page(s); open file://{site.index.resolve()})")
+    # as_uri(): a folder whose name holds a space, # or % still gives a link a terminal opens.
+    link = site.index.resolve().as_uri()
+    print(f"report: {site.index} ({len(site.pages)} page(s); open {link})")

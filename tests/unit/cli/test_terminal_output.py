@@ -211,3 +211,23 @@ def test_the_ab_summary_and_a_bisection_fit_the_terminal() -> None:
         lines = bisect_report.text(found, width=columns).splitlines()
         assert max(map(len, lines)) <= columns, "\n".join(lines)
     assert max(map(len, bisect_report.text(found).splitlines())) > 120
+
+
+def test_the_report_link_is_a_file_uri_of_the_page_even_for_an_awkward_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A results folder named with a space, a # and a %: pasted `file://` + path, the link
+    # would end at the space or take the rest for a fragment.
+    from urllib.parse import unquote, urlsplit  # noqa: PLC0415
+
+    from iomatrix.cli.output import announce_site  # noqa: PLC0415
+    from iomatrix.report.site.build import BuiltSite  # noqa: PLC0415
+
+    page = tmp_path / "my results #2 100%" / "r1" / "report" / "index.html"
+    announce_site(BuiltSite(index=page, pages=(page,)))
+    line = capsys.readouterr().out.strip()
+    link = line.rsplit("open ", 1)[1].rstrip(")")
+    assert " " not in link, line
+    parts = urlsplit(link)
+    assert (parts.scheme, parts.fragment) == ("file", ""), link
+    assert Path(unquote(parts.path)) == page.resolve()
