@@ -48,6 +48,7 @@ vms=$!
 # fill only: the tests build it themselves when this fails, so its failure fails nothing.
 build_log=$(mktemp "${TMPDIR:-/tmp}/iomatrix-kernel-build.XXXXXX")
 trap 'rm -f "$log" "$build_log"' EXIT
+build_started=$SECONDS
 nice -n 19 "$bin/iomatrix" kernels build "$KERNEL_BUILD_MATRIX" >"$build_log" 2>&1 &
 build=$!
 # Ctrl-C (which reaches only this script's group) and CI's TERM are passed on to all three.
@@ -78,7 +79,7 @@ fi
 if kill -0 "$build" 2>/dev/null; then
   kill -TERM -- "-$build" 2>/dev/null
   wait "$build"
-  echo "iomatrix: the background build of $KERNEL_BUILD_MATRIX was stopped after ${SECONDS} s"
+  echo "iomatrix: the background build of $KERNEL_BUILD_MATRIX was stopped after $((SECONDS - build_started)) s"
 else
   wait "$build"
   build_status=$?
