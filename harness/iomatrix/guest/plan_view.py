@@ -25,6 +25,7 @@ Backing = Literal["file", "ram", "host"]
 BuiltinName = Literal["sync-write", "write-then-sync", "log-append"]
 CacheMode = Literal["none", "writeback", "writethrough", "directsync", "unsafe"]
 CryptCipher = Literal["aes-xts-plain64", "aes-cbc-essiv:sha256", "xchacha12,aes-adiantum-plain64"]
+DiscardMode = Literal["unmap", "ignore"]
 MdLevel = Literal["raid0", "raid1", "raid5", "raid10"]
 WorkloadKind = Literal["fio", "builtin", "bonnie"]
 
@@ -293,6 +294,7 @@ class DeviceProfileView(PlainRecord):
     backing: Backing
     cache: CacheMode
     aio: AioMode
+    discard: DiscardMode
     path: str | None
     iops_limit: int | None
     bw_limit_bytes: int | None
@@ -307,6 +309,7 @@ class DeviceProfileView(PlainRecord):
         backing: Backing = "file",
         cache: CacheMode = "none",
         aio: AioMode = "native",
+        discard: DiscardMode = "unmap",
         path: str | None = None,
         iops_limit: int | None = None,
         bw_limit_bytes: int | None = None,
@@ -319,6 +322,7 @@ class DeviceProfileView(PlainRecord):
             backing=backing,
             cache=cache,
             aio=aio,
+            discard=discard,
             path=path,
             iops_limit=iops_limit,
             bw_limit_bytes=bw_limit_bytes,
@@ -337,6 +341,9 @@ class DeviceProfileView(PlainRecord):
             ),
             cache=_one_of(data.get("cache", "none"), get_args(CacheMode), "DeviceProfile.cache"),
             aio=_one_of(data.get("aio", "native"), get_args(AioMode), "DeviceProfile.aio"),
+            discard=_one_of(
+                data.get("discard", "unmap"), get_args(DiscardMode), "DeviceProfile.discard"
+            ),
             path=data.get("path", None),
             iops_limit=data.get("iops_limit", None),
             bw_limit_bytes=data.get("bw_limit_bytes", None),

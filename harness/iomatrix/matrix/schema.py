@@ -76,6 +76,7 @@ from iomatrix.model.cell import (
     AioMode,
     Backing,
     CacheMode,
+    DiscardMode,
 )
 from iomatrix.model.knob_keys import KNOB_FAMILIES
 from iomatrix.model.schedulers import Scheduler
@@ -149,6 +150,7 @@ class _DeviceSpec(_Schema):
     backing: Backing | None = None
     cache: CacheMode | None = None
     aio: AioMode | None = None
+    discard: DiscardMode | None = None
     path: HostDevicePath | None = None  # with backing: host only, checked once merged
     iops_limit: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
     bw_limit: Bandwidth | None = None  # bytes per second, written with the size units

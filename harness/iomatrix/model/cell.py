@@ -38,6 +38,12 @@ Backing = Literal["file", "ram", "host"]
 # "unsafe" ignores flushes and is for functional smoke runs only (marked in results).
 CacheMode = Literal["none", "writeback", "writethrough", "directsync", "unsafe"]
 AioMode = Literal["threads", "native", "io_uring"]
+# QEMU -drive discard=: what the guest's discards (mkfs's of the whole disk, fstrim, a discard
+# mount option) do to the disk's backing. "unmap" passes them on (a file-backed image has holes
+# punched in it: mkfs.ext4 took a preallocated 1 GiB image down to 51 MB allocated, so the
+# workload's writes allocate host blocks again); "ignore" drops them, and the image stays as it
+# was made (docs/running.md, "Discards and the preallocated image").
+DiscardMode = Literal["unmap", "ignore"]
 
 # A host block device as a matrix may name it: /dev/<kernel name>, nothing else (no
 # /dev/mapper/..., no .., no characters QEMU or a shell would read specially).
@@ -62,6 +68,10 @@ def is_one(value: object) -> bool:
 
 def is_auto(value: object) -> bool:
     return value == "auto"
+
+
+def is_unmap(value: object) -> bool:
+    return value == "unmap"
 
 
 class SourceFile(Record):
@@ -208,6 +218,7 @@ class DeviceProfile(Record):
     backing: Backing = "file"
     cache: CacheMode = "none"
     aio: AioMode = "native"
+    discard: DiscardMode = Field(default="unmap", exclude_if=is_unmap)
     # The host block device of a `backing: host` profile; None for every other backing.
     path: str | None = Field(default=None, exclude_if=is_none)
     # QEMU block throttling (throttling.iops-total / throttling.bps-total): emulates a slower

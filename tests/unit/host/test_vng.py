@@ -89,6 +89,17 @@ def test_disk_ram_profile_modes() -> None:
     ]
 
 
+def test_a_profile_that_ignores_discards_says_so_to_qemu() -> None:
+    keeps = DeviceProfile.model_validate(
+        {"name": "virtio-prealloc", "size_bytes": 1 << 30, "discard": "ignore"}
+    )
+    (drive,) = (a for a in vng.disk_qemu_args(keeps, IMAGE, 0) if a.startswith("file="))
+    assert drive.endswith(",discard=ignore"), drive
+    # Left out of run.json while it holds its default, so older readers still load the file.
+    assert "discard" not in profile("virtio-blk").model_dump_json()
+    assert '"discard":"ignore"' in keeps.model_dump_json()
+
+
 def test_disk_serial_fits_virtio_blk_limit() -> None:
     assert vng.disk_serial(0) == "iomatrix0"
     assert len(vng.disk_serial(999)) <= 20

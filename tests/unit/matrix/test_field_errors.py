@@ -77,7 +77,7 @@ def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
         (
             ("devices", "small", "speed"),
             "devices.small.speed",
-            "size, bus, backing, cache, aio, path, iops_limit, bw_limit, count",
+            "size, bus, backing, cache, aio, discard, path, iops_limit, bw_limit, count",
         ),
         (
             ("workloads", "randwrite", "kind"),
@@ -156,6 +156,11 @@ def test_unknown_fields_in_list_entries(
         (lambda d: d.update(vm={"cpus": 2.5}), "vm.cpus", "2.5 is not an integer"),
         (lambda d: d.update(timeouts={"cell": "10m"}), "timeouts.cell", "'10m' is not a number"),
         (lambda d: d.update(description=["a"]), "description", "['a'] is not text"),
+        (
+            lambda d: d["devices"]["small"].update(discard="trim"),
+            "devices.small.discard",
+            "'trim' is not allowed; allowed: 'unmap' or 'ignore'",
+        ),
     ],
 )
 def test_wrong_types(ws: Path, mutate: Any, field: str, reason: str) -> None:
@@ -193,6 +198,14 @@ def test_ranges(ws: Path, section: str, value: object, field: str, reason: str) 
     doc[section] = value
     error = only_error(ws, doc)
     assert (error.field, error.reason) == (field, reason)
+
+
+def test_a_device_that_ignores_discards_loads_with_it(ws: Path) -> None:
+    doc = base_doc()
+    doc["devices"]["small"]["discard"] = "ignore"
+    (cell,) = load_doc(ws, doc).cells
+    assert cell.device.discard == "ignore"
+    assert load_doc(ws, base_doc()).cells[0].device.discard == "unmap"
 
 
 def test_infinite_timeout_is_refused(ws: Path) -> None:

@@ -42,7 +42,9 @@ _SAFE_HOST_PATH = re.compile(r"^/[A-Za-z0-9._+/-]+$")
 
 def create_disk(path: Path, size_bytes: int, *, preallocate: bool) -> None:
     """A raw image file. File-backed profiles are preallocated so the host filesystem's block
-    allocation is not part of what the guest measures; RAM-backed ones grow as written."""
+    allocation is not part of what the guest measures; RAM-backed ones grow as written. A
+    profile that passes discards on (discard: unmap, the default) loses the preallocation to
+    mkfs's discard of the whole disk; discard: ignore keeps it (model/cell.py, DiscardMode)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as handle:
         handle.truncate(size_bytes)

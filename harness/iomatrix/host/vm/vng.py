@@ -61,7 +61,7 @@ def disk_qemu_args(
     serial = disk_serial(slot)
     drive = (
         f"file={image},format=raw,if=none,id={drive_name},"
-        f"cache={profile.cache},aio={profile.aio},discard=unmap"
+        f"cache={profile.cache},aio={profile.aio},discard={profile.discard}"
     )
     if profile.iops_limit is not None:
         drive += f",throttling.iops-total={profile.iops_limit}"
