@@ -4,10 +4,11 @@ Pure: build_boot has no side effects (tests/vm/test_stacks_vm.py boots such disk
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from iomatrix.host.kernels import Kernel
-from iomatrix.host.vm import boot
+from iomatrix.host.vm import boot, vng
 from iomatrix.model.cell import DeviceProfile, Timeouts, VmSettings
 from iomatrix.plan.boots import boot_groups
 from support.builders import make_cell
@@ -86,3 +87,26 @@ def test_the_boot_preloads_each_module_its_cells_will_load_once(tmp_path: Path) 
     prefix = "sh -c " if ctx.shared_fs != "9p" else "sh /opt/iomatrix/input/cached-root.sh sh -c "
     assert argv[-1].startswith(prefix)
     assert argv[-1].endswith(" sh virtio_blk ext4")
+
+
+def test_the_cached_roots_script_replaces_a_link_at_its_name_and_never_follows_it(
+    tmp_path: Path,
+) -> None:
+    job = tmp_path / "randwrite-4k.fio"
+    job.write_text("[w]\nrw=randwrite\n")
+    cell = make_cell()
+    cell = cell.model_copy(
+        update={"workload": cell.workload.model_copy(update={"job_file": str(job)})}
+    )
+    (group,) = boot_groups([cell], str(tmp_path / "run"))
+    ctx = dataclasses.replace(context(tmp_path, cell.device), group=group, shared_fs="9p")
+    plan, _, _ = boot.build_boot(ctx)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not iomatrix's")
+    script = boot.input_dir(ctx) / vng.CACHED_ROOT_SCRIPT
+    script.parent.mkdir(parents=True)
+    script.symlink_to(outside)
+    boot._write_input(ctx, plan, None)
+    assert outside.read_text() == "not iomatrix's"
+    assert not script.is_symlink()
+    assert script.read_text() == vng.cached_root_script()

@@ -33,7 +33,7 @@ from iomatrix.model.filesystems import FILESYSTEMS
 from iomatrix.model.result import BootRecord
 from iomatrix.model.schedulers import SCHEDULER_SPECS
 from iomatrix.plan.boots import BootGroup, BootPlan, Disk, Step
-from iomatrix.store import rundir
+from iomatrix.store import files, rundir
 from iomatrix.store.records_io import write_record
 
 # Paths that reach QEMU's option parser must not hold commas or spaces (QEMU splits on them).
@@ -239,7 +239,9 @@ def _write_input(ctx: BootContext, plan: BootPlan, bundle: Path | None) -> None:
     if bundle is not None:
         shutil.copyfile(bundle, input_dir(ctx) / agent_bundle.BUNDLE_NAME)
     if ctx.shared_fs == "9p":
-        (input_dir(ctx) / vng.CACHED_ROOT_SCRIPT).write_text(vng.cached_root_script())
+        # Written as the job files beside it are: a link left at the name is replaced, not
+        # followed.
+        files.write_text_atomic(input_dir(ctx) / vng.CACHED_ROOT_SCRIPT, vng.cached_root_script())
 
 
 def _create_disks(ctx: BootContext, images: Sequence[Path]) -> list[Path]:
