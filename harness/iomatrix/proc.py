@@ -31,6 +31,15 @@ _POLL_S = 1.0
 # How long a process group gets between SIGTERM and SIGKILL when we stop it.
 _TERMINATE_GRACE_S = 5.0
 
+# The longest line on_line is given. A guest (which may run a stranger's code) can print without
+# a newline for ever: the copier then never holds more than this, and hands on a longer line in
+# pieces of this size, so a reader still hears that the guest is printing. No line of the agent,
+# the kernel or a build comes near it.
+LINE_LIMIT_BYTES = 64 << 10
+# What output_file gets at most from one command by default: a guest printing for ever must not
+# fill the host's disk. A kernel build's log or a boot's console is a few MiB.
+OUTPUT_LIMIT_BYTES = 256 << 20
+
 
 class Completed(PlainRecord):
     """What a finished command left behind. stdout is empty when it went to a file."""
@@ -113,18 +122,80 @@ def _debug(message: str, *args: object) -> None:
         logging.getLogger(_LOGGER).debug(message, *args)
 
 
+class _Lines:
+    """Cuts a byte stream into lines for on_line as it arrives, holding at most `limit` bytes.
+
+    Only the new chunk is split: the unfinished line is kept apart and joined once its newline
+    arrives, never copied again with each chunk (a console without newlines made that quadratic).
+    An unfinished line that reaches `limit` bytes is handed on at once as a line of its own and
+    the rest of it follows as further lines.
+    """
+
+    def __init__(self, hand_on: Callable[[bytes], None], limit: int = LINE_LIMIT_BYTES) -> None:
+        self.hand_on = hand_on
+        self.limit = limit
+        self.pending = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        *complete, rest = chunk.split(b"\n")
+        for piece in complete:
+            self._add(piece)
+            line = bytes(self.pending)
+            self.pending.clear()
+            self.hand_on(line)
+        self._add(rest)
+
+    def end(self) -> None:
+        """The stream ended: its last line, if it had no newline."""
+        if self.pending:
+            line = bytes(self.pending)
+            self.pending.clear()
+            self.hand_on(line)
+
+    def _add(self, piece: bytes) -> None:
+        self.pending += piece
+        while len(self.pending) > self.limit:
+            line = bytes(self.pending[: self.limit])
+            del self.pending[: self.limit]
+            self.hand_on(line)
+
+
 def _copy_to_file(
-    source: IO[bytes], target: IO[bytes], on_line: Callable[[str], None] | None = None
+    source: IO[bytes],
+    target: IO[bytes],
+    on_line: Callable[[str], None] | None = None,
+    limit_bytes: int = OUTPUT_LIMIT_BYTES,
 ) -> None:
     """Copy a pipe into a log file as output arrives, so a crash of ours still leaves the log,
     and hand each complete line to on_line the moment it arrives (a boot's timeline is made of
     when the guest said what).
 
-    Closes both at the end: run() stops waiting for the copy when a process outside the group
+    The file gets at most limit_bytes of output, then one line saying it was cut there; the pipe
+    is still drained to its end (a child whose output is not read blocks for ever) and on_line
+    still gets every line (the watchdog hears the guest's progress from them).
+
+    Closes both at the end: run() stopped waiting for the copy when a process outside the group
     keeps the pipe open, and then nobody else is left to close them.
     """
-    pending = b""
     failed = False
+    written = 0
+    truncated = False
+
+    def keep(data: bytes) -> None:
+        """Write output into the file while it is under its limit; past it, say so once."""
+        nonlocal written, truncated
+        if truncated:
+            return
+        room = limit_bytes - written
+        target.write(data[:room])
+        written += min(len(data), room)
+        if len(data) > room:
+            truncated = True
+            target.write(
+                f"\niomatrix: output truncated at {limit_bytes} bytes; the rest was read "
+                "and not kept\n".encode()
+            )
+        target.flush()
 
     def hand_on(line: bytes) -> None:
         # A reader that raises must never stop the copy: nothing else drains the pipe, and a
@@ -141,23 +212,20 @@ def _copy_to_file(
             )
             if not failed:
                 failed = True
-                target.write(
+                keep(
                     f"\niomatrix: a console line reader failed ({type(exc).__name__}: {exc}); "
                     "the console is still being read\n".encode(errors="replace")
                 )
-                target.flush()
 
+    lines = _Lines(hand_on) if on_line is not None else None
     try:
         fd = source.fileno()
         while chunk := os.read(fd, 65536):
-            target.write(chunk)
-            target.flush()
-            if on_line is not None:
-                *lines, pending = (pending + chunk).split(b"\n")
-                for line in lines:
-                    hand_on(line)
-        if on_line is not None and pending:
-            hand_on(pending)
+            keep(chunk)
+            if lines is not None:
+                lines.feed(chunk)
+        if lines is not None:
+            lines.end()
     finally:
         source.close()
         target.close()
@@ -259,11 +327,12 @@ def run(
     poll_s: float = _POLL_S,
     on_line: Callable[[str], None] | None = None,
     die_with_parent: bool = False,
+    output_limit_bytes: int = OUTPUT_LIMIT_BYTES,
 ) -> Completed:
     """Run argv and wait for it, at most timeout_s seconds.
 
     on_line: with output_file, called (from another thread) with each line of output as it
-    arrives.
+    arrives (a line longer than LINE_LIMIT_BYTES comes in pieces of that size).
 
     stop: polled every poll_s seconds (default about once a second) while the command runs;
     when it returns a reason, the process group is killed and CommandTimeout carries that
@@ -273,6 +342,8 @@ def run(
     instead of memory. They reach it through a pipe that a thread copies, never as the file
     itself: QEMU reopens its /proc/self/fd/1 and /proc/self/fd/2 with O_TRUNC and separate
     offsets, and two chardevs writing one regular file that way overwrite each other.
+    output_limit_bytes: what output_file gets at most from this command; the rest is still read
+    (and handed to on_line) but not written, and the file ends with a line saying so.
     die_with_parent: the command and everything it starts are killed when this process dies,
     even by SIGKILL (QEMU under vng must not outlive a killed iomatrix): a small reaper
     (`python -m iomatrix.proc`, reap below) leads the command's process group and stops the
@@ -296,7 +367,9 @@ def run(
         if out_handle is not None:
             assert popen.stdout is not None
             copier = threading.Thread(
-                target=_copy_to_file, args=(popen.stdout, out_handle, on_line), daemon=True
+                target=_copy_to_file,
+                args=(popen.stdout, out_handle, on_line, output_limit_bytes),
+                daemon=True,
             )
             copier.start()
         if copier is not None and popen.stdin is not None:

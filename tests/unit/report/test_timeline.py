@@ -8,6 +8,7 @@ from collections.abc import Callable
 from iomatrix.host.vm import execute
 from iomatrix.host.vm.console import BootClock
 from iomatrix.model.result import BootEvent, BootRecord, CellResult, RunRecord, RunTimeline, Span
+from iomatrix.plan.boots import Step
 from iomatrix.report import timeline
 from support.builders import make_cell, make_rep, make_run
 
@@ -18,14 +19,17 @@ def ticking(*times: float) -> Callable[[], float]:
 
 
 def test_boot_events_come_from_console_lines_as_they_arrive() -> None:
-    clock = BootClock(ticking(100.0, 101.0, 103.5, 104.0, 106.0, 107.0, 109.0, 112.0, 113.0))
+    ext4, xfs = make_cell(fs="ext4"), make_cell(fs="xfs")
+    steps = [Step.of("/run", ext4, 0), Step.of("/run", xfs, 1)]
+    ticks = ticking(100.0, 101.0, 103.5, 104.0, 106.0, 107.0, 109.0, 112.0, 113.0)
+    clock = BootClock(ticks, steps=steps)
     for line in [
         "[    0.000000] Linux version 6.1.0-50-amd64 (debian-kernel@lists.debian.org)",
         "[    2.9] virtme-ng-init: starting script (console fallback)",
         "iomatrix-agent: kernel 6.1.0-50-amd64, 2 steps\r",
-        "iomatrix-agent: cell abc123 debian:bookworm/ext4/default/none/disk/tiny repetition 0",
-        "iomatrix-agent: cell abc123 ok",
-        "iomatrix-agent: cell def456 debian:bookworm/xfs/default/none/disk/tiny repetition 1",
+        f"iomatrix-agent: cell {ext4.id} {ext4.label} repetition 0",
+        f"iomatrix-agent: cell {ext4.id} ok",
+        f"iomatrix-agent: cell {xfs.id} {xfs.label} repetition 1",
         "iomatrix-agent: done",
         "[    9.1] Linux version again, not a new event",
     ]:
@@ -34,8 +38,8 @@ def test_boot_events_come_from_console_lines_as_they_arrive() -> None:
         ("kernel", 1.0),
         ("init-done", 3.5),
         ("agent", 4.0),
-        ("step abc123 0", 6.0),
-        ("step def456 1", 9.0),
+        (f"step {ext4.id} 0", 6.0),
+        (f"step {xfs.id} 1", 9.0),
         ("agent-done", 12.0),
     ]
 

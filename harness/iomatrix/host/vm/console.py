@@ -53,13 +53,27 @@ _BOOT_MARKS = (
 )
 
 
-_STEP_LINE = re.compile(r"iomatrix-agent: cell (\S+) .* repetition (\d+)$")
+# The agent's line at the start of each step (guest/agent.py run_step):
+#   iomatrix-agent: cell <id> <label> repetition <n>
+# Read with str methods, not a regular expression: a search for `cell (\S+) .* repetition` backs
+# off from the line's end at every `cell ` in it, which a guest can repeat to hold the host for
+# seconds on one line.
+_STEP_START = "iomatrix-agent: cell "
+_STEP_REPETITION = " repetition "
+# More digits than any plan's repetition number has (int() refuses a number of 4300 digits).
+_REPETITION_DIGITS = 9
+
+# The longest console line (in characters) read for the boot's events; a longer one is not parsed
+# at all, whatever it holds. The longest the agent prints is a step's line, whose label holds the
+# kernel spec (a path: at most 4096 bytes) and up to ten names of at most 64 characters.
+EVENT_LINE_LIMIT = 16 << 10
 
 
 # Without udev in the guest, /dev/virtio-ports/virtme.* (udev's links) do not exist and virtme-ng's
 # init runs the script on the console instead; vng then cannot relay the script's exit status and
 # exits 255, but the init prints it on the console.
-_SCRIPT_EXIT = re.compile(r"virtme-ng-init: script exited with code (-?\d+)")
+# At most 9 digits: int() refuses a number of 4300, and a status has 3.
+_SCRIPT_EXIT = re.compile(r"virtme-ng-init: script exited with code (-?[0-9]{1,9})(?![0-9])")
 
 
 VNG_NO_STATUS = 255
@@ -91,8 +105,9 @@ class BootClock:
         # Each (cell id, repetition) the agent announced, as the host read it: the guest's own
         # markers can be deleted by a job it runs, a line the host has read cannot be taken back.
         self.announced: set[tuple[str, int]] = set()
-        # Only the boot's own steps are remembered: a guest printing fake lines without end
-        # must not grow the host's memory.
+        # Only the boot's own steps are remembered, each once (in `announced` and `events`, as
+        # the agent announces each step once): a guest printing fake lines without end must not
+        # grow the host's memory or the boot's record.
         self._expected = {(step.cell.id, step.repetition) for step in steps}
 
     def __call__(self, line: str) -> None:
@@ -112,14 +127,35 @@ class BootClock:
         return self.last_line_at
 
     def _mark(self, text: str, at_s: float) -> None:
+        if len(text) > EVENT_LINE_LIMIT:
+            return
         if status := _SCRIPT_EXIT.search(text):
             self.script_exit = int(status[1])
-        if step := _STEP_LINE.search(text):
-            if (step[1], int(step[2])) in self._expected:
-                self.announced.add((step[1], int(step[2])))
-            self.events.append(BootEvent(name=f"step {step[1]} {step[2]}", at_s=at_s))
+        if (step := step_announced(text)) is not None:
+            if step in self._expected and step not in self.announced:
+                self.announced.add(step)
+                self.events.append(BootEvent(name=f"step {step[0]} {step[1]}", at_s=at_s))
             return
         for marker, name in _BOOT_MARKS:
             if marker in text and name not in self._seen:
                 self._seen.add(name)
                 self.events.append(BootEvent(name=name, at_s=at_s))
+
+
+def step_announced(text: str) -> tuple[str, int] | None:
+    """The (cell id, repetition) of the agent's line starting a step, else None.
+
+    In time linear in the line: the first `iomatrix-agent: cell ` in it, the id up to the next
+    space, and the repetition after the last ` repetition ` (only digits from there on)."""
+    start = text.find(_STEP_START)
+    if start < 0:
+        return None
+    head, found, number = text[start + len(_STEP_START) :].rpartition(_STEP_REPETITION)
+    if not found or not number.isascii() or not number.isdigit():
+        return None
+    if len(number) > _REPETITION_DIGITS:
+        return None
+    cell_id, space, _label = head.partition(" ")
+    if not cell_id or not space:
+        return None
+    return cell_id, int(number)
