@@ -18,7 +18,10 @@ GIT_ENV = {
 }
 
 # make's recipes need tabs. O= (or KBUILD_OUTPUT, as virtme-configkernel passes it) is the output
-# folder, as in Kbuild; LOCALVERSION goes into the release as Kbuild puts it there.
+# folder, as in Kbuild; LOCALVERSION goes into the release as Kbuild puts it there. The bzImage
+# is the object behind an x86 boot header carrying the release (bzimage.py reads it back: the
+# build checks kernel.release against it), at 0x202 "HdrS", protocol 2.15, the version string at
+# 0x200 + 0x200.
 TOY_MAKEFILE = """\
 O ?= $(KBUILD_OUTPUT)
 CC ?= gcc
@@ -32,7 +35,9 @@ bzImage:
 \tmkdir -p $(O)/include/config $(O)/arch/x86/boot
 \t$(CC) -c $(CURDIR)/toy.c -o $(O)/toy.o
 \techo "$$(cat $(CURDIR)/VERSION)$(LOCALVERSION)" > $(O)/include/config/kernel.release
-\tcp $(O)/toy.o $(O)/arch/x86/boot/bzImage
+\trel=$$(cat $(O)/include/config/kernel.release); { head -c 514 /dev/zero; \
+\t  printf 'HdrS\\017\\002'; head -c 6 /dev/zero; printf '\\000\\002'; head -c 496 /dev/zero; \
+\t  printf '%s (toy) #1\\000' "$$rel"; cat $(O)/toy.o; } > $(O)/arch/x86/boot/bzImage
 modules:
 \t@true
 modules_install:

@@ -114,8 +114,28 @@ def read_untrusted(path: Path, *, max_bytes: int = MAX_RECORD_BYTES, tail: bool 
 
     The folders above it are the caller's: the host creates them, or reads them from a
     folder the guest cannot reach (see docs/DESIGN.md's threat model)."""
+    return _read_untrusted_at(None, path, path, max_bytes=max_bytes, tail=tail)
+
+
+def read_untrusted_beneath(root: Path, parts: Sequence[str], *, max_bytes: int) -> bytes:
+    """As read_untrusted, for root/parts... where every folder on the way may have been
+    replaced by someone else too (a kernel build's output folder, which the build's own code
+    writes): no component is followed as a link (open_folder_beneath), only root itself."""
+    *folders, name = parts
+    where = root.joinpath(*parts)
+    folder = open_folder_beneath(root, folders)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return _read_untrusted_at(folder, name, where, max_bytes=max_bytes, tail=False)
+    finally:
+        os.close(folder)
+
+
+def _read_untrusted_at(
+    dir_fd: int | None, name: Path | str, path: Path, *, max_bytes: int, tail: bool
+) -> bytes:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UntrustedFileError(path, "is a symbolic link, not a file") from exc
@@ -235,11 +255,14 @@ def copy_untrusted_folder(
     *,
     max_file_bytes: int = MAX_RECORD_BYTES,
     max_total_bytes: int = MAX_CELL_BYTES,
+    reserved: Callable[[str], str | None] | None = None,
 ) -> list[str]:
     """Copy the regular files of root/parts... (a folder the guest wrote) into target, which
     only the host writes. Nothing is followed or opened for a blocking read: a link, a FIFO, a
     folder or a badly named entry is left behind, as is a file over max_file_bytes or past
-    max_total_bytes; each such is one line of the list returned. A missing folder copies nothing.
+    max_total_bytes, and one whose name `reserved` says is the host's own record in target (what
+    it is, else None): the host's file of that name stays the host's. Each such is one line of
+    the list returned. A missing folder copies nothing.
     """
     where = root.joinpath(*parts)
     try:
@@ -255,6 +278,13 @@ def copy_untrusted_folder(
             shown = where / name
             if not _COPYABLE_NAME.fullmatch(name) or name.startswith("."):
                 problems.append(f"{where}: {name!r} is not a name the agent writes; left behind")
+                continue
+            if reserved is not None and (record := reserved(name)) is not None:
+                # Copied, it would replace (or stand in for) what the host wrote itself: the
+                # guest would forge the host's independent view of it.
+                problems.append(
+                    f"{shown}: {name!r} is a name only the host writes ({record}); left behind"
+                )
                 continue
             try:
                 fd = os.open(

@@ -48,12 +48,26 @@ from iomatrix.adapters.kconfig import (
 )
 from iomatrix.errors import KernelError
 from iomatrix.host.kernels import sandbox
+from iomatrix.host.kernels.build_leftovers import (
+    MAX_CONFIG_BYTES,
+    MAX_IMAGE_BYTES,
+    built_release,
+    lend_modules,
+    read_built,
+)
 from iomatrix.host.kernels.cache import MANIFEST, cache_root, load_manifest, quiet
 from iomatrix.host.kernels.records import Kernel, Log
 from iomatrix.host.kernels.sources import Source, git, resolve
 from iomatrix.model.cell import KernelBuild
 from iomatrix.model.result import KernelBuildInfo
-from iomatrix.store.files import locked, sha256_file, write_text_atomic
+from iomatrix.store.files import (
+    UntrustedFileError,
+    locked,
+    read_untrusted,
+    sha256_file,
+    write_bytes_atomic,
+    write_text_atomic,
+)
 
 # A from-scratch build of iomatrix's config takes minutes on 2 cores; a default config with debug
 # info took far longer. Hours means a hung compiler, not a slow one.
@@ -113,6 +127,9 @@ CONFIG_DEBUG_INFO_NONE=y
 # CONFIG_HUGETLBFS is not set
 # CONFIG_PROVIDE_OHCI1394_DMA_INIT is not set
 """
+# How much of a build log first_errors reads: its head for the first errors, else its tail.
+_LOG_HEAD_BYTES = 8 << 20
+_LOG_TAIL_BYTES = 64 << 10
 # The compiler's own words: gcc's and ld's errors, and make's summary as a last resort.
 _ERROR_LINE = re.compile(r"(error:|undefined reference|No rule to make target|Error \d+)")
 
@@ -356,7 +373,9 @@ def _writable(*folders: Path) -> list[Path]:
 
 
 def _build(job: _Job) -> Kernel:
-    if (job.out / _INCOMPLETE).exists():
+    # lexists: the marker is in a folder the last build could write; a link there is no less a
+    # sign that it was interrupted, and rmtree does not follow links.
+    if os.path.lexists(job.out / _INCOMPLETE):
         job.say(f"{job.out}: the last build there was interrupted; starting that folder again")
         shutil.rmtree(job.out)
     job.out.mkdir(parents=True, exist_ok=True)
@@ -374,10 +393,18 @@ def _build(job: _Job) -> Kernel:
         dropped = _configure(job)
         job.say(f"{job.name}: building {job.source.origin} (log: {job.log_path})")
         _make(job)
-        release = (job.out / "include" / "config" / "kernel.release").read_text().strip()
-        _install(job, stage)
-        shutil.copyfile(job.out / ".config", stage / "config")
-        shutil.copyfile(job.log_path, stage / "build.log")
+        # From here the host reads what the build wrote: see build_leftovers.py.
+        image = read_built(
+            job.name, job.out, "arch", "x86", "boot", "bzImage", max_bytes=MAX_IMAGE_BYTES
+        )
+        config = read_built(job.name, job.out, ".config", max_bytes=MAX_CONFIG_BYTES)
+        release = built_release(job.name, job.out, job.suffix, image)
+        has_modules = _install(job, stage, release)
+        # Written after modules_install, which could write the stage: each replaces whatever
+        # stands at its name (write_bytes_atomic renames over it), a link is never followed.
+        write_bytes_atomic(stage / "vmlinuz", image)
+        write_bytes_atomic(stage / "config", config)
+        shutil.copyfile(job.log_path, stage / "build.log")  # the host's own file (proc.run)
         final = job.builds / job.key
         info = KernelBuildInfo(
             commit=job.source.commit,
@@ -385,20 +412,19 @@ def _build(job: _Job) -> Kernel:
             patches=job.recipe.patches,
             key=job.key,
             compiler=job.tools,
-            config_sha256=sha256_file(stage / "config"),
+            config_sha256=hashlib.sha256(config).hexdigest(),
             dropped=dropped,
             build_s=round(time.monotonic() - started, 1),
             log=str(final / "build.log"),
             config=str(final / "config"),
         )
-        has_modules = (stage / "lib" / "modules" / release).is_dir()
         kernel = Kernel(
             spec=job.name,
             release=release,
             vmlinuz=str(final / "vmlinuz"),
             modules_dir=str(final / "lib" / "modules" / release) if has_modules else None,
             source=f"built from {job.source.origin}",
-            vmlinuz_sha256=sha256_file(stage / "vmlinuz"),
+            vmlinuz_sha256=hashlib.sha256(image).hexdigest(),
             build=info,
         )
         stage.rename(final)
@@ -443,10 +469,14 @@ def _configure(job: _Job) -> tuple[str, ...]:
         env={**os.environ, "KBUILD_OUTPUT": str(job.out)},
         what="virtme-configkernel --defconfig",
     )
-    with (job.out / ".config").open("a", encoding="utf-8") as config:
-        config.write("\n" + fragments(job.recipe))
+    # Read and replaced, never opened for appending: the tree's code ran (make defconfig under
+    # virtme-configkernel) and may have left a link at the name.
+    base = read_built(job.name, job.out, ".config", max_bytes=MAX_CONFIG_BYTES)
+    write_bytes_atomic(job.out / ".config", base + ("\n" + fragments(job.recipe)).encode())
+    sandbox.hand_over([job.out / ".config"])
     job.run(job.make("olddefconfig"), _CONFIG_TIMEOUT_S, what="make olddefconfig")
-    final = parse_config((job.out / ".config").read_text(encoding="utf-8", errors="replace"))
+    settled = read_built(job.name, job.out, ".config", max_bytes=MAX_CONFIG_BYTES)
+    final = parse_config(settled.decode("utf-8", errors="replace"))
     ours = [f"{option}=y" for option in iomatrix_options()]
     return dropped_options([*ours, *job.recipe.config], final)
 
@@ -463,7 +493,8 @@ def _make(job: _Job) -> None:
     }
     compiler = ["CC=ccache gcc"] if shutil.which("ccache") else []
     marker = job.out / _INCOMPLETE
-    marker.write_text("make is running or was killed\n")
+    # Atomic: a link the configure steps left at the name is replaced, never written through.
+    write_text_atomic(marker, "make is running or was killed\n")
     job.run(
         job.make(f"-j{job.jobs}", f"LOCALVERSION={job.suffix}", *compiler, "bzImage", "modules"),
         BUILD_TIMEOUT_S,
@@ -473,8 +504,8 @@ def _make(job: _Job) -> None:
     )
 
 
-def _install(job: _Job, stage: Path) -> None:
-    shutil.copyfile(job.out / "arch" / "x86" / "boot" / "bzImage", stage / "vmlinuz")
+def _install(job: _Job, stage: Path, release: str) -> bool:
+    """make modules_install into the stage; whether it made lib/modules/<release>."""
     sandbox.hand_over([stage])
     job.run(
         job.make(
@@ -487,9 +518,7 @@ def _install(job: _Job, stage: Path) -> None:
         what="make modules_install",
         stage=stage,
     )
-    # They point into the output folder and the source checkout, which the guest never needs.
-    for link in [*stage.glob("lib/modules/*/build"), *stage.glob("lib/modules/*/source")]:
-        link.unlink()
+    return lend_modules(job.name, stage, release)
 
 
 def _run_logged(
@@ -535,10 +564,17 @@ def _run_logged(
 
 def first_errors(log_path: Path, most: int = 5) -> str:
     """The compiler's own error lines from a build log (the first few), and where the log is."""
+    # Bounded: a build's output is the tree's, and a log of hundreds of MiB must not be read
+    # whole. The first errors are near the start of where make stopped; without any, the tail.
     try:
-        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        lines = []
-    errors = [line.strip() for line in lines if _ERROR_LINE.search(line)]
-    tail = errors[:most] or [line.strip() for line in lines[-most:]]
-    return "; ".join(tail) + f" (the build log: {log_path})"
+        with log_path.open("rb") as log:
+            head = log.read(_LOG_HEAD_BYTES)
+        lines = head.decode("utf-8", errors="replace").splitlines()
+        errors = [line.strip()[:500] for line in lines if _ERROR_LINE.search(line)]
+        if not errors:
+            end = read_untrusted(log_path, max_bytes=_LOG_TAIL_BYTES, tail=True)
+            lines = end.decode("utf-8", errors="replace").splitlines()
+    except (OSError, UntrustedFileError):
+        lines, errors = [], []
+    shown = errors[:most] or [line.strip()[:500] for line in lines[-most:]]
+    return "; ".join(shown) + f" (the build log: {log_path})"

@@ -91,10 +91,12 @@ def drops_privileges() -> bool:
 
 def hand_over(folders: Sequence[Path]) -> None:
     """The writable folders (and everything beneath, links not followed) to the build user,
-    when builds drop privileges; nothing otherwise."""
+    when builds drop privileges; nothing otherwise. A file named among them is handed over
+    alone."""
     if not drops_privileges():
         return
     for folder in folders:
+        os.lchown(folder, BUILD_UID, BUILD_GID)
         for top, dirs, names in os.walk(folder):
             os.lchown(top, BUILD_UID, BUILD_GID)
             for name in (*dirs, *names):
