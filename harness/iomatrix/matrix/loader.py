@@ -58,12 +58,14 @@ from iomatrix.matrix.presets import (
     Loader,
     Source,
     located,
+    quick_target,
     read_mapping,
     source_of,
 )
 from iomatrix.matrix.problems import Loc, error_loc, format_field, reason
 from iomatrix.matrix.rules import show
 from iomatrix.matrix.schema import FileSpec, check_quick
+from iomatrix.matrix.yaml_reader import Position
 from iomatrix.model.cell import (
     Matrix,
 )
@@ -72,44 +74,40 @@ from iomatrix.model.cell import (
 
 
 def quick_variant(path: Path | str) -> Path:
-    """The file a matrix names as its quick variant (field `quick`), relative to the matrix file.
+    """The file a matrix names as its quick variant (field `quick`), relative to the matrix file
+    and, links resolved, inside the matrix's repository or folder as every file it names, and
+    confined as the matrix is once it is loaded in its place (presets.quick_target).
 
-    Raises MatrixErrors naming the file and the field when there is none or it does not exist;
-    the variant itself is validated when it is loaded.
+    Raises MatrixErrors naming the file, the field and its line when there is none, it does not
+    exist or it is elsewhere; the variant itself is validated when it is loaded.
     """
-    display = str(path)
+    source = Source(str(path), Path(path).resolve())
+    positions: dict[Loc, Position] = {}
+
+    def refused(why: str) -> MatrixErrors:
+        return MatrixErrors((located(source, "quick", why, {source.path: positions}, ("quick",)),))
+
     try:
-        raw = read_mapping(Path(path))
+        raw = read_mapping(source.path, positions)
     except FileProblem as problem:
-        raise MatrixErrors((MatrixError(display, problem.field, problem.reason),)) from None
+        raise MatrixErrors((MatrixError(source.display, problem.field, problem.reason),)) from None
     value = raw.get("quick")
     if value is None:
-        raise MatrixErrors(
-            (
-                MatrixError(
-                    display,
-                    "quick",
-                    "this matrix names no quick variant; add `quick: <file>.yaml` (a smaller "
-                    "matrix, e.g. one that extends this file) or run without --quick",
-                ),
-            )
+        raise refused(
+            "this matrix names no quick variant; add `quick: <file>.yaml` (a smaller matrix, "
+            "e.g. one that extends this file) or run without --quick"
         )
     try:
         if not isinstance(value, str):
             raise ValueError(f"{show(value)} is not a file name")
         check_quick(value)
+        target = quick_target(source, value)
     except ValueError as exc:
-        raise MatrixErrors((MatrixError(display, "quick", str(exc)),)) from None
-    target = Path(os.path.normpath(Path(path).parent / value))
-    if not target.is_file():
-        raise MatrixErrors(
-            (
-                MatrixError(
-                    display, "quick", f"{value!r}: no such matrix file (looked for {target})"
-                ),
-            )
-        )
-    return target
+        raise refused(str(exc)) from None
+    # As given (relative stays relative) when that is the very file checked; else the file
+    # checked, never a path whose `..` after a link would name another one.
+    given = Path(os.path.normpath(Path(path).parent / value))
+    return given if given.resolve() == target else target
 
 
 def load_matrix(path: Path | str, *, max_cells: int | None = None) -> Matrix:

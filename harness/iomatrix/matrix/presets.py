@@ -202,12 +202,11 @@ class Loader:
         data = spec.model_dump(exclude_unset=True, exclude_none=True)
         data.pop("extends", None)
         quick = data.pop("quick", None)
-        if quick is not None and not (source.dir / quick).is_file():
-            self.error(
-                source,
-                "quick",
-                f"{quick!r}: no such matrix file (looked for {(source.dir / quick).resolve()})",
-            )
+        if quick is not None:
+            try:
+                quick_target(source, quick)
+            except ValueError as exc:
+                self.error(source, "quick", str(exc))
         origins: dict[Loc, Source] = {}
         _annotate(data, source, (), origins)
         own = Layer(data, origins)
@@ -250,6 +249,33 @@ class Loader:
             self.error(source, where, f"{rel!r}: no such preset file (looked for {target})")
             return None
         return self.load(Source(display, target), chain)
+
+
+def files_root(matrix: Path) -> Path:
+    """Where every file the matrix file `matrix` (resolved) names must be when it is the matrix
+    loaded: the package for a preset that ships with iomatrix (trusted), else confinement_root."""
+    return builtin.PACKAGE_DIR if builtin.is_builtin_file(matrix) else confinement_root(matrix)
+
+
+def quick_target(source: Source, value: str) -> Path:
+    """The matrix file `quick: value` of `source` names, found as a preset is (Loader._preset):
+    against the file's own folder, links resolved, and inside its files_root; ValueError saying
+    why not. With --quick the variant is loaded as the matrix, confined by its own place: it must
+    be confined exactly as this file is (the same repository, or outside one the same folder),
+    never elsewhere on the host with a root of its own for everything it names."""
+    root = files_root(source.path)
+    target = (source.dir / value).resolve()
+    if not target.is_relative_to(root):
+        raise ValueError(outside_message(value, "quick variant", root))
+    if not target.is_file():
+        raise ValueError(f"{value!r}: no such matrix file (looked for {target})")
+    if (own := files_root(target)) != root:
+        raise ValueError(
+            f"{value!r}: the quick variant would confine the files it names to {own}, not to "
+            f"{root} as this matrix does; keep it in the same repository (or, outside one, in "
+            "the same folder)"
+        )
+    return target
 
 
 # How far presets may reach: far beyond any real matrix (this repository's go 1 deep).

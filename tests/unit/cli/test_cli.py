@@ -243,6 +243,26 @@ def test_run_quick_without_a_quick_variant_starts_nothing(
     assert f"{good}: quick: this matrix names no quick variant" in capsys.readouterr().err
 
 
+def test_run_quick_naming_a_matrix_outside_the_folder_starts_nothing(
+    tmp_path: Path, no_commands: list[Sequence[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A valid matrix elsewhere on the host, which --quick ran before `quick:` was confined.
+    outside = tmp_path / "outside"
+    (outside / "workloads").mkdir(parents=True)
+    shutil.copy(builtin.WORKLOADS_DIR / "randwrite-4k.fio", outside / "workloads")
+    (outside / "hosts.yml").write_text(GOOD)
+    (tmp_path / "pr").mkdir()
+    good = tmp_path / "pr" / "m.yaml"
+    good.write_text(GOOD.replace("name: good", "name: good\nquick: ../outside/hosts.yml"))
+    results = tmp_path / "results"
+    assert cli.main(["run", "--quick", "--results", str(results), str(good)]) == 2
+    assert no_commands == []
+    assert not results.exists()
+    assert f"{good}:3:1: quick: '../outside/hosts.yml': the quick variant resolves outside" in (
+        capsys.readouterr().err
+    )
+
+
 def test_expand_quick_lists_the_quick_variant(
     matrix_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.host.vm import guest_io
+from iomatrix.host.vm import guest_io, qmp
 from iomatrix.model.cell import Cell, FioPhase, Precondition, Timeouts
 from iomatrix.plan.boots import BootPlan, Step
 from iomatrix.store import files
@@ -108,3 +108,74 @@ def test_a_job_file_swapped_for_a_link_or_fifo_fails_its_cell_alone(tmp_path: Pa
     # Writing the input folder would refuse them too, without reading through the link.
     with pytest.raises(files.UntrustedFileError):
         guest_io.write_input(tmp_path / "in", Path("/r"), plan_of(Path("/r"), steps))
+
+
+def test_a_guest_file_named_as_the_hosts_record_is_left_behind(tmp_path: Path) -> None:
+    """The guest writes host-disks-000.json into its own cell folder: copied out, it would
+    replace QEMU's counters, the host's view of the disks. It is left behind with a reason, the
+    host's record stays the host's, and the guest's other files are copied as ever."""
+    cell = fio_cell(tmp_path / "jobs")
+    ours = [Step.of(str(tmp_path / "results" / "run1"), cell, 0)]
+    theirs = guest_io.guest_steps(tmp_path / "guest", ours, ours)
+    mine, guests = guest_io.cell_dir(ours[0]), guest_io.cell_dir(theirs[0])
+    host_record = qmp.host_disks_path(mine, 0)
+    host_record.parent.mkdir(parents=True)
+    host_record.write_text('[{"drive": "iomx0", "wr_operations": 812}]\n')
+    guests.mkdir(parents=True)
+    forged = '[{"drive": "iomx0", "wr_operations": 1}]\n'
+    qmp.host_disks_path(guests, 0).write_text(forged)
+    qmp.host_disks_path(guests, 1).write_text(forged)  # one the host has not written (yet)
+    (guests / "host-notes.txt").write_text("mine\n")
+    (guests / "result.json").write_text("{}\n")
+    problems = guest_io.copy_out(theirs, ours)
+    assert host_record.read_text() == '[{"drive": "iomx0", "wr_operations": 812}]\n'
+    assert sorted(p.name for p in mine.iterdir()) == ["host-disks-000.json", "result.json"]
+    assert len(problems) == 3, problems
+    assert (
+        "'host-disks-000.json' is a name only the host writes (QEMU's disk counters)"
+        in (problems[0])
+    )
+    assert problems[0].startswith(str(guests / "host-disks-000.json"))
+    assert "names are kept for the host's records" in problems[2]
+
+
+def test_the_hosts_records_are_not_lent_to_the_guest(tmp_path: Path) -> None:
+    # An earlier boot's repetitions are copied in for the agent to count; the host's own
+    # records are not (the agent needs none, and copying them back out would be refused).
+    cell = fio_cell(tmp_path / "jobs")
+    ours = [Step.of(str(tmp_path / "results" / "run1"), cell, 1)]
+    theirs = guest_io.guest_steps(tmp_path / "guest", ours, ours)
+    mine = guest_io.cell_dir(ours[0])
+    mine.mkdir(parents=True)
+    (mine / "rep-0.json").write_text("{}\n")
+    qmp.host_disks_path(mine, 0).write_text("[]\n")
+    guest_io.copy_in(theirs, ours)
+    assert [p.name for p in guest_io.cell_dir(theirs[0]).iterdir()] == ["rep-0.json"]
+    assert guest_io.copy_out(theirs, ours) == []
+    assert guest_io.host_only(qmp.host_disks_path(mine, 1234).name) is not None
+    assert guest_io.host_only("rep-0.fio.json") is None
+
+
+def test_a_finished_cell_is_mirrored_once_whatever_its_result_is(tmp_path: Path) -> None:
+    """The watchdog's mirror copies a cell out when the guest's result.json appears. A
+    result.json the copy leaves behind (here a link) never reaches the run folder: the cell is
+    still copied once, not again at every poll (up to 512 MiB a second)."""
+    cell = fio_cell(tmp_path / "jobs")
+    ours = [Step.of(str(tmp_path / "results" / "run1"), cell, 0)]
+    theirs = guest_io.guest_steps(tmp_path / "guest", ours, ours)
+    mine, guests = guest_io.cell_dir(ours[0]), guest_io.cell_dir(theirs[0])
+    guests.mkdir(parents=True)
+    (guests / "rep-0.fio.json").write_text("{}\n")
+    (guests / "result.json").symlink_to(tmp_path / "elsewhere.json")
+    mirror = guest_io.Mirror(theirs, ours)
+    mirror()
+    copied = mine / "rep-0.fio.json"
+    assert copied.read_text() == "{}\n"
+    assert not (mine / "result.json").exists()
+    copied.unlink()
+    mirror()  # the next poll: nothing copied again
+    assert not copied.exists()
+    # After the boot, copy_out copies what there is and says what it left behind.
+    problems = guest_io.copy_out(theirs, ours)
+    assert copied.exists()
+    assert any("result.json" in p for p in problems), problems

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from iomatrix.errors import MatrixErrors
+from iomatrix.errors import MatrixError, MatrixErrors
 from iomatrix.matrix.loader import load_matrix, quick_variant
 from iomatrix.model.cell import DeviceProfile, VmSettings
 from iomatrix.model.units import GIB
@@ -199,6 +199,83 @@ def test_bad_quick_values(ws: Path, quick: Any, reason: str) -> None:
     assert error.field == "quick"
     assert reason in error.reason
     assert only_error(ws, {**base_doc(), "quick": quick}).field == "quick"
+
+
+def quick_errors(matrix: Path) -> list[MatrixError]:
+    """The errors of --quick's look-up of the variant, and of loading the matrix itself."""
+    with pytest.raises(MatrixErrors) as info:
+        quick_variant(matrix)
+    with pytest.raises(MatrixErrors) as loaded:
+        load_matrix(matrix)
+    return [*info.value.errors, *loaded.value.errors]
+
+
+def test_a_quick_variant_outside_the_matrixs_folder_is_refused(tmp_path: Path) -> None:
+    """`quick: ../outside/hosts.yml` named a valid matrix elsewhere on the host, which --quick
+    ran instead (and whose folder confined what it named): refused, naming the file, the
+    field and its line, before anything is read or runs."""
+    hosts = dump(tmp_path / "outside" / "hosts.yml", {**base_doc(), "name": "hosts"})
+    write(tmp_path / "outside" / "workloads" / "randwrite.fio", "[w]\nrw=randwrite\nsize=1m\n")
+    assert load_matrix(hosts).name == "hosts"  # a matrix that would load and run
+    write(tmp_path / "pr" / "workloads" / "randwrite.fio", "[w]\nrw=randwrite\nsize=1m\n")
+    matrix = dump(tmp_path / "pr" / "m.yaml", {**base_doc(), "quick": "../outside/hosts.yml"})
+    line = matrix.read_text().splitlines().index("quick: ../outside/hosts.yml") + 1
+    for error in quick_errors(matrix):
+        assert (error.file, error.field, error.line) == (str(matrix), "quick", line)
+        assert error.reason == (
+            f"'../outside/hosts.yml': the quick variant resolves outside {tmp_path / 'pr'} (the "
+            "matrix's repository or folder); files a matrix names must be inside it"
+        )
+
+
+def test_a_quick_variant_elsewhere_in_the_repository_is_found(ws: Path) -> None:
+    (ws / ".git").mkdir()  # the matrix in sub/, its variant in quick/: both in one repository
+    matrix = dump(ws / "sub" / "m.yaml", {**base_doc(), "quick": "../quick/q.yaml"})
+    write(ws / "sub" / "workloads" / "randwrite.fio", "[w]\nrw=randwrite\nsize=1m\n")
+    quick = dump(ws / "quick" / "q.yaml", {"format": 1, "extends": "../sub/m.yaml", "repeat": 1})
+    assert quick_variant(matrix) == quick
+    assert load_matrix(matrix).name == "m"
+    assert {c.repeat for c in load_matrix(quick_variant(matrix)).cells} == {1}
+    # Outside a repository the matrix's folder is the root: a variant in a folder of its own
+    # would be confined to that folder, not as the matrix is. Refused, saying so.
+    (ws / ".git").rmdir()
+    for error in quick_errors(matrix):
+        assert (error.file, error.field) == (str(matrix), "quick")
+        assert error.reason.startswith(
+            f"'../quick/q.yaml': the quick variant resolves outside {ws / 'sub'}"
+        )
+    dump(matrix, {**base_doc(), "quick": "fast/q.yaml"})
+    dump(ws / "sub" / "fast" / "q.yaml", {"format": 1, "extends": "../m.yaml", "repeat": 1})
+    for error in quick_errors(matrix):
+        assert (error.file, error.field) == (str(matrix), "quick")
+        assert error.reason == (
+            f"'fast/q.yaml': the quick variant would confine the files it names to "
+            f"{ws / 'sub' / 'fast'}, not to {ws / 'sub'} as this matrix does; keep it in the "
+            "same repository (or, outside one, in the same folder)"
+        )
+
+
+def test_a_quick_variant_through_a_link_leaving_the_folder_is_refused(tmp_path: Path) -> None:
+    outside = dump(tmp_path / "outside" / "hosts.yml", {**base_doc(), "name": "hosts"})
+    folder = tmp_path / "pr"
+    (folder / ".git").mkdir(parents=True)
+    write(folder / "workloads" / "randwrite.fio", "[w]\nrw=randwrite\nsize=1m\n")
+    (folder / "q.yaml").symlink_to(outside)
+    matrix = dump(folder / "m.yaml", {**base_doc(), "quick": "q.yaml"})
+    for error in quick_errors(matrix):
+        assert (error.file, error.field) == (str(matrix), "quick")
+        assert error.line is not None
+        assert "'q.yaml': the quick variant resolves outside" in error.reason
+    # `..` after a link: the file checked (inside) is the one returned, never the path as
+    # written, which names q.yaml, the link to the outside file.
+    (folder / "sub" / "deep").mkdir(parents=True)
+    dump(folder / "sub" / "q.yaml", {**base_doc(), "name": "inside"})
+    write(folder / "sub" / "workloads" / "randwrite.fio", "[w]\nrw=randwrite\nsize=1m\n")
+    (folder / "in").symlink_to(folder / "sub" / "deep")
+    dump(matrix, {**base_doc(), "quick": "in/../q.yaml"})
+    found = quick_variant(matrix)
+    assert found == (folder / "sub" / "q.yaml").resolve()
+    assert load_matrix(found).name == "inside"
 
 
 def test_errors_in_a_preset_name_the_preset(ws: Path, preset: Path) -> None:

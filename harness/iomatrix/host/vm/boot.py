@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import functools
 import os
 import re
 import shutil
@@ -347,7 +346,7 @@ def _watchdog(
         boot_s=timeouts.boot_s,
         grace_s=timeouts.grace_s,
         last_output=boot_clock.last_line,
-        also=functools.partial(guest_io.mirror, theirs, pending),
+        also=guest_io.Mirror(theirs, pending),
     )
     # Backstop only: the watchdog and the agent's own budgets act long before it.
     timeout = 2 * timeouts.boot_s + len(pending) * (timeouts.cell_s + watchdog.grace_s)

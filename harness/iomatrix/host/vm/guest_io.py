@@ -126,9 +126,29 @@ def write_input(folder: Path, guest: Path, plan: BootPlan) -> None:
     write_record(rundir.plan_file(folder), seen)
 
 
+# The names of the records the host writes into a run folder's cell folders itself (the guest
+# never writes them): host-disks-NNN.json, QEMU's count of each repetition's disk I/O
+# (qmp.host_disks_path), the host's view of the disks beside the guest kernel's. A guest file of
+# such a name, copied out, would replace it and forge that view; the whole host-* prefix is kept
+# for the host. (The host's other records, plans and console logs, are in boot folders, where
+# nothing of the guest's is copied.)
+_HOST_ONLY_PREFIX = "host-"
+
+
+def host_only(name: str) -> str | None:
+    """What the host's own record of this name in a cell folder is; None for a name the guest
+    may give a file."""
+    if not name.startswith(_HOST_ONLY_PREFIX):
+        return None
+    if name.startswith("host-disks-"):
+        return "QEMU's disk counters"
+    return f"{_HOST_ONLY_PREFIX}* names are kept for the host's records"
+
+
 def copy_out(guest: Sequence[Step], host: Sequence[Step]) -> list[str]:
     """Each step's cell files from the guest's folder into its run folder (store.files reads
-    them without following a link, within limits); what was left behind, one line each."""
+    them without following a link, within limits); what was left behind, one line each. A file
+    named as one of the host's own records (host_only) is left behind too: the host's stays."""
     problems: list[str] = []
     done: set[tuple[str, str]] = set()
     for theirs, ours in zip(guest, host, strict=True):
@@ -138,7 +158,7 @@ def copy_out(guest: Sequence[Step], host: Sequence[Step]) -> list[str]:
         done.add(key)
         side = Path(theirs.run_dir)
         problems += files.copy_untrusted_folder(
-            side.parent, [side.name, "cells", ours.cell.id], cell_dir(ours)
+            side.parent, [side.name, "cells", ours.cell.id], cell_dir(ours), reserved=host_only
         )
     return problems
 
@@ -147,33 +167,48 @@ def copy_in(guest: Sequence[Step], host: Sequence[Step]) -> None:
     """Before the VM starts: what the run folder already has of the boot's cells (repetitions of
     an earlier boot: a sequential session's earlier rounds, a resumed run), so that the agent
     counts them when it decides a cell is complete. The guest folder is new and the guest not
-    yet running: nothing of its can be in the way."""
+    yet running: nothing of its can be in the way. The host's own records (host_only) stay
+    behind: the agent needs none, and copy_out would refuse them back."""
     for guest_step, step in zip(guest, host, strict=True):
         mine, theirs = cell_dir(step), cell_dir(guest_step)
         if theirs.exists() or not mine.is_dir():
             continue
         theirs.mkdir(parents=True)
         for entry in mine.iterdir():
-            if entry.is_file() and not entry.is_symlink():
+            if entry.is_file() and not entry.is_symlink() and host_only(entry.name) is None:
                 shutil.copyfile(entry, theirs / entry.name)
 
 
-def mirror(theirs: Sequence[Step], ours: Sequence[Step]) -> None:
-    """While the VM runs: a cell the guest started is marked started in the run folder, and a
-    cell it finished is copied out, for the progress display (which reads the run folder).
-    Existence checks and the same hostile-file copy as after the boot."""
-    for guest_step, step in zip(theirs, ours, strict=True):
-        mine = cell_dir(step)
-        if rundir.cell_result(mine).exists():
-            continue
-        their_folder = cell_dir(guest_step)
-        if os.path.lexists(rundir.cell_result(their_folder)):
-            copy_out([guest_step], [step])
-        elif (
-            os.path.lexists(rundir.cell_started(their_folder))
-            and not rundir.cell_started(mine).exists()
-        ):
-            files.write_text_atomic(
-                rundir.cell_started(mine),
-                dt.datetime.now(dt.UTC).isoformat(timespec="seconds") + "\n",
-            )
+class Mirror:
+    """While the VM runs, called at every watchdog poll: a cell the guest started is marked
+    started in the run folder, and a cell it finished is copied out, for the progress display
+    (which reads the run folder). Existence checks and the same hostile-file copy as after the
+    boot.
+
+    A finished cell is copied once per boot: a result.json the copy leaves behind (a link, a
+    FIFO, over its limit) would otherwise have every poll copy the cell's other files again, up
+    to 512 MiB with an fsync each, every second. copy_out after the boot copies them all anyway
+    and says what it left behind."""
+
+    def __init__(self, theirs: Sequence[Step], ours: Sequence[Step]) -> None:
+        self.theirs = theirs
+        self.ours = ours
+        self.copied: set[str] = set()
+
+    def __call__(self) -> None:
+        for guest_step, step in zip(self.theirs, self.ours, strict=True):
+            mine = cell_dir(step)
+            if str(mine) in self.copied or rundir.cell_result(mine).exists():
+                continue
+            their_folder = cell_dir(guest_step)
+            if os.path.lexists(rundir.cell_result(their_folder)):
+                self.copied.add(str(mine))
+                copy_out([guest_step], [step])
+            elif (
+                os.path.lexists(rundir.cell_started(their_folder))
+                and not rundir.cell_started(mine).exists()
+            ):
+                files.write_text_atomic(
+                    rundir.cell_started(mine),
+                    dt.datetime.now(dt.UTC).isoformat(timespec="seconds") + "\n",
+                )
