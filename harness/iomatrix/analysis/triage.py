@@ -85,6 +85,10 @@ def parse_triage(text: str | None, where: Path | str) -> tuple[TriageEntry, ...]
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise IomatrixError(f"{where}: not valid YAML: {exc}") from exc
+    except RecursionError:
+        # PyYAML's composer recurses once per level; a file a results branch or a pull request
+        # carries may nest [[[...]]] thousands deep. No triage entry nests more than twice.
+        raise IomatrixError(f"{where}: not a triage file: nested too deeply") from None
     if data is None:
         return ()
     if not isinstance(data, list) or not isinstance(node, yaml.SequenceNode):

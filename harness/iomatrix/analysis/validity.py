@@ -26,6 +26,7 @@ than a guess.
 from __future__ import annotations
 
 import hashlib
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +38,9 @@ from iomatrix.model.cell import Cell, DeviceProfile, Record, is_empty
 from iomatrix.model.result import FLAGGED_KNOB_STATUSES, CellEntry, Repetition, RunRecord
 from iomatrix.model.telemetry import Telemetry
 from iomatrix.model.units import MIB
+
+# As matrix/rules.py's MAX_FILE_BYTES: a larger job file was refused when its matrix was loaded.
+MAX_JOB_FILE_BYTES = MIB
 
 TOLERANCE = 0.05
 BURST_SECONDS = 0.1
@@ -227,8 +231,15 @@ def time_based_jobs(path: str, sha256: str | None = None) -> set[str]:
     """The jobs (section names) a job file makes time_based, a [global] section's setting
     applying to the jobs after it; empty when the file is gone or is no longer the one that ran
     (`sha256`). fio's JSON leaves a flag given without a value out of its options."""
+    # The path comes from a run record, which a results branch or a merged shard may carry: a
+    # FIFO would block the report and /dev/zero fill memory, so only a regular file no larger
+    # than a matrix's job file may be (MAX_JOB_FILE_BYTES) is read.
     try:
-        data = Path(path).read_bytes()
+        info = Path(path).stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_JOB_FILE_BYTES:
+            return set()
+        with Path(path).open("rb") as handle:
+            data = handle.read(MAX_JOB_FILE_BYTES + 1)
     except OSError:
         return set()
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:

@@ -4,6 +4,7 @@ silent when the record lacks what it needs."""
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -234,6 +235,15 @@ def test_a_bare_time_based_is_read_from_the_unchanged_job_file(tmp_path: Path) -
     assert validity.time_based_jobs(str(path), digest) == {"j"}
     assert validity.time_based_jobs(str(path), "0" * 64) == set()  # not the file that ran
     assert validity.time_based_jobs(str(tmp_path / "gone.fio")) == set()
+    # A run record names the file: one from a results branch may name a FIFO (a read would
+    # block the report for ever), a device or a file larger than any job file.
+    fifo = tmp_path / "w.fifo"
+    os.mkfifo(fifo)
+    assert validity.time_based_jobs(str(fifo)) == set()
+    assert validity.time_based_jobs("/dev/zero") == set()
+    big = tmp_path / "big.fio"
+    big.write_bytes(text + b"#" * validity.MAX_JOB_FILE_BYTES)
+    assert validity.time_based_jobs(str(big)) == set()
     cell = make_cell(workload_sha256=digest)
     cell = cell.model_copy(
         update={"workload": cell.workload.model_copy(update={"job_file": str(path)})}

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix import proc
+from iomatrix.analysis.triage import parse_triage
 from iomatrix.errors import IomatrixError, ResultFormatError
 from iomatrix.host.vm import cell_results, console, host_disks
 from iomatrix.store import alerts, canary_ledger, files, rundir, triage_file
@@ -147,3 +148,11 @@ def test_a_ledger_in_a_results_folder_is_read_as_someone_elses_file(tmp_path: Pa
     big.write_bytes(b"x" * 2048)
     with pytest.raises(IomatrixError, match="over the 1024-byte limit"):
         files.read_text_if_present(big, what="ledger", max_bytes=1024)
+
+
+def test_a_triage_file_nested_without_end_is_an_error_naming_it(tmp_path: Path) -> None:
+    # PyYAML recurses once per level: [[[...]]] 5,000 deep was a RecursionError out of the
+    # nightly's trend, not an error naming the file.
+    where = tmp_path / "triage.yaml"
+    with pytest.raises(IomatrixError, match=r"triage\.yaml: not a triage file: nested too deeply"):
+        parse_triage("[" * 5000 + "]" * 5000, where)
