@@ -65,6 +65,11 @@ help:
 	@echo "make bench                                       side by side: archive index vs files, report vs its targets, harness vs script"
 	@echo "make canaries                                    the nightly's A/A and injected canary sessions, into the ledger"
 	@echo "make test-nightly                                the tests too slow for make test (a whole kernel bisection)"
+	@echo "make lint|typecheck|unit [PYTEST_ARGS=...]       parts of make test: ruff, actionlint, shellcheck, imports / mypy / pytest"
+	@echo "make shellcheck [SHELL_SCRIPTS=...]              shellcheck every shell script (or the ones named)"
+	@echo "make samples                                     the docs' output samples, from real runs (VMs, about 30 min)"
+	@echo "make guest-records                               write the guest agent's records from the host's"
+	@echo "make clean                                       remove the venv, the stamps and the tools' caches"
 	@echo "make setup                                       only install what run and test need"
 	@echo "make lock                                        re-pin requirements/*.lock from pyproject.toml"
 

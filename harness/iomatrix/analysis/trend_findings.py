@@ -7,8 +7,8 @@ also be large, by a floor computed from the change's own segments (the runs betw
 neighbouring change points), with a robust spread: sigma = 1.4826 x the median absolute
 deviation of each run from its segment's median (an outlier night barely moves it, where it
 inflated a CoV). The medians must differ by at least
-    max(3%, 1.5 sigma, 3 x 1.2533 sigma sqrt((1 + rho) / (1 - rho)) sqrt(1/m + 1/n)) / level,
-the last term three standard errors of a difference of medians of m and n runs, inflated by the
+    max(3%, 1.5 sigma, 5 x 1.2533 sigma sqrt((1 + rho) / (1 - rho)) sqrt(1/m + 1/n)) / level,
+the last term five standard errors of a difference of medians of m and n runs, inflated by the
 lag-1 autocorrelation rho of the residuals (dependent nights carry less information). A fixed
 --min-change replaces the floor.
 
@@ -25,7 +25,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from iomatrix.analysis import stats
+from iomatrix.analysis import defaults, stats
 from iomatrix.analysis.changepoint import (
     DEFAULT_ALPHA,
     DEFAULT_END_MIN_SIZE,
@@ -40,8 +40,8 @@ from iomatrix.analysis.permutation_test import lag1_autocorrelation, robust_sigm
 
 # The floor (see the module): the smallest change, times sigma, standard errors.
 TREND_MIN_CHANGE = stats.MIN_EFFECT_FLOOR
-TREND_SIGMA_FACTOR = 1.5
-TREND_STANDARD_ERRORS = 5.0
+TREND_SIGMA_FACTOR = defaults.TREND_SIGMA_FACTOR
+TREND_STANDARD_ERRORS = defaults.TREND_STANDARD_ERRORS
 # sd of a median of n normal values ~ sqrt(pi / 2) sigma / sqrt(n).
 MEDIAN_SE_FACTOR = math.sqrt(math.pi / 2)
 # Runs by which a change's location may move between nights and still be the same change.

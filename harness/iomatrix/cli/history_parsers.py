@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from iomatrix.analysis import defaults
 from iomatrix.cli import options
 from iomatrix.cli.handlers import Handler
 
@@ -53,8 +54,9 @@ def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=options.fraction,
         metavar="F",
         help=(
-            "smallest change of the median that counts, e.g. 5%% (default: max(3%%, 1.5 x the "
-            "robust sigma of the runs around it, 4 standard errors of the difference of the "
+            "smallest change of the median that counts, e.g. 5%% (default: max(3%%, "
+            f"{defaults.TREND_SIGMA_FACTOR:g} x the robust sigma of the runs around it, "
+            f"{defaults.TREND_STANDARD_ERRORS:g} standard errors of the difference of the "
             "medians, inflated when nights are autocorrelated))"
         ),
     )
