@@ -7,6 +7,7 @@ stranger's patch would."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,9 @@ def test_the_image_kept_is_the_one_make_built_whatever_modules_install_left(
     assert victim.read_text() == VICTIM_TEXT
     assert outcome.modules_dir is not None
     assert Path(outcome.modules_dir).is_dir()
+    # The build ran as nobody under root; the kept entry is root's again, so no process of
+    # nobody's elsewhere on the host can change the kernel the next run boots.
+    if os.geteuid() == 0:
+        entry = image.parent
+        owners = {p.lstat().st_uid for p in [entry, *entry.rglob("*")]}
+        assert owners == {0}

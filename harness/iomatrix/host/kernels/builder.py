@@ -400,6 +400,7 @@ def _build(job: _Job) -> Kernel:
         config = read_built(job.name, job.out, ".config", max_bytes=MAX_CONFIG_BYTES)
         release = built_release(job.name, job.out, job.suffix, image)
         has_modules = _install(job, stage, release)
+        sandbox.take_back([stage])
         # Written after modules_install, which could write the stage: each replaces whatever
         # stands at its name (write_bytes_atomic renames over it), a link is never followed.
         write_bytes_atomic(stage / "vmlinuz", image)

@@ -103,6 +103,20 @@ def hand_over(folders: Sequence[Path]) -> None:
                 os.lchown(Path(top) / name, BUILD_UID, BUILD_GID)
 
 
+def take_back(folders: Sequence[Path]) -> None:
+    """hand_over undone once the build is over: the folders (and everything beneath, links not
+    followed) to the user iomatrix runs as, so that no process of the build user's, elsewhere
+    on the host, can change a kernel the cache keeps."""
+    if not drops_privileges():
+        return
+    uid, gid = os.geteuid(), os.getegid()
+    for folder in folders:
+        os.lchown(folder, uid, gid)
+        for top, dirs, names in os.walk(folder):
+            for name in (*dirs, *names):
+                os.lchown(Path(top) / name, uid, gid)
+
+
 def _unprivileged(argv: Sequence[str]) -> list[str]:
     if not drops_privileges():
         return list(argv)
