@@ -2,9 +2,11 @@
 read a secret of the host's (a 0600 file beside the matrix, and one in the invoking user's
 home), plants symbolic links and FIFOs, named as every file the host writes or reads, in every
 folder it can write, pointing outside the run; it prints console lines with `../` in every
-field; then it panics the guest. The run ends (no hang) with a run.json, the cell fails with the
-panic, the cell after it runs (the VM is booted again), the secret appears nowhere, nothing
-outside the run folder is written, and the host prints no traceback."""
+field, floods the console (a line built to make a pattern back off, thousands of fake step
+lines, an exit status too long for a number); then it panics the guest. The run ends (no hang)
+with a run.json, the cell fails with the panic, the cell after it runs (the VM is booted again),
+the secret appears nowhere, nothing outside the run folder is written, the boot's events are its
+own steps only, and the host prints no traceback."""
 
 from __future__ import annotations
 
@@ -60,6 +62,16 @@ for line in \\
   "virtme-ng-init: script exited with code ../"; do
   echo "$line" > /dev/console
 done
+# Console floods: a line of 4,000 step prefixes (the host's step pattern backed off at each one,
+# with the GIL held: quadratic), 1,000 step lines for steps that are not the boot's (each was an
+# event in the boot's record), an exit status too long for int(). Kept small: under TCG each
+# 100 KB of console costs the test about 5 s.
+awk 'BEGIN {{ for (i = 0; i < 4000; i++) printf "iomatrix-agent: cell a "; print "" }}' \
+  > /dev/console
+awk 'BEGIN {{ for (i = 0; i < 1000; i++) print "iomatrix-agent: cell fake" i " x repetition 0" }}' \
+  > /dev/console
+awk 'BEGIN {{ printf "virtme-ng-init: script exited with code ";
+  for (i = 0; i < 5000; i++) printf "9"; print "" }}' > /dev/console
 echo c > /proc/sysrq-trigger
 """
 
@@ -146,3 +158,8 @@ def test_a_hostile_guest_cannot_write_outside_the_run_or_hang_or_crash_the_host(
     # No link or FIFO of the guest's reached the run folder.
     planted = [p for p in run_dir.rglob("*") if p.is_symlink() or p.is_fifo()]
     assert planted == []
+    # The floods reached the console and were read, but only the boot's own steps are events.
+    assert "iomatrix-agent: cell fake999 x repetition 0" in consoles
+    for boot in record.boots:
+        assert not [e for e in boot.events if "fake" in e.name or "../" in e.name], boot.events
+        assert len(boot.events) < 20, boot.events
