@@ -3,8 +3,6 @@ expression back off for seconds, a flood of fake step lines, numbers too long fo
 
 from __future__ import annotations
 
-import time
-
 from iomatrix.host.vm.console import EVENT_LINE_LIMIT, BootClock, step_announced
 from iomatrix.plan.boots import Step
 from support.builders import make_cell
@@ -44,15 +42,15 @@ def test_a_line_built_to_make_a_search_back_off_is_read_at_once() -> None:
     cell = make_cell()
     clock = BootClock(steps=[Step.of("/run", cell, 0)])
     prefix = f"iomatrix-agent: cell {cell.id} "
-    # Just under the limit: read, and in linear time (the old pattern: seconds).
+    # Just under the limit: read, and read right (the first id, the last repetition); in linear
+    # time by construction (str.find and rpartition, no pattern to back off), not timed here:
+    # timings belong in make bench.
     near_limit = prefix * (EVENT_LINE_LIMIT // len(prefix) - 1) + "repetition 0"
     # Far over it (1 MiB): not read at all.
     huge = "iomatrix-agent: cell a " * ((1 << 20) // 23) + "repetition 0"
-    started = time.monotonic()
     clock(huge)
     assert clock.events == []
     clock(near_limit)
-    assert time.monotonic() - started < 1.0
     assert clock.announced == {(cell.id, 0)}
     assert [e.name for e in clock.events] == [f"step {cell.id} 0"]
 

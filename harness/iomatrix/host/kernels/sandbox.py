@@ -93,23 +93,19 @@ def hand_over(folders: Sequence[Path]) -> None:
     """The writable folders (and everything beneath, links not followed) to the build user,
     when builds drop privileges; nothing otherwise. A file named among them is handed over
     alone."""
-    if not drops_privileges():
-        return
-    for folder in folders:
-        os.lchown(folder, BUILD_UID, BUILD_GID)
-        for top, dirs, names in os.walk(folder):
-            os.lchown(top, BUILD_UID, BUILD_GID)
-            for name in (*dirs, *names):
-                os.lchown(Path(top) / name, BUILD_UID, BUILD_GID)
+    if drops_privileges():
+        _chown_beneath(folders, BUILD_UID, BUILD_GID)
 
 
 def take_back(folders: Sequence[Path]) -> None:
     """hand_over undone once the build is over: the folders (and everything beneath, links not
     followed) to the user iomatrix runs as, so that no process of the build user's, elsewhere
     on the host, can change a kernel the cache keeps."""
-    if not drops_privileges():
-        return
-    uid, gid = os.geteuid(), os.getegid()
+    if drops_privileges():
+        _chown_beneath(folders, os.geteuid(), os.getegid())
+
+
+def _chown_beneath(folders: Sequence[Path], uid: int, gid: int) -> None:
     for folder in folders:
         os.lchown(folder, uid, gid)
         for top, dirs, names in os.walk(folder):
