@@ -55,11 +55,13 @@ build=$!
 trap 'kill -INT -- "-$checks" "-$vms" "-$build" 2>/dev/null' INT
 trap 'kill -TERM -- "-$checks" "-$vms" "-$build" 2>/dev/null' TERM
 
-# Whichever ends first; then the other (a job that ended is no longer one to wait for).
+# Whichever ends first; then the other (a job that ended is no longer one to wait for). A TERM
+# or Ctrl-C ends the wait early with `finished` unset (bash unsets it first): then both streams
+# were told to stop above and are waited for below.
 finished=
 wait -n -p finished "$checks" "$vms"
 status=$?
-if [[ $finished == "$checks" ]]; then
+if [[ ${finished:-} == "$checks" ]]; then
   checks_status=$status
   if [[ $status -ne 0 ]]; then
     echo

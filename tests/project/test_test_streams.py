@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -150,6 +151,32 @@ def test_the_background_build_is_stopped_with_the_streams(tmp_path: Path) -> Non
     assert took < 30
     assert (tmp_path / "build").read_text() == "stopped"
     assert "background build of tests/data/vm/kernel-6.1.yaml was stopped" in done.stdout
+
+
+def test_a_term_stops_both_streams_and_the_build_and_waits_for_them(tmp_path: Path) -> None:
+    # CI's TERM (or a Ctrl-C) ends the wait for the first stream early, with bash's `wait -p`
+    # variable unset: the script stopped on `set -u` ("finished: unbound variable") instead of
+    # waiting for the streams it had just told to stop.
+    env = stand_ins(tmp_path, make_status=0, checks_status=1, build_s=60)
+    make = Path(env["MAKE"])
+    make.write_text("#!/bin/sh\nsleep 60\n")  # lint still running when the TERM comes
+    script = subprocess.Popen(
+        ["bash", str(SCRIPT), env["STAND_INS"]],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "build-args").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    script.send_signal(signal.SIGTERM)
+    out, err = script.communicate(timeout=60)
+    assert "unbound variable" not in err, err
+    assert script.returncode != 0
+    assert (tmp_path / "build").read_text() == "stopped"
+    assert "VM tests exit" in out, out + err
 
 
 def test_a_failed_test_without_vms_stops_the_vm_stream(tmp_path: Path) -> None:
