@@ -77,6 +77,20 @@ def _unit_tests_boot_on_a_stand_in_root(
         monkeypatch.setenv("IOMATRIX_GUEST_ROOT", str(tree))
 
 
+@pytest.fixture(autouse=True)
+def _unit_tests_keep_a_cache_of_their_own(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Unit tests fake commands behind the seam, and a fake's answer (a stand-in `qemu
+    --version`, a fio that accepts anything) must never be remembered in the user's cache
+    (store/remembered.py), where a real run would believe it. A test that sets IOMATRIX_CACHE
+    itself still gets its own."""
+    if UNIT_TESTS in Path(request.node.path).parents:
+        monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     """Headless chromium, one for the whole session (support/browser.py; imported here, not at

@@ -1,4 +1,5 @@
-"""The one seam between iomatrix and the outside world: every external command runs through `run`.
+"""The one seam between iomatrix and the outside world: every external command runs through `run`
+(or, for work nobody waits on now, `start_detached`).
 
 Why one seam: argv lists only (never a shell string), one place that enforces timeouts and kills
 the whole process group (vng starts QEMU as a child, and a timeout must not leave it running), one
@@ -420,6 +421,51 @@ def run(
     if completed.returncode not in ok_codes:
         raise CommandError(args, completed.returncode, completed.stdout, completed.stderr)
     return completed
+
+
+class Detached:
+    """A command started by start_detached: left to run on its own, waited for only on demand."""
+
+    def __init__(self, argv: tuple[str, ...], popen: subprocess.Popen[bytes]) -> None:
+        self.argv = argv
+        self.pid = popen.pid
+        self._popen = popen
+
+    def wait(self, timeout_s: float) -> int | None:
+        """Its exit status once it ended, waiting at most timeout_s; None while it still runs."""
+        try:
+            return self._popen.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def poll(self) -> int | None:
+        """Its exit status when it ended (and is reaped now), else None."""
+        return self._popen.poll()
+
+
+def start_detached(argv: Sequence[str]) -> Detached:
+    """Start argv and return at once, for work nobody waits on now (freeing a disk image).
+
+    In a session of its own, so Ctrl-C at iomatrix's terminal does not reach it and it finishes
+    its work; with no pipes of ours (stdin, stdout and stderr are /dev/null), so neither a caller
+    reading iomatrix's output to its end nor a full pipe ever waits on it. The caller waits for
+    it (Detached.wait) before anything that must not overlap it. Raises CommandError when the
+    program cannot be started."""
+    args = tuple(str(a) for a in argv)
+    if not args:
+        raise ValueError("empty argv")
+    _debug("$ %s &", shlex.join(args))
+    try:
+        popen = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise CommandError(args, None, reason=f"cannot start: {exc.strerror or exc}") from exc
+    return Detached(args, popen)
 
 
 # --- the reaper: `python -m iomatrix.proc PARENT_PID ARGV...` -----------------------------------

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import platform
 import re
+import shutil
 from importlib import metadata
 
 from iomatrix import __version__, proc
+from iomatrix.host import kernels
 from iomatrix.host.vm.guest_root import GuestRoot
 from iomatrix.host.vm.vng import Accelerator, SharedFs, host_cpu_model
 from iomatrix.model.result import Environment
+from iomatrix.store import remembered
 
 
 def _first_line_version(argv: list[str], pattern: str) -> str:
@@ -25,8 +28,21 @@ def _first_line_version(argv: list[str], pattern: str) -> str:
     return match.group(1) if match else (done.stdout.strip().splitlines() or ["unknown"])[0]
 
 
+# What a version looks like (9.2.0, 7.2.15, 8.2.2+ds-0ubuntu1): only such an answer is kept.
+_VERSION = re.compile(r"[0-9][0-9A-Za-z.+~:_-]*")
+
+
 def qemu_version() -> str:
-    return _first_line_version(["qemu-system-x86_64", "--version"], r"version (\S+)")
+    """QEMU's version, asked once per installed binary (remembered: 0.1-0.2 s of every run)."""
+    binary = shutil.which("qemu-system-x86_64")
+    key = remembered.program_key(binary) if binary is not None else None
+    folder = kernels.cache_root() / remembered.FOLDER
+    if key is not None and (known := remembered.recall(folder, "qemu --version", key)):
+        return known
+    version = _first_line_version(["qemu-system-x86_64", "--version"], r"version (\S+)")
+    if key is not None and _VERSION.fullmatch(version):
+        remembered.remember(folder, "qemu --version", key, version)
+    return version
 
 
 def fio_version() -> str:

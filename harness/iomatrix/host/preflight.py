@@ -24,10 +24,12 @@ from iomatrix.host import kernels
 from iomatrix.host.devices import checks
 from iomatrix.host.kernels import sources
 from iomatrix.host.vm import cores
+from iomatrix.host.vm.guest_io import MAX_JOB_FILE_BYTES
 from iomatrix.matrix.loader import kernel_source_places, place_errors
 from iomatrix.matrix.problems import format_field
 from iomatrix.model.cell import Cell
 from iomatrix.model.units import GIB, KIB, MIB
+from iomatrix.store import files, remembered
 
 
 @dataclass(frozen=True)
@@ -182,16 +184,28 @@ def check_job_files(cells: Sequence[Cell], *, source: str, require_fio: bool = T
         return None
     errors: list[MatrixError] = []
     checked = 0
+    fio_binary = shutil.which("fio")
+    fio_key = remembered.program_key(fio_binary) if fio_binary is not None else None
+    folder = kernels.cache_root() / remembered.FOLDER
     for name, paths in job_files(cells).items():
         for path in paths:
+            checked += 1
+            question = _parse_question(Path(path))
+            if (
+                fio_key is not None
+                and question is not None
+                and remembered.recall(folder, question, fio_key) == _ACCEPTED
+            ):
+                continue
             done = proc.run(
                 fio.parse_only_argv(path),
                 timeout_s=60,
                 ok_codes=range(256),
                 cwd=Path(path).parent,
             )
-            checked += 1
             problem = fio.parse_only_problem(done.returncode, done.stdout + done.stderr)
+            if problem is None and fio_key is not None and question is not None:
+                remembered.remember(folder, question, fio_key, _ACCEPTED)
             if problem is not None:
                 errors.append(
                     MatrixError(
@@ -204,6 +218,23 @@ def check_job_files(cells: Sequence[Cell], *, source: str, require_fio: bool = T
     if errors:
         raise MatrixErrors(place_errors(source, errors))
     return checked
+
+
+_ACCEPTED = "accepted"
+
+
+def _parse_question(path: Path) -> str | None:
+    """The remembered-answer name of fio's verdict on this job file's bytes (one entry per
+    content), or None when the verdict may depend on more than its bytes and fio must be asked
+    each time: an `include` of another file, a `$` (an environment variable or fio's own $ncpus
+    and $pagesize), an external ioengine. An unreadable file is asked too (fio says why)."""
+    try:
+        data = files.read_untrusted(path, max_bytes=MAX_JOB_FILE_BYTES)
+    except files.UntrustedFileError:
+        return None
+    if b"include" in data or b"$" in data or b"external" in data:
+        return None
+    return f"fio --parse-only {remembered.digest(data.decode('utf-8', 'surrogateescape'))}"
 
 
 def check_kernel_trees(cells: Sequence[Cell], *, source: str) -> int:

@@ -25,6 +25,7 @@ from iomatrix.host.vm.guest_root import GuestRoot
 from iomatrix.model.cell import Cell, KernelBuild, Matrix, VmSettings
 from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, KernelInfo, RunRecord
+from iomatrix.store import remembered
 from iomatrix.store.files import sha256_file
 
 
@@ -239,7 +240,9 @@ def _guest_root(out: TextIO) -> tuple[Path | None, str, GuestRoot | None]:
         file=out,
     )
     # Without bytecode the guest compiles the agent at every boot, under an emulated CPU.
-    problem = guest_root.compile_package(root, Path(vng.package_dir()))
+    problem = guest_root.compile_package(
+        root, Path(vng.package_dir()), cache_dir=kernels.cache_root() / remembered.FOLDER
+    )
     if problem is not None:
         print(f"iomatrix: the agent's bytecode was not compiled ({problem})", file=out)
     return root, "", record

@@ -22,7 +22,7 @@ from iomatrix import proc
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
-from iomatrix.host.vm import boot, cores, execute
+from iomatrix.host.vm import boot, cores, disk_freeing, execute
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Timeouts, VmSettings
 from iomatrix.model.result import BootRecord, RunRecord
@@ -503,7 +503,11 @@ def test_ctrl_c_stops_every_running_vm_and_marks_the_run_interrupted(
     # Stopped boots leave no record and their cells no result: --resume runs them.
     assert run.boots == ()
     assert run.cells == ()
-    assert not (tmp_path / "scratch").exists() or not any((tmp_path / "scratch").iterdir())
+    # Nothing left in the scratch root once the images handed to a detached rm are freed.
+    scratch = (tmp_path / "scratch").resolve()
+    assert disk_freeing.wait_for_freeing(scratch, timeout_s=60)
+    assert not scratch.exists() or [p.name for p in scratch.iterdir()] in ([], [".freeing"])
+    assert not any(disk_freeing.freeing_dir(scratch).glob("*"))
 
 
 @pytest.mark.usefixtures("fake_run_env")

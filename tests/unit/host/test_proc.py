@@ -430,3 +430,33 @@ def test_the_reaper_keeps_the_commands_status_and_output() -> None:
         ["sh", "-c", "kill -9 $$"], timeout_s=30, ok_codes=range(-64, 256), die_with_parent=True
     )
     assert killed.returncode == -9
+
+
+def test_a_detached_command_runs_on_in_its_own_session_without_our_pipes(tmp_path: Path) -> None:
+    seen = tmp_path / "seen"
+    script = (
+        "import os, sys\n"
+        f"open({str(seen)!r}, 'w').write("
+        "f'{os.getsid(0)} {os.getpid()} {os.readlink(\"/proc/self/fd/1\")}')\n"
+    )
+    detached = proc.start_detached([PY, "-c", script])
+    assert detached.argv == (PY, "-c", script)
+    assert detached.wait(60) == 0
+    sid, pid, stdout = seen.read_text().split(" ")
+    assert sid == pid == str(detached.pid)
+    assert stdout == "/dev/null"
+
+
+def test_a_detached_command_still_running_is_not_waited_for_past_the_timeout() -> None:
+    detached = proc.start_detached([PY, "-c", "import time; time.sleep(60)"])
+    try:
+        assert detached.wait(0.1) is None
+        assert detached.poll() is None
+    finally:
+        os.kill(detached.pid, signal.SIGKILL)
+        assert detached.wait(60) == -signal.SIGKILL
+
+
+def test_a_detached_program_that_does_not_exist_is_a_command_error(tmp_path: Path) -> None:
+    with pytest.raises(proc.CommandError, match="cannot start"):
+        proc.start_detached([str(tmp_path / "no-such-program")])

@@ -21,7 +21,7 @@ from iomatrix import proc
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.devices import checks
-from iomatrix.host.vm import agent_bundle, cores, guest_io, qmp, vng
+from iomatrix.host.vm import agent_bundle, cores, disk_freeing, guest_io, qmp, vng
 from iomatrix.host.vm.cell_results import MAX_RESTARTS, host_side_result, settle_unfinished
 from iomatrix.host.vm.console import VNG_NO_STATUS, BootClock, console_shows_panic
 from iomatrix.host.vm.guest_io import cell_dir
@@ -244,7 +244,10 @@ def _write_input(ctx: BootContext, plan: BootPlan, bundle: Path | None) -> None:
 
 
 def _create_disks(ctx: BootContext, images: Sequence[Path]) -> list[Path]:
-    """The boot's disk images in the scratch folder (a host device needs none): their paths."""
+    """The boot's disk images in the scratch folder (a host device needs none): their paths.
+    Made once an earlier boot's images are freed (disk_freeing.py): that freeing's I/O must
+    never run beside this boot's."""
+    disk_freeing.wait_for_freeing(ctx.scratch.parent)
     made = []
     for image, profile in zip(images, disk_profiles(ctx.group), strict=True):
         if profile.backing != "host":
@@ -383,9 +386,9 @@ def _boot_record(
 
 
 def _remove_boot_files(ctx: BootContext, scratch_images: Sequence[Path], qmp_dir: Path) -> None:
-    """After the boot's last attempt: its disk images, QMP socket, guest and input folders."""
-    for image in scratch_images:
-        image.unlink(missing_ok=True)
+    """After the boot's last attempt: its disk images (freed beside what comes next:
+    disk_freeing.py), QMP socket, guest and input folders."""
+    disk_freeing.hand_over(ctx.scratch.parent, scratch_images)
     shutil.rmtree(qmp_dir, ignore_errors=True)
     # rmtree removes links, never what they point to.
     shutil.rmtree(guest_dir(ctx), ignore_errors=True)

@@ -34,7 +34,7 @@ from iomatrix import proc
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Record
 from iomatrix.model.filesystems import FILESYSTEMS, MKFS_PACKAGES
-from iomatrix.store import files
+from iomatrix.store import files, remembered
 from iomatrix.store.records_io import write_record
 
 # Bump when the recipe changes in a way the package list does not show (the post-build steps).
@@ -324,14 +324,22 @@ def compile_python(target: Path) -> None:
     )
 
 
-def compile_package(target: Path, package: Path) -> str | None:
+def compile_package(target: Path, package: Path, *, cache_dir: Path | None = None) -> str | None:
     """The iomatrix package's bytecode, for the guest that imports it at every boot (read-only:
     it cannot write its own), compiled by the guest root's interpreter so that it is the
     version the guest runs; up-to-date files are skipped. The reason when it could not be (a
-    read-only install, a given root without a loader): the guest then compiles at each boot."""
+    read-only install, a given root without a loader): the guest then compiles at each boot.
+
+    cache_dir: where the stamps of the last compile are remembered (store/remembered.py);
+    when no source, bytecode or interpreter changed since, the interpreter is not even started
+    (0.2 s of every run)."""
     loader = target / "lib64" / "ld-linux-x86-64.so.2"
     if not loader.exists():
         return f"{target} has no {loader.name}"
+    if cache_dir is not None and remembered.recall(
+        cache_dir, _COMPILED, _compiled_key(target, package)
+    ):
+        return None
     try:
         proc.run(
             python_in_tree_argv(target, "-I", "-m", "compileall", "-q", str(package)),
@@ -341,7 +349,30 @@ def compile_package(target: Path, package: Path) -> str | None:
         )
     except (proc.CommandError, OSError) as exc:
         return str(exc)
+    if cache_dir is not None:
+        remembered.remember(cache_dir, _COMPILED, _compiled_key(target, package), "compiled")
     return None
+
+
+_COMPILED = "the agent's compileall"
+
+
+def _compiled_key(target: Path, package: Path) -> str:
+    """Everything compileall's outcome depends on: the root's interpreter, and the path, size
+    and mtime of every source and bytecode file of the package (taken after a compile, it is
+    the state a new compile would leave unchanged)."""
+    stamps = [str(package), remembered.program_key(target / "usr" / "bin" / "python3") or "-"]
+    for folder, subfolders, names in os.walk(package):
+        subfolders.sort()
+        for name in sorted(names):
+            if name.endswith((".py", ".pyc")):
+                path = Path(folder, name)
+                try:
+                    info = path.lstat()
+                except OSError:
+                    continue
+                stamps.append(f"{path}:{info.st_size}:{info.st_mtime_ns}")
+    return remembered.digest(*stamps)
 
 
 def _unpacked_packages(target: Path) -> dict[str, str]:
