@@ -35,8 +35,9 @@ from targets import against_target
 
 from iomatrix.host import kernels
 from iomatrix.host.kernels import Kernel
-from iomatrix.host.vm import guest_root, vng
+from iomatrix.host.vm import disk_freeing, guest_root, vng
 from iomatrix.host.vm.boot import create_disk
+from iomatrix.host.vm.execute import default_scratch_dir
 from iomatrix.host.vm.guest_root import GUEST_INPUT, GUEST_OUT
 from iomatrix.matrix import builtin
 from iomatrix.matrix.loader import load_matrix
@@ -80,7 +81,18 @@ def run_iomatrix(results: Path) -> tuple[float, Path]:
     if done.returncode != 0:
         sys.exit(f"iomatrix run failed ({done.returncode}):\n{done.stderr[-3000:]}")
     (run_dir,) = (p for p in results.iterdir() if (p / "run.json").exists())
+    _wait_for_freeing()
     return took, run_dir
+
+
+def _wait_for_freeing(within_s: float = 120.0) -> None:
+    """Until the image iomatrix handed to a detached rm (host/vm/disk_freeing.py) is gone: its
+    freeing is after iomatrix's clock, as the script's image is removed after the script's, and
+    must not run into the script's boot either."""
+    freeing = disk_freeing.freeing_dir(default_scratch_dir())
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and freeing.is_dir() and any(freeing.iterdir()):
+        time.sleep(0.1)
 
 
 def hand_vng_argv(
