@@ -20,6 +20,7 @@ same VM, kernel and workloads. Both pay the boot and the workloads.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import re
@@ -81,17 +82,26 @@ def run_iomatrix(results: Path) -> tuple[float, Path]:
     if done.returncode != 0:
         sys.exit(f"iomatrix run failed ({done.returncode}):\n{done.stderr[-3000:]}")
     (run_dir,) = (p for p in results.iterdir() if (p / "run.json").exists())
-    _wait_for_freeing()
+    _wait_for_freeing(since=time.time() - took)
     return took, run_dir
 
 
-def _wait_for_freeing(within_s: float = 120.0) -> None:
-    """Until the image iomatrix handed to a detached rm (host/vm/disk_freeing.py) is gone: its
-    freeing is after iomatrix's clock, as the script's image is removed after the script's, and
-    must not run into the script's boot either."""
+def _wait_for_freeing(since: float, within_s: float = 120.0) -> None:
+    """Until the images the run handed to a detached rm (host/vm/disk_freeing.py) are gone:
+    their freeing is after iomatrix's clock, as the script's image is removed after the
+    script's, and must not run into the script's boot either. Files moved there before `since`
+    are not the run's (a killed rm's, which a later boot frees)."""
     freeing = disk_freeing.freeing_dir(default_scratch_dir())
+
+    def the_runs() -> bool:
+        for entry in freeing.glob("*") if freeing.is_dir() else []:
+            with contextlib.suppress(FileNotFoundError):
+                if entry.stat().st_ctime >= since:
+                    return True
+        return False
+
     deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline and freeing.is_dir() and any(freeing.iterdir()):
+    while time.monotonic() < deadline and the_runs():
         time.sleep(0.1)
 
 
