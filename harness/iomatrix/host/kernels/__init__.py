@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from iomatrix.host.kernels.builder import build, cached_builds
 from iomatrix.host.kernels.bzimage import read_release, release_from_bzimage
-from iomatrix.host.kernels.cache import MAX_AGE_S, cache_root, cached, verify
+from iomatrix.host.kernels.cache import MAX_AGE_S, cache_root, cached, prune_fetched, verify
 from iomatrix.host.kernels.debian_packages import (
     compare_debian_versions,
     image_release,
@@ -75,6 +75,7 @@ __all__ = [
     "parse_depends",
     "parse_packages",
     "parse_stanzas",
+    "prune_fetched",
     "read_release",
     "release_from_bzimage",
     "release_parts",
