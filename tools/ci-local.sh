@@ -51,9 +51,18 @@ RUNNER_HOOKS=(
 
 say() { echo "ci-local: $*" >&2; }
 
+# The CA bundle this machine trusts (a TLS-intercepting proxy's, where pip is told of one): the
+# runner stand-in trusts it too, as a hosted runner trusts the registries it reaches.
+ca_bundle() {
+  local bundle=${PIP_CERT:-${SSL_CERT_FILE:-}}
+  if [ -n "$bundle" ] && [ -s "$bundle" ]; then echo "$bundle"; fi
+}
+
 runner_image() {
-  local key
-  key=$(printf '%s\n' "$RUNNER_PACKAGES" "${RUNNER_HOOKS[@]}" | sha256sum | cut -c1-12)
+  local key bundle
+  bundle=$(ca_bundle)
+  key=$( (printf '%s\n' "$RUNNER_PACKAGES" "${RUNNER_HOOKS[@]}"
+    if [ -n "$bundle" ]; then cat "$bundle"; fi) | sha256sum | cut -c1-12)
   echo "localhost/iomatrix-act-runner:$key"
 }
 
@@ -122,6 +131,11 @@ build_runner_image() {
   local work hooks=() hook
   work=$(mktemp -d "${TMPDIR:-/tmp}/ci-local-runner.XXXXXX")
   for hook in "${RUNNER_HOOKS[@]}"; do hooks+=(--customize-hook="chroot \"\$1\" $hook"); done
+  local bundle
+  bundle=$(ca_bundle)
+  if [ -n "$bundle" ]; then
+    hooks+=(--customize-hook="upload $bundle /etc/ssl/certs/ca-certificates.crt")
+  fi
   local mirror
   mirror=$(PYTHONPATH=harness "${VENV:-.venv}/bin/python" -c \
     'from iomatrix.host.kernels import debian_mirror; print(debian_mirror("the runner image"))')
@@ -149,6 +163,8 @@ setup() {
 clean_clone() {
   local dest=$1
   git clone --quiet --no-hardlinks "$REPO" "$dest"
+  # act names the repository (github.repository) after the origin's URL.
+  git -C "$dest" remote set-url origin https://github.com/iomatrix/iomatrix
   if [ -n "$(git status --porcelain --untracked-files=normal)" ]; then
     git diff HEAD --binary | git -C "$dest" apply --index --whitespace=nowarn
     git ls-files --others --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$dest"
@@ -174,6 +190,12 @@ act_args() {
     --artifact-server-path "$OUT/artifacts"
     --cache-server-path "$STATE/cache"
     -s GITHUB_TOKEN=ci-local-token)
+  if [ -n "$(ca_bundle)" ]; then
+    # In the jobs the bundle is the image's own (this machine's, copied in); tools/container.sh
+    # lends the same path of the host to the containers it starts.
+    ACT+=(--env PIP_CERT=/etc/ssl/certs/ca-certificates.crt
+      --env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt)
+  fi
   local dir name owner rest
   for dir in "$ACTIONS"/*@*; do
     [ -d "$dir" ] || continue
@@ -228,10 +250,11 @@ commit_all() {
 # The example repository's files, with iomatrix pinned to the clone's commit (the examples pin
 # a SHA, as the docs say to; here it is the commit under test).
 example_repo() {
-  local example=$1 dest=$2 sha=$3
+  local example=$1 dest=$2 sha=$3 # $4: the repository's owner/name
   mkdir -p "$dest"
   cp -r "$REPO/docs/workflows/$example/." "$dest/"
   git -C "$dest" init --quiet -b main
+  git -C "$dest" remote add origin "https://github.com/$4"
   grep -rlE 'iomatrix/iomatrix|iomatrix-ref' "$dest/.github" | while read -r file; do
     sed -i -E "s#(iomatrix/iomatrix/\.github/workflows/[A-Za-z0-9_.-]+\.yml)@[0-9a-f]{40}#\1@$sha#;
       s#(iomatrix-ref: )[0-9a-f]{40}#\1$sha#" "$file"
@@ -255,7 +278,7 @@ scenario_matrix_gate() {
   sha=$(git -C "$OUT/iomatrix" rev-parse HEAD)
   serve "$OUT/iomatrix" iomatrix/iomatrix
   local repo=$OUT/storage-matrix
-  example_repo matrix-repository "$repo" "$sha"
+  example_repo matrix-repository "$repo" "$sha" example/storage-matrix
   local base head
   base=$(commit_all "$repo" "the storage gate and its matrix")
   case "${SCENARIO_CHANGE:-throttle}" in
