@@ -10,6 +10,7 @@ No network, no VM and no container: the recorders stand in for tools/container.s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -227,7 +228,9 @@ def test_the_gate_hands_the_matrices_and_repetitions_to_iomatrix_ab(workspace: P
     ws = str(workspace)
     assert argv[:4] == ["iomatrix", "ab", f"{ws}/.ab-base/bench/gate.yaml", f"{ws}/bench/gate.yaml"]
     assert argv[argv.index("--repeat") + 1] == "7"
-    assert argv[argv.index("--output") + 1] == f"{ws}/results/ab/report.md"
+    assert argv[argv.index("--output") + 1] == f"{ws}/iomatrix-gate/results/report.md"
+    # The head may not bring programs to run in the guest that the base does not.
+    assert "--trusted-base" in argv
     assert (
         argv[argv.index("--report-url") + 1] == "https://github.com/someone/linux/actions/runs/42"
     )
@@ -242,42 +245,69 @@ def test_the_gate_without_repetitions_keeps_the_matrix_repeat(workspace: Path) -
     assert "--repeat" not in argv
 
 
+JOB = "[w]\nrw=randwrite\nbs=4k\nsize=16m\nruntime=2\n"
+GATE_MATRIX = (
+    "format: 1\nname: gate\nextends: iomatrix:base\nrepeat: 5\n{kernels}"
+    "matrix: {{kernel: [debian:bookworm], filesystem: [ext4, xfs], scheduler: [none],"
+    " device: [virtio-file], workload: [w.fio]}}\n"
+)
+
+
 def make_kernel_origin(tmp_path: Path) -> tuple[Path, str, str]:
-    """A kernel repository with a base and a head commit and history before them."""
+    """A kernel repository with history, then a base and a head commit, each with its own gate
+    matrix in .github/iomatrix/: the head's runs a job file of other content, with an
+    exec_prerun, and gives its build a config line of its own (as a pull request might)."""
     origin = tmp_path / "origin"
-    origin.mkdir()
+    gate = origin / ".github" / "iomatrix"
+    gate.mkdir(parents=True)
     git(origin, "init", "-q", "-b", "master")
-    for n in range(3):
+    sides = {
+        "base": (JOB, "kernels:\n  base: {config: [CONFIG_EXT4_DEBUG=y]}\n"),
+        "head": (
+            JOB.replace("4k", "8k") + "exec_prerun=sh -c 'uname -r'\n",
+            "kernels:\n  base: {config: [CONFIG_XFS_DEBUG=y]}\n"
+            "  head: {config: [CONFIG_BTRFS_DEBUG=y]}\n",
+        ),
+    }
+    for n, (job, kernels) in enumerate([(JOB, ""), *sides.values()]):
         (origin / "VERSION").write_text(f"6.{n}\n")
-        git(origin, "add", "VERSION")
+        (gate / "w.fio").write_text(job)
+        (gate / "gate.yaml").write_text(GATE_MATRIX.format(kernels=kernels))
+        git(origin, "add", "-A")
         git(origin, "commit", "-q", "-m", f"commit {n}")
     base = git(origin, "rev-parse", "HEAD~1").strip()
     head = git(origin, "rev-parse", "HEAD").strip()
     return origin, base, head
 
 
-def test_the_kernel_gate_fetches_both_commits_shallow_and_splits_on_them(
-    tmp_path: Path, workspace: Path
-) -> None:
+def kernel_gate(tmp_path: Path, workspace: Path) -> tuple[dict[str, Any], dict[str, str], str, str]:
+    """What actions/checkout leaves for a kernel repository's own pull request (the head commit,
+    depth 1, in the workspace root; the base commit in .ab-base), then the gate's fetch of both
+    commits: the context and the fetch step's outputs."""
     origin, base, head = make_kernel_origin(tmp_path)
-    # What actions/checkout leaves for a kernel repository's own pull request: the head commit,
-    # depth 1, in the workspace root (the tree is the calling repository).
+    env = {**os.environ, **GIT_ENV}
+    clone = ["git", "clone", "-q", "--depth=1", f"file://{origin}"]
+    subprocess.run([*clone, str(workspace)], check=True, env=env)
     subprocess.run(
-        ["git", "clone", "-q", "--depth=1", f"file://{origin}", str(workspace)],
-        check=True,
-        env={**os.environ, **GIT_ENV},
+        ["git", "clone", "-q", f"file://{origin}", str(workspace / ".ab-base")], check=True, env=env
     )
-    (workspace / "bench").mkdir()
-    (workspace / "bench" / "gate.yaml").write_text(
-        "format: 1\nname: gate\nextends: iomatrix:base\nrepeat: 5\n"
-        "matrix: {kernel: [debian:bookworm], filesystem: [ext4, xfs], scheduler: [none],"
-        " device: [virtio-file], workload: [randwrite-4k]}\n"
-    )
-    given = {"matrix": "bench/gate.yaml", "kernel-tree": "someone/linux", "repetitions": 6}
+    git(workspace / ".ab-base", "checkout", "-q", base)
+    given = {
+        "matrix": ".github/iomatrix/gate.yaml",
+        "kernel-tree": "someone/linux",
+        "repetitions": 6,
+    }
     context = context_for(GATE, given)
     context["github"]["event"]["pull_request"]["base"]["sha"] = base
     context["github"]["event"]["pull_request"]["head"]["sha"] = head
     outputs = run_step(GATE, "ab", "Both kernel commits", context, workspace)
+    return {**context, "steps": {"kernel": {"outputs": outputs}}}, outputs, base, head
+
+
+def test_the_kernel_gate_fetches_both_commits_shallow_and_hands_ab_each_refs_matrix(
+    tmp_path: Path, workspace: Path
+) -> None:
+    context, outputs, base, head = kernel_gate(tmp_path, workspace)
     assert outputs == {"base": base, "head": head, "tree": str(workspace)}
     # Shallow: the two commits and nothing between or before them.
     assert git(workspace, "rev-parse", "--is-shallow-repository").strip() == "true"
@@ -286,48 +316,99 @@ def test_the_kernel_gate_fetches_both_commits_shallow_and_splits_on_them(
 
     log = workspace / "container.jsonl"
     recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
-    run_step(
-        GATE, "ab", "iomatrix ab", {**context, "steps": {"kernel": {"outputs": outputs}}}, workspace
-    )
+    run_step(GATE, "ab", "iomatrix ab", context, workspace)
     ((_, _, _, prepare, _, *argv),) = recorded(log)
-    gate = f"{workspace}/.iomatrix-kernel-gate.yaml"
-    assert argv[:5] == ["iomatrix", "ab", gate, "--split", "kernel"]
+    # Two matrices, each written in its own ref's checkout: no --split of one author's matrix.
+    base_gate = f"{workspace}/.ab-base/.iomatrix-kernel-gate.yaml"
+    head_gate = f"{workspace}/.iomatrix-kernel-gate.yaml"
+    assert argv[:4] == ["iomatrix", "ab", base_gate, head_gate]
+    assert "--split" not in argv
+    assert "--trusted-base" in argv
     assert argv[argv.index("--repeat") + 1] == "6"
     # The ccache is bounded before the builds fill it; the tree is safe for the container's root.
     assert "ccache --dir /root/.cache/iomatrix/ccache --max-size 5G" in prepare
     assert f"safe.directory {workspace}" in prepare
-    # The written matrix is the consumer's with the kernel axis replaced by the two commits.
-    assert cli.main(["expand", gate, "--json"]) == 0
 
 
-def test_the_kernel_gate_matrix_expands_to_the_two_commits(
+def expanded(path: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    capsys.readouterr()
+    assert cli.main(["expand", str(path), "--json"]) == 0
+    cells: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
+    return cells
+
+
+def test_the_kernel_gates_base_side_is_the_base_refs_matrix_job_files_and_config(
     tmp_path: Path, workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    origin, base, head = make_kernel_origin(tmp_path)
-    subprocess.run(
-        ["git", "clone", "-q", f"file://{origin}", str(workspace)],
-        check=True,
-        env={**os.environ, **GIT_ENV},
-    )
-    (workspace / "gate.yaml").write_text(
-        "format: 1\nname: gate\nextends: iomatrix:base\n"
-        "matrix: {kernel: [debian:bookworm], filesystem: [ext4], scheduler: [none],"
-        " device: [virtio-file], workload: [randwrite-4k]}\n"
-    )
+    """Issue 43: the base side ran the head's matrix and job files ("one matrix, one author"),
+    so a head job's exec_prerun ran in the base's VMs too. Seen failing before: one matrix,
+    `--split kernel`, every cell's job file the head's."""
+    context, _, base, head = kernel_gate(tmp_path, workspace)
     recorder(workspace / ".iomatrix" / "tools" / "container.sh", workspace / "c.jsonl", "x")
-    outputs = {"base": base, "head": head, "tree": str(workspace)}
-    given = {"matrix": "gate.yaml", "kernel-tree": "someone/linux"}
-    context = context_for(GATE, given, steps={"kernel": {"outputs": outputs}})
     run_step(GATE, "ab", "iomatrix ab", context, workspace)
-    capsys.readouterr()
-    assert cli.main(["expand", str(workspace / ".iomatrix-kernel-gate.yaml"), "--json"]) == 0
-    cells = json.loads(capsys.readouterr().out)
-    assert sorted(c["axes"]["kernel"] for c in cells) == ["base", "head"]
-    # Each names its commit of the tree, as the build will resolve it.
-    assert {c["cell"]["kernel_build"]["source"] for c in cells} == {
-        f"git:{workspace}@{base}",
-        f"git:{workspace}@{head}",
+    sides = {
+        "base": expanded(workspace / ".ab-base" / ".iomatrix-kernel-gate.yaml", capsys),
+        "head": expanded(workspace / ".iomatrix-kernel-gate.yaml", capsys),
     }
+    files = {"base": workspace / ".ab-base", "head": workspace}
+    for side, commit in (("base", base), ("head", head)):
+        cells = sides[side]
+        assert [c["axes"]["kernel"] for c in cells] == [side, side]
+        job = files[side] / ".github" / "iomatrix" / "w.fio"
+        for cell in cells:
+            build = cell["cell"]["kernel_build"]
+            assert build["source"] == f"git:{workspace}@{commit}"
+            workload = cell["cell"]["workload"]
+            assert workload["job_file"] == str(job)
+            assert workload["sha256"] == hashlib.sha256(job.read_bytes()).hexdigest()
+    # Each build's config comes from its own ref's matrix: the head's line for the base build
+    # (CONFIG_XFS_DEBUG) never reaches it.
+    assert {c["cell"]["kernel_build"]["config"][0] for c in sides["base"]} == {
+        "CONFIG_EXT4_DEBUG=y"
+    }
+    assert {c["cell"]["kernel_build"]["config"][0] for c in sides["head"]} == {
+        "CONFIG_BTRFS_DEBUG=y"
+    }
+    # And the head's exec_prerun, which the base's job file does not have, is refused.
+    capsys.readouterr()
+    base_gate = workspace / ".ab-base" / ".iomatrix-kernel-gate.yaml"
+    head_gate = workspace / ".iomatrix-kernel-gate.yaml"
+    argv = [
+        "ab",
+        str(base_gate),
+        str(head_gate),
+        "--trusted-base",
+        "--results",
+        str(tmp_path / "r"),
+    ]
+    assert cli.main(argv) == 2
+    assert "[w] exec_prerun=\"sh -c 'uname -r'\": fio runs it in the guest" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("name", [".ab-base", "iomatrix-gate", ".iomatrix-kernel-gate.yaml"])
+def test_a_head_that_holds_a_name_the_gate_writes_is_refused(workspace: Path, name: str) -> None:
+    """A head commit's `.ab-base` link to `.` would make the base side the head's own files
+    (actions/checkout would clone the base into the workspace root's place)."""
+    git(workspace, "init", "-q", "-b", "master")
+    (workspace / name).symlink_to(".")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "head")
+    with pytest.raises(AssertionError, match="holds names the gate uses for its own files"):
+        run_step(
+            GATE,
+            "ab",
+            "The head's tree holds none",
+            context_for(GATE, {"matrix": "m.yaml"}),
+            workspace,
+        )
+    (workspace / name).unlink()
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "head without it")
+    run_step(
+        GATE, "ab", "The head's tree holds none", context_for(GATE, {"matrix": "m.yaml"}), workspace
+    )
 
 
 def test_the_nightly_hands_the_matrix_and_shard_to_make(workspace: Path) -> None:
