@@ -22,9 +22,14 @@ from typing import Any
 import pytest
 import yaml
 
+from iomatrix.analysis.compare import compare_runs
 from iomatrix.cli import main as cli
+from iomatrix.report import gate_comment
+from iomatrix.report.comparison import render_json
+from support.builders import make_cell
 from support.kernel_trees import GIT_ENV, git
 from support.paths import REPO_ROOT
+from support.runs import failed, make_run, ok
 from support.workflows import WORKFLOWS, actionlint, lint, shellcheck, workflow
 
 EXAMPLES = REPO_ROOT / "docs" / "workflows"
@@ -477,3 +482,80 @@ def test_the_image_input_is_pulled_by_digest_only(name: str, job: str, tmp_path:
             assert not log.exists()
         # Never built when an image is given.
         assert not (workspace / "make.jsonl").exists()
+
+
+# --- the comment: rendered by iomatrix from the comparison's JSON -------------------------------
+
+COMMENT = "reusable-comment.yml"
+FAKE_GH = """#!/usr/bin/env bash
+# The test's stand-in for gh: the PR is at the tested commit, has no comment yet; a posted body
+# is kept as posted.md.
+case "$*" in
+  *"/pulls/"*"--jq .head.sha"*) echo "%s" ;;
+  *"/comments --jq"*) ;;
+  *"-X POST"*) for a in "$@"; do case "$a" in body=@*) cp "${a#body=@}" posted.md ;; esac; done ;;
+  *) echo "unexpected gh $*" >&2; exit 1 ;;
+esac
+"""
+
+
+def test_the_comment_is_iomatrixs_rendering_of_the_json_never_the_runs_markdown(
+    workspace: Path,
+) -> None:
+    """Issue 43: the comment workflow posted the fork's report.md verbatim under the bot's name.
+    Seen failing before: the posted body held the report.md's mention, link and HTML."""
+    sha = "ab" * 20
+    (workspace / "base").symlink_to(REPO_ROOT)  # the base branch's iomatrix, with its venv
+    artifact = workspace / "ab"
+    artifact.mkdir()
+    (artifact / "pr-number").write_text("7\n")
+    (artifact / "report.md").write_text("**all good** @octocat [x](http://e.invalid) <img src=x>\n")
+    cell = make_cell()
+    base = make_run([ok(cell, {"write_iops": [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1002.0]})])
+    reason = "@octocat [x](http://e.invalid) <img src=x> www.e.invalid"
+    new = make_run([failed(cell, reason)], run_id="new")
+    (artifact / "comparison.json").write_text(render_json(compare_runs(base, new)))
+    gh = workspace / "bin" / "gh"
+    gh.parent.mkdir()
+    gh.write_text(FAKE_GH % sha)
+    gh.chmod(0o755)
+    run = {"head_sha": sha, "html_url": "https://github.com/o/r/actions/runs/9"}
+    context = {
+        "inputs": inputs_of(COMMENT, {}),
+        "github": {
+            "repository": "o/r",
+            "token": "t",
+            "event": {"workflow_run": {**run, "conclusion": "failure"}},
+        },
+    }
+    outputs = run_step(COMMENT, "comment", "Render the comment", context, workspace)
+    assert outputs == {"pr": "7"}
+    run_step(
+        COMMENT,
+        "comment",
+        "Post or update",
+        {**context, "steps": {"render": {"outputs": outputs}}},
+        workspace,
+    )
+    posted = (workspace / "posted.md").read_text()
+    assert posted.startswith("<!-- iomatrix-ab-gate -->\n### iomatrix A/B gate: failure at abab")
+    assert "all good" not in posted
+    below = posted.split("\n", 2)[2]
+    assert gate_comment.audit(below) is None
+    assert "@octocat" not in below
+    assert "http://e" not in below
+    assert re.search(r"(?<!\\)<img", below) is None
+    assert "missing" in below  # the new side's failure, said by iomatrix
+
+
+def test_the_comment_reads_no_markdown_of_the_run_and_only_its_post_step_has_a_token() -> None:
+    text = (WORKFLOWS / COMMENT).read_text()
+    assert "report.md" not in text
+    steps = workflow(COMMENT)["jobs"]["comment"]["steps"]
+    with_token = [s.get("name", s.get("uses")) for s in steps if "GH_TOKEN" in str(s.get("env"))]
+    assert with_token == [
+        "Post or update the sticky comment (first run, or when the verdict changed)"
+    ]
+    checkout = next(s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@"))
+    assert checkout["with"]["ref"] == "${{ inputs.iomatrix-ref }}"
+    assert checkout["with"]["persist-credentials"] is False
