@@ -29,6 +29,7 @@ from iomatrix.errors import IomatrixError
 from iomatrix.report.comparison import render_markdown, verdict_line, verdict_marker
 from iomatrix.report.text import for_markdown
 from iomatrix.store import files
+from iomatrix.store.sessiondir import SessionDir
 
 # The hidden first line the workflow finds its own comment by (sticky_comment.py's MARKER).
 MARKER = "<!-- iomatrix-ab-gate -->"
@@ -210,7 +211,8 @@ def write_comment(
     them is never opened). CommentInputError when there is no PR number: nothing to post."""
     number = read_pr_number(artifact / "pr-number")
     top = header(conclusion=conclusion, head_sha=head_sha, run_url=run_url)
-    comparison_file = artifact / "comparison.json"
+    # The artifact holds the session's comparison.json under its own name.
+    comparison_file = artifact / SessionDir.COMPARISON_FILE
     if not comparison_file.exists() and not comparison_file.is_symlink():
         text = body(None, "the A/B session did not get as far as a comparison")
     else:
