@@ -13,7 +13,7 @@ from iomatrix.analysis import defaults, stats, validity
 from iomatrix.analysis import metrics as metric_rules
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Record, is_empty, is_none
-from iomatrix.model.result import Environment
+from iomatrix.model.result import Environment, RunId
 
 COMPARISON_FORMAT = 1
 
@@ -66,7 +66,7 @@ class Settings(Record):
 
 
 class RunInfo(Record):
-    run_id: str
+    run_id: RunId
     created_at: str
     status: str
     matrix_name: str

@@ -110,6 +110,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         allowed_host_devices=args.allow_host_device or (),
         concurrency=_concurrency(args),
+        trusted_base=args.trusted_base,
     )
     planned = ab_workflow.plan(request, out=sys.stderr)
     if planned.sharing is not None:

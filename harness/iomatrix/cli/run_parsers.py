@@ -107,6 +107,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
     )
     p.add_argument(
+        "--trusted-base",
+        action="store_true",
+        help=(
+            "a gate: BASE_MATRIX is the protected branch's, NEW_MATRIX a pull request's; refuse "
+            "before anything runs the programs NEW would run in the guest (a job file's "
+            "exec_prerun/exec_postrun, an environment-like kernel parameter) that BASE's same "
+            "file does not, and never let the sides share a VM then"
+        ),
+    )
+    p.add_argument(
         "--max-repeat",
         type=options.positive_int,
         metavar="N",

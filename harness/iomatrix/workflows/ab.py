@@ -33,6 +33,7 @@ from iomatrix.host.vm.execute import (
     execute,
 )
 from iomatrix.matrix.loader import load_matrix
+from iomatrix.matrix.trusted_base import check_trusted_base
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.result import RunRecord
@@ -76,6 +77,9 @@ class ABRequest:
     repeat: int | None = None
     allowed_host_devices: Sequence[str] = ()
     concurrency: Concurrency = field(default_factory=Concurrency)
+    # A gate (--trusted-base): BASE is the protected branch's, NEW a stranger's; NEW may not run
+    # programs in the guest that BASE does not (matrix/trusted_base.py), nor share its VMs.
+    trusted_base: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,11 +93,18 @@ class PlannedAB:
     split: str | None
     # The notice to print when VMs will share host cores.
     sharing: str | None = None
+    # --trusted-base: the new side is a stranger's (sides_apart never lets it share a VM).
+    trusted_base: bool = False
 
 
 def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
     """The sides, their pairs, and the preflight of every cell of both: nothing is fetched or
     written."""
+    if request.trusted_base and request.new is None:
+        raise IomatrixError(
+            "--trusted-base compares two matrices, the base branch's and the new side's: "
+            "give NEW_MATRIX, not --split (one matrix has one author)"
+        )
     base = load_matrix(request.base)
     if request.new is not None:
         new = load_matrix(request.new)
@@ -106,6 +117,8 @@ def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
         print(f"iomatrix: A/B on {request.split}: base {first}, new {second}", file=out)
     else:
         raise IomatrixError("give NEW_MATRIX, or --split AXIS for one matrix with two values")
+    if request.trusted_base and request.new is not None:
+        check_trusted_base(base, request.base, new, request.new)
     if request.repeat is not None:
         base_cells = [c.model_copy(update={"repeat": request.repeat}) for c in base_cells]
         new_cells = [c.model_copy(update={"repeat": request.repeat}) for c in new_cells]
@@ -118,7 +131,7 @@ def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
         allowed_host_devices=request.allowed_host_devices,
         concurrency=request.concurrency,
     )
-    return PlannedAB(base, new, pairs, split, sharing)
+    return PlannedAB(base, new, pairs, split, sharing, request.trusted_base)
 
 
 @dataclass(frozen=True)
@@ -209,6 +222,15 @@ def run(
 def sides_apart(sides: str, planned: PlannedAB, out: TextIO) -> bool:
     """--sides, or by default: apart when two matrices make the new side run in the guest what
     the base side does not (docs/SECURITY.md); one matrix split on an axis has one author."""
+    if (
+        sides == "shared"
+        and planned.trusted_base
+        and not pairing.sides_run_the_same_guest_code(planned.pairs)
+    ):
+        raise IomatrixError(
+            "--sides shared with --trusted-base: the new side runs in the guest what the base "
+            "side does not, so a VM of both would let it reach the base side's records"
+        )
     if sides != "auto":
         apart = sides == "apart"
         why = f"--sides {sides}"
