@@ -28,6 +28,15 @@ def test_identical_cells_from_two_checkouts_run_the_same_guest_code() -> None:
     assert ab.sides_run_the_same_guest_code([(base, make_cell(kernel="debian:trixie"))])
 
 
+def test_a_retuned_device_profile_runs_the_same_guest_code() -> None:
+    # The profile is QEMU's (cache, throttle, size): the pull request users send most often, a
+    # retuned disk, keeps its sides interleaved in one VM.
+    base = make_cell()
+    throttled = base.device.model_copy(update={"iops_limit": 300, "cache": "writeback"})
+    assert ab.sides_run_the_same_guest_code([(base, base.model_copy(update={"device": throttled}))])
+    assert ab.sides_run_the_same_guest_code([(base, make_cell(device="slow-disk"))])
+
+
 @pytest.mark.parametrize(
     "new",
     [
