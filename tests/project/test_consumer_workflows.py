@@ -59,7 +59,11 @@ def reusable_files() -> dict[str, str]:
 
 
 def examples() -> dict[str, str]:
-    return {p.name: p.read_text() for p in sorted(EXAMPLES.glob("*.yml"))}
+    """The kernel repository's two files, and each example repository's workflows."""
+    files = [*EXAMPLES.glob("*.yml"), *EXAMPLES.glob("*/.github/workflows/*.yml")]
+    found = {p.name: p.read_text() for p in sorted(files)}
+    assert len(found) == len(files), "two examples share a file name"
+    return found
 
 
 # --- the consumer examples, linted ---------------------------------------------------------------
