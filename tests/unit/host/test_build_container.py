@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from iomatrix.errors import KernelError
-from iomatrix.host.kernels import build_trust, sandbox
+from iomatrix.host.kernels import sandbox
 from iomatrix.host.kernels.builder import build
 from iomatrix.model.cell import KernelBuild
+from support import build_sandboxes
 from support.kernel_trees import commit_all, toy_tree
 
 pytestmark = pytest.mark.skipif(
@@ -51,15 +52,10 @@ def container(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     top = Path(tempfile.mkdtemp(prefix="iomatrix-container-", dir="/tmp"))
     top.chmod(0o755)
     (top / "root").mkdir(mode=0o700)
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, "container")
-    monkeypatch.delenv(build_trust.TRUST_ENV, raising=False)
-    private = 0x60000 + os.getpid() % 0x10000
-    monkeypatch.setattr(sandbox, "BUILD_UID", private)
-    monkeypatch.setattr(sandbox, "BUILD_GID", private)
     try:
-        yield top
+        for _mode in build_sandboxes.entered("container", monkeypatch):
+            yield top
     finally:
-        sandbox.stop_leftovers()
         shutil.rmtree(top, ignore_errors=True)
 
 

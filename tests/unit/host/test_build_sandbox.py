@@ -143,6 +143,7 @@ def test_a_build_step_gets_iomatrixs_environment_never_the_callers(
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_secret")
     monkeypatch.setenv("CCACHE_PREFIX", "/tmp/evil")
     monkeypatch.setenv("MAKEFLAGS", "-j64")
+    monkeypatch.delenv("CCACHE_DISABLE", raising=False)
     env = sandbox.environment(tmp_path / "home", tmp_path / "tmp", {"KBUILD_OUTPUT": "/o"})
     assert env == {
         "PATH": os.environ["PATH"],
@@ -152,6 +153,9 @@ def test_a_build_step_gets_iomatrixs_environment_never_the_callers(
         "LANG": "C",
         "KBUILD_OUTPUT": "/o",
     }
+    # The one ccache setting the host's environment gives: off.
+    monkeypatch.setenv("CCACHE_DISABLE", "1")
+    assert sandbox.environment(tmp_path, tmp_path, {})["CCACHE_DISABLE"] == "1"
 
 
 @pytest.mark.parametrize(

@@ -1,20 +1,23 @@
 """Builds are kept apart by trust (host/kernels/build_trust.py): a build of a stranger's code
 (the new side of an A/B, any build not vouched for) never writes what a trusted build (the base
 side) reads, and ccache's configuration never comes from the cache folder. Real ccache, real
-bubblewrap, real make and gcc on the toy tree; each hostile Makefile is what a pull request's
-patch could make `make bzImage` run."""
+make and gcc on the toy tree, in both sandbox modes (bubblewrap, and the runner container's
+build user: support/build_sandboxes.py); each hostile Makefile is what a pull request's patch
+could make `make bzImage` run."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from iomatrix.errors import KernelError
-from iomatrix.host.kernels import build_trust, sandbox
+from iomatrix.host.kernels import build_trust
 from iomatrix.host.kernels.builder import build
 from iomatrix.model.cell import KernelBuild
+from support import build_sandboxes
 from support.kernel_trees import commit_all, git, toy_tree
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed")
@@ -36,12 +39,9 @@ poison:
 """
 
 
-@pytest.fixture(autouse=True)
-def bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    if sandbox.mode() == "container" and sandbox._probe() is not None:
-        pytest.skip(f"inside a container: {sandbox._probe()}")
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, "bwrap")
-    monkeypatch.delenv(build_trust.TRUST_ENV, raising=False)
+@pytest.fixture(autouse=True, params=build_sandboxes.MODES)
+def sandboxed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    yield from build_sandboxes.entered(request.param, monkeypatch)
 
 
 def hostile_tree(path: Path, recipe: str) -> Path:

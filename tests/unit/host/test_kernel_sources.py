@@ -1,7 +1,7 @@
 """What a build checks out is what its tree's commit holds (host/kernels/sources.py): a tree's
 objects reach iomatrix's repository only through a fetch that git's index-pack hashes and
 fsck checks, never through git's alternates, which git reads without hashing. Real git, real
-builds of the toy tree."""
+builds of the toy tree, in both sandbox modes."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ import contextlib
 import shutil
 import subprocess
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from iomatrix.errors import KernelError
-from iomatrix.host.kernels import sandbox, sources
+from iomatrix.host.kernels import sources
 from iomatrix.host.kernels.builder import build
 from iomatrix.model.cell import KernelBuild
+from support import build_sandboxes
 from support.kernel_trees import TOY_MAKEFILE, git, toy_tree
 
 # The Makefile the attacker's object holds: the toy tree's, building a release of theirs.
@@ -47,11 +49,9 @@ def shipped_bare_repository(tmp_path: Path, trusted: Path) -> tuple[Path, str]:
     return bare, git(bare, "rev-parse", "HEAD")
 
 
-@pytest.fixture(autouse=True)
-def bubblewrap(monkeypatch: pytest.MonkeyPatch) -> None:
-    if sandbox.mode() == "container" and sandbox._probe() is not None:
-        pytest.skip(f"inside a container: {sandbox._probe()}")
-    monkeypatch.setenv(sandbox.SANDBOX_ENV, "bwrap")
+@pytest.fixture(autouse=True, params=build_sandboxes.MODES)
+def sandboxed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    yield from build_sandboxes.entered(request.param, monkeypatch)
 
 
 def test_a_planted_object_in_a_prs_bare_repository_changes_no_trusted_build(

@@ -144,13 +144,16 @@ def environment(home: Path, tmp: Path, extra: Mapping[str, str]) -> dict[str, st
     """A build step's whole environment: the host's PATH (the compiler the key names), a HOME
     and TMPDIR of the build's own, the C locale (the compiler's words, which failures quote),
     and `extra`. Nothing else of the caller's: CC, MAKEFLAGS or CCACHE_* there would change
-    the build without changing its key, and a token would be the tree's to print."""
+    the build without changing its key, and a token would be the tree's to print. Only
+    CCACHE_DISABLE passes (it can only turn ccache off: make bench measures without it)."""
+    passed = {k: v for k, v in os.environ.items() if k == "CCACHE_DISABLE"}
     return {
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
         "HOME": str(home),
         "TMPDIR": str(tmp),
         "LC_ALL": "C",
         "LANG": "C",
+        **passed,
         **extra,
     }
 
