@@ -284,12 +284,9 @@ def run_ab(
         )
     clock = RunClock()
     host_cpus = host_cores(options, base.vm, out)
-    # The base side's kernels are built trusted (host/kernels/build_trust.py): in the gate the
-    # base comes from the protected branch, and no build of the new side's writes what they read.
-    base_kernels = {a.kernel for a, _ in pairs}
-    prepared = prepare(
-        [c for pair in pairs for c in pair], fetch, build, clock, out, trusted=base_kernels
-    )
+    # Only the base side's kernels are built trusted (host/kernels/build_trust.py).
+    trusted = {a.kernel for a, _ in pairs}
+    prepared = prepare([c for p in pairs for c in p], fetch, build, clock, out, trusted=trusted)
     session_id = new_run_id(f"ab-{new.name}")
     session_dir = (options.results_dir / session_id).resolve()
     sides = [

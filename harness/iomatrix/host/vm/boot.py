@@ -285,19 +285,10 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     watcher: qmp.HostDiskWatcher | None = None
     try:
         for attempt in range(MAX_RESTARTS + 1):
-            pending = [s for s in ctx.group.steps if not step_done(s)]
-            if not pending:
+            given = _given_input(ctx, plan, bundle, out)
+            if given is None:
                 break
-            pending = _unchanged_inputs(ctx, pending, out)
-            if not pending:
-                break
-            theirs = _guest_steps(ctx, pending)
-            attempt_plan = plan.model_copy(update={"steps": tuple(theirs)})
-            try:
-                _write_input(ctx, attempt_plan, bundle)
-            except guest_io.JobFileChanged as exc:  # between the check and the copy
-                _fail_unstarted(ctx, pending, f"not run: its job file {exc}", out)
-                break
+            pending, theirs, attempt_plan = given
             watcher = host_disk_watcher(attempt_plan, pending, qmp.socket_path(qmp_dir))
             console = rundir.console_log(folder, attempt)
             boot_clock = BootClock(also=watcher, steps=pending)
@@ -349,6 +340,26 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
         if watcher is not None:
             watcher.report(out)
     return records
+
+
+def _given_input(
+    ctx: BootContext, plan: BootPlan, bundle: Path | None, out: TextIO
+) -> tuple[list[Step], list[Step], BootPlan] | None:
+    """An attempt's steps (the host's and the guest folder's view) and plan, its input folder
+    written, once what it lends the guest is checked (_unchanged_inputs); None when no step is
+    left to run."""
+    pending = [s for s in ctx.group.steps if not step_done(s)]
+    pending = _unchanged_inputs(ctx, pending, out) if pending else []
+    if not pending:
+        return None
+    theirs = _guest_steps(ctx, pending)
+    attempt_plan = plan.model_copy(update={"steps": tuple(theirs)})
+    try:
+        _write_input(ctx, attempt_plan, bundle)
+    except guest_io.JobFileChanged as exc:  # between the check and the copy
+        _fail_unstarted(ctx, pending, f"not run: its job file {exc}", out)
+        return None
+    return pending, theirs, attempt_plan
 
 
 def _watchdog(
