@@ -13,6 +13,7 @@ at once (flock goes with the process).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import fcntl
 import json
@@ -73,7 +74,7 @@ class Held:
         self._write()
 
     def building_key(self, key: str) -> None:
-        self.owner = Owner(**{**self.owner.__dict__, "key": key})
+        self.owner = dataclasses.replace(self.owner, key=key)
         self._write()
 
     def _write(self) -> None:

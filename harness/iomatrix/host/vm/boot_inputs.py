@@ -23,6 +23,7 @@ from typing import Literal
 
 from iomatrix.host import kernels
 from iomatrix.host.vm.agent_bundle import package_digest
+from iomatrix.model.units import MIB
 from iomatrix.store.files import sha256_file
 
 PinKind = Literal["file", "folder", "package"]
@@ -67,7 +68,7 @@ def _file_sha256(path: Path) -> str:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     digest = hashlib.sha256()
     with os.fdopen(fd, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
+        for block in iter(lambda: handle.read(MIB), b""):
             digest.update(block)
     return digest.hexdigest()
 
