@@ -306,7 +306,9 @@ def run_ab(
         )
     clock = RunClock()
     host_cpus = host_cores(options, base.vm, out)
-    prepared = prepare([c for pair in pairs for c in pair], fetch, build, clock, out)
+    # Only the base side's kernels are built trusted (host/kernels/build_trust.py).
+    trusted = {a.kernel for a, _ in pairs}
+    prepared = prepare([c for p in pairs for c in p], fetch, build, clock, out, trusted=trusted)
     session_id = new_run_id(f"ab-{new.name}")
     session_dir = (options.results_dir / session_id).resolve()
     sides = [

@@ -22,6 +22,7 @@ from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.devices import checks
 from iomatrix.host.vm import agent_bundle, cores, disk_freeing, guest_io, qmp, vng
+from iomatrix.host.vm.boot_inputs import BootInputs
 from iomatrix.host.vm.cell_results import MAX_RESTARTS, host_side_result, settle_unfinished
 from iomatrix.host.vm.console import VNG_NO_STATUS, BootClock, console_shows_panic
 from iomatrix.host.vm.guest_io import cell_dir
@@ -69,6 +70,9 @@ class BootContext:
     # Set when the run is being stopped (Ctrl-C, SIGTERM, another boot's crash) while this boot
     # runs in a worker thread, which the signal's KeyboardInterrupt never reaches.
     cancel: threading.Event | None = None
+    # What the run pinned when it was prepared (boot_inputs.py), checked before each attempt;
+    # None only where no run was prepared (tests of one boot).
+    inputs: BootInputs | None = None
 
 
 class BootCancelled(Exception):
@@ -220,8 +224,11 @@ def _runnable(ctx: BootContext, out: TextIO) -> BootContext | None:
 
 
 def _agent_bundle(ctx: BootContext, out: TextIO) -> Path | None:
-    """The agent's start-up bundle for this boot's guest root; None, said, when there is none
-    (the guest then imports the agent over the shared root)."""
+    """The agent's start-up bundle for this boot's guest root: the one the run pinned when it
+    was prepared; None, said, when there is none (the guest then imports the agent over the
+    shared root)."""
+    if ctx.inputs is not None:
+        return ctx.inputs.bundle
     bundle, why_not = agent_bundle.ensure(
         ctx.guest_root, Path(vng.package_dir()), kernels.cache_root()
     )
@@ -278,12 +285,10 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     watcher: qmp.HostDiskWatcher | None = None
     try:
         for attempt in range(MAX_RESTARTS + 1):
-            pending = [s for s in ctx.group.steps if not step_done(s)]
-            if not pending:
+            given = _given_input(ctx, plan, bundle, out)
+            if given is None:
                 break
-            theirs = _guest_steps(ctx, pending)
-            attempt_plan = plan.model_copy(update={"steps": tuple(theirs)})
-            _write_input(ctx, attempt_plan, bundle)
+            pending, theirs, attempt_plan = given
             watcher = host_disk_watcher(attempt_plan, pending, qmp.socket_path(qmp_dir))
             console = rundir.console_log(folder, attempt)
             boot_clock = BootClock(also=watcher, steps=pending)
@@ -335,6 +340,26 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
         if watcher is not None:
             watcher.report(out)
     return records
+
+
+def _given_input(
+    ctx: BootContext, plan: BootPlan, bundle: Path | None, out: TextIO
+) -> tuple[list[Step], list[Step], BootPlan] | None:
+    """An attempt's steps (the host's and the guest folder's view) and plan, its input folder
+    written, once what it lends the guest is checked (_unchanged_inputs); None when no step is
+    left to run."""
+    pending = [s for s in ctx.group.steps if not step_done(s)]
+    pending = _unchanged_inputs(ctx, pending, out) if pending else []
+    if not pending:
+        return None
+    theirs = _guest_steps(ctx, pending)
+    attempt_plan = plan.model_copy(update={"steps": tuple(theirs)})
+    try:
+        _write_input(ctx, attempt_plan, bundle)
+    except guest_io.JobFileChanged as exc:  # between the check and the copy
+        _fail_unstarted(ctx, pending, f"not run: its job file {exc}", out)
+        return None
+    return pending, theirs, attempt_plan
 
 
 def _watchdog(
@@ -431,6 +456,30 @@ def _attempt(
     if exit_code == VNG_NO_STATUS and boot_clock.script_exit is not None:
         exit_code = boot_clock.script_exit
     return exit_code, "ok" if exit_code == 0 else "exit-error", None
+
+
+def _unchanged_inputs(ctx: BootContext, pending: Sequence[Step], out: TextIO) -> list[Step]:
+    """Right before each attempt, what it lends the guest is checked against what the run
+    pinned when it was prepared (boot_inputs.py) and the job files against the hashes the
+    matrix loader recorded: a changed kernel or agent fails every pending cell, a changed job
+    file the cells that name it, each naming the file, and no VM starts on them."""
+    problem = None if ctx.inputs is None else ctx.inputs.changed(ctx.group.kernel)
+    if problem is not None:
+        _fail_unstarted(ctx, pending, f"not run: {problem}", out)
+        return []
+    changed = guest_io.unreadable_job_files(pending)
+    for why in dict.fromkeys(changed.values()):
+        _fail_unstarted(ctx, [s for s in pending if changed.get(s.cell.id) == why], why, out)
+    return [s for s in pending if s.cell.id not in changed]
+
+
+def _fail_unstarted(ctx: BootContext, steps: Sequence[Step], reason: str, out: TextIO) -> None:
+    """The steps' cells (each once: a cell's repetitions are steps of one folder) fail with
+    `reason`, said once."""
+    for step in {(s.run_dir, s.cell.id): s for s in steps}.values():
+        if not rundir.cell_result(cell_dir(step)).exists():
+            host_side_result(Path(step.run_dir), step.cell, "error", reason)
+    print(f"iomatrix: boot {ctx.group.boot_id}: {reason}", file=out)
 
 
 def _host_devices_changed(ctx: BootContext, out: TextIO) -> bool:
