@@ -34,7 +34,11 @@ def _build_matrix_kernels(args: argparse.Namespace) -> int:
             continue
         try:
             kernel = kernels.build(
-                name, recipe, offline=kernels.offline_requested(args.offline), log=print
+                name,
+                recipe,
+                offline=kernels.offline_requested(args.offline),
+                log=print,
+                trusted=kernels.own_builds_trusted(),
             )
         except KernelError as exc:
             print(f"iomatrix: {exc}")

@@ -192,6 +192,7 @@ def run(
         out=out,
         more=rules.undecided if rules is not None else None,
         apart=sides_apart(judging.sides, planned, sys.stderr),
+        strangers=planned.trusted_base,
     )
     result = compare.compare_runs(
         base_run,
@@ -288,6 +289,7 @@ def run_ab(
     build: Build | None = None,
     more: MoreRounds | None = None,
     apart: bool = False,
+    strangers: bool = False,
 ) -> tuple[RunRecord, RunRecord, Path]:
     """An A/B session: both sides' repetitions interleaved ABAB in the same VMs (one VM per
     kernel while the kernels agree; alternating boots when they differ), written as two runs
@@ -296,6 +298,9 @@ def run_ab(
     `apart`: no VM holds both sides; each round of repetitions runs in a base VM, then a new
     one (B N B N ...), so that a hostile new side cannot reach the base side's records (its
     guest writes only into its own boot's folder). It costs a boot per side and round.
+
+    `strangers`: the new side is a stranger's (a gate, `--trusted-base`): its kernels are built
+    untrusted (host/kernels/build_trust.py).
 
     `more` (a sequential session, `ab --until-decided`): after the repetitions the cells ask
     for, it is asked which pairs are still undecided; each of those gets one more repetition
@@ -306,8 +311,12 @@ def run_ab(
         )
     clock = RunClock()
     host_cpus = host_cores(options, base.vm, out)
-    # Only the base side's kernels are built trusted (host/kernels/build_trust.py).
+    # The base side's kernels are built trusted; the new side's too unless it is a stranger's
+    # (a gate: `--trusted-base`), or the host trusts no build but a gate's base
+    # (host/kernels/build_trust.py).
     trusted = {a.kernel for a, _ in pairs}
+    if not strangers and kernels.own_builds_trusted():
+        trusted |= {b.kernel for _, b in pairs}
     prepared = prepare([c for p in pairs for c in p], fetch, build, clock, out, trusted=trusted)
     session_id = new_run_id(f"ab-{new.name}")
     session_dir = (options.results_dir / session_id).resolve()

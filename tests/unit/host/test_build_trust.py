@@ -7,8 +7,9 @@ could make `make bzImage` run."""
 
 from __future__ import annotations
 
+import io
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,11 @@ import pytest
 from iomatrix.errors import KernelError
 from iomatrix.host.kernels import build_trust
 from iomatrix.host.kernels.builder import build
-from iomatrix.model.cell import KernelBuild
+from iomatrix.model.cell import KernelBuild, Matrix
+from iomatrix.workflows import ab as ab_workflow
+from iomatrix.workflows.prepare import RunOptions
 from support import build_sandboxes
+from support.builders import make_cell
 from support.kernel_trees import commit_all, git, toy_tree
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed")
@@ -165,3 +169,51 @@ def test_trust_comes_from_the_caller_or_the_hosts_environment(
     monkeypatch.setenv(build_trust.TRUST_ENV, "yes please")
     with pytest.raises(KernelError, match=build_trust.TRUST_ENV):
         build_trust.trusted(False)
+
+
+class _Stop(Exception):
+    """Raised by the stand-in prepare once it has seen which kernels are trusted."""
+
+
+def _trusted_kernels(
+    monkeypatch: pytest.MonkeyPatch, module: object, run: Callable[[], object]
+) -> set[str]:
+    seen: set[str] = set()
+
+    def fake_prepare(*_args: object, trusted: Collection[str] = (), **_kw: object) -> None:
+        seen.update(trusted)
+        raise _Stop
+
+    monkeypatch.setattr(module, "prepare", fake_prepare)
+    with pytest.raises(_Stop):
+        run()
+    return seen
+
+
+def test_what_a_user_runs_is_built_trusted_a_gates_new_side_never(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Builds of what the user runs keep their incremental output and ccache; only a gate's new
+    # side (a stranger's pull request, `ab --trusted-base`) is untrusted, and TRUST_ENV=0 leaves
+    # only a gate's base trusted.
+    monkeypatch.delenv(build_trust.TRUST_ENV, raising=False)
+    base, new = make_cell(kernel="base"), make_cell(kernel="head")
+    matrix = Matrix(name="m", source=str(tmp_path / "m.yaml"), cells=(base,))
+    options = RunOptions(results_dir=tmp_path / "results", scratch_dir=tmp_path / "scratch")
+
+    def session(strangers: bool) -> set[str]:
+        return _trusted_kernels(
+            monkeypatch,
+            ab_workflow,
+            lambda: ab_workflow.run_ab(
+                matrix, matrix, [(base, new)], options, out=io.StringIO(), strangers=strangers
+            ),
+        )
+
+    assert session(strangers=False) == {"base", "head"}
+    assert session(strangers=True) == {"base"}
+    monkeypatch.setenv(build_trust.TRUST_ENV, "0")
+    assert session(strangers=False) == {"base"}
+    assert build_trust.own_builds_trusted() is False
+    monkeypatch.setenv(build_trust.TRUST_ENV, "1")
+    assert build_trust.own_builds_trusted() is True

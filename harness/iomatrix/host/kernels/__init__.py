@@ -23,6 +23,7 @@ before a run).
 
 from __future__ import annotations
 
+from iomatrix.host.kernels.build_trust import own_builds_trusted
 from iomatrix.host.kernels.builder import build, cached_builds
 from iomatrix.host.kernels.bzimage import read_release, release_from_bzimage
 from iomatrix.host.kernels.cache import MAX_AGE_S, cache_root, cached, prune_fetched, verify
@@ -72,6 +73,7 @@ __all__ = [
     "image_release",
     "newest",
     "offline_requested",
+    "own_builds_trusted",
     "parse_depends",
     "parse_packages",
     "parse_stanzas",

@@ -6,16 +6,17 @@ next build that reads it runs too: a ccache.conf with a `prefix_command` runs a 
 next build's every compile, an object newer than its source is linked as it is. So builds are
 of two kinds:
 
-- trusted: the base side of an A/B session (the gate's base comes from the protected branch),
-  or every build when the host's environment says so (TRUST_ENV=1, for a machine that runs
-  only its owner's matrices). They share one output folder, kept for incremental builds, and
-  one ccache, which they read and write.
-- untrusted: every other build (the new side of an A/B, `run`, `kernels build` of a matrix
-  nobody vouched for). Each session (one iomatrix process: all its untrusted builds come from
-  the same matrix) gets an output folder of its own, emptied when another session's untrusted
-  build starts, so a pull request's second push never reads what its first push left. It
-  reads the trusted ccache without writing it (ccache's read_only mode, and a folder the
-  build user cannot write: sandbox.py).
+- trusted: what the user running iomatrix vouches for by running it: `run`, `kernels build`, a
+  bisection, both sides of an A/B of their own matrices, and always the base side of a gate
+  (`ab --trusted-base`: the base comes from the protected branch). They share one output
+  folder, kept for incremental builds, and one ccache, which they read and write.
+- untrusted: the new side of a gate (`ab --trusted-base`: a stranger's pull request), and every
+  build but a gate's base where the host's environment says so (TRUST_ENV=0, for a machine
+  that runs `run` on strangers' matrices). Each session (one iomatrix process: all its
+  untrusted builds come from the same matrix) gets an output folder of its own, emptied when
+  another session's untrusted build starts, so a pull request's second push never reads what
+  its first push left. It reads the trusted ccache without writing it (ccache's read_only
+  mode, and a folder the build user cannot write: sandbox.py).
 
   <cache>/kbuild/           trusted builds' output folder
   <cache>/ccache/           trusted builds' ccache, marked as theirs (TRUSTED_MARK): a folder
@@ -51,15 +52,28 @@ SESSION = uuid.uuid4().hex
 TRUSTED_MARK = ".iomatrix-trusted-builds-only"
 
 
-def trusted(requested: bool) -> bool:
-    """Whether a build is trusted: the caller vouched for it, or the host's environment vouches
-    for every build (TRUST_ENV=1)."""
+def _setting() -> str:
     value = os.environ.get(TRUST_ENV, "")
     if value not in ("", "0", "1"):
         raise KernelError(
-            "builds", f"{TRUST_ENV} must be 1 (every build trusted) or 0, not {value!r}"
+            "builds",
+            f"{TRUST_ENV} must be 1 (every build trusted) or 0 (only a gate's base side), "
+            f"not {value!r}",
         )
-    return requested or value == "1"
+    return value
+
+
+def trusted(requested: bool) -> bool:
+    """Whether a build is trusted: the caller vouched for it, or the host's environment vouches
+    for every build (TRUST_ENV=1)."""
+    return requested or _setting() == "1"
+
+
+def own_builds_trusted() -> bool:
+    """Whether the builds of what the user runs (`run`, `kernels build`, a bisection, an A/B of
+    their own matrices) are trusted: yes, unless the host's environment says it runs strangers'
+    matrices that way (TRUST_ENV=0). A gate's new side is never, its base side always."""
+    return _setting() != "0"
 
 
 @dataclass(frozen=True)
