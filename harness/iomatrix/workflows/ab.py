@@ -311,12 +311,7 @@ def run_ab(
         )
     clock = RunClock()
     host_cpus = host_cores(options, base.vm, out)
-    # The base side's kernels are built trusted; the new side's too unless it is a stranger's
-    # (a gate: `--trusted-base`), or the host trusts no build but a gate's base
-    # (host/kernels/build_trust.py).
-    trusted = {a.kernel for a, _ in pairs}
-    if not strangers and kernels.own_builds_trusted():
-        trusted |= {b.kernel for _, b in pairs}
+    trusted = _trusted_kernels(pairs, strangers=strangers)
     prepared = prepare([c for p in pairs for c in p], fetch, build, clock, out, trusted=trusted)
     session_id = new_run_id(f"ab-{new.name}")
     session_dir = (options.results_dir / session_id).resolve()
@@ -365,6 +360,16 @@ def run_ab(
     if more is not None:
         _until_decided(session, list(pairs), sides, more, fresh=fresh, apart=apart)
     return sides[0].record, sides[1].record, session_dir
+
+
+def _trusted_kernels(pairs: Sequence[tuple[Cell, Cell]], *, strangers: bool) -> set[str]:
+    """The base side's kernels are built trusted; the new side's too unless it is a stranger's
+    (a gate: `--trusted-base`), or the host trusts no build but a gate's base
+    (host/kernels/build_trust.py)."""
+    trusted = {a.kernel for a, _ in pairs}
+    if not strangers and kernels.own_builds_trusted():
+        trusted |= {b.kernel for _, b in pairs}
+    return trusted
 
 
 def _start_side(
