@@ -298,9 +298,7 @@ def run_ab(
     `apart`: no VM holds both sides; each round of repetitions runs in a base VM, then a new
     one (B N B N ...), so that a hostile new side cannot reach the base side's records (its
     guest writes only into its own boot's folder). It costs a boot per side and round.
-
-    `strangers`: the new side is a stranger's (a gate, `--trusted-base`): its kernels are built
-    untrusted (host/kernels/build_trust.py).
+    `strangers`: the new side is a stranger's (a gate): its kernels are built untrusted.
 
     `more` (a sequential session, `ab --until-decided`): after the repetitions the cells ask
     for, it is asked which pairs are still undecided; each of those gets one more repetition
