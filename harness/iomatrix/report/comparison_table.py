@@ -20,7 +20,13 @@ from iomatrix.report.comparison_cells import (
     method_line,
     shown_reason,
 )
-from iomatrix.report.comparison_verdict import VERDICT_ORDER, headline, verdict_line, verdict_of
+from iomatrix.report.comparison_verdict import (
+    VERDICT_ORDER,
+    headline,
+    reasons_beside_the_rows,
+    verdict_line,
+    verdict_of,
+)
 from iomatrix.report.text import fit_table, wrap
 
 
@@ -221,9 +227,10 @@ def _why(comparison: Comparison, width: int | None) -> list[str]:
     """Why the gate failed closed, a line per cell (a panic line, a missing side), above the
     last line. A regression's or an inconclusive verdict's rows are the table's groups."""
     verdict = verdict_of(comparison)
-    if verdict.outcome != "cannot-compare":
+    listed = reasons_beside_the_rows(comparison)
+    if not listed:
         return []
-    shown = verdict.reasons[:TERMINAL_REASONS]
+    shown = listed[:TERMINAL_REASONS]
     more = len(verdict.cells) - len(shown)
     tail = [f"  and {more} more (--format json: the verdict's cells)"] if more > 0 else []
     return ["", wrap(f"why {verdict.outcome}:", width)] + [

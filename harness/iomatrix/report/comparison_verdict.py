@@ -80,6 +80,15 @@ def reasons(comparison: Comparison) -> tuple[str, ...]:
     return verdict_of(comparison).reasons
 
 
+def reasons_beside_the_rows(comparison: Comparison) -> tuple[str, ...]:
+    """The reasons a report that shows the rows by verdict (the terminal table, the HTML page)
+    lists above its last line: a failed-closed verdict's, whose cells may have no row to show
+    (nothing compared, environments that differ); a regression's or an inconclusive verdict's
+    rows are the report's own groups."""
+    verdict = verdict_of(comparison)
+    return verdict.reasons if verdict.outcome == "cannot-compare" else ()
+
+
 def _cautions(comparison: Comparison) -> str:
     """What a reader must know before trusting a verdict: missing rows, flags, FORCED."""
     extra = []

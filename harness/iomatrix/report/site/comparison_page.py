@@ -21,7 +21,13 @@ from iomatrix.report.comparison_table import (
     group_note,
     shown_by_default,
 )
-from iomatrix.report.comparison_verdict import VERDICT_ORDER, headline, verdict_line, verdict_of
+from iomatrix.report.comparison_verdict import (
+    VERDICT_ORDER,
+    headline,
+    reasons_beside_the_rows,
+    verdict_line,
+    verdict_of,
+)
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,
@@ -289,14 +295,14 @@ def _verdict_groups(comparison: Comparison) -> str:
 
 
 def _verdict_head(comparison: Comparison) -> str:
-    """The gate's verdict (its outcome and exit code as data for tools) and what decided it,
-    every cell named: a panic line, a side missing, a regression."""
+    """The gate's verdict (its outcome and exit code as data for tools) and, when it failed
+    closed, what decided it, every cell named: a panic line, a side missing."""
     verdict = verdict_of(comparison)
     head = (
         f'<p class="verdict-line" data-outcome="{e(verdict.outcome)}" '
         f'data-exit-code="{verdict.exit_code}"><b>{e(headline(comparison))}</b></p>'
     )
-    items = "".join(f"<li>{e(reason)}</li>" for reason in verdict.reasons)
+    items = "".join(f"<li>{e(reason)}</li>" for reason in reasons_beside_the_rows(comparison))
     return head + (f'<ul class="verdict-reasons">{items}</ul>' if items else "")
 
 
