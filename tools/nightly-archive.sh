@@ -244,8 +244,9 @@ if [ -z "$previous" ]; then
   md "No earlier night of \`$matrix_name\` in the archive."
 else
   set +e
+  # Informational: an inconclusive night (one night is no baseline) is no failure to note.
   "$IOMATRIX" compare "$archive/runs/$previous" "$archive/runs/$run_id" --format markdown \
-    --output "$work/compare.md" >"$work/compare.txt" 2>&1
+    --inconclusive pass --output "$work/compare.md" >"$work/compare.txt" 2>&1
   compare_status=$?
   set -e
   md "Against \`$previous\` (informational: one night is no baseline; the change points above are" \

@@ -5,8 +5,8 @@ holds what they run, imported only when one of them runs (cli/handlers.py says w
 matrix (init, validate, expand, schema), run (run, ab), archive (compare, repetitions, show,
 merge, archive), history (history; trend and triage run from trend_commands), report (report),
 canary (canaries), kernel (kernels, accel, guest-root), bisect (bisect). Shared options in
-options.py, exit codes in exit_codes.py (0 ok; 1 something not ok; 2 bad input; 130
-interrupted; 143 terminated).
+options.py, exit codes in exit_codes.py (0 ok; 1 something not ok; 2 bad input; the gate's
+3 inconclusive; 130 interrupted; 143 terminated).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from iomatrix.analysis import defaults
 from iomatrix.cli import help_format, options
 from iomatrix.cli.handlers import Handler
 
@@ -61,7 +62,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "kernel) in one session, their repetitions interleaved ABAB in the same VMs so that "
             "drift on a noisy host hits both sides alike, and compare them as `iomatrix compare` "
             "does. Writes <results>/<session>/base, new, comparison.json and comparison.md. "
-            "Exit 1 when a gated metric regressed significantly beyond the minimum effect."
+            + options.GATE_EXITS
         ),
         epilog=help_format.examples(
             "iomatrix ab matrix/examples/first-experiment.yaml --split mount_options",
@@ -84,7 +85,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--repeat",
         type=options.positive_int,
         metavar="N",
-        help="repetitions per side (at least 5 to gate; with --until-decided, the first look)",
+        help=(
+            f"repetitions per side (the gate needs >= {defaults.GATE_MIN_REPETITIONS} at "
+            f"--alpha {defaults.DEFAULT_ALPHA:g}, or every result is inconclusive; with "
+            "--until-decided, the first look)"
+        ),
     )
     p.add_argument(
         "--until-decided",

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from iomatrix.analysis import compare, sequential
+from iomatrix.analysis import compare, gate, sequential
+from iomatrix.analysis.compare_records import InconclusivePolicy
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.preflight import Concurrency
@@ -148,6 +149,10 @@ class Judging:
     max_repeat: int | None = None
     sides: str = "auto"
     report_url: str | None = None
+    # The gate's policy (analysis/gate.py): whether inconclusive fails, whether any flagged
+    # repetition does.
+    inconclusive: InconclusivePolicy = "fail"
+    fail_on_invalid: bool = False
 
 
 @dataclass(frozen=True)
@@ -205,19 +210,45 @@ def run(
         equivalence=judging.equivalence,
     )
     session = SessionDir(session_dir)
-    write_text_atomic(session.comparison, comparison_report.render(result, "json"))
-    write_text_atomic(
-        session.comparison_md,
-        comparison_report.render(result, "markdown", report_url=judging.report_url),
-    )
     decisions = None
     if rules is not None:
         # The gate of a sequential session is its own decisions: the comparison tests each row
         # once at alpha, which after repeated looks would not keep alpha.
         decisions = rules.decisions(base_run, new_run)
         write_text_atomic(session.sequential, comparison_report.sequential_json(decisions, rules))
+    # The session's one verdict, in every file it writes and every line the command prints.
+    verdict = gate.gate_verdict(
+        result,
+        decisions,
+        inconclusive=judging.inconclusive,
+        fail_on_invalid=judging.fail_on_invalid,
+    )
+    result = result.model_copy(update={"verdict": verdict})
+    write_text_atomic(session.comparison, comparison_report.render(result, "json"))
+    write_text_atomic(
+        session.comparison_md,
+        comparison_report.render(result, "markdown", report_url=judging.report_url),
+    )
     report = archiving.report_or_warn(lambda: site.build_session_site(session_dir))
     return ABOutcome(result, session_dir, rules, decisions, report)
+
+
+def repetition_warning(planned: PlannedAB, request: ABRequest, judging: Judging) -> str | None:
+    """Before any VM starts: the warning when the session's repetitions can never reach a
+    verdict (analysis/gate.py too_few_repetitions; the rule is stats.minimum_n_per_side), or
+    None. A sequential session is judged by its cap."""
+    if not planned.pairs:
+        return None
+    fewest = min(min(a.repeat, b.repeat) for a, b in planned.pairs)
+    given = f"--repeat {fewest}" if request.repeat is not None else f"repeat {fewest}"
+    rules = sequential_rules(judging, planned.pairs)
+    if rules is None:
+        return gate.too_few_repetitions(fewest, judging.alpha, what=given)
+    # The looks test below alpha, yet at alpha 0.05 (and 0.01) the design's level is reachable
+    # at any cap the rule allows: the cap is judged by the rule.
+    return gate.too_few_repetitions(
+        rules.cap, judging.alpha, what=f"{given} up to --max-repeat {rules.cap}"
+    )
 
 
 def sides_apart(sides: str, planned: PlannedAB, out: TextIO) -> bool:

@@ -90,8 +90,12 @@ def test_commands_take_latest_and_prefixes_and_refuse_ambiguity_with_exit_2(
 ) -> None:
     assert cli.main(["show", "--results", str(results), "latest"]) == 0
     assert "run 20261125T111111Z-quick-cd34 (complete)" in capsys.readouterr().out
-    assert cli.main(["compare", "--results", str(results), "20261125T10", "latest"]) == 0
-    assert f"compare: base {IDS[1]} " in capsys.readouterr().out
+    # Found by prefix and "latest"; two runs without a cell have nothing to compare, so the
+    # gate fails closed (exit 2) after saying which runs it read.
+    assert cli.main(["compare", "--results", str(results), "20261125T10", "latest"]) == 2
+    out = capsys.readouterr().out
+    assert f"compare: base {IDS[1]} " in out
+    assert out.startswith("cannot-compare: nothing was compared: neither run has a cell")
     assert cli.main(["show", "--results", str(results), "20261125"]) == 2
     err = capsys.readouterr().err
     assert "3 runs under" in err
