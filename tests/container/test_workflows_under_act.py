@@ -70,9 +70,10 @@ def test_a_pull_request_that_halves_the_disk_fails_the_matrix_gate_under_act(
     assert sides == {"base", "new"}
     # The gate's step printed that verdict, and the job failed on its exit code (podman's Docker
     # API once turned every container's exit into 0 here, and the gate passed).
-    assert "regressed: " in log and "Failure - Main iomatrix ab" in log, tail
+    assert "regressed: " in log, tail
+    assert "Failure - Main iomatrix ab" in log, tail
     # The comment, rendered from the artifact by iomatrix's own code, leads with the verdict.
     comment = (out / "comment.md").read_text()
-    lead = [line for line in comment.splitlines() if line.startswith("**")][0]
+    lead = next(line for line in comment.splitlines() if line.startswith("**"))
     assert lead.startswith("**iomatrix compare: regressed: "), comment[:2000]
     assert "write\\_iops" in comment
