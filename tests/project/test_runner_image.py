@@ -5,6 +5,7 @@ reachable from a test); the workflows are checked to hand its answer on."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -184,18 +185,16 @@ def test_pull_requests_use_the_published_image_or_build_and_hand_it_on() -> None
     assert checks["needs"] == "image"
     assert uses_the_script(checks["steps"])
     assert not any(s.get("run") == "make image" for s in checks["steps"])
-    # The artifact only when the image was built here.
-    saves = [s for s in checks["steps"] if "docker save" in s.get("run", "")]
+    # The parts only when the image was built here.
+    saves = [s for s in checks["steps"] if "runner-image.sh save" in s.get("run", "")]
     uploads = [s for s in checks["steps"] if "upload-artifact" in s.get("uses", "")]
     assert saves
     assert uploads
-    assert all(s["if"] == "needs.image.outputs.image == ''" for s in saves + uploads)
+    assert all(str(s["if"]).startswith("needs.image.outputs.image == ''") for s in saves + uploads)
     gate = wf["jobs"]["ab"]
     assert set(gate["needs"]) == {"image", "checks"}
     assert gate["with"]["image"] == found
-    assert gate["with"]["image-artifact"] == (
-        "${{ needs.image.outputs.image == '' && 'runner-image' || '' }}"
-    )
+    assert gate["with"]["image-id"] == "${{ needs.checks.outputs.image-id }}"
 
 
 def test_the_nightly_uses_the_published_image_or_builds() -> None:
@@ -212,3 +211,130 @@ def test_every_published_image_carries_its_toolchain_tag() -> None:
     assert "tools/runner-image.sh key" in key["run"]
     (meta,) = [s for s in steps if s.get("uses", "").startswith("docker/metadata-action@")]
     assert "type=raw,value=toolchain-${{ steps.toolchain.outputs.key }}" in meta["with"]["tags"]
+
+
+# --- the image handed from job to job: its id, and its parts --------------------------------------
+
+ENGINE = """\
+#!/usr/bin/env python3
+# A docker stand-in with a store of its own: an image is its bytes, its id their sha256.
+import hashlib, sys
+from pathlib import Path
+
+store = Path(sys.argv[0]).parent.parent / "store"
+args = sys.argv[1:]
+
+
+def tag_file(name):
+    return store / "tags" / name.replace(":", "_").replace("/", "_")
+
+
+def resolve(name):
+    if tag_file(name).exists():
+        return tag_file(name).read_text().strip().removeprefix("sha256:")
+    if (store / "images" / name.removeprefix("sha256:")).exists():
+        return name.removeprefix("sha256:")
+    return None
+
+
+if args[:2] == ["image", "inspect"]:
+    found = resolve(args[-1])
+    if found is None:
+        sys.exit(1)
+    print("sha256:" + found)
+elif args[0] == "save":
+    sys.stdout.buffer.write((store / "images" / resolve(args[1])).read_bytes())
+elif args[0] == "load":
+    data = sys.stdin.buffer.read()
+    digest = hashlib.sha256(data).hexdigest()
+    (store / "images" / digest).write_bytes(data)
+    print("Loaded image ID: sha256:" + digest)
+elif args[0] == "tag":
+    source = resolve(args[1])
+    if source is None:
+        sys.exit("Error response from daemon: No such image: " + args[1])
+    tag_file(args[2]).write_text("sha256:" + source + "\\n")
+else:
+    sys.exit(2)
+"""
+
+
+def engine(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A docker stand-in (ENGINE) with a store of its own, on PATH in the folder returned."""
+    store = tmp_path / name / "store"
+    (store / "images").mkdir(parents=True)
+    (store / "tags").mkdir()
+    bin_dir = tmp_path / name / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(ENGINE)
+    (bin_dir / "docker").chmod(0o755)
+    return store, bin_dir
+
+
+def build_image(store: Path, content: bytes) -> str:
+    digest = hashlib.sha256(content).hexdigest()
+    (store / "images" / digest).write_bytes(content)
+    (store / "tags" / "iomatrix-runner_latest").write_text(f"sha256:{digest}\n")
+    return digest
+
+
+def test_the_image_goes_to_another_runner_in_parts_and_comes_back_with_its_id(
+    tmp_path: Path,
+) -> None:
+    root = checkout(tmp_path)
+    built, builder = engine(tmp_path, "builder")
+    image = os.urandom(3 * 1024 * 1024 + 5)  # incompressible: zstd keeps its size, three parts
+    digest = build_image(built, image)
+    saved = subprocess.run(
+        ["bash", str(root / "tools/runner-image.sh"), "save", str(tmp_path / "parts")],
+        env={**os.environ, "PATH": f"{builder}:{os.environ['PATH']}", "PART_MB": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert saved.returncode == 0, saved.stderr
+    assert saved.stdout.strip() == digest
+    parts = sorted(p.name for p in (tmp_path / "parts").iterdir())
+    assert parts == ["part-00", "part-01", "part-02", "part-03"]
+    # Another runner: its engine has not got the image; it loads the parts and checks the id.
+    other, runner = engine(tmp_path, "runner")
+    assert script(root, "has", digest, bin_dir=runner).returncode == 1
+    loaded = script(root, "load", str(tmp_path / "parts"), digest, bin_dir=runner)
+    assert loaded.returncode == 0, loaded.stderr
+    assert (other / "images" / digest).read_bytes() == image
+    assert (other / "tags" / "iomatrix-runner_latest").read_text().strip() == f"sha256:{digest}"
+
+
+def test_a_runner_that_shares_the_store_uses_the_image_there(tmp_path: Path) -> None:
+    root = checkout(tmp_path)
+    store, bin_dir = engine(tmp_path, "shared")
+    digest = build_image(store, b"an image")
+    assert script(root, "has", digest, bin_dir=bin_dir).returncode == 0
+    done = script(root, "load", str(tmp_path / "no-parts-here"), digest, bin_dir=bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert "in this engine's store already" in done.stderr
+
+
+def test_a_part_that_is_not_what_was_saved_is_refused(tmp_path: Path) -> None:
+    root = checkout(tmp_path)
+    built, builder = engine(tmp_path, "builder")
+    digest = build_image(built, b"the image the build job made")
+    saved = subprocess.run(
+        ["bash", str(root / "tools/runner-image.sh"), "save", str(tmp_path / "parts")],
+        env={**os.environ, "PATH": f"{builder}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert saved.returncode == 0, saved.stderr
+    (tmp_path / "parts" / "part-00").write_bytes(
+        subprocess.run(
+            ["zstd", "-q", "-c"], input=b"another image", capture_output=True, check=True
+        ).stdout
+    )
+    _other, runner = engine(tmp_path, "runner")
+    done = script(root, "load", str(tmp_path / "parts"), digest, bin_dir=runner)
+    assert done.returncode != 0
+    assert f"hold another image, not the {digest}" in done.stderr

@@ -250,9 +250,18 @@ def test_the_pr_comment_comes_from_a_workflow_run_of_pr() -> None:
     assert pr["jobs"]["ab"]["uses"] == "./.github/workflows/reusable-gate.yml"
     assert comment["jobs"]["comment"]["uses"] == "./.github/workflows/reusable-comment.yml"
     gate = workflow("reusable-gate.yml")["jobs"]["ab"]
-    # The image the checks job saved (when it built one) is the one the gate loads.
+    # The image the checks job saved (when it built one) is the one the gate loads: by its id,
+    # from the parts the checks job uploads (runner-image-part-NN) and the gate downloads.
     uploads = [s["with"]["name"] for s in pr["jobs"]["checks"]["steps"] if "upload" in str(s)]
-    assert f"&& '{uploads[0]}' ||" in pr["jobs"]["ab"]["with"]["image-artifact"]
+    assert uploads == [f"runner-image-part-0{n}" for n in range(6)]
+    assert pr["jobs"]["ab"]["with"]["image-id"] == "${{ needs.checks.outputs.image-id }}"
+    assert pr["jobs"]["checks"]["outputs"]["image-id"] == "${{ steps.saved.outputs.id }}"
+    (parts,) = [
+        s
+        for s in gate["steps"]
+        if "download-artifact" in s.get("uses", "") and "pattern" in s["with"]
+    ]
+    assert parts["with"]["pattern"] == "runner-image-part-*"
     # The artifact the comment reads is the one the A/B job uploads.
     uploads = [s["with"]["name"] for s in gate["steps"] if "upload-artifact" in str(s)]
     steps = workflow("reusable-comment.yml")["jobs"]["comment"]["steps"]
