@@ -1,4 +1,4 @@
-"""Building the virtme-ng (QEMU) command as an argv list, and choosing the accelerator.
+"""Building the virtme-ng (QEMU) command as an argv list.
 
 Everything up to the argv is pure: `disk_qemu_args` and `vng_argv` return lists that golden tests
 pin and `iomatrix run --show-command` prints. Test disks are attached with explicit QEMU options
@@ -9,9 +9,7 @@ and a result records exactly how its disk was attached.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
-import json
 import os
 import platform
 import shlex
@@ -37,7 +35,6 @@ SharedFs = Literal["virtiofs", "9p"]
 # virtio-blk serials hold at most 20 bytes (VIRTIO_BLK_ID_BYTES); ours are short and fixed.
 SERIAL_PREFIX = "iomatrix"
 _SCSI_CONTROLLER = "iomxscsi"
-_KVM_MARKER = "IOMATRIX_KVM_PROBE_OK"
 
 
 def disk_serial(slot: int) -> str:
@@ -358,13 +355,8 @@ def vng_env() -> dict[str, str]:
     return env
 
 
-# --- accelerator -----------------------------------------------------------------------------
-
-
-def _host_fingerprint() -> str:
-    cpu = host_cpu_model()
-    text = f"{platform.node()}|{cpu}|{platform.release()}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+# --- the host ---------------------------------------------------------------------------------
+# Which accelerator a run uses is host/vm/accel.py's.
 
 
 def host_cpu_model() -> str:
@@ -375,69 +367,3 @@ def host_cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
-
-
-def kvm_usable() -> bool:
-    return os.access("/dev/kvm", os.R_OK | os.W_OK)
-
-
-def choose_accelerator(
-    *,
-    cache_dir: Path,
-    probe_vmlinuz: str,
-    probe_release: str,
-    probe_modules: str | None,
-    probe_timeout_s: float = 60.0,
-) -> tuple[Accelerator, str]:
-    """KVM only when a short probe boot proves it works on this host; otherwise TCG.
-
-    On some hosts /dev/kvm exists but a guest hangs at boot, so the device's presence proves
-    nothing. The verdict is cached per host (name, CPU model, host kernel) because the probe costs
-    up to a minute when KVM hangs. IOMATRIX_ACCEL=kvm|tcg skips the probe.
-    Returns the accelerator and a sentence saying why.
-    """
-    forced = os.environ.get("IOMATRIX_ACCEL")
-    if forced in ("kvm", "tcg"):
-        return forced, f"IOMATRIX_ACCEL={forced}"  # type: ignore[return-value]
-    if not kvm_usable():
-        return "tcg", "/dev/kvm is missing or not accessible"
-    verdict_file = cache_dir / "accelerator.json"
-    fingerprint = _host_fingerprint()
-    try:
-        cached = json.loads(verdict_file.read_text())
-    except (OSError, ValueError):
-        cached = None
-    # Anything but a well-formed verdict for this very host means: probe again.
-    if (
-        isinstance(cached, dict)
-        and cached.get("host") == fingerprint
-        and cached.get("accelerator") in ("kvm", "tcg")
-    ):
-        return cached["accelerator"], f"cached probe verdict: {cached.get('reason', '?')}"
-    argv = [
-        vng_path(),
-        "--run",
-        probe_vmlinuz,
-        "--disable-microvm",
-        "--memory",
-        "512M",
-        "--exec",
-        f"echo {_KVM_MARKER}",
-    ]
-    if probe_modules is not None:
-        argv.insert(4, f"--rodir=/lib/modules/{probe_release}={probe_modules}")
-    accel: Accelerator
-    try:
-        done = proc.run(argv, timeout_s=probe_timeout_s, ok_codes=range(256), env=vng_env())
-        ok = _KVM_MARKER in done.stdout
-        accel = "kvm" if ok else "tcg"
-        reason = "KVM probe boot succeeded" if ok else "KVM probe boot did not print its marker"
-    except proc.CommandTimeout:
-        accel, reason = "tcg", f"KVM probe boot hung for {probe_timeout_s:g} s"
-    except proc.CommandError as exc:
-        accel, reason = "tcg", f"KVM probe boot failed: {exc.reason or exc.returncode}"
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    verdict_file.write_text(
-        json.dumps({"host": fingerprint, "accelerator": accel, "reason": reason}) + "\n"
-    )
-    return accel, reason
