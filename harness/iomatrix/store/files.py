@@ -256,13 +256,16 @@ def copy_untrusted_folder(
     max_file_bytes: int = MAX_RECORD_BYTES,
     max_total_bytes: int = MAX_CELL_BYTES,
     reserved: Callable[[str], str | None] | None = None,
+    inspect: Callable[[int], str | None] | None = None,
 ) -> list[str]:
     """Copy the regular files of root/parts... (a folder the guest wrote) into target, which
     only the host writes. Nothing is followed or opened for a blocking read: a link, a FIFO, a
     folder or a badly named entry is left behind, as is a file over max_file_bytes or past
-    max_total_bytes, and one whose name `reserved` says is the host's own record in target (what
-    it is, else None): the host's file of that name stays the host's. Each such is one line of
-    the list returned. A missing folder copies nothing.
+    max_total_bytes, one whose name `reserved` says is the host's own record in target (what
+    it is, else None): the host's file of that name stays the host's, and one of which
+    `inspect`, given the open regular file, says what is wrong. Each such is one line of the
+    list returned. A copy is a new 0644 file: no mode bit of the guest's is carried. A missing
+    folder copies nothing.
     """
     where = root.joinpath(*parts)
     try:
@@ -297,6 +300,9 @@ def copy_untrusted_folder(
                 info = os.fstat(fd)
                 if not stat.S_ISREG(info.st_mode):
                     problems.append(f"{shown}: not a regular file; left behind")
+                    continue
+                if inspect is not None and (wrong := inspect(fd)) is not None:
+                    problems.append(f"{shown}: {wrong}; left behind")
                     continue
                 if info.st_size > max_file_bytes or total + info.st_size > max_total_bytes:
                     problems.append(f"{shown}: {info.st_size} bytes, over the limit; left behind")

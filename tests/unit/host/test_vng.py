@@ -156,7 +156,14 @@ HEAD = [
     "/cache/guest-roots/bookworm-0123/root",
     f"--rodir=/opt/iomatrix/harness/iomatrix={REPO_ROOT / 'harness' / 'iomatrix'}",
     "--rodir=/opt/iomatrix/input=/scratch/run1/input-b",
-    "--rwdir=/opt/iomatrix/out=/scratch/run1/guest-b",
+    # Its own folder exported by QEMU with mapped-xattr (never vng's --rwdir, security_model
+    # none), mounted by virtme-ng's init as its own folders are.
+    "--qemu-opts=-fsdev local,id=iomxout,path=/scratch/run1/guest-b,"
+    "security_model=mapped-xattr,fmode=0600,dmode=0700",
+    "--qemu-opts=-device virtio-9p-pci,fsdev=iomxout,mount_tag=virtme.initmount99",
+    "--append=virtme_initmount99=/opt/iomatrix/out",
+    "--append=virtme_initmount99_fstype=9p",
+    "--append=virtme_initmount99_access=rw",
 ]
 VIRTIO_OPTS = [
     f"--qemu-opts=-drive {DRIVE}",
@@ -166,6 +173,20 @@ EXEC = [
     "--exec",
     "env PYTHONPATH=/src/harness /venv/bin/python -m iomatrix.guest /r/p.json",
 ]
+
+
+def test_the_guests_folder_is_lent_without_vngs_rwdir_and_only_through_mapped_xattr() -> None:
+    """vng's --rwdir exports with 9p security_model=none: a file the guest made setuid landed
+    on the host as a setuid file of QEMU's user (root here). No folder is lent that way."""
+    for accelerator in ("tcg", "kvm"):
+        for shared_fs in ("9p", "virtiofs"):
+            argv = vng_command(accelerator, "/m", [VIRTIO_DISK], shared_fs)
+            assert not [a for a in argv if a.startswith(("--rwdir", "--rw", "--overlay-rwdir"))]
+            exports = [a for a in argv if "-fsdev" in a or "-virtfs" in a]
+            writable = [a for a in exports if "readonly=on" not in a]
+            assert len(writable) == 1, exports
+            assert "path=/scratch/run1/guest-b," in writable[0]
+            assert "security_model=mapped-xattr" in writable[0]
 
 
 def test_vng_argv_tcg_with_modules() -> None:

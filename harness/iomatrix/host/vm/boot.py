@@ -202,8 +202,9 @@ def _guest_command(ctx: BootContext, *, bundle: bool) -> list[str]:
 
 def _runnable(ctx: BootContext, out: TextIO) -> BootContext | None:
     """The boot without the cells whose job files cannot be given to the guest (they fail
-    here, with the reason); None when no cell is left, or its host devices changed."""
-    if _host_devices_changed(ctx, out):
+    here, with the reason); None when no cell is left, its host devices changed or its guest
+    folder cannot be lent."""
+    if _host_devices_changed(ctx, out) or _share_refused(ctx, out):
         return None
     unreadable = guest_io.unreadable_job_files(ctx.group.steps)
     if not unreadable:
@@ -445,12 +446,30 @@ def _host_devices_changed(ctx: BootContext, out: TextIO) -> bool:
     ]
     if not problems:
         return False
-    reason = "not run: a host device changed since it was confirmed: " + "; ".join(problems)
+    _fail_unfinished(
+        ctx, "not run: a host device changed since it was confirmed: " + "; ".join(problems), out
+    )
+    return True
+
+
+def _share_refused(ctx: BootContext, out: TextIO) -> bool:
+    """Right before the boot: whether its guest folder cannot be lent as it must be
+    (guest_io.share_problem); its cells then fail saying why and nothing boots."""
+    shared = guest_dir(ctx)
+    shared.mkdir(parents=True, exist_ok=True)
+    problem = guest_io.share_problem(shared)
+    if problem is None:
+        return False
+    shutil.rmtree(shared, ignore_errors=True)
+    _fail_unfinished(ctx, f"not run: {problem}", out)
+    return True
+
+
+def _fail_unfinished(ctx: BootContext, reason: str, out: TextIO) -> None:
     for step in ctx.group.steps:
         if not rundir.cell_result(cell_dir(step)).exists():
             host_side_result(Path(step.run_dir), step.cell, "error", reason)
     print(f"iomatrix: boot {ctx.group.boot_id}: {reason}", file=out)
-    return True
 
 
 def _report_reader_problems(boot: str, boot_clock: BootClock, out: TextIO) -> None:

@@ -17,6 +17,7 @@ import datetime as dt
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -145,10 +146,64 @@ def host_only(name: str) -> str | None:
     return f"{_HOST_ONLY_PREFIX}* names are kept for the host's records"
 
 
+# Where QEMU keeps the mode the guest gave a file that is a plain one on the host
+# (vng.out_share_args), and what the guest may have made of it.
+GUEST_MODE_XATTR = "user.virtfs.mode"
+_GUEST_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def guest_made_special(fd: int) -> str | None:
+    """What the guest made of this open file, when it is anything but a plain regular file:
+    QEMU's security_model=mapped-xattr keeps the guest's mode in an extended attribute (little
+    endian, 4 bytes) and leaves the host's file plain. None for a plain one, and for one without
+    the attribute (the host's own copy_in)."""
+    try:
+        raw = os.getxattr(fd, GUEST_MODE_XATTR)
+    except OSError:
+        return None
+    if len(raw) != 4:
+        return "the guest's record of its mode is not one"
+    mode = int.from_bytes(raw, "little")
+    for test, kind in _GUEST_KINDS:
+        if test(mode):
+            return f"the guest made it {kind}"
+    if mode & (stat.S_ISUID | stat.S_ISGID):
+        return "the guest made it setuid or setgid"
+    return None
+
+
+_PROBE_XATTR = "user.iomatrix.probe"
+
+
+def share_problem(folder: Path) -> str | None:
+    """Why `folder` cannot be the guest's read-write folder, or None: QEMU keeps what the guest
+    makes of its files in their user extended attributes (vng.out_share_args), which the
+    folder's filesystem must keep (ext4, xfs, btrfs, and tmpfs since Linux 6.6 do)."""
+    try:
+        os.setxattr(folder, _PROBE_XATTR, b"1")
+        os.removexattr(folder, _PROBE_XATTR)
+    except OSError as exc:
+        return (
+            f"the scratch folder {folder.parent} keeps no user extended attributes "
+            f"({exc.strerror or exc}), which the guest's folder needs (9p mapped-xattr keeps "
+            "setuid, device and link files off the host); set IOMATRIX_SCRATCH to a folder on "
+            "ext4, xfs, btrfs or tmpfs"
+        )
+    return None
+
+
 def copy_out(guest: Sequence[Step], host: Sequence[Step]) -> list[str]:
     """Each step's cell files from the guest's folder into its run folder (store.files reads
     them without following a link, within limits); what was left behind, one line each. A file
-    named as one of the host's own records (host_only) is left behind too: the host's stays."""
+    named as one of the host's own records (host_only) is left behind too: the host's stays;
+    so is one the guest made a link, FIFO, device or setuid file (guest_made_special)."""
     problems: list[str] = []
     done: set[tuple[str, str]] = set()
     for theirs, ours in zip(guest, host, strict=True):
@@ -158,7 +213,11 @@ def copy_out(guest: Sequence[Step], host: Sequence[Step]) -> list[str]:
         done.add(key)
         side = Path(theirs.run_dir)
         problems += files.copy_untrusted_folder(
-            side.parent, [side.name, "cells", ours.cell.id], cell_dir(ours), reserved=host_only
+            side.parent,
+            [side.name, "cells", ours.cell.id],
+            cell_dir(ours),
+            reserved=host_only,
+            inspect=guest_made_special,
         )
     return problems
 

@@ -104,8 +104,8 @@ def vng_argv(
 
     The guest boots on its own root (host/vm/guest_root.py), read-only, never the host's; it sees
     of the host only the iomatrix package and the boot's input folder (read-only) and its own
-    output folder (read-write), at fixed paths under /opt/iomatrix; over 9p, its root a second
-    time (read-only, for with_cached_root).
+    output folder (read-write, out_share_args), at fixed paths under /opt/iomatrix; over 9p, its
+    root a second time (read-only, for with_cached_root).
     """
     argv = [
         vng,
@@ -123,7 +123,7 @@ def vng_argv(
         guest_root,
         f"--rodir={guest_root_layout.GUEST_HARNESS}/iomatrix={package_dir()}",
         f"--rodir={guest_root_layout.GUEST_INPUT}={input_dir}",
-        f"--rwdir={guest_root_layout.GUEST_OUT}={rw_dir}",
+        *out_share_args(rw_dir),
     ]
     if accelerator == "tcg":
         argv.append("--disable-kvm")
@@ -153,6 +153,39 @@ def vng_argv(
         argv.append(f"--append={arg}")
     argv += ["--exec", shlex.join(guest_command)]
     return argv
+
+
+# The guest's own folder (GUEST_OUT), exported by QEMU under our options rather than vng's --rwdir.
+OUT_FSDEV = "iomxout"
+# The mount virtme-ng's init makes of it, by the kernel parameters it reads for its own shared
+# folders (virtme_initmount<N>=...); its own are numbered from 0, ours is far above them.
+OUT_MOUNT = 99
+
+
+def out_share_args(rw_dir: str) -> list[str]:
+    """vng options lending `rw_dir` to the guest read-write at GUEST_OUT.
+
+    vng's --rwdir exports with 9p's security_model=none: every file the guest makes is made on
+    the host as it asks, with QEMU's rights. With QEMU as root, a file the guest made setuid
+    landed in the scratch folder as a root setuid binary (checked here, QEMU 7.2), and a guest's
+    mknod made a host device node, which QEMU 7.2 removes again only because its check for
+    special files then fails ("9p: broken or compromised client detected").
+    security_model=mapped-xattr makes every file on the host a plain one owned by QEMU's user,
+    0600 (folders 0700): what the guest asked for (a mode with setuid, a device, a FIFO, a link)
+    is kept in the file's user.virtfs.* attributes, which the guest sees and the host never acts
+    on (guest_io.copy_out refuses such files). virtme-ng's init mounts it as it mounts its own
+    shared folders, before the guest's command runs. The folder's filesystem must keep user
+    extended attributes (guest_io.share_problem checks before a boot)."""
+    tag = f"virtme.initmount{OUT_MOUNT}"
+    mount = f"virtme_initmount{OUT_MOUNT}"
+    return [
+        f"--qemu-opts=-fsdev local,id={OUT_FSDEV},path={rw_dir},"
+        "security_model=mapped-xattr,fmode=0600,dmode=0700",
+        f"--qemu-opts=-device virtio-9p-pci,fsdev={OUT_FSDEV},mount_tag={tag}",
+        f"--append={mount}={guest_root_layout.GUEST_OUT}",
+        f"--append={mount}_fstype=9p",
+        f"--append={mount}_access=rw",
+    ]
 
 
 def pinned_argv(argv: Sequence[str], host_cpus: str) -> list[str]:
