@@ -64,6 +64,8 @@ class Boot:
     plan: BootPlan
     argv: tuple[str, ...]
     stop: Callable[[], str | None]
+    # What reads the boot's console lines (and QEMU's stderr), as proc.run hands them on.
+    on_line: Callable[[str], None] | None = None
 
 
 class FakeVms:
@@ -87,7 +89,8 @@ class FakeVms:
             self.boots.append((plan.boot_id, argv[2] if argv[0] == "taskset" else ""))
         stop = kwargs.get("stop")
         assert callable(stop)
-        code = self.behave(Boot(plan, tuple(argv), stop))
+        on_line = kwargs.get("on_line")
+        code = self.behave(Boot(plan, tuple(argv), stop, on_line if callable(on_line) else None))
         return proc.Completed(tuple(argv), code, "", "", 0.1)
 
 

@@ -334,6 +334,7 @@ def _run_group(
             shared_fs=session.shared_fs,
             host_cpus=host_cpus,
             cancel=cancel,
+            side_by_side=session.jobs,
         )
         plan, _argv, _images = build_boot(ctx)
         # Every disk of the cell's profile, in slot order (several for a profile with count > 1).

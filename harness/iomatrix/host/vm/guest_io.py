@@ -271,3 +271,82 @@ class Mirror:
                     rundir.cell_started(mine),
                     dt.datetime.now(dt.UTC).isoformat(timespec="seconds") + "\n",
                 )
+
+
+# More entries than the agent makes in any boot (about ten files a cell): a guest making empty
+# files without end would use up the scratch filesystem's inodes with no byte written.
+MAX_GUEST_ENTRIES = 20_000
+
+
+def guest_allowance(
+    scratch: Path, images: Sequence[Path], cells: int, *, side_by_side: int = 1
+) -> int:
+    """How many bytes the guest's folder may hold during a boot of `cells` cells: no more than
+    copy_out would take of them (files.MAX_CELL_BYTES a cell), and no more than half the room
+    the scratch filesystem has left once the boot's disk images (`images`, made, perhaps not
+    yet written) have grown to their size, shared among the boots running side by side. The
+    rest stays the host's."""
+    room = shutil.disk_usage(scratch).free
+    for image in images:
+        try:
+            info = image.stat()
+        except OSError:
+            continue
+        room -= max(0, info.st_size - info.st_blocks * 512)
+    return max(0, min(cells * files.MAX_CELL_BYTES, room // (2 * max(1, side_by_side))))
+
+
+def folder_usage(folder: Path, *, max_entries: int) -> tuple[int, int]:
+    """The bytes a folder's tree takes on its filesystem (allocated blocks: a sparse file counts
+    what it holds, not its length) and how many entries it has, counting stopped past
+    max_entries. Nothing is followed; an entry gone meanwhile is passed over."""
+    used = entries = 0
+    pending = [folder]
+    while pending and entries <= max_entries:
+        try:
+            scan = os.scandir(pending.pop())
+        except OSError:
+            continue
+        with scan:
+            for entry in scan:
+                entries += 1
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                used += info.st_blocks * 512
+                if stat.S_ISDIR(info.st_mode):
+                    pending.append(Path(entry.path))
+                if entries > max_entries:
+                    break
+    return used, entries
+
+
+class FolderGuard:
+    """While the VM runs, called at every watchdog poll (about once a second): why to stop the
+    VM when the guest's folder holds more than `limit_bytes` (guest_allowance) or more than
+    MAX_GUEST_ENTRIES entries, else None. A guest writes into it over 9p at disk speed, so a
+    limit checked once a second is passed by what it writes in that second at most."""
+
+    def __init__(self, folder: Path, limit_bytes: int, max_entries: int = MAX_GUEST_ENTRIES):
+        self.folder = folder
+        self.limit_bytes = limit_bytes
+        self.max_entries = max_entries
+        # Why it stopped the VM, once it has.
+        self.tripped: str | None = None
+
+    def __call__(self) -> str | None:
+        used, entries = folder_usage(self.folder, max_entries=self.max_entries)
+        if entries > self.max_entries:
+            self.tripped = (
+                f"stopped: the guest made more than {self.max_entries} files and folders in its "
+                "folder (the host's scratch filesystem would run out of inodes)"
+            )
+        elif used > self.limit_bytes:
+            self.tripped = (
+                f"stopped: the guest wrote {used / MIB:.0f} MiB into its folder, past the "
+                f"{self.limit_bytes / MIB:.0f} MiB a boot of its cells may write there (at "
+                f"most {files.MAX_CELL_BYTES // MIB} MiB a cell, and half the scratch "
+                "filesystem's free room)"
+            )
+        return self.tripped
