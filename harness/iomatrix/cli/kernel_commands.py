@@ -21,7 +21,7 @@ from iomatrix.report.text import format_table
 def _build_matrix_kernels(args: argparse.Namespace) -> int:
     """`kernels build MATRIX`: every kernel the matrix builds from source (or the named ones),
     built or found in the build cache; what a pull-request job runs before its A/B gate."""
-    matrix = load_matrix(args.matrix)
+    matrix = load_matrix(args.matrix, allowed_trees=args.allow_tree)
     recipes = {c.kernel: c.kernel_build for c in matrix.cells if c.kernel_build is not None}
     unknown = [name for name in args.kernel or () if name not in recipes]
     if unknown:

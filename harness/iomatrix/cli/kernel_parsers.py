@@ -53,6 +53,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--kernel", action="append", metavar="NAME", help="only this kernel (repeatable)"
     )
     options.offline(build)
+    options.allow_tree(build)
     p.set_defaults(func=Handler("kernel_commands", "cmd_kernels"))
 
     p = sub.add_parser(

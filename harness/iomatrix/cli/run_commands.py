@@ -52,6 +52,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         results=Path(args.results),
         shard=args.shard,
         allowed_host_devices=args.allow_host_device or (),
+        allowed_trees=args.allow_tree or (),
         concurrency=_concurrency(args),
     )
     planned = runs.plan(request)
@@ -109,6 +110,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         split=args.split,
         repeat=args.repeat,
         allowed_host_devices=args.allow_host_device or (),
+        allowed_trees=args.allow_tree or (),
         concurrency=_concurrency(args),
     )
     planned = ab_workflow.plan(request, out=sys.stderr)

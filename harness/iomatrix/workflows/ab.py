@@ -75,6 +75,8 @@ class ABRequest:
     split: str | None = None
     repeat: int | None = None
     allowed_host_devices: Sequence[str] = ()
+    # Folders outside the matrices' repositories their kernels may be in (--allow-tree).
+    allowed_trees: Sequence[str] = ()
     concurrency: Concurrency = field(default_factory=Concurrency)
 
 
@@ -94,9 +96,9 @@ class PlannedAB:
 def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
     """The sides, their pairs, and the preflight of every cell of both: nothing is fetched or
     written."""
-    base = load_matrix(request.base)
+    base = load_matrix(request.base, allowed_trees=request.allowed_trees)
     if request.new is not None:
-        new = load_matrix(request.new)
+        new = load_matrix(request.new, allowed_trees=request.allowed_trees)
         if request.split is not None:
             raise IomatrixError("give either NEW_MATRIX or --split AXIS, not both")
         base_cells, new_cells = list(base.cells), list(new.cells)
