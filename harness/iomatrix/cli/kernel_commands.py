@@ -84,7 +84,7 @@ def cmd_accel(args: argparse.Namespace) -> int:
 
     verdict, why = accel.choose_accelerator(
         cache_dir=kernels.cache_root(),
-        probe=accel.trusted_probe(root, inputs.fetcher(args), args.kernel),
+        probe=accel.trusted_probe(root, inputs.fetcher(args), parse_spec(args.kernel)),
     )
     print(f"{verdict}: {why}")
     return ExitCode.OK

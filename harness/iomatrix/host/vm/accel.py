@@ -36,11 +36,11 @@ from iomatrix import proc
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.vm.vng import Accelerator, host_cpu_model, vng_env, vng_path
-from iomatrix.model.kernel_spec import KernelSpec, parse_spec
+from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.store.files import write_text_atomic
 
 # The kernel a probe boot runs unless the command line names another: Debian's, from its archive.
-PROBE_KERNEL = "debian:bookworm"
+PROBE_KERNEL = KernelSpec(raw="debian:bookworm", kind="debian-suite", value="bookworm")
 KVM_DEVICE = Path("/dev/kvm")
 CPUINFO = Path("/proc/cpuinfo")
 VERDICT_FILE = "accelerator.json"
@@ -140,7 +140,7 @@ def probe_argv(probe: ProbeBoot) -> list[str]:
 def trusted_probe(
     guest_root: Callable[[], Path | None],
     fetch: Callable[[KernelSpec], kernels.Kernel],
-    spec: str = PROBE_KERNEL,
+    spec: KernelSpec = PROBE_KERNEL,
 ) -> Callable[[], ProbeBoot]:
     """A probe boot of `spec` (a kernel the host trusts: the default Debian one, or the command
     line's) on the guest root `guest_root()` gives, both had only when a probe boot is needed;
@@ -150,7 +150,7 @@ def trusted_probe(
         root = guest_root()
         if root is None:
             raise IomatrixError("the guest root cannot be had")
-        kernel = fetch(parse_spec(spec))
+        kernel = fetch(spec)
         return ProbeBoot(kernel.vmlinuz, kernel.release, kernel.modules_dir, str(root))
 
     return probe
