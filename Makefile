@@ -49,7 +49,7 @@ ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
 .PHONY: run test setup host-packages venv venv-dev lock kernel lint actionlint shellcheck typecheck \
 	unit test-nightly expand validate docs bench clean help venv-stamps image container-tools container-image nightly \
 	canaries samples guest-records \
-	nightly-shard fresh-machine
+	nightly-shard fresh-machine ci-local
 
 help:
 	@echo "make run [MATRIX=matrix/quick.yaml] [SHARD=i/N]  run a matrix in VMs, print the results"
@@ -65,6 +65,8 @@ help:
 	@echo "make bench                                       side by side: archive index vs files, report vs its targets, harness vs script"
 	@echo "make canaries                                    the nightly's A/A and injected canary sessions, into the ledger"
 	@echo "make test-nightly                                the tests too slow for make test (a whole kernel bisection)"
+	@echo "make ci-local [SCENARIO=matrix-gate|kernel-gate|nightly]  the real workflows under nektos/act, offline"
+	@echo "make ci-local WORKFLOW=pr.yml [JOB=checks] [EVENT=pull_request]  one job or event of this repository's"
 	@echo "make lint|typecheck|unit [PYTEST_ARGS=...]       parts of make test: ruff, actionlint, shellcheck, imports / mypy / pytest"
 	@echo "make shellcheck [SHELL_SCRIPTS=...]              shellcheck every shell script (or the ones named)"
 	@echo "make samples                                     the docs' output samples, from real runs (VMs, about 30 min)"
@@ -302,6 +304,15 @@ FRESH_TARGET ?= run
 FRESH_OUT ?= .fresh-machine/$(FRESH_TARGET)
 fresh-machine: container-tools
 	bash tools/fresh-machine.sh $(FRESH_TARGET) $(FRESH_OUT) $(if $(PYTEST_ARGS),PYTEST_ARGS='$(PYTEST_ARGS)')
+
+# The repository's real workflow files under nektos/act over a local podman, offline, from a clean
+# clone (tools/ci-local.sh): a scenario (a repository, an event) or one job of this repository's.
+SCENARIO ?= matrix-gate
+WORKFLOW ?=
+JOB ?=
+EVENT ?=
+ci-local: venv
+	WORKFLOW='$(WORKFLOW)' JOB='$(JOB)' EVENT='$(EVENT)' bash tools/ci-local.sh $(if $(WORKFLOW),job,$(SCENARIO))
 
 container-image: container-tools
 	@bash tools/container.sh ensure

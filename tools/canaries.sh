@@ -31,7 +31,9 @@ canary=$root/matrix/canaries/canary.yaml
 injected=$root/matrix/canaries/canary-injected.yaml
 
 # One A/B session; prints its folder. Exit 0 (no regression) and 1 (a regression) are both
-# outcomes to judge; anything else means the session did not run.
+# outcomes to judge; anything else means the session did not run or could not be compared (2).
+# The canaries judge their rows, so an inconclusive session is an outcome too (--inconclusive
+# pass: exit 0, not the gate's 3).
 session() {
   local out status
   out=$(mktemp)
@@ -39,6 +41,7 @@ session() {
   # --sides shared: the canaries are this repository's own matrices; they check the gate's
   # statistics as the interleaved A/B in one VM measures, not a stranger's pull request.
   "$IOMATRIX" ab "$1" "$2" --results "$results" --no-progress --min-effect 0.10 --sides shared \
+    --inconclusive pass \
     ${repeat:+--repeat "$repeat"} --output "$out.md" --format markdown >"$out" 2>&1
   status=$?
   set -e

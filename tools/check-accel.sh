@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The accelerator a nightly shard will measure with, checked before any cell runs (make nightly):
 # - the harness's own verdict (`iomatrix accel`: a short KVM probe boot, cached per host);
-# - REQUIRE_KVM=1 (set by the nightly workflow) makes TCG an error instead of a fallback: numbers
+# - REQUIRE_KVM=1 or true (set by the nightly workflow and the gate's require-kvm input) makes TCG an error instead of a fallback: numbers
 #   from a runner whose KVM broke must not enter the history as if nothing had changed;
 # - under KVM the guest's clocksource must be kvm-clock: a guest timing itself through emulated
 #   hardware (hpet, acpi_pm) or an unstable TSC skews every latency it reports. One short boot
@@ -17,7 +17,8 @@ verdict=$("$BIN/iomatrix" accel --kernel "$kernel")
 echo "iomatrix: accelerator: $verdict"
 accel=${verdict%%:*}
 if [ "$accel" != kvm ]; then
-  if [ "${REQUIRE_KVM:-}" = 1 ]; then
+  # 1 or true (a workflow's boolean input as it reaches a step's environment).
+  if [ "${REQUIRE_KVM:-}" = 1 ] || [ "${REQUIRE_KVM:-}" = true ]; then
     echo "iomatrix: REQUIRE_KVM=1 but this host measures under $accel ($verdict);" \
       "on GitHub-hosted runners /dev/kvm needs the udev rule in .github/workflows/nightly.yml" >&2
     exit 1
@@ -31,7 +32,8 @@ fi
 read -r vmlinuz release modules < <("$BIN/python" -c '
 import sys
 from iomatrix.host import kernels
-k = kernels.fetch(sys.argv[1])
+from iomatrix.model.kernel_spec import parse_spec
+k = kernels.fetch(parse_spec(sys.argv[1]))
 print(k.vmlinuz, k.release, k.modules_dir or "-")
 ' "$kernel")
 args=(--run "$vmlinuz" --disable-microvm --memory 512M)

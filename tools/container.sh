@@ -115,21 +115,25 @@ stage_context() {
 
 cmd_build() {
   set_engine
-  local start secret=()
-  # A CA bundle the host's pip is told to trust (a TLS-intercepting proxy's): lent to the build.
-  local bundle=${PIP_CERT:-${SSL_CERT_FILE:-}}
-  if [ -n "$bundle" ] && [ -s "$bundle" ]; then
-    secret=(--secret "id=ca-bundle,src=$bundle")
-  fi
+  local start
   CONTEXT=$(mktemp -d "${TMPDIR:-/tmp}/iomatrix-image.XXXXXX")
   trap 'rm -rf "$CONTEXT"' EXIT
   stage_context "$CONTEXT"
+  # A CA bundle the host's pip is told to trust (a TLS-intercepting proxy's): lent to the build
+  # as a file of the context (empty without one), which every builder can COPY.
+  local bundle=${PIP_CERT:-${SSL_CERT_FILE:-}}
+  mkdir -p "$CONTEXT/.build"
+  if [ -n "$bundle" ] && [ -s "$bundle" ]; then
+    cp "$bundle" "$CONTEXT/.build/ca-bundle.pem"
+  else
+    : >"$CONTEXT/.build/ca-bundle.pem"
+  fi
   start=$(date +%s)
   if [ "${ENGINE_CMD[0]}" = docker ]; then
-    docker build "${secret[@]}" -t "$IMAGE" -f "$DOCKERFILE" "$CONTEXT"
+    docker build -t "$IMAGE" -f "$DOCKERFILE" "$CONTEXT"
   else
     ensure_base_podman
-    "${PODMAN[@]}" build --pull=never --network=host --layers "${secret[@]}" \
+    "${PODMAN[@]}" build --pull=never --network=host --layers \
       -t "$IMAGE" -f "$DOCKERFILE" "$CONTEXT"
   fi
   say "image $IMAGE built with ${ENGINE_CMD[0]} in $(( $(date +%s) - start )) s"

@@ -34,9 +34,17 @@
 # decided about it, so a real step is news once. A branch without the ledger starts one with its
 # history's changes, none of them news.
 #
+# Links: the results branch is data only. When its worktree (or the merged run folder) holds a
+# symbolic link anywhere, nothing is written there and the script exits 2 naming them: every file
+# the steps write or append in place (canaries.jsonl, runs/alerts.json, the index, the run
+# folder) would otherwise be written through it, outside the worktree.
+#
+# Pushing: with --push, to origin with the credentials git has. The reusable workflow runs this
+# without --push and pushes the local branch in a step of its own, the only one given the token.
+#
 # Exit status: 0 all cells ran; 1 cells are missing (or the push or the alert step failed), the
-# report says which; 2 nothing to merge or the merge was refused. The report is written in every
-# case.
+# report says which; 2 nothing to merge, the merge was refused or the results branch was (links).
+# The report is written in every case.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-${VENV:-$root/.venv}/bin}
@@ -70,6 +78,20 @@ mkdir -p "$work" "$(dirname "$report")"
 report=$(realpath "$report")
 : >"$report"
 md() { printf '%s\n' "$@" >>"$report"; }
+# Fails closed (exit 2, the report says why) when a folder holds a symbolic link anywhere below it
+# (.git aside), naming at most 20 of them; nothing has been written into it yet.
+refuse_links() {
+  local links
+  links=$(find "$1" -mindepth 1 -path "$1/.git" -prune -o -type l -printf '%P\n' | LC_ALL=C sort | head -n 20 || true)
+  if [ -n "$links" ]; then
+    md "**$2 holds symbolic links: refused, nothing was written there.** A link there would" \
+      "be written or appended through, outside it:" ""
+    # A name is anyone's text: only plain characters reach the Markdown.
+    while IFS= read -r link; do md "- \`$(printf '%s' "$link" | tr -c 'A-Za-z0-9._/+-' '?')\`"; done <<<"$links"
+    echo "iomatrix: $2 holds symbolic links (see $report): refused" >&2
+    exit 2
+  fi
+}
 fence() { md '```'; cat "$1" >>"$report"; md '```'; }
 status=0
 
@@ -124,6 +146,11 @@ else
     >"$archive/README.md"
   printf '%s\n' "runs/index.*" "runs/.*" >"$archive/.gitignore"
 fi
+# The branch holds data only. A link committed there (canaries.jsonl -> a file of the runner's)
+# would have the steps below append, write or index through it outside the worktree: the
+# ledgers, runs/alerts.json, runs/index.sqlite and the run folder are all written in place.
+refuse_links "$archive" "The results branch \`$branch\`"
+refuse_links "$merged" "The merged run folder"
 mkdir -p "$archive/runs"
 # The previous night of this matrix, before this one is added: the newest archived run of it.
 previous=$("$BIN/python" - "$archive/runs" "$matrix_name" <<'EOF'
@@ -217,8 +244,9 @@ if [ -z "$previous" ]; then
   md "No earlier night of \`$matrix_name\` in the archive."
 else
   set +e
+  # Informational: an inconclusive night (one night is no baseline) is no failure to note.
   "$IOMATRIX" compare "$archive/runs/$previous" "$archive/runs/$run_id" --format markdown \
-    --output "$work/compare.md" >"$work/compare.txt" 2>&1
+    --inconclusive pass --output "$work/compare.md" >"$work/compare.txt" 2>&1
   compare_status=$?
   set -e
   md "Against \`$previous\` (informational: one night is no baseline; the change points above are" \

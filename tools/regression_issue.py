@@ -17,9 +17,25 @@ virtualenv.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
+
+# What the change points carry is text the archive holds (run ids, cell labels, metric names): in
+# an issue it is shown only inside code spans, which GitHub renders as they are (no link, image,
+# HTML or mention), so it must not hold a backtick, which would end the span, or a line break.
+_NOT_IN_A_SPAN = re.compile(r"[`\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def code(value: object) -> str:
+    """`value` as an inline code span of one line that nothing in it can end."""
+    return "`" + _NOT_IN_A_SPAN.sub("?", str(value))[:300] + "`"
+
+
+def plain(value: object) -> str:
+    """`value` in an issue title: one line, no control characters."""
+    return _NOT_IN_A_SPAN.sub("?", str(value))[:120]
 
 
 def issues(changes: list[dict[str, Any]], run_url: str) -> list[dict[str, str]]:
@@ -31,35 +47,39 @@ def issues(changes: list[dict[str, Any]], run_url: str) -> list[dict[str, str]]:
         how_much = "" if size is None else f" {100 * size:+.1f}%"
         dip = change.get("kind") == "dip"
         what = (
-            f"dipped{how_much} for {change.get('dip_runs')} runs" if dip else f"regressed{how_much}"
+            f"dipped{how_much} for {int(change.get('dip_runs') or 0)} runs"
+            if dip
+            else f"regressed{how_much}"
         )
         title = (
-            f"iomatrix nightly: {change['metric']} of {change['label']} {what} "
-            f"from {change['first_run_after']}"
-        )
+            f"iomatrix nightly: {plain(change['metric'])} of {plain(change['label'])} {what} "
+            f"from {plain(change['first_run_after'])}"
+        )[:256]
         back = (
-            [f"- back at the earlier level from `{change['first_run_back']}`"]
+            [f"- back at the earlier level from {code(change['first_run_back'])}"]
             if dip and change.get("first_run_back")
             else []
+        )
+        triage_command = (
+            f"iomatrix triage ack|ignore --cell {change['cell_id']} --metric {change['metric']} "
+            f"--first-run-after {change['first_run_after']} --who NAME --why TEXT"
         )
         body = "\n".join(
             [
                 f"A change point in the nightly history ([run]({run_url})):",
                 "",
-                f"- cell: `{change['label']}` (`{change['cell_id']}`)",
-                f"- metric: `{change['metric']}`",
+                f"- cell: {code(change['label'])} ({code(change['cell_id'])})",
+                f"- metric: {code(change['metric'])}",
                 f"- median {change['before_median']:.6g} -> {change['after_median']:.6g}"
                 f" ({how_much.strip() or 'n/a'}), p {change['p_value']:.3g}"
                 + ("" if change.get("q_value") is None else f", q {change['q_value']:.3g}"),
-                f"- runs before | after: {change['runs_before']} | {change['runs_after']}"
+                f"- runs before | after: {int(change['runs_before'])} | {int(change['runs_after'])}"
                 + (" (around the dip | in it)" if dip else ""),
-                f"- last run before: `{change['last_run_before']}`, first run after: "
-                f"`{change['first_run_after']}`",
+                f"- last run before: {code(change['last_run_before'])}, first run after: "
+                f"{code(change['first_run_after'])}",
                 *back,
                 "",
-                "Acknowledge or ignore it with `iomatrix triage ack|ignore --cell "
-                f"{change['cell_id']} --metric {change['metric']} --first-run-after "
-                f"{change['first_run_after']} --who NAME --why TEXT` on the results branch.",
+                f"Acknowledge or ignore it with {code(triage_command)} on the results branch.",
             ]
         )
         out.append({"title": title, "body": body})

@@ -122,7 +122,7 @@ def test_the_comparison_page_opens_on_the_verdict_and_the_gated_changes(
     try:
         assert browser.load(sites["comparison"]) == []
         (verdict,) = browser.on_first_screen("p.verdict-line")
-        assert verdict.startswith("REGRESSION: 2 of 20 gated metrics worse, 2 better")
+        assert verdict.startswith("regressed: 2 of 20 gated metrics worse, 2 better")
         # The groups in order, changes first, each whole on the first screen.
         groups = browser.run(
             "return Array.from(document.querySelectorAll('section.verdict-group'))"
@@ -150,16 +150,20 @@ def test_a_one_repetition_comparison_is_short_and_says_once_what_it_needs(
     try:
         assert browser.load(sites["quick comparison"]) == []
         (verdict,) = browser.on_first_screen("p.verdict-line")
-        assert verdict == "inconclusive: 1 repetition per side, needs >= 4 per side"
+        assert verdict == (
+            "inconclusive: 1 repetition per side cannot reach p < 0.05; the gate needs >= 4 per "
+            "side"
+        )
         (group,) = browser.on_first_screen("section.verdict-group")
         assert group.startswith("noisy: 36;")
         # The grid of the gated headline metrics: a line per cell (6), whole on the screen.
         assert browser.visible("section.verdict-group tbody tr") == 6
         height = browser.run("return document.body.scrollHeight")
         assert height < 1500, height
-        # What it would need, said once on the page as shown (the folded rows' reasons aside).
+        # What it would need, said by the verdict only (its first line and the page's last),
+        # not by a group (the folded rows' reasons aside).
         shown = browser.run("return document.body.innerText")
-        assert shown.count("4 per side") == 1, shown
+        assert shown.count("4 per side") == 2, shown
         assert not browser.scrolls_sideways()
     finally:
         browser.reset_viewport()

@@ -10,10 +10,10 @@ No network, no VM and no container: the recorders stand in for tools/container.s
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
-import stat
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,10 +21,26 @@ from typing import Any
 import pytest
 import yaml
 
+from iomatrix.analysis.compare import compare_runs
 from iomatrix.cli import main as cli
+from iomatrix.report import gate_comment
+from iomatrix.report.comparison import render_json
+from support.builders import make_cell
 from support.kernel_trees import GIT_ENV, git
 from support.paths import REPO_ROOT
-from support.workflows import WORKFLOWS, actionlint, lint, shellcheck, workflow
+from support.runs import failed, make_run, ok
+from support.workflows import (
+    WORKFLOWS,
+    actionlint,
+    context_for,
+    inputs_of,
+    lint,
+    recorded,
+    recorder,
+    run_step,
+    shellcheck,
+    workflow,
+)
 
 EXAMPLES = REPO_ROOT / "docs" / "workflows"
 GATE = "reusable-gate.yml"
@@ -43,7 +59,11 @@ def reusable_files() -> dict[str, str]:
 
 
 def examples() -> dict[str, str]:
-    return {p.name: p.read_text() for p in sorted(EXAMPLES.glob("*.yml"))}
+    """The kernel repository's two files, and each example repository's workflows."""
+    files = [*EXAMPLES.glob("*.yml"), *EXAMPLES.glob("*/.github/workflows/*.yml")]
+    found = {p.name: p.read_text() for p in sorted(files)}
+    assert len(found) == len(files), "two examples share a file name"
+    return found
 
 
 # --- the consumer examples, linted ---------------------------------------------------------------
@@ -106,107 +126,6 @@ def test_actionlint_fails_a_consumer_with_a_wrong_input(
 
 # --- the steps, rendered with a consumer's inputs and run ----------------------------------------
 
-EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
-
-
-def evaluate(expression: str, context: dict[str, Any]) -> str:
-    """The few expression forms the rendered steps use: a context path (inputs.x, env.x,
-    steps.s.outputs.o, github.event...) or a quoted literal, joined by `||` (the first non-empty
-    one). Anything else fails the test: a step this renderer cannot read is not checked."""
-    for operand in (part.strip() for part in expression.split("||")):
-        if re.fullmatch(r"'[^']*'", operand):
-            value: Any = operand[1:-1]
-        else:
-            assert re.fullmatch(r"[\w-]+(\.[\w-]+)*", operand), f"cannot render {expression!r}"
-            value = context
-            for key in operand.split("."):
-                value = value.get(key, "") if isinstance(value, dict) else ""
-        if value not in ("", None, False):
-            return str(value).lower() if isinstance(value, bool) else str(value)
-    return ""
-
-
-def render(text: str, context: dict[str, Any]) -> str:
-    return EXPRESSION.sub(lambda m: evaluate(m[1], context), text)
-
-
-def inputs_of(name: str, given: dict[str, Any]) -> dict[str, Any]:
-    """The inputs a called workflow sees: the caller's, then each declared default."""
-    declared = workflow(name)["on"]["workflow_call"]["inputs"]
-    assert set(given) <= set(declared), set(given) - set(declared)
-    for key, spec in declared.items():
-        if spec.get("required"):
-            assert key in given, f"{key} is required"
-    return {key: given.get(key, spec.get("default", "")) for key, spec in declared.items()}
-
-
-RECORDER = """#!/usr/bin/env bash
-# Records its argv as one JSON line, as the test's stand-in for %s.
-python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$@" >> "%s"
-"""
-
-
-def recorder(path: Path, log: Path, stands_for: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(RECORDER % (stands_for, log))
-    path.chmod(path.stat().st_mode | stat.S_IXUSR)
-
-
-def run_step(
-    name: str, job: str, step_name: str, context: dict[str, Any], workspace: Path
-) -> dict[str, str]:
-    """Run one step's script as GitHub would, with bash -e, its env (workflow's, job's, step's)
-    rendered from context; returns what it wrote to $GITHUB_OUTPUT."""
-    wf = workflow(name)
-    job_spec = wf["jobs"][job]
-    (step,) = [s for s in job_spec["steps"] if s.get("name", "").startswith(step_name)]
-    env_spec = {**wf.get("env", {}), **job_spec.get("env", {}), **step.get("env", {})}
-    # Job and step env may read the workflow's and job's env: rendered in that order.
-    context = {**context, "env": {}}
-    for key, value in env_spec.items():
-        context["env"][key] = render(str(value), context)
-    output = workspace / "github-output"
-    output.write_text("")
-    env = {
-        **os.environ,
-        **context["env"],
-        "GITHUB_WORKSPACE": str(workspace),
-        "GITHUB_OUTPUT": str(output),
-        "PATH": f"{workspace / 'bin'}:{os.environ['PATH']}",
-    }
-    script = render(step["run"], context)
-    done = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return dict(line.split("=", 1) for line in output.read_text().splitlines())
-
-
-def recorded(log: Path) -> list[list[str]]:
-    return [json.loads(line) for line in log.read_text().splitlines()]
-
-
-def context_for(name: str, given: dict[str, Any], **more: Any) -> dict[str, Any]:
-    return {
-        "inputs": inputs_of(name, given),
-        "github": {
-            "workspace": "/ws",
-            "server_url": "https://github.com",
-            "repository": "someone/linux",
-            "run_id": "42",
-            "event": {
-                "pull_request": {"number": 7, "base": {"sha": "b" * 40}, "head": {"sha": "h" * 40}}
-            },
-        },
-        **more,
-    }
-
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
@@ -227,7 +146,9 @@ def test_the_gate_hands_the_matrices_and_repetitions_to_iomatrix_ab(workspace: P
     ws = str(workspace)
     assert argv[:4] == ["iomatrix", "ab", f"{ws}/.ab-base/bench/gate.yaml", f"{ws}/bench/gate.yaml"]
     assert argv[argv.index("--repeat") + 1] == "7"
-    assert argv[argv.index("--output") + 1] == f"{ws}/results/ab/report.md"
+    assert argv[argv.index("--output") + 1] == f"{ws}/iomatrix-gate/results/report.md"
+    # The head may not bring programs to run in the guest that the base does not.
+    assert "--trusted-base" in argv
     assert (
         argv[argv.index("--report-url") + 1] == "https://github.com/someone/linux/actions/runs/42"
     )
@@ -242,42 +163,69 @@ def test_the_gate_without_repetitions_keeps_the_matrix_repeat(workspace: Path) -
     assert "--repeat" not in argv
 
 
+JOB = "[w]\nrw=randwrite\nbs=4k\nsize=16m\nruntime=2\n"
+GATE_MATRIX = (
+    "format: 1\nname: gate\nextends: iomatrix:base\nrepeat: 5\n{kernels}"
+    "matrix: {{kernel: [debian:bookworm], filesystem: [ext4, xfs], scheduler: [none],"
+    " device: [virtio-file], workload: [w.fio]}}\n"
+)
+
+
 def make_kernel_origin(tmp_path: Path) -> tuple[Path, str, str]:
-    """A kernel repository with a base and a head commit and history before them."""
+    """A kernel repository with history, then a base and a head commit, each with its own gate
+    matrix in .github/iomatrix/: the head's runs a job file of other content, with an
+    exec_prerun, and gives its build a config line of its own (as a pull request might)."""
     origin = tmp_path / "origin"
-    origin.mkdir()
+    gate = origin / ".github" / "iomatrix"
+    gate.mkdir(parents=True)
     git(origin, "init", "-q", "-b", "master")
-    for n in range(3):
+    sides = {
+        "base": (JOB, "kernels:\n  base: {config: [CONFIG_EXT4_DEBUG=y]}\n"),
+        "head": (
+            JOB.replace("4k", "8k") + "exec_prerun=sh -c 'uname -r'\n",
+            "kernels:\n  base: {config: [CONFIG_XFS_DEBUG=y]}\n"
+            "  head: {config: [CONFIG_BTRFS_DEBUG=y]}\n",
+        ),
+    }
+    for n, (job, kernels) in enumerate([(JOB, ""), *sides.values()]):
         (origin / "VERSION").write_text(f"6.{n}\n")
-        git(origin, "add", "VERSION")
+        (gate / "w.fio").write_text(job)
+        (gate / "gate.yaml").write_text(GATE_MATRIX.format(kernels=kernels))
+        git(origin, "add", "-A")
         git(origin, "commit", "-q", "-m", f"commit {n}")
     base = git(origin, "rev-parse", "HEAD~1").strip()
     head = git(origin, "rev-parse", "HEAD").strip()
     return origin, base, head
 
 
-def test_the_kernel_gate_fetches_both_commits_shallow_and_splits_on_them(
-    tmp_path: Path, workspace: Path
-) -> None:
+def kernel_gate(tmp_path: Path, workspace: Path) -> tuple[dict[str, Any], dict[str, str], str, str]:
+    """What actions/checkout leaves for a kernel repository's own pull request (the head commit,
+    depth 1, in the workspace root; the base commit in .ab-base), then the gate's fetch of both
+    commits: the context and the fetch step's outputs."""
     origin, base, head = make_kernel_origin(tmp_path)
-    # What actions/checkout leaves for a kernel repository's own pull request: the head commit,
-    # depth 1, in the workspace root (the tree is the calling repository).
+    env = {**os.environ, **GIT_ENV}
+    clone = ["git", "clone", "-q", "--depth=1", f"file://{origin}"]
+    subprocess.run([*clone, str(workspace)], check=True, env=env)
     subprocess.run(
-        ["git", "clone", "-q", "--depth=1", f"file://{origin}", str(workspace)],
-        check=True,
-        env={**os.environ, **GIT_ENV},
+        ["git", "clone", "-q", f"file://{origin}", str(workspace / ".ab-base")], check=True, env=env
     )
-    (workspace / "bench").mkdir()
-    (workspace / "bench" / "gate.yaml").write_text(
-        "format: 1\nname: gate\nextends: iomatrix:base\nrepeat: 5\n"
-        "matrix: {kernel: [debian:bookworm], filesystem: [ext4, xfs], scheduler: [none],"
-        " device: [virtio-file], workload: [randwrite-4k]}\n"
-    )
-    given = {"matrix": "bench/gate.yaml", "kernel-tree": "someone/linux", "repetitions": 6}
+    git(workspace / ".ab-base", "checkout", "-q", base)
+    given = {
+        "matrix": ".github/iomatrix/gate.yaml",
+        "kernel-tree": "someone/linux",
+        "repetitions": 6,
+    }
     context = context_for(GATE, given)
     context["github"]["event"]["pull_request"]["base"]["sha"] = base
     context["github"]["event"]["pull_request"]["head"]["sha"] = head
     outputs = run_step(GATE, "ab", "Both kernel commits", context, workspace)
+    return {**context, "steps": {"kernel": {"outputs": outputs}}}, outputs, base, head
+
+
+def test_the_kernel_gate_fetches_both_commits_shallow_and_hands_ab_each_refs_matrix(
+    tmp_path: Path, workspace: Path
+) -> None:
+    context, outputs, base, head = kernel_gate(tmp_path, workspace)
     assert outputs == {"base": base, "head": head, "tree": str(workspace)}
     # Shallow: the two commits and nothing between or before them.
     assert git(workspace, "rev-parse", "--is-shallow-repository").strip() == "true"
@@ -286,48 +234,99 @@ def test_the_kernel_gate_fetches_both_commits_shallow_and_splits_on_them(
 
     log = workspace / "container.jsonl"
     recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
-    run_step(
-        GATE, "ab", "iomatrix ab", {**context, "steps": {"kernel": {"outputs": outputs}}}, workspace
-    )
+    run_step(GATE, "ab", "iomatrix ab", context, workspace)
     ((_, _, _, prepare, _, *argv),) = recorded(log)
-    gate = f"{workspace}/.iomatrix-kernel-gate.yaml"
-    assert argv[:5] == ["iomatrix", "ab", gate, "--split", "kernel"]
+    # Two matrices, each written in its own ref's checkout: no --split of one author's matrix.
+    base_gate = f"{workspace}/.ab-base/.iomatrix-kernel-gate.yaml"
+    head_gate = f"{workspace}/.iomatrix-kernel-gate.yaml"
+    assert argv[:4] == ["iomatrix", "ab", base_gate, head_gate]
+    assert "--split" not in argv
+    assert "--trusted-base" in argv
     assert argv[argv.index("--repeat") + 1] == "6"
     # The ccache is bounded before the builds fill it; the tree is safe for the container's root.
     assert "ccache --dir /root/.cache/iomatrix/ccache --max-size 5G" in prepare
     assert f"safe.directory {workspace}" in prepare
-    # The written matrix is the consumer's with the kernel axis replaced by the two commits.
-    assert cli.main(["expand", gate, "--json"]) == 0
 
 
-def test_the_kernel_gate_matrix_expands_to_the_two_commits(
+def expanded(path: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    capsys.readouterr()
+    assert cli.main(["expand", str(path), "--json"]) == 0
+    cells: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
+    return cells
+
+
+def test_the_kernel_gates_base_side_is_the_base_refs_matrix_job_files_and_config(
     tmp_path: Path, workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    origin, base, head = make_kernel_origin(tmp_path)
-    subprocess.run(
-        ["git", "clone", "-q", f"file://{origin}", str(workspace)],
-        check=True,
-        env={**os.environ, **GIT_ENV},
-    )
-    (workspace / "gate.yaml").write_text(
-        "format: 1\nname: gate\nextends: iomatrix:base\n"
-        "matrix: {kernel: [debian:bookworm], filesystem: [ext4], scheduler: [none],"
-        " device: [virtio-file], workload: [randwrite-4k]}\n"
-    )
+    """Issue 43: the base side ran the head's matrix and job files ("one matrix, one author"),
+    so a head job's exec_prerun ran in the base's VMs too. Seen failing before: one matrix,
+    `--split kernel`, every cell's job file the head's."""
+    context, _, base, head = kernel_gate(tmp_path, workspace)
     recorder(workspace / ".iomatrix" / "tools" / "container.sh", workspace / "c.jsonl", "x")
-    outputs = {"base": base, "head": head, "tree": str(workspace)}
-    given = {"matrix": "gate.yaml", "kernel-tree": "someone/linux"}
-    context = context_for(GATE, given, steps={"kernel": {"outputs": outputs}})
     run_step(GATE, "ab", "iomatrix ab", context, workspace)
-    capsys.readouterr()
-    assert cli.main(["expand", str(workspace / ".iomatrix-kernel-gate.yaml"), "--json"]) == 0
-    cells = json.loads(capsys.readouterr().out)
-    assert sorted(c["axes"]["kernel"] for c in cells) == ["base", "head"]
-    # Each names its commit of the tree, as the build will resolve it.
-    assert {c["cell"]["kernel_build"]["source"] for c in cells} == {
-        f"git:{workspace}@{base}",
-        f"git:{workspace}@{head}",
+    sides = {
+        "base": expanded(workspace / ".ab-base" / ".iomatrix-kernel-gate.yaml", capsys),
+        "head": expanded(workspace / ".iomatrix-kernel-gate.yaml", capsys),
     }
+    files = {"base": workspace / ".ab-base", "head": workspace}
+    for side, commit in (("base", base), ("head", head)):
+        cells = sides[side]
+        assert [c["axes"]["kernel"] for c in cells] == [side, side]
+        job = files[side] / ".github" / "iomatrix" / "w.fio"
+        for cell in cells:
+            build = cell["cell"]["kernel_build"]
+            assert build["source"] == f"git:{workspace}@{commit}"
+            workload = cell["cell"]["workload"]
+            assert workload["job_file"] == str(job)
+            assert workload["sha256"] == hashlib.sha256(job.read_bytes()).hexdigest()
+    # Each build's config comes from its own ref's matrix: the head's line for the base build
+    # (CONFIG_XFS_DEBUG) never reaches it.
+    assert {c["cell"]["kernel_build"]["config"][0] for c in sides["base"]} == {
+        "CONFIG_EXT4_DEBUG=y"
+    }
+    assert {c["cell"]["kernel_build"]["config"][0] for c in sides["head"]} == {
+        "CONFIG_BTRFS_DEBUG=y"
+    }
+    # And the head's exec_prerun, which the base's job file does not have, is refused.
+    capsys.readouterr()
+    base_gate = workspace / ".ab-base" / ".iomatrix-kernel-gate.yaml"
+    head_gate = workspace / ".iomatrix-kernel-gate.yaml"
+    argv = [
+        "ab",
+        str(base_gate),
+        str(head_gate),
+        "--trusted-base",
+        "--results",
+        str(tmp_path / "r"),
+    ]
+    assert cli.main(argv) == 2
+    assert "[w] exec_prerun=\"sh -c 'uname -r'\": fio runs it in the guest" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("name", [".ab-base", "iomatrix-gate", ".iomatrix-kernel-gate.yaml"])
+def test_a_head_that_holds_a_name_the_gate_writes_is_refused(workspace: Path, name: str) -> None:
+    """A head commit's `.ab-base` link to `.` would make the base side the head's own files
+    (actions/checkout would clone the base into the workspace root's place)."""
+    git(workspace, "init", "-q", "-b", "master")
+    (workspace / name).symlink_to(".")
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "head")
+    with pytest.raises(AssertionError, match="holds names the gate uses for its own files"):
+        run_step(
+            GATE,
+            "ab",
+            "The head's tree holds none",
+            context_for(GATE, {"matrix": "m.yaml"}),
+            workspace,
+        )
+    (workspace / name).unlink()
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "head without it")
+    run_step(
+        GATE, "ab", "The head's tree holds none", context_for(GATE, {"matrix": "m.yaml"}), workspace
+    )
 
 
 def test_the_nightly_hands_the_matrix_and_shard_to_make(workspace: Path) -> None:
@@ -396,3 +395,80 @@ def test_the_image_input_is_pulled_by_digest_only(name: str, job: str, tmp_path:
             assert not log.exists()
         # Never built when an image is given.
         assert not (workspace / "make.jsonl").exists()
+
+
+# --- the comment: rendered by iomatrix from the comparison's JSON -------------------------------
+
+COMMENT = "reusable-comment.yml"
+FAKE_GH = """#!/usr/bin/env bash
+# The test's stand-in for gh: the PR is at the tested commit, has no comment yet; a posted body
+# is kept as posted.md.
+case "$*" in
+  *"/pulls/"*"--jq .head.sha"*) echo "%s" ;;
+  *"/comments --jq"*) ;;
+  *"-X POST"*) for a in "$@"; do case "$a" in body=@*) cp "${a#body=@}" posted.md ;; esac; done ;;
+  *) echo "unexpected gh $*" >&2; exit 1 ;;
+esac
+"""
+
+
+def test_the_comment_is_iomatrixs_rendering_of_the_json_never_the_runs_markdown(
+    workspace: Path,
+) -> None:
+    """Issue 43: the comment workflow posted the fork's report.md verbatim under the bot's name.
+    Seen failing before: the posted body held the report.md's mention, link and HTML."""
+    sha = "ab" * 20
+    (workspace / "base").symlink_to(REPO_ROOT)  # the base branch's iomatrix, with its venv
+    artifact = workspace / "ab"
+    artifact.mkdir()
+    (artifact / "pr-number").write_text("7\n")
+    (artifact / "report.md").write_text("**all good** @octocat [x](http://e.invalid) <img src=x>\n")
+    cell = make_cell()
+    base = make_run([ok(cell, {"write_iops": [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1002.0]})])
+    reason = "@octocat [x](http://e.invalid) <img src=x> www.e.invalid"
+    new = make_run([failed(cell, reason)], run_id="new")
+    (artifact / "comparison.json").write_text(render_json(compare_runs(base, new)))
+    gh = workspace / "bin" / "gh"
+    gh.parent.mkdir()
+    gh.write_text(FAKE_GH % sha)
+    gh.chmod(0o755)
+    run = {"head_sha": sha, "html_url": "https://github.com/o/r/actions/runs/9"}
+    context = {
+        "inputs": inputs_of(COMMENT, {}),
+        "github": {
+            "repository": "o/r",
+            "token": "t",
+            "event": {"workflow_run": {**run, "conclusion": "failure"}},
+        },
+    }
+    outputs = run_step(COMMENT, "comment", "Render the comment", context, workspace)
+    assert outputs == {"pr": "7"}
+    run_step(
+        COMMENT,
+        "comment",
+        "Post or update",
+        {**context, "steps": {"render": {"outputs": outputs}}},
+        workspace,
+    )
+    posted = (workspace / "posted.md").read_text()
+    assert posted.startswith("<!-- iomatrix-ab-gate -->\n### iomatrix A/B gate: failure at abab")
+    assert "all good" not in posted
+    below = posted.split("\n", 2)[2]
+    assert gate_comment.audit(below) is None
+    assert "@octocat" not in below
+    assert "http://e" not in below
+    assert re.search(r"(?<!\\)<img", below) is None
+    assert "missing" in below  # the new side's failure, said by iomatrix
+
+
+def test_the_comment_reads_no_markdown_of_the_run_and_only_its_post_step_has_a_token() -> None:
+    text = (WORKFLOWS / COMMENT).read_text()
+    assert "report.md" not in text
+    steps = workflow(COMMENT)["jobs"]["comment"]["steps"]
+    with_token = [s.get("name", s.get("uses")) for s in steps if "GH_TOKEN" in str(s.get("env"))]
+    assert with_token == [
+        "Post or update the sticky comment (first run, or when the verdict changed)"
+    ]
+    checkout = next(s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@"))
+    assert checkout["with"]["ref"] == "${{ inputs.iomatrix-ref }}"
+    assert checkout["with"]["persist-credentials"] is False

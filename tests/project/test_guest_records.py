@@ -76,6 +76,7 @@ GUEST_MAY_IMPORT = frozenset(
         "iomatrix.model.axes",
         "iomatrix.model.filesystems",
         "iomatrix.model.knob_keys",
+        "iomatrix.model.run_id",
         "iomatrix.model.schedulers",
         "iomatrix.model.shapes",
         "iomatrix.model.units",

@@ -104,3 +104,45 @@ def test_a_dip_that_recovered_is_named_as_one(tmp_path: Path) -> None:
     )
     assert "back at the earlier level from `night-35`" in issue["body"]
     assert "(around the dip | in it)" in issue["body"]
+
+
+HOSTILE = "](http://x.invalid) @user <img src=x> `x` www.x.invalid"
+
+
+def test_text_from_the_archive_reaches_an_issue_only_inside_code_spans(tmp_path: Path) -> None:
+    """Run ids, labels and metric names are the archive's text (a run id was printed raw in
+    the triage line): each is in a code span nothing in it can end. Seen failing before: the
+    triage command's run id and metric were outside any span."""
+    change = {
+        "verdict": "regressed",
+        "kind": "step",
+        "label": HOSTILE,
+        "cell_id": HOSTILE,
+        "metric": HOSTILE,
+        "median_change": -0.2,
+        "before_median": 1000.0,
+        "after_median": 800.0,
+        "p_value": 0.001,
+        "runs_before": 5,
+        "runs_after": 5,
+        "last_run_before": HOSTILE,
+        "first_run_after": HOSTILE + "\n@other",
+    }
+    trend_json = tmp_path / "trend.json"
+    trend_json.write_text(json.dumps([change]))
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), str(trend_json), "https://example.invalid/run/1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (issue,) = [json.loads(line) for line in out.splitlines()]
+    body = issue["body"]
+    # Outside the code spans: only the script's own words, the numbers and the run's link.
+    outside = "".join(body.split("`")[0::2])
+    assert "@" not in outside
+    assert "<" not in outside
+    assert "http://x" not in outside
+    assert "](" not in outside.replace("](https://example.invalid/run/1)", "")
+    assert "\n@other" not in body
+    assert "\n" not in issue["title"]

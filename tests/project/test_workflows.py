@@ -259,11 +259,13 @@ def test_the_pr_comment_comes_from_a_workflow_run_of_pr() -> None:
     downloads = [s["with"]["name"] for s in steps if "download-artifact" in s.get("uses", "")]
     assert "ab-report" in uploads
     assert downloads == ["ab-report"]
-    # The only code the comment job runs is the base repository's own sticky-comment rule: a
-    # sparse checkout of that one file, without credentials.
+    # The only code the comment job runs is the base repository's iomatrix, checked out without
+    # credentials: it renders the comment from the run's comparison JSON (tools/gate_comment.py)
+    # and decides whether to post it (tools/sticky_comment.py).
     (checkout,) = [s for s in steps if "actions/checkout" in s.get("uses", "")]
-    assert checkout["with"]["sparse-checkout"] == "tools/sticky_comment.py"
     assert checkout["with"]["persist-credentials"] is False
+    render = next(s["run"] for s in steps if "gate_comment.py" in s.get("run", ""))
+    assert "base/.venv/bin/python base/tools/gate_comment.py ab body.md" in render
     post = next(s["run"] for s in steps if "sticky_comment.py" in s.get("run", ""))
     assert "decision=$(python3 base/tools/sticky_comment.py body.md old.md)" in post
     # The script is iomatrix's, at the ref the caller names: this repository's default branch.

@@ -113,7 +113,9 @@ def test_an_aa_session_finds_no_change(workspace: Path) -> None:
     assert verdicts, output[-3000:]
     assert "regressed" not in verdicts
     assert "improved" not in verdicts
-    assert code == 0
+    # No change: shown within the margin (pass, 0) or too noisy to tell at 5 a side under TCG
+    # (inconclusive, 3); never a regression, never a gap.
+    assert (comparison["verdict"]["outcome"], code) in (("pass", 0), ("inconclusive", 3))
     (row,) = comparison["rows"]
     assert row["base_n"] == row["new_n"] == 5
     assert "reading its console failed" not in output

@@ -3,8 +3,10 @@
 A change counts only when it is both significant and large (docs/DESIGN.md, "Measurement rules"):
 the Mann-Whitney U test of the repetitions, Benjamini-Hochberg-adjusted across every row of the
 comparison, must be below alpha, AND the bootstrap 95% CI of median(new) / median(base) must lie
-wholly beyond the minimum effect (above 1 + e or below 1 - e, e = max(3%, 2 x baseline CoV) unless
-fixed). Which side is better comes from the metric's name (metrics.py). No change is not the
+wholly beyond the bar (above 1 + e or below 1 - e; e = stats.change_threshold: the equivalence
+margin, or max(3%, 2 x baseline CoV) where smaller, or a fixed --min-effect). A change shown
+beyond the margin is one however noisy the base (issue 43). Which side is better comes from the
+metric's name (metrics.py). No change is not the
 same as shown unchanged: "unchanged" needs an equivalence test against a declared margin (two
 one-sided tests at alpha: the bootstrap (1 - 2 alpha) CI, 90%, wholly inside 1 +- margin,
 `--equivalence`, 5% by default). Measured before that rule, a real 10% regression at 10% CoV and
@@ -14,7 +16,8 @@ Verdicts of a row (one cell x one metric):
   improved / regressed  a significant, large change of a gated metric, good or bad
   changed               the same for an informational metric (no direction; never gates)
   unchanged             no significant large change, and shown equivalent: the 90% CI (at
-                        alpha 0.05) lies wholly inside 1 +- the equivalence margin; the reason
+                        alpha 0.05) lies wholly inside 1 +- the equivalence margin (or a fixed
+                        --min-effect above it: "below the minimum effect"); the reason
                         gives that CI and how large a change the row could have seen ("could
                         have seen >= 8.7%": its detectable effect, stats.detectable_effect, at
                         the level its Benjamini-Hochberg family asks of a lone change)
@@ -23,12 +26,14 @@ Verdicts of a row (one cell x one metric):
                         `noisy_cov`, or the detectable effect is above the target effect when
                         one is given), or too few repetitions to ever reach p < alpha (the
                         reason then starts with "insufficient repetitions"); also a change
-                        whose CI lies wholly beyond the minimum effect but that is not
-                        significant after the correction over every row, or a significant one
-                        whose CI reaches across the minimum effect (more repetitions would
-                        tell)
-  missing               the cell (or the metric) is absent or not ok on one side; the reason
-                        says which side and why
+                        whose CI lies wholly beyond the bar but that is not significant after
+                        the correction over every row, or a significant one whose CI reaches
+                        across the bar ("more repetitions would tell": said only where more
+                        repetitions can change the answer)
+  missing               the cell (or the metric) is absent or not ok on one side (a failed cell
+                        with the console's panic line, an ok cell without repetitions, a side
+                        whose every repetition was flagged invalid); the reason says which side
+                        and why
   incomparable          no ratio can be formed (base median 0), or the environments differ and
                         the comparison was not forced (then every row is incomparable and
                         compare_runs raises EnvironmentMismatchError carrying that comparison)
@@ -43,6 +48,8 @@ changes are listed as notes).
 The comparison's parts, each in a module of its own: its records (compare_records.py), the
 environment check (compare_environment.py), the rows before any test (compare_rows.py), and each
 row's verdict (compare_verdicts.py). This module runs them in order and is what callers import.
+It stays pure and gives no verdict of the whole: analysis/gate.py does, the one every rendering
+prints and every command exits with.
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ from iomatrix.analysis.compare_records import (
     DEFAULT_EQUIVALENCE,
     DEFAULT_NOISY_COV,
     INSUFFICIENT,
+    MORE_REPETITIONS,
     AxisSummary,
     Comparison,
     Difference,
@@ -72,7 +80,13 @@ from iomatrix.analysis.compare_records import (
     Settings,
     Verdict,
 )
-from iomatrix.analysis.compare_rows import Pending, cell_rows, check_metric_patterns
+from iomatrix.analysis.compare_rows import (
+    Pending,
+    cell_rows,
+    check_metric_patterns,
+    invalid_sides,
+    without_invalid_sides,
+)
 from iomatrix.analysis.compare_verdicts import (
     Measured,
     blind_families,
@@ -93,6 +107,7 @@ __all__ = [
     "DEFAULT_EQUIVALENCE",
     "DEFAULT_NOISY_COV",
     "INSUFFICIENT",
+    "MORE_REPETITIONS",
     "AxisSummary",
     "Comparison",
     "Difference",
@@ -105,7 +120,6 @@ __all__ = [
     "compare_runs",
     "could_have_seen",
     "environment_differences",
-    "exit_code",
     "normalized_drive",
 ]
 
@@ -210,8 +224,10 @@ def _pending_rows(
     new: RunRecord,
     metrics: Sequence[str] | None,
     pairs: Sequence[tuple[str, str]] | None,
+    invalid: dict[tuple[str, str], str],
 ) -> list[Pending]:
-    """Every row of the comparison before any test, in the order they are reported."""
+    """Every row of the comparison before any test, in the order they are reported; `invalid`:
+    the sides of cells whose every repetition was flagged (their rows are missing)."""
     base_cells = {e.cell.id: e for e in base.cells}
     new_cells = {e.cell.id: e for e in new.cells}
     check_metric_patterns(metrics, [*base.cells, *new.cells])
@@ -222,7 +238,8 @@ def _pending_rows(
         else [(cid, cid) for cid in dict.fromkeys([*base_cells, *new_cells])]
     )
     for base_id, new_id in matched:
-        pending += cell_rows(base_cells.get(base_id), new_cells.get(new_id), metrics)
+        rows = cell_rows(base_cells.get(base_id), new_cells.get(new_id), metrics)
+        pending += without_invalid_sides(rows, base_id, new_id, invalid)
     pending.sort(key=lambda p: (p.row.cell, metric_rules.sort_key(p.row.metric)))
     return pending
 
@@ -308,7 +325,8 @@ def compare_runs(
     )
     differences = environment_differences(base, new, paired=pairs is not None)
     marker = _forced_marker(differences)
-    pending = _pending_rows(base, new, metrics, pairs)
+    flags = validity.side_flags(base, new)
+    pending = _pending_rows(base, new, metrics, pairs, invalid_sides(flags, base, new))
 
     def build(rows: Iterable[Row], forced: bool, found: Sequence[str] = ()) -> Comparison:
         return Comparison(
@@ -321,7 +339,7 @@ def compare_runs(
             notes=(*notes(base, new), *found),
             rows=tuple(rows),
             axes=(),
-            invalid=tuple(validity.side_flags(base, new)),
+            invalid=tuple(flags),
         )
 
     if differences and not force:
@@ -343,11 +361,3 @@ def compare_runs(
     found = blind_families(family_of, decided, alpha)
     comparison = build(rows, forced=bool(differences), found=found)
     return comparison.model_copy(update={"axes": tuple(_axis_summaries(rows))})
-
-
-def exit_code(comparison: Comparison, *, fail_on_invalid: bool = False) -> int:
-    """1 when any gated metric regressed, or with fail_on_invalid when either run has a
-    repetition the validity checks flagged; else 0 (missing or noisy rows do not fail it)."""
-    if fail_on_invalid and comparison.invalid:
-        return 1
-    return 1 if comparison.gated_regressions() else 0

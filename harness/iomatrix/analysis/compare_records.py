@@ -1,6 +1,18 @@
 """The records of a comparison of two runs (analysis/compare.py makes them; comparison.json holds
 them): its rows (one cell x one metric, with its verdict), the settings that decided them, the
-runs compared, the per-axis summaries, and the error that refuses runs measured apart."""
+runs compared, the per-axis summaries, the gate's verdict (analysis/gate.py decides it), and the
+error that refuses runs measured apart.
+
+Format history of comparison.json (COMPARISON_FORMAT):
+  1  first format (2026-11).
+     Compatible additions since (optional fields, left out while they hold their default, so a
+     file without them loads; an older iomatrix refuses a file that has them, "extra field"):
+     - settings.equivalence: the equivalence margin "unchanged" was tested against.
+     - invalid: the validity flags of either run's repetitions.
+     - verdict: the gate's one answer (GateVerdict: outcome, exit code, reasons, the cells that
+       decided it), as the command that wrote the file gave it (`ab`, `compare --output`). A
+       file without one is judged again by whoever reads it (analysis/gate.py, the defaults).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +25,7 @@ from iomatrix.analysis import defaults, stats, validity
 from iomatrix.analysis import metrics as metric_rules
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Record, is_empty, is_none
-from iomatrix.model.result import Environment
+from iomatrix.model.result import Environment, RunId
 
 COMPARISON_FORMAT = 1
 
@@ -23,6 +35,9 @@ Verdict = Literal[
 
 # How the reason of a "noisy" row that had too few repetitions to ever be significant starts.
 INSUFFICIENT = "insufficient repetitions"
+# How the reason of a "noisy" row ends when more repetitions would settle it (and only then: a
+# row no number of repetitions can change never says so).
+MORE_REPETITIONS = "more repetitions would tell"
 
 DEFAULT_ALPHA = defaults.DEFAULT_ALPHA
 DEFAULT_NOISY_COV = stats.DEFAULT_NOISY_COV
@@ -66,7 +81,7 @@ class Settings(Record):
 
 
 class RunInfo(Record):
-    run_id: str
+    run_id: RunId
     created_at: str
     status: str
     matrix_name: str
@@ -119,6 +134,49 @@ class AxisSummary(Record):
     regressed: int
 
 
+# The gate's outcomes and what each exits with: analysis/defaults.py (GATE_EXIT_CODES) and
+# analysis/gate.py (gate_verdict) say what they mean.
+Outcome = Literal["pass", "regressed", "cannot-compare", "inconclusive"]
+InconclusivePolicy = Literal["fail", "pass"]
+Side = Literal["base", "new", "both"]
+
+
+class GateFinding(Record):
+    """One thing that decided the gate's outcome: a gated cell (or one metric of it) that
+    regressed, could not be compared, or could not be told; `side` names the side without
+    numbers when there is one."""
+
+    outcome: Outcome
+    cell_id: str
+    cell: str
+    # The metric, or "-" for the whole cell.
+    metric: str
+    side: Side | None = None
+    reason: str
+
+
+class GateVerdict(Record):
+    """The gate's one answer for a comparison or a session: every rendering prints `summary`
+    and CI reads `exit_code`."""
+
+    outcome: Outcome
+    exit_code: int
+    # One sentence: "cannot-compare: 1 cell errored in new (ext4/...: ... Kernel panic ...)".
+    summary: str
+    # What decided it, a line each, worst first (regressions, then cells that could not be
+    # compared, then rows that could not be told): every cell named, at most MAX_REASONS lines.
+    reasons: tuple[str, ...]
+    cells: tuple[GateFinding, ...]
+    # Whether an inconclusive session fails the gate (--inconclusive).
+    inconclusive: InconclusivePolicy
+    # Decided by a sequential session's decisions (ab --until-decided), not the rows' verdicts.
+    sequential: bool = False
+
+    @property
+    def blocks(self) -> bool:
+        return self.exit_code != 0
+
+
 class Comparison(Record):
     format: int = COMPARISON_FORMAT
     base: RunInfo
@@ -135,6 +193,9 @@ class Comparison(Record):
     # disk's. Shown beside the verdict; they fail the gate only when asked (fail_on_invalid).
     # Left out while empty, so a comparison without flags is the file it always was.
     invalid: tuple[validity.SideFlag, ...] = Field(default=(), exclude_if=is_empty)
+    # The gate's verdict as the command that wrote the file gave it (its policy, a sequential
+    # session's decisions); None until one is attached (analysis/gate.py judges it then).
+    verdict: GateVerdict | None = Field(default=None, exclude_if=is_none)
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

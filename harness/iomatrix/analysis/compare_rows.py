@@ -9,11 +9,16 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
 from iomatrix.analysis import metrics as metric_rules
-from iomatrix.analysis import stats
+from iomatrix.analysis import stats, validity
 from iomatrix.analysis.compare_records import Row
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Cell
-from iomatrix.model.result import CellEntry
+from iomatrix.model.panic import first_panic_line
+from iomatrix.model.result import CellEntry, RunRecord
+
+# How much of the first line of a cell's failure reason a row keeps (the JSON's cell result has
+# it whole): enough for "before the first step started: the guest kernel panicked (console: ...)".
+STATUS_LINE = 160
 
 
 def _values(entry: CellEntry) -> dict[str, list[float]]:
@@ -55,8 +60,10 @@ def _missing_side(base_missing: bool, new_missing: bool) -> str | None:
     return "new" if new_missing else None
 
 
-def _status_text(entry: CellEntry | None, side: str) -> str | None:
-    """Why a side has no numbers for a cell, or None when it has them."""
+def status_text(entry: CellEntry | None, side: str) -> str | None:
+    """Why a side has no numbers for a cell, or None when it has them: absent, or its status and
+    the first line of its reason, with the console's panic line when the VM died of one (a side
+    that did not boot is named by what its kernel said)."""
     if entry is None:
         return f"absent in {side}"
     result = entry.result
@@ -64,7 +71,10 @@ def _status_text(entry: CellEntry | None, side: str) -> str | None:
         return None
     text = f"{result.status} in {side}"
     if result.reason:
-        text += ": " + result.reason.splitlines()[0][:100]
+        text += ": " + result.reason.splitlines()[0][:STATUS_LINE]
+        panic = first_panic_line(result.reason)
+        if panic is not None and panic not in text:
+            text += f": {panic}"
     return text
 
 
@@ -120,7 +130,10 @@ def cell_rows(
     axes = pair_axes(base.cell if base else None, new.cell if new else None)
     base_values = _values(base) if base else {}
     new_values = _values(new) if new else {}
-    base_why, new_why = _status_text(base, "base"), _status_text(new, "new")
+    # An ok cell without a single repetition (none recorded, or none left to count) has nothing
+    # to compare: it is missing, never a cell without rows, which a gate would not see.
+    base_why = status_text(base, "base") or (None if base_values else "no repetitions in base")
+    new_why = status_text(new, "new") or (None if new_values else "no repetitions in new")
     why = [t for t in (base_why, new_why) if t]
     names = sorted(
         (n for n in {*base_values, *new_values} if _wanted(n, patterns)),
@@ -165,3 +178,45 @@ def cell_rows(
             row = Row.model_validate({**header, **medians, "verdict": "unchanged", "reason": ""})
         out.append(Pending(row, a, b))
     return out
+
+
+def invalid_sides(
+    flags: Sequence[validity.SideFlag], base: RunRecord, new: RunRecord
+) -> dict[tuple[str, str], str]:
+    """(side, cell id) of every cell whose every repetition on that side was flagged invalid
+    (numbers that are not the disk's), with why: such a side has no numbers to compare."""
+    flagged: dict[tuple[str, str], dict[int, str]] = {}
+    for f in flags:
+        found = flagged.setdefault((f.side, f.flag.cell_id), {})
+        found.setdefault(f.flag.repetition, f"{f.flag.check}: {f.flag.sentence}")
+    out = {}
+    for side, run in (("base", base), ("new", new)):
+        for entry in run.cells:
+            indices = {rep.index for rep in entry.result.repetitions}
+            seen = flagged.get((side, entry.cell.id), {})
+            if indices and indices <= set(seen):
+                first = seen[min(seen)]
+                out[(side, entry.cell.id)] = (
+                    f"every repetition flagged invalid in {side} ({len(indices)}; {first})"
+                )
+    return out
+
+
+def without_invalid_sides(
+    pending: Sequence[Pending], base_id: str, new_id: str, invalid: dict[tuple[str, str], str]
+) -> list[Pending]:
+    """A pair's rows, each missing when every repetition of a side's cell was flagged invalid:
+    the numbers are kept on the row, the verdict is not given from them."""
+    why = [
+        text
+        for key in (("base", base_id), ("new", new_id))
+        if (text := invalid.get(key)) is not None
+    ]
+    if not why:
+        return list(pending)
+    side = _missing_side(("base", base_id) in invalid, ("new", new_id) in invalid)
+    update = {"verdict": "missing", "reason": "; ".join(why), "missing_side": side}
+    return [
+        p if p.row.verdict == "missing" else Pending(p.row.model_copy(update=update), [], [])
+        for p in pending
+    ]

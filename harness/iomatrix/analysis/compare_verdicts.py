@@ -4,7 +4,13 @@ p-value, its minimum and detectable effect, and the reason a reader is given."""
 from __future__ import annotations
 
 from iomatrix.analysis import stats
-from iomatrix.analysis.compare_records import INSUFFICIENT, Row, Settings, Verdict
+from iomatrix.analysis.compare_records import (
+    INSUFFICIENT,
+    MORE_REPETITIONS,
+    Row,
+    Settings,
+    Verdict,
+)
 from iomatrix.analysis.compare_rows import Pending
 from iomatrix.model.numbers import format_p, format_percent
 
@@ -52,10 +58,15 @@ def measure(pending: Pending, settings: Settings) -> Measured:
 
 
 def minimum_effect(row: Row, settings: Settings) -> float:
-    if settings.min_effect is not None:
-        return settings.min_effect
-    return stats.minimum_effect(
-        row.base_cov, floor=settings.min_effect_floor, cov_factor=settings.min_effect_cov_factor
+    """The bar a significant change's CI must clear (stats.change_threshold): --min-effect, or
+    the smaller of the equivalence margin and max(floor, factor x the base's CoV)."""
+    margin = settings.equivalence if settings.equivalence is not None else 1.0
+    return stats.change_threshold(
+        settings.min_effect,
+        margin,
+        row.base_cov,
+        floor=settings.min_effect_floor,
+        cov_factor=settings.min_effect_cov_factor,
     )
 
 
@@ -96,10 +107,10 @@ def _interval_text(interval: Interval, settings: Settings) -> str:
 
 
 def decide(row: Row, settings: Settings, interval: Interval) -> tuple[Verdict, str]:
-    """The verdict and its reason for a measured row (min_effect set); see the module docstring.
-    `interval`: the equivalence test's CI of the ratio."""
-    effect = row.min_effect
-    assert effect is not None
+    """The verdict and its reason for a measured row (min_effect set: the bar its CI must clear,
+    minimum_effect); see the module docstring. `interval`: the equivalence test's CI."""
+    bar = row.min_effect
+    assert bar is not None
     if row.ratio is None:
         if row.base_median == 0 and row.new_median == 0:
             why = "both sides are 0" if interval is not None else "both medians are 0"
@@ -107,13 +118,15 @@ def decide(row: Row, settings: Settings, interval: Interval) -> tuple[Verdict, s
         return "incomparable", "no ratio: the base median is 0"
     assert row.p_adjusted is not None
     significant = row.p_adjusted < settings.alpha
-    up = row.ci_low is not None and row.ci_low > 1 + effect
-    down = row.ci_high is not None and row.ci_high < 1 - effect
+    up = row.ci_low is not None and row.ci_low > 1 + bar
+    down = row.ci_high is not None and row.ci_high < 1 - bar
     if significant and (up or down):
+        # Whatever the noise: a change shown significant and beyond the bar (at most the
+        # equivalence margin unless --min-effect raised it) is one, at any CoV.
         sign = "+" if up else "-"
         detail = (
             f"{sign}{format_percent(abs(row.ratio - 1))}, "
-            f"CI beyond {sign}{format_percent(effect)}, p_adj {row.p_adjusted:.2g}"
+            f"CI beyond {sign}{format_percent(bar)}, p_adj {row.p_adjusted:.2g}"
         )
         if row.direction == "informational":
             return "changed", detail
@@ -123,13 +136,13 @@ def decide(row: Row, settings: Settings, interval: Interval) -> tuple[Verdict, s
         # Large beyond doubt by its CI, yet not significant once corrected for every row of the
         # comparison: five repetitions a side reach p = 0.008 at best, which Benjamini-Hochberg
         # over a hundred rows can lift above alpha. That is not "unchanged" (a -25% step was
-        # once reported so): more repetitions would tell.
+        # once reported so): more repetitions lower its p, and would tell.
         sign = "+" if up else "-"
         return (
             "noisy",
             f"{sign}{format_percent(abs(row.ratio - 1))} with its CI beyond "
-            f"{sign}{format_percent(effect)}, but not significant after the correction for "
-            f"every row (p_adj {format_p(row.p_adjusted)}): more repetitions would tell",
+            f"{sign}{format_percent(bar)}, but not significant after the correction for "
+            f"every row (p_adj {format_p(row.p_adjusted)}): {MORE_REPETITIONS}",
         )
     return _no_change(row, settings, interval, significant=significant)
 
@@ -155,6 +168,26 @@ def _too_noisy(row: Row, settings: Settings, test: str) -> str | None:
     return None
 
 
+def _unchanged_lead(
+    row: Row, settings: Settings, interval: Interval, *, significant: bool, bound: float
+) -> str:
+    """Why a row shown within `bound` is unchanged: within the margin, or (an explicit
+    --min-effect above the margin) below the minimum effect."""
+    assert settings.equivalence is not None
+    shown = _interval_text(interval, settings)
+    p_adj = format_p(row.p_adjusted)
+    if bound > settings.equivalence and not stats.within(interval, settings.equivalence):
+        change = "" if row.ratio is None else f" ({format_percent(row.ratio - 1)})"
+        what = f"significant{change}" if significant else f"not significant (p_adj {p_adj})"
+        return (
+            f"below the minimum effect: {what}, within +-{format_percent(bound)} ({shown}), "
+            "the --min-effect"
+        )
+    if significant:
+        return f"significant, but within +-{format_percent(bound)} ({shown})"
+    return f"within +-{format_percent(bound)} ({shown}), not significant (p_adj {p_adj})"
+
+
 def _no_change(
     row: Row,
     settings: Settings,
@@ -164,8 +197,10 @@ def _no_change(
     why: str | None = None,
 ) -> tuple[Verdict, str]:
     """A row without a reported change: "unchanged" only when its equivalence test passed (the
-    interval inside 1 +- the margin), else why it cannot tell: too few repetitions, too much
-    noise, or an interval wider than the margin."""
+    interval inside +- the margin, or an explicit --min-effect above it), else why it cannot
+    tell: too few repetitions, a change whose size more repetitions would settle, too much
+    noise, or an interval wider than the margin. Only what more repetitions can change is
+    advised to get them."""
     if not stats.can_reach(row.base_n, row.new_n, settings.alpha):
         # The reason starts with INSUFFICIENT so reports can count these rows.
         return (
@@ -174,41 +209,37 @@ def _no_change(
             f"(need >= {settings.min_repetitions} per side)",
         )
     assert settings.equivalence is not None
-    margin = format_percent(settings.equivalence)
+    assert row.min_effect is not None
+    bar = row.min_effect
+    bound = stats.equivalence_bound(settings.equivalence, settings.min_effect)
     if why is not None:
         test = why
     elif significant:
-        test = "significant, but not beyond the minimum effect"
+        test = f"significant (p_adj {format_p(row.p_adjusted)}), but its CI is not beyond the bar"
     else:
         test = f"no significant change (p_adj {format_p(row.p_adjusted)})"
     too_noisy = _too_noisy(row, settings, test)
-    if too_noisy is not None:
-        return "noisy", too_noisy
-    shown = _interval_text(interval, settings)
-    if stats.within(interval, settings.equivalence):
+    if too_noisy is None and stats.within(interval, bound):
         if why is not None:
             return "unchanged", _join(why, could_have_seen(row))
-        lead = (
-            f"significant, but within +-{margin} ({shown})"
-            if significant
-            else f"within +-{margin} ({shown}), not significant (p_adj {format_p(row.p_adjusted)})"
-        )
+        lead = _unchanged_lead(row, settings, interval, significant=significant, bound=bound)
         return "unchanged", _join(lead, could_have_seen(row))
-    if significant and row.ci_low is not None and row.ci_high is not None:
-        assert row.min_effect is not None
-        effect = row.min_effect
-        if not (row.ci_low > 1 - effect and row.ci_high < 1 + effect):
-            # Significant, and the CI reaches across the minimum effect: a change whose size is
-            # not yet known is not "unchanged" (a real -25% with its CI at [-25%, -12%] against
-            # a 17% minimum effect once was).
-            return (
-                "noisy",
-                f"significant, but the CI [{format_percent(row.ci_low - 1)}, "
-                f"{format_percent(row.ci_high - 1)}] reaches across +-{format_percent(effect)}: "
-                "more repetitions would tell",
-            )
-    # No change was shown, and none was shown absent: the interval is wider than the margin (a
-    # real 10% regression at 10% CoV lies inside a 20% minimum effect; it is not "unchanged").
+    low, high = row.ci_low, row.ci_high
+    inside = low is not None and high is not None and 1 - bar < low and high < 1 + bar
+    if significant and low is not None and high is not None and not inside:
+        # Significant, and the CI reaches across the bar: a change whose size is not yet known
+        # is not "unchanged" (a real -25% with its CI at [-25%, -12%] against a 17% bar once
+        # was). More repetitions narrow the CI to one side of the bar.
+        return (
+            "noisy",
+            f"significant, but the CI [{format_percent(low - 1)}, {format_percent(high - 1)}] "
+            f"reaches across +-{format_percent(bar)}: {MORE_REPETITIONS}",
+        )
+    if too_noisy is not None:
+        return "noisy", too_noisy
+    # No change was shown, and none was shown absent: the interval is wider than the margin.
+    shown = _interval_text(interval, settings)
+    margin = format_percent(bound)
     return "noisy", _join(
         f"too noisy to tell: the {shown} is not within +-{margin}"
         if interval is not None

@@ -65,8 +65,9 @@ def _advice(plan: RepetitionPlan, target: float, levers: Sequence[str]) -> str:
     if plan.needed is None:
         if plan.min_effect is not None and plan.min_effect >= target:
             why = (
-                f"its noise (CoV {plan.cov:.1%}) makes the minimum effect "
-                f"{plan.min_effect:.1%}, not below the target: repeating cannot help"
+                f"a change must lie beyond {plan.min_effect:.1%} (its noise, CoV "
+                f"{plan.cov:.1%}, the equivalence margin or --min-effect), not below the "
+                "target: repeating cannot help"
             )
         else:
             why = f"more than {MOST_REPETITIONS} repetitions would be needed"
@@ -105,8 +106,10 @@ def plan_repetitions(
         levers = _levers(run, entry)
         for name in names:
             cov = stats.cov(columns[name])
+            # The bar a comparison's verdict holds a change to (stats.change_threshold), at the
+            # default equivalence margin: what its repetitions can and cannot see.
             effect = (
-                (min_effect if min_effect is not None else stats.minimum_effect(cov))
+                stats.change_threshold(min_effect, stats.DEFAULT_EQUIVALENCE, cov)
                 if cov is not None
                 else None
             )

@@ -18,9 +18,11 @@ The design (`iomatrix ab --until-decided --max-repeat N`, and each step of a bis
   parametric likelihood, and it spends alpha evenly, where O'Brien-Fleming's keeps it for the
   last look and would stop the clear cases later.
 - Decisions at a look, with the comparison's own rules: a change is reported when p is below the
-  nominal level AND the bootstrap CI of median(new) / median(base) lies wholly beyond the minimum
-  effect (the second condition can only remove rejections, so the false-positive rate stays at
-  or below alpha). The cell is "unchanged" as soon as an equivalence test passes: two one-sided
+  nominal level AND the bootstrap CI of median(new) / median(base) lies wholly beyond the bar
+  (stats.change_threshold: --min-effect, else the smaller of the equivalence margin and the
+  noise-derived minimum effect; the second condition can only remove rejections, so the
+  false-positive rate stays at or below alpha). The cell is "unchanged" as soon as an
+  equivalence test passes, with enough repetitions to have shown a change: two one-sided
   tests against the declared margin (`--equivalence`, 5% by default), that is the CI of the
   ratio lying wholly inside 1 +- margin, at the level the looks need. Each look is another
   chance to call a real change of the margin "unchanged" (the 90% CI of a fixed comparison,
@@ -51,6 +53,7 @@ from typing import Literal
 
 from iomatrix.analysis import metrics as metric_rules
 from iomatrix.analysis import stats
+from iomatrix.analysis.compare_rows import status_text
 from iomatrix.model.result import CellEntry, RunRecord
 
 SequentialVerdict = Literal["regressed", "improved", "changed", "unchanged", "undecided"]
@@ -160,7 +163,11 @@ def look(
     if not 0 < equivalence < 1:
         raise ValueError(f"the equivalence margin must be in (0, 1), got {equivalence}")
     n = min(len(base), len(new))
-    effect = min_effect if min_effect is not None else stats.minimum_effect(stats.cov(base))
+    # The bar and the equivalence bound of a fixed comparison's (stats.change_threshold): a
+    # change shown beyond the margin is one whatever the base's noise (before, 2 x CoV kept a
+    # significant -10% at 8% CoV going to the cap, "undecided").
+    effect = stats.change_threshold(min_effect, equivalence, stats.cov(base))
+    bound = stats.equivalence_bound(equivalence, min_effect)
     p = stats.mann_whitney_u(new, base).p_value
     ratio = None
     ci = None
@@ -181,7 +188,13 @@ def look(
                 decision = "changed"
             else:
                 decision = "improved" if up == (direction == "higher") else "regressed"
-        elif stats.within(equivalent_ci, equivalence) and _steady(base, new):
+        elif (
+            stats.within(equivalent_ci, bound)
+            and _steady(base, new)
+            and stats.can_reach(len(base), len(new), plan.alpha)
+        ):
+            # As a fixed comparison's: no "unchanged" from repetitions that could never have
+            # shown a change (below stats.minimum_n_per_side).
             decision = "unchanged"
     if decision == CONTINUE and n >= plan.cap:
         decision = "undecided"
@@ -277,10 +290,13 @@ class Session:
             label = present.cell.label if present is not None else a_id
             a_values, b_values = _values(a), _values(b)
             if a_values is None or b_values is None:
-                side = "base" if a_values is None else "new"
-                out.append(
-                    PairDecision(index, a_id, b_id, label, (), "missing", f"no numbers in {side}")
-                )
+                # Why, as a comparison's row says it (a side that did not boot: its panic line).
+                why = [
+                    status_text(entry, side) or f"no repetitions in {side}"
+                    for entry, values, side in ((a, a_values, "base"), (b, b_values, "new"))
+                    if values is None
+                ]
+                out.append(PairDecision(index, a_id, b_id, label, (), "missing", "; ".join(why)))
                 continue
             plan = self.design_of(index)
             looks = tuple(
@@ -316,11 +332,3 @@ class Session:
     def undecided(self, base: RunRecord, new: RunRecord) -> list[int]:
         """The pairs that need another round."""
         return [d.index for d in self.decisions(base, new) if d.verdict == "continue"]
-
-
-def gate(decisions: Sequence[PairDecision], *, invalid: Sequence[object] = ()) -> int:
-    """1 when a pair's deciding metric regressed, else 0 (as compare.exit_code); `invalid`: the
-    session's validity flags when asked to gate on them (--fail-on-invalid), any one fails it."""
-    if invalid:
-        return 1
-    return 1 if any(d.verdict == "regressed" for d in decisions) else 0

@@ -10,7 +10,8 @@ Why these methods (see docs/DESIGN.md, "Measurement rules that make results trus
   discoveries among the reported changes at alpha without being as blunt as Bonferroni.
 - A tiny but consistent difference can be significant and still irrelevant, so a change must
   also be large: the bootstrap confidence interval of the ratio of medians has to lie wholly
-  beyond a minimum effect, which grows with the baseline's own noise (2 x CoV, at least 3%).
+  beyond a bar (change_threshold): the equivalence margin, or a minimum effect that grows with
+  the baseline's own noise (2 x CoV, at least 3%) where that is smaller.
 - "Unchanged" is a claim too, so it is tested: two one-sided tests (Schuirmann's TOST) against a
   declared margin (`--equivalence`, 5% by default), which is the (1 - 2 alpha) confidence
   interval of the ratio of medians lying wholly inside 1 +- margin (`equivalence_confidence`,
@@ -26,9 +27,12 @@ side is above every value of the other:
     n per side   smallest p
     2            0.333
     3            0.100       -> 3 vs 3 can NEVER be significant at 0.05
-    4            0.0286      -> the smallest n that can, and only with complete separation
-    5            0.0079      -> the design's recommendation: gates need at least 5
-    6            0.0022
+    4            0.0286      -> the smallest n that can, and only with complete separation:
+                                the gate's one rule (minimum_n_per_side; below it every
+                                verdict is inconclusive)
+    5            0.0079
+    6            0.0022      -> (a lone change among many rows asks a smaller p: the
+                                comparison's notes say how many a side could)
 
 `smallest_p`, `can_reach` and `minimum_n_per_side` compute this; a comparison below the minimum
 says "insufficient repetitions" instead of "unchanged", because "no significant change" would be
@@ -183,8 +187,9 @@ def can_reach(n1: int, n2: int, alpha: float) -> bool:
 def minimum_n_per_side(alpha: float) -> int:
     """The fewest repetitions per side (equal sizes) with which p < alpha is possible at all.
 
-    4 at alpha = 0.05, 5 at alpha = 0.01. Reaching it needs complete separation of the samples;
-    the design note's rule of at least 5 gives the test some power too.
+    4 at alpha = 0.05, 5 at alpha = 0.01: the gate's one rule for repetitions (analysis/gate.py
+    warns below it; docs/comparing.md states it). Reaching it needs complete separation of the
+    samples; a lone change among many rows needs more (compare_verdicts.blind_families).
     """
     if not 0 < alpha <= 1:
         raise ValueError(f"alpha must be in (0, 1], got {alpha}")
@@ -256,6 +261,37 @@ def minimum_effect(
     if base_cov is None:
         return floor
     return max(floor, cov_factor * base_cov)
+
+
+def change_threshold(
+    min_effect: float | None,
+    margin: float,
+    base_cov: float | None,
+    *,
+    floor: float = MIN_EFFECT_FLOOR,
+    cov_factor: float = MIN_EFFECT_COV_FACTOR,
+) -> float:
+    """What a significant change's confidence interval must lie wholly beyond to be reported
+    (compare's and the sequential looks' one rule): an explicit minimum effect (--min-effect)
+    when given; else the smaller of the equivalence margin and the noise-derived minimum effect.
+
+    The margin caps it: a change shown beyond the margin is a change however noisy the base. A
+    real -10% at 8% CoV and 80 repetitions a side (p_adj 2.5e-11, CI [-11.1%, -6.9%]) once read
+    "noisy" against a 16% minimum effect at any number of repetitions, and a -41% throttle at a
+    29% base CoV against 58%. Significance keeps the false positives at alpha; the interval's
+    bar only removes rejections. The noise-derived effect still lowers the bar for a quiet cell
+    (3% at 1% CoV), as before the cap.
+    """
+    if min_effect is not None:
+        return min_effect
+    return min(margin, minimum_effect(base_cov, floor=floor, cov_factor=cov_factor))
+
+
+def equivalence_bound(margin: float, min_effect: float | None) -> float:
+    """The interval an "unchanged" row must lie within: +- the equivalence margin, or an
+    explicit minimum effect above it (no change below --min-effect is reported, and a row shown
+    within it has none worth reporting: "below the minimum effect")."""
+    return margin if min_effect is None else max(margin, min_effect)
 
 
 # --- what a comparison could have seen -----------------------------------------------------------

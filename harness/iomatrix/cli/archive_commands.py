@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from iomatrix.analysis import compare, planning, stats
+from iomatrix.analysis import compare, gate, planning, stats
 from iomatrix.cli import output
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
@@ -65,8 +65,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 comparison_report.render(exc.comparison, args.format, report_url=args.report_url)
             )
         raise
+    verdict = gate.gate_verdict(
+        result, inconclusive=args.inconclusive, fail_on_invalid=args.fail_on_invalid
+    )
+    result = result.model_copy(update={"verdict": verdict})
     output.print_comparison(result, args)
-    return ExitCode(compare.exit_code(result, fail_on_invalid=args.fail_on_invalid))
+    return ExitCode(verdict.exit_code)
 
 
 def cmd_repetitions(args: argparse.Namespace) -> int:

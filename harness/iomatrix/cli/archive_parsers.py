@@ -39,14 +39,15 @@ def _add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
             "Compare every cell x metric of NEW against BASE. A change counts only when the "
             "Mann-Whitney U test (Benjamini-Hochberg across all rows) is below --alpha AND the "
             "bootstrap 95% CI of median(new)/median(base) lies wholly beyond the minimum effect. "
-            "Runs from different environments are refused unless --force. Exit 1 when a gated "
-            "metric regressed, 2 on bad input or refused environments, else 0."
+            "Runs from different environments are refused unless --force (exit 2). "
+            + options.GATE_EXITS
         ),
         epilog=help_format.examples(
             "iomatrix compare BASE NEW  # run ids, run folders or run.json files",
             "iomatrix compare BASE NEW --format markdown --output comparison.md",
             "iomatrix compare BASE NEW --metric '*_iops' --target-effect 5%",
-            "iomatrix compare BASE NEW --fail-on-invalid  # exit 1 on flagged numbers",
+            "iomatrix compare BASE NEW --fail-on-invalid  # exit 2 on flagged numbers",
+            "iomatrix compare BASE NEW --inconclusive pass  # only regressions and gaps fail",
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )

@@ -35,7 +35,11 @@ def _build_matrix_kernels(args: argparse.Namespace) -> int:
             continue
         try:
             kernel = kernels.build(
-                name, recipe, offline=kernels.offline_requested(args.offline), log=print
+                name,
+                recipe,
+                offline=kernels.offline_requested(args.offline),
+                log=print,
+                trusted=kernels.own_builds_trusted(),
             )
         except KernelError as exc:
             print(f"iomatrix: {exc}")
@@ -50,19 +54,39 @@ def _build_matrix_kernels(args: argparse.Namespace) -> int:
     return ExitCode.NOT_OK if failed else ExitCode.OK
 
 
+def _fetch(args: argparse.Namespace) -> int:
+    """`kernels fetch [SPEC...] [--matrix-file FILE]`: each kernel fetched (or verified in the
+    cache); --releases prints only their releases, --prune drops the cached kernels the matrix
+    does not name (the nightly keys and trims its kernel cache with both)."""
+    specs = [parse_spec(spec) for spec in args.specs]
+    if args.matrix_file is not None:
+        matrix = load_matrix(args.matrix_file)
+        specs += [c.kernel_spec for c in matrix.cells if c.kernel_build is None]
+    log = (lambda message: print(message, file=sys.stderr)) if args.releases else print
+    fetched = {}
+    for spec in dict.fromkeys(specs):
+        kernel = kernels.fetch(
+            spec,
+            refresh=args.refresh,
+            offline=kernels.offline_requested(args.offline),
+            log=log,
+        )
+        fetched[kernel.release] = kernel
+        if not args.releases:
+            print(f"{spec.raw}: {kernel.release} ({kernel.source})\n  {kernel.vmlinuz}")
+    if args.prune:
+        for release in kernels.prune_fetched(keep=set(fetched)):
+            print(f"iomatrix: pruned kernel {release} (not in {args.matrix_file})", file=sys.stderr)
+    if args.releases:
+        print("\n".join(sorted(fetched)))
+    return ExitCode.OK
+
+
 def cmd_kernels(args: argparse.Namespace) -> int:
     if args.action == "build":
         return _build_matrix_kernels(args)
     if args.action == "fetch":
-        for spec in args.specs:
-            kernel = kernels.fetch(
-                parse_spec(spec),
-                refresh=args.refresh,
-                offline=kernels.offline_requested(args.offline),
-                log=print,
-            )
-            print(f"{spec}: {kernel.release} ({kernel.source})\n  {kernel.vmlinuz}")
-        return ExitCode.OK
+        return _fetch(args)
     cached = kernels.cached() + kernels.cached_builds()
     if args.json:
         print(json.dumps([k.model_dump(mode="json") for k in cached], indent=1))

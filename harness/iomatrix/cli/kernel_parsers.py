@@ -11,7 +11,12 @@ from iomatrix.cli.handlers import Handler
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """kernels (list, fetch), accel and guest-root."""
+    """kernels (list, fetch, build), accel and guest-root."""
+    _kernels(sub)
+    _accel_and_guest_root(sub)
+
+
+def _kernels(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "kernels",
         help="list or fetch cached kernels",
@@ -33,6 +38,23 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         nargs="*",
         metavar="SPEC",
         help="debian:<suite|abi-release|version> or path:<vmlinuz>[,modules=<dir>]",
+    )
+    fetch.add_argument(
+        "--matrix-file",
+        type=Path,
+        metavar="FILE",
+        help="also every kernel FILE fetches ready to boot (not those it builds from source)",
+    )
+    fetch.add_argument(
+        "--releases",
+        action="store_true",
+        help="print only the kernels' releases, sorted, one per line (a CI cache key)",
+    )
+    fetch.add_argument(
+        "--prune",
+        action="store_true",
+        help="with --matrix: delete the cached kernels it does not name (a CI cache saved "
+        "night after night does not grow)",
     )
     network = fetch.add_mutually_exclusive_group()
     network.add_argument(
@@ -56,6 +78,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     options.allow_tree(build)
     p.set_defaults(func=Handler("kernel_commands", "cmd_kernels"))
 
+
+def _accel_and_guest_root(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "accel",
         help="probe (or show the cached verdict of) KVM vs TCG",

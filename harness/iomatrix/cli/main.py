@@ -5,8 +5,8 @@ holds what they run, imported only when one of them runs (cli/handlers.py says w
 matrix (init, validate, expand, schema), run (run, ab), archive (compare, repetitions, show,
 merge, archive), history (history; trend and triage run from trend_commands), report (report),
 canary (canaries), kernel (kernels, accel, guest-root), bisect (bisect). Shared options in
-options.py, exit codes in exit_codes.py (0 ok; 1 something not ok; 2 bad input; 130
-interrupted; 143 terminated).
+options.py, exit codes in exit_codes.py (0 ok; 1 something not ok; 2 bad input; the gate's
+3 inconclusive; 130 interrupted; 143 terminated).
 """
 
 from __future__ import annotations
@@ -170,8 +170,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(command_of(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
-        if args.command == "kernels" and args.action == "fetch" and not args.specs:
-            parser.error("kernels fetch needs at least one SPEC")
+        if args.command == "kernels" and args.action == "fetch":
+            if not args.specs and args.matrix_file is None:
+                parser.error("kernels fetch needs at least one SPEC, or --matrix-file FILE")
+            if args.prune and args.matrix_file is None:
+                parser.error(
+                    "--prune needs --matrix-file FILE: the kernels to keep are the matrix's"
+                )
     except SystemExit as exc:
         # A usage error (2, argparse printed why) or --help and --version (0): an exit code
         # like any other command's, so main() always returns one.

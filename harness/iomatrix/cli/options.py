@@ -25,6 +25,17 @@ from iomatrix.report import choices
 
 DEFAULT_RESULTS = Path("results")
 
+# The gate's exit codes as compare and ab describe them (analysis/defaults.py, docs/ci.md).
+_EXIT = defaults.GATE_EXIT_CODES
+GATE_EXITS = (
+    f"Exit {_EXIT['pass']}: pass (no gated regression, every gated cell compared; an "
+    f"improvement passes); {_EXIT['regressed']}: a gated metric regressed; "
+    f"{_EXIT['cannot-compare']}: cannot compare, the gate fails closed (a gated cell missing or "
+    "errored on a side, a side that did not boot, every repetition of a cell invalid, nothing "
+    f"compared) and bad input; {_EXIT['inconclusive']}: inconclusive (too few repetitions, too "
+    "noisy; 0 with --inconclusive pass)."
+)
+
 SHARD_HELP = "only the I-th of N balanced, deterministic slices (1-based), e.g. 2/4"
 QUICK_HELP = "use the smaller variant the matrix names in its `quick` field"
 
@@ -197,7 +208,11 @@ def min_effect(p: argparse.ArgumentParser) -> None:
         "--min-effect",
         type=fraction,
         metavar="F",
-        help="fixed minimum relative change, e.g. 0.05 (default: max(0.03, 2 x baseline CoV))",
+        help=(
+            "fixed minimum relative change, e.g. 0.05: a significant change must lie beyond it "
+            "to count, and a result shown within it is unchanged (default: the smaller of "
+            "--equivalence and max(0.03, 2 x baseline CoV))"
+        ),
     )
 
 
@@ -284,9 +299,21 @@ def comparison(p: argparse.ArgumentParser) -> None:
         "--fail-on-invalid",
         action="store_true",
         help=(
-            "exit 1 when a repetition of either run is flagged by the validity checks (above "
-            "the throttle, page-cache reads, direct I/O not on the disk, a short run, a "
-            "CPU-bound guest), as for a gated regression; without it the flags are only shown"
+            "fail closed (exit 2, cannot compare) when a repetition of either run is flagged "
+            "by the validity checks (above the throttle, page-cache reads, direct I/O not on "
+            "the disk, a short run, a CPU-bound guest); without it the flags are only shown "
+            "(a cell whose every repetition is flagged fails closed either way)"
+        ),
+    )
+    p.add_argument(
+        "--inconclusive",
+        choices=defaults.INCONCLUSIVE_POLICIES,
+        default=defaults.DEFAULT_INCONCLUSIVE,
+        help=(
+            "whether a verdict that could not be told (too few repetitions, too noisy, a "
+            f"change of unknown size) fails the gate: fail exits "
+            f"{defaults.GATE_EXIT_CODES['inconclusive']}, pass exits 0 (default: "
+            f"{defaults.DEFAULT_INCONCLUSIVE})"
         ),
     )
 

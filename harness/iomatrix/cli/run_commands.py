@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from iomatrix.analysis import compare, sequential
 from iomatrix.cli import inputs, output
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.host import preflight
@@ -24,7 +23,7 @@ from iomatrix.model.cell import Cell
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
-from iomatrix.report.text import output_width
+from iomatrix.report.text import output_width, wrap
 from iomatrix.store import rundir
 from iomatrix.store.sessiondir import SessionDir
 from iomatrix.workflows import ab as ab_workflow
@@ -112,6 +111,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         allowed_host_devices=args.allow_host_device or (),
         allowed_trees=args.allow_tree or (),
         concurrency=_concurrency(args),
+        trusted_base=args.trusted_base,
     )
     planned = ab_workflow.plan(request, out=sys.stderr)
     if planned.sharing is not None:
@@ -127,7 +127,13 @@ def cmd_ab(args: argparse.Namespace) -> int:
         max_repeat=args.max_repeat,
         sides=args.sides,
         report_url=args.report_url,
+        inconclusive=args.inconclusive,
+        fail_on_invalid=args.fail_on_invalid,
     )
+    # Before any VM starts: a session that can never reach a verdict says so (the one rule).
+    warning = ab_workflow.repetition_warning(planned, request, judging)
+    if warning is not None:
+        print(f"iomatrix: warning: {warning}", file=sys.stderr)
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         outcome = ab_workflow.run(
@@ -145,31 +151,19 @@ def cmd_ab(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     result, session_dir = outcome.result, outcome.session_dir
     output.print_comparison(result, args)
-    if outcome.rules is None or outcome.decisions is None:
-        print(f"\nsession: {session_dir} ({', '.join(SessionDir.written(sequential=False))})")
-        output.announce_site(outcome.report)
-        return ExitCode(compare.exit_code(result, fail_on_invalid=args.fail_on_invalid))
-    decisions = outcome.decisions
-    print(
-        "\n" + comparison_report.render_sequential(decisions, outcome.rules, width=output_width())
-    )
-    print(f"\nsession: {session_dir} ({', '.join(SessionDir.written(sequential=True))})")
+    sequential = outcome.rules is not None and outcome.decisions is not None
+    if outcome.rules is not None and outcome.decisions is not None:
+        width = output_width()
+        print(
+            "\n"
+            + comparison_report.render_sequential(outcome.decisions, outcome.rules, width=width)
+        )
+        # The decisions are the session's gate: its verdict (the first line's) ends them too.
+        print("\n" + wrap(comparison_report.verdict_line(result), width))
+    print(f"\nsession: {session_dir} ({', '.join(SessionDir.written(sequential=sequential))})")
     output.announce_site(outcome.report)
-    return _sequential_exit(decisions, result, fail_on_invalid=args.fail_on_invalid)
-
-
-def _sequential_exit(
-    decisions: Sequence[sequential.PairDecision],
-    result: compare.Comparison,
-    *,
-    fail_on_invalid: bool,
-) -> ExitCode:
-    """--fail-on-invalid gates a sequential session as it does a fixed one: a flagged repetition
-    on either side (the comparison lists them) fails it whatever the decisions."""
-    invalid = result.invalid if fail_on_invalid else ()
-    if invalid:
-        print(f"iomatrix: --fail-on-invalid: {len(invalid)} flagged repetition(s) fail the gate")
-    return ExitCode(sequential.gate(decisions, invalid=invalid))
+    verdict = comparison_report.verdict_of(result)
+    return ExitCode(verdict.exit_code)
 
 
 def _print_plan(args: argparse.Namespace, cells: Sequence[Cell]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from iomatrix.analysis import defaults
 from iomatrix.cli import help_format, options
 from iomatrix.cli.handlers import Handler
 
@@ -62,7 +63,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "kernel) in one session, their repetitions interleaved ABAB in the same VMs so that "
             "drift on a noisy host hits both sides alike, and compare them as `iomatrix compare` "
             "does. Writes <results>/<session>/base, new, comparison.json and comparison.md. "
-            "Exit 1 when a gated metric regressed significantly beyond the minimum effect."
+            + options.GATE_EXITS
         ),
         epilog=help_format.examples(
             "iomatrix ab matrix/examples/first-experiment.yaml --split mount_options",
@@ -85,7 +86,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--repeat",
         type=options.positive_int,
         metavar="N",
-        help="repetitions per side (at least 5 to gate; with --until-decided, the first look)",
+        help=(
+            f"repetitions per side (the gate needs >= {defaults.GATE_MIN_REPETITIONS} at "
+            f"--alpha {defaults.DEFAULT_ALPHA:g}, or every result is inconclusive; with "
+            "--until-decided, the first look)"
+        ),
     )
     p.add_argument(
         "--until-decided",
@@ -105,6 +110,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "shared: both sides' repetitions interleaved in one VM (the most precise); apart: "
             "no VM holds both, so a hostile new side cannot touch the base side's records. "
             "auto (default): apart when two matrices differ in what runs in the guest"
+        ),
+    )
+    p.add_argument(
+        "--trusted-base",
+        action="store_true",
+        help=(
+            "a gate: BASE_MATRIX is the protected branch's, NEW_MATRIX a pull request's; refuse "
+            "before anything runs the programs NEW would run in the guest (a job file's "
+            "exec_prerun/exec_postrun, an environment-like kernel parameter) that BASE's same "
+            "file does not, and never let the sides share a VM then"
         ),
     )
     p.add_argument(

@@ -168,6 +168,18 @@ _FIO_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x0c\x0e-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
+class GuestProgram:
+    """An option of a job file that has fio run a program in the guest (exec_prerun,
+    exec_postrun), where it is: what a gate holds against the base's job file."""
+
+    file: Path  # the job file, or the included file the line is in
+    line: int
+    section: str  # the job section it belongs to ("global" too); an include's, the includer's
+    option: str
+    value: str
+
+
+@dataclass(frozen=True)
 class JobFileProblem:
     """Why fio could touch something other than the filesystem under test, and where."""
 
@@ -219,6 +231,9 @@ class _JobFileChecker:
     def __init__(self, top: Path) -> None:
         self.root = top.parent
         self.problems: list[JobFileProblem] = []
+        self.programs: list[GuestProgram] = []
+        # The job section the lines being read belong to (an included file's: its includer's).
+        self.section = ""
         self.includes = 0
         # The largest size= or filesize= seen (the upper end of a range), in bytes.
         self.largest_size: int | None = None
@@ -254,6 +269,7 @@ class _JobFileChecker:
                         "names paths",
                     )
                 in_job = True
+                self.section = name.strip(_FIO_BLANKS)
                 continue
             if not in_job:
                 self.problem(
@@ -271,6 +287,7 @@ class _JobFileChecker:
         key = key.strip(_FIO_BLANKS).lower()
         value = value.strip(_FIO_BLANKS)
         if key in _FIO_GUEST_COMMANDS:
+            self.programs.append(GuestProgram(file, n, self.section, key, value))
             return
         if "${" in line:
             self.problem(
@@ -355,3 +372,12 @@ def check_fio_job(path: Path, data: bytes) -> list[JobFileProblem]:
     checker = _JobFileChecker(path)
     checker.check(path, data, (path,))
     return checker.problems
+
+
+def guest_programs(path: Path, data: bytes) -> list[GuestProgram]:
+    """The options of a job file (and the files it includes) that run a program in the guest,
+    in the order fio reads them. Engines that run or load code (exec, external:<lib>, a path)
+    are not among them: check_fio_job refuses those in every job file."""
+    checker = _JobFileChecker(path)
+    checker.check(path, data, (path,))
+    return checker.programs

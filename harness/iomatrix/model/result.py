@@ -30,14 +30,18 @@ Reading, writing and migrating these files: iomatrix.store.records_io.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from iomatrix.model.cell import Cell, Record, SourceFile, is_empty, is_none, is_one
+from iomatrix.model.run_id import check_run_id
 from iomatrix.model.telemetry import HostDiskDelta, Telemetry
 
 RUN_FORMAT = 1
+
+# A run id (model/run_id.py): every report prints it raw, and a run.json may be anyone's.
+RunId = Annotated[str, AfterValidator(check_run_id)]
 CELL_FORMAT = 1
 
 
@@ -439,7 +443,7 @@ class CellEntry(Record):
 
 class RunRecord(Record):
     format: int = RUN_FORMAT
-    run_id: str
+    run_id: RunId
     created_at: str
     finished_at: str | None = None
     status: Literal["running", "complete", "interrupted"]
@@ -452,7 +456,7 @@ class RunRecord(Record):
     boots: tuple[BootRecord, ...] = ()
     cells: tuple[CellEntry, ...] = ()
     # Run ids of the shard runs `iomatrix merge` combined into this one; empty for a plain run.
-    merged_from: tuple[str, ...] = Field(default=(), exclude_if=is_empty)
+    merged_from: tuple[RunId, ...] = Field(default=(), exclude_if=is_empty)
     timeline: RunTimeline | None = Field(default=None, exclude_if=is_none)
     # How many boots ran side by side (--jobs), and whether they were allowed to share host
     # cores (--share-cores); a resumed run records its last session's.

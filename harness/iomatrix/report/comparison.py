@@ -15,13 +15,14 @@ from iomatrix.report import choices
 from iomatrix.report.comparison_junit import render_junit
 from iomatrix.report.comparison_markdown import render_markdown, verdict_marker
 from iomatrix.report.comparison_table import render_table
-from iomatrix.report.comparison_verdict import headline, verdict_line
+from iomatrix.report.comparison_verdict import headline, reasons, verdict_line, verdict_of
 from iomatrix.report.sequential_report import render_sequential, sequential_json
 
 # What callers import from here: every rendering, by name.
 __all__ = [
     "FORMATS",
     "headline",
+    "reasons",
     "render",
     "render_json",
     "render_junit",
@@ -31,12 +32,15 @@ __all__ = [
     "sequential_json",
     "verdict_line",
     "verdict_marker",
+    "verdict_of",
 ]
 
 
 def render_json(comparison: Comparison) -> str:
-    """The whole Comparison, with its `format` version, as indented JSON."""
-    return json.dumps(comparison.model_dump(mode="json"), indent=1) + "\n"
+    """The whole Comparison, with its `format` version and the gate's `verdict` (outcome, exit
+    code, reasons, cells; judged at the defaults when none is attached), as indented JSON."""
+    judged = comparison.model_copy(update={"verdict": verdict_of(comparison)})
+    return json.dumps(judged.model_dump(mode="json"), indent=1) + "\n"
 
 
 def render(

@@ -17,7 +17,7 @@ from iomatrix.report.comparison_cells import (
     detail_cells,
     method_line,
 )
-from iomatrix.report.comparison_verdict import verdict_line
+from iomatrix.report.comparison_verdict import verdict_line, verdict_of
 from iomatrix.report.text import for_markdown as markdown_text
 
 
@@ -43,7 +43,7 @@ def verdict_marker(comparison: Comparison) -> str:
     """A hidden line saying what the verdict is, for a workflow to tell whether a new report
     changes anything: the verdict's head and a hash of every row's (cell, metric, verdict), so
     new p-values or medians with the same verdicts give the same marker."""
-    head = verdict_line(comparison).split(":", 1)[0].split(" (")[0]
+    head = verdict_of(comparison).outcome
     triples = sorted((r.cell_id, r.metric, r.verdict) for r in comparison.rows)
     digest = hashlib.sha256(json.dumps(triples).encode()).hexdigest()[:12]
     return f"<!-- iomatrix-verdict: {head} {digest} -->"
@@ -83,7 +83,11 @@ def render_markdown(comparison: Comparison, *, report_url: str | None = None) ->
     """For a GitHub job summary or PR comment: verdict line, a link to the HTML report, a chart
     of the change per axis value, regressions (largest first), improvements, details; and a
     hidden marker of the verdict (verdict_marker)."""
-    lines = [f"**iomatrix compare: {verdict_line(comparison)}**", ""]
+    lines = [f"**iomatrix compare: {_md(verdict_line(comparison))}**", ""]
+    # What decided the verdict, every cell named (the gate's reasons: a panic line, a regression).
+    lines += [f"- {_md(reason)}" for reason in verdict_of(comparison).reasons]
+    if verdict_of(comparison).reasons:
+        lines.append("")
     if report_url:
         lines += [f"[HTML report (forest plot, every repetition)]({report_url})", ""]
     if comparison.marker:

@@ -20,7 +20,13 @@ from iomatrix.report.comparison_cells import (
     method_line,
     shown_reason,
 )
-from iomatrix.report.comparison_verdict import VERDICT_ORDER, headline, verdict_line
+from iomatrix.report.comparison_verdict import (
+    VERDICT_ORDER,
+    headline,
+    reasons_beside_the_rows,
+    verdict_line,
+    verdict_of,
+)
 from iomatrix.report.text import fit_table, wrap
 
 
@@ -150,11 +156,15 @@ def render_table(
         lines.append(wrap("every cell: " + ", ".join(f"{_title(a)} {v}" for a, v in shared), width))
     axes = [a for a in axis_columns(comparison.rows) if a not in dict(shared)]
     shown = [r for r in comparison.rows if all_metrics or shown_by_default(r)]
+    # When the verdict already says how many repetitions the gate needs, no group says it again.
+    needs_said = "needs >=" in headline(comparison)
     for verdict in VERDICT_ORDER:
         group = [r for r in shown if r.verdict == verdict]
         if not group:
             continue
-        heading = f"{GROUP_TITLES[verdict]}: {len(group)}{group_note(group, comparison)}"
+        short = all(r.reason.startswith(INSUFFICIENT) for r in group)
+        note = "" if needs_said and short else group_note(group, comparison)
+        heading = f"{GROUP_TITLES[verdict]}: {len(group)}{note}"
         if verdict in ("regressed", "improved", "changed"):
             group.sort(key=lambda r: -abs((r.ratio or 1.0) - 1))
         if all_metrics or verdict not in ("noisy", "unchanged"):
@@ -204,5 +214,25 @@ def render_table(
         ]
     if all_metrics:
         lines += ["", wrap(method_line(comparison), width)]
+    lines += _why(comparison, width)
     lines += ["", wrap(verdict_line(comparison), width)]
     return "\n".join(lines)
+
+
+# The terminal lists this many of the verdict's reasons (the JSON and Markdown more).
+TERMINAL_REASONS = 10
+
+
+def _why(comparison: Comparison, width: int | None) -> list[str]:
+    """Why the gate failed closed, a line per cell (a panic line, a missing side), above the
+    last line. A regression's or an inconclusive verdict's rows are the table's groups."""
+    verdict = verdict_of(comparison)
+    listed = reasons_beside_the_rows(comparison)
+    if not listed:
+        return []
+    shown = listed[:TERMINAL_REASONS]
+    more = len(verdict.cells) - len(shown)
+    tail = [f"  and {more} more (--format json: the verdict's cells)"] if more > 0 else []
+    return ["", wrap(f"why {verdict.outcome}:", width)] + [
+        wrap(f"  {line}", width, indent="    ") for line in (*shown, *tail)
+    ]

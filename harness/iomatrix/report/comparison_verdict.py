@@ -1,11 +1,12 @@
-"""A comparison in a sentence: the verdict line every rendering ends with, and the headline the
-terminal report starts with (what the gate would say, then what a reader must know first)."""
+"""A comparison in a sentence: the gate's verdict (analysis/gate.py), as the headline the terminal
+report and the HTML page start with and the verdict line every rendering ends with; both start
+with the verdict's one summary, so no two renderings can disagree."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from iomatrix.analysis.compare import INSUFFICIENT, Comparison, Row, Verdict
+from iomatrix.analysis.compare import INSUFFICIENT, Comparison, Verdict
+from iomatrix.analysis.compare_records import GateVerdict
+from iomatrix.analysis.gate import gate_verdict
 from iomatrix.model.numbers import format_percent
 
 VERDICT_ORDER: tuple[Verdict, ...] = (
@@ -19,21 +20,20 @@ VERDICT_ORDER: tuple[Verdict, ...] = (
 )
 
 
+def verdict_of(comparison: Comparison) -> GateVerdict:
+    """The gate's verdict: the one the command attached (its --inconclusive, a sequential
+    session's decisions), or, for a comparison without one (an older comparison.json, a library
+    caller), analysis/gate.py's at its defaults."""
+    return comparison.verdict if comparison.verdict is not None else gate_verdict(comparison)
+
+
 def verdict_line(comparison: Comparison) -> str:
-    """One line saying what happened, e.g. "regressed: 2 regressed, 1 improved, 40 unchanged"."""
+    """The last line of every rendering: the gate's verdict, then the rows by verdict and the
+    runs, e.g. "regressed: 2 of 40 gated metrics worse; rows: 2 regressed, 38 unchanged (base
+    A -> new B)"."""
+    verdict = verdict_of(comparison)
     counts = comparison.counts()
     insufficient = sum(r.reason.startswith(INSUFFICIENT) for r in comparison.rows)
-    tested = sum(r.p_adjusted is not None for r in comparison.rows)
-    if comparison.gated_regressions():
-        head = "regressed"
-    elif counts.get("improved"):
-        head = "improved"
-    elif counts and counts.get("incomparable") == len(comparison.rows):
-        head = "incomparable"
-    elif tested and insufficient == tested:
-        head = INSUFFICIENT
-    else:
-        head = "no significant change"
     parts = [f"{counts[v]} {v}" for v in VERDICT_ORDER if counts.get(v)]
     if insufficient:
         parts.append(f"{insufficient} with {INSUFFICIENT}")
@@ -57,46 +57,36 @@ def verdict_line(comparison: Comparison) -> str:
         parts.append(f"{len(flagged)} repetition(s) flagged invalid")
     forced = " (FORCED: environments differ)" if comparison.forced else ""
     return (
-        f"{head}{forced}: {', '.join(parts) or 'nothing to compare'} "
-        f"(base {comparison.base.run_id} -> new {comparison.new.run_id})"
+        f"{verdict.summary}{forced}; exit {verdict.exit_code}; rows: "
+        f"{', '.join(parts) or 'none'} (base {comparison.base.run_id} -> new "
+        f"{comparison.new.run_id})"
     )
 
 
 def headline(comparison: Comparison) -> str:
-    """The first line of the terminal report: what the gate would say, in a sentence.
+    """The first line of the terminal report and the HTML page: the gate's verdict in a
+    sentence (the last line's start), then what else a reader must know before trusting it
+    (missing rows, flagged repetitions, FORCED).
 
-    "REGRESSION: 2 of 12 gated metrics worse", "improved: 1 of 12 gated metrics better", "no
-    change beyond the margin: 12 gated metrics within +-5.0%", "inconclusive: 1 repetition per
-    side, needs >= 4 per side", "inconclusive: 3 of 12 gated metrics too noisy to tell"; then
-    what else a reader must know before trusting it (missing rows, flagged repetitions, FORCED).
+    "regressed: 2 of 12 gated metrics worse", "pass: 12 gated metrics unchanged within
+    +-5.0%", "inconclusive: 1 repetition per side cannot reach p < 0.05; the gate needs >= 4
+    per side", "cannot-compare: ext4/...: error in new: ...: Kernel panic - not syncing: ...".
     """
-    gated = [r for r in comparison.rows if r.gated and r.verdict not in ("missing",)]
-    compared = [r for r in gated if r.verdict != "incomparable"]
-    worse = sum(r.verdict == "regressed" for r in compared)
-    better = sum(r.verdict == "improved" for r in compared)
-    noisy = [r for r in compared if r.verdict == "noisy"]
-    short = [r for r in noisy if r.reason.startswith(INSUFFICIENT)]
-    need = comparison.settings.min_repetitions
-    n = len(compared)
-    if worse:
-        head = f"REGRESSION: {worse} of {n} gated metrics worse" + (
-            f", {better} better" if better else ""
-        )
-    elif better:
-        head = f"improved: {better} of {n} gated metrics better"
-    elif gated and not compared:
-        head = "incomparable: the environments differ"
-    elif not compared:
-        head = "nothing to compare: no gated metric in both runs"
-    elif short and len(short) == n:
-        head = f"inconclusive: {_repetitions(short)}, needs >= {need} per side"
-    elif noisy:
-        head = f"inconclusive: {len(noisy)} of {n} gated metrics too noisy to tell"
-    else:
-        margin = comparison.settings.equivalence
-        within = f" within +-{format_percent(margin)}" if margin is not None else ""
-        head = f"no change beyond the margin: {n} gated metrics{within}"
-    return head + _cautions(comparison)
+    return verdict_of(comparison).summary + _cautions(comparison)
+
+
+def reasons(comparison: Comparison) -> tuple[str, ...]:
+    """What decided the verdict, a line each (every cell named, cut at gate.MAX_REASONS)."""
+    return verdict_of(comparison).reasons
+
+
+def reasons_beside_the_rows(comparison: Comparison) -> tuple[str, ...]:
+    """The reasons a report that shows the rows by verdict (the terminal table, the HTML page)
+    lists above its last line: a failed-closed verdict's, whose cells may have no row to show
+    (nothing compared, environments that differ); a regression's or an inconclusive verdict's
+    rows are the report's own groups."""
+    verdict = verdict_of(comparison)
+    return verdict.reasons if verdict.outcome == "cannot-compare" else ()
 
 
 def _cautions(comparison: Comparison) -> str:
@@ -111,13 +101,3 @@ def _cautions(comparison: Comparison) -> str:
     if comparison.forced:
         extra.append("FORCED: environments differ")
     return "".join(f"; {x}" for x in extra)
-
-
-def _repetitions(rows: Sequence[Row]) -> str:
-    sizes = {(r.base_n, r.new_n) for r in rows}
-    if sizes == {(1, 1)}:
-        return "1 repetition per side"
-    if len(sizes) == 1:
-        ((a, b),) = sizes
-        return f"{a} vs {b} repetitions"
-    return "too few repetitions"

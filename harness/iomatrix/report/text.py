@@ -21,10 +21,13 @@ from typing import TextIO
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Those of them that ASCII has (the C1 controls are not ASCII).
 _ASCII_CONTROL = bytes([*range(0x09), *range(0x0B, 0x20), 0x7F])
-# Characters with a meaning in GitHub's Markdown, escaped with a backslash.
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#!|~])")
+# Characters with a meaning in GitHub's Markdown, escaped with a backslash; `&` too, as an entity
+# (&#64;, &lt;) is decoded before GitHub looks for mentions and links in the rendered text.
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>()#!|~&])")
 # A word joiner: "@name" and "http://" stay readable but are no mention and no autolink.
 _JOINER = "\u2060"
+# GitHub's other autolink (www.example.com) and issue reference (#12, found in the rendered text).
+_WWW = re.compile(r"(?i)(www)(\.)")
 
 
 def for_terminal(text: str) -> str:
@@ -43,7 +46,8 @@ def for_markdown(text: str) -> str:
     """One line of inert Markdown: escaped, on one line, no mention, no autolink, no HTML."""
     flat = for_terminal(text).replace("\r", " ").replace("\n", " ")
     escaped = _MARKDOWN.sub(r"\\\1", flat)
-    return escaped.replace("@", "@" + _JOINER).replace("://", ":" + _JOINER + "//")
+    escaped = escaped.replace("@", "@" + _JOINER).replace("://", ":" + _JOINER + "//")
+    return _WWW.sub(rf"\1{_JOINER}\2", escaped).replace("#", "#" + _JOINER)
 
 
 # --- laying text out for a width ------------------------------------------------------------------

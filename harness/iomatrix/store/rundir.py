@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 from iomatrix.errors import IomatrixError
+from iomatrix.model.run_id import name_part
 
 # The names of a run folder's files and folders, spelled here only (the constants ending in
 # _FILE or _DIR; tests/project/test_store_owns_paths.py holds the other modules to them).
@@ -87,11 +88,13 @@ def console_log(boot_folder: Path, attempt: int) -> Path:
 
 def new_run_id(matrix_name: str) -> str:
     """A run id: UTC time to the second, the matrix name and 4 random hex digits (sortable, and
-    two runs started in the same second by two shards do not collide)."""
+    two runs started in the same second by two shards do not collide). The name is held to the
+    run id's characters (model/run_id.py): it is printed raw in reports, comments and issues,
+    and a run.json a merge reads it from may be anyone's."""
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     # os.urandom, as secrets.token_hex does, without importing secrets (hmac, OpenSSL, random:
     # 0.8 s of the guest agent's start-up under TCG; the agent imports this module for paths).
-    return f"{stamp}-{matrix_name}-{os.urandom(2).hex()}"
+    return f"{stamp}-{name_part(matrix_name)}-{os.urandom(2).hex()}"
 
 
 def rep_path(cell_dir: Path, index: int) -> Path:

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from iomatrix.analysis import compare, sequential
+from iomatrix.analysis import compare, gate, sequential
+from iomatrix.analysis.compare_records import InconclusivePolicy
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.preflight import Concurrency
@@ -33,6 +34,7 @@ from iomatrix.host.vm.execute import (
     execute,
 )
 from iomatrix.matrix.loader import load_matrix
+from iomatrix.matrix.trusted_base import check_trusted_base
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.result import RunRecord
@@ -78,6 +80,9 @@ class ABRequest:
     # Folders outside the matrices' repositories their kernels may be in (--allow-tree).
     allowed_trees: Sequence[str] = ()
     concurrency: Concurrency = field(default_factory=Concurrency)
+    # A gate (--trusted-base): BASE is the protected branch's, NEW a stranger's; NEW may not run
+    # programs in the guest that BASE does not (matrix/trusted_base.py), nor share its VMs.
+    trusted_base: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,11 +96,18 @@ class PlannedAB:
     split: str | None
     # The notice to print when VMs will share host cores.
     sharing: str | None = None
+    # --trusted-base: the new side is a stranger's (sides_apart never lets it share a VM).
+    trusted_base: bool = False
 
 
 def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
     """The sides, their pairs, and the preflight of every cell of both: nothing is fetched or
     written."""
+    if request.trusted_base and request.new is None:
+        raise IomatrixError(
+            "--trusted-base compares two matrices, the base branch's and the new side's: "
+            "give NEW_MATRIX, not --split (one matrix has one author)"
+        )
     base = load_matrix(request.base, allowed_trees=request.allowed_trees)
     if request.new is not None:
         new = load_matrix(request.new, allowed_trees=request.allowed_trees)
@@ -108,6 +120,8 @@ def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
         print(f"iomatrix: A/B on {request.split}: base {first}, new {second}", file=out)
     else:
         raise IomatrixError("give NEW_MATRIX, or --split AXIS for one matrix with two values")
+    if request.trusted_base and request.new is not None:
+        check_trusted_base(base, request.base, new, request.new)
     if request.repeat is not None:
         base_cells = [c.model_copy(update={"repeat": request.repeat}) for c in base_cells]
         new_cells = [c.model_copy(update={"repeat": request.repeat}) for c in new_cells]
@@ -120,7 +134,7 @@ def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
         allowed_host_devices=request.allowed_host_devices,
         concurrency=request.concurrency,
     )
-    return PlannedAB(base, new, pairs, split, sharing)
+    return PlannedAB(base, new, pairs, split, sharing, request.trusted_base)
 
 
 @dataclass(frozen=True)
@@ -137,6 +151,10 @@ class Judging:
     max_repeat: int | None = None
     sides: str = "auto"
     report_url: str | None = None
+    # The gate's policy (analysis/gate.py): whether inconclusive fails, whether any flagged
+    # repetition does.
+    inconclusive: InconclusivePolicy = "fail"
+    fail_on_invalid: bool = False
 
 
 @dataclass(frozen=True)
@@ -181,6 +199,7 @@ def run(
         out=out,
         more=rules.undecided if rules is not None else None,
         apart=sides_apart(judging.sides, planned, sys.stderr),
+        strangers=planned.trusted_base,
     )
     result = compare.compare_runs(
         base_run,
@@ -193,24 +212,59 @@ def run(
         equivalence=judging.equivalence,
     )
     session = SessionDir(session_dir)
-    write_text_atomic(session.comparison, comparison_report.render(result, "json"))
-    write_text_atomic(
-        session.comparison_md,
-        comparison_report.render(result, "markdown", report_url=judging.report_url),
-    )
     decisions = None
     if rules is not None:
         # The gate of a sequential session is its own decisions: the comparison tests each row
         # once at alpha, which after repeated looks would not keep alpha.
         decisions = rules.decisions(base_run, new_run)
         write_text_atomic(session.sequential, comparison_report.sequential_json(decisions, rules))
+    # The session's one verdict, in every file it writes and every line the command prints.
+    verdict = gate.gate_verdict(
+        result,
+        decisions,
+        inconclusive=judging.inconclusive,
+        fail_on_invalid=judging.fail_on_invalid,
+    )
+    result = result.model_copy(update={"verdict": verdict})
+    write_text_atomic(session.comparison, comparison_report.render(result, "json"))
+    write_text_atomic(
+        session.comparison_md,
+        comparison_report.render(result, "markdown", report_url=judging.report_url),
+    )
     report = archiving.report_or_warn(lambda: site.build_session_site(session_dir))
     return ABOutcome(result, session_dir, rules, decisions, report)
+
+
+def repetition_warning(planned: PlannedAB, request: ABRequest, judging: Judging) -> str | None:
+    """Before any VM starts: the warning when the session's repetitions can never reach a
+    verdict (analysis/gate.py too_few_repetitions; the rule is stats.minimum_n_per_side), or
+    None. A sequential session is judged by its cap."""
+    if not planned.pairs:
+        return None
+    fewest = min(min(a.repeat, b.repeat) for a, b in planned.pairs)
+    given = f"--repeat {fewest}" if request.repeat is not None else f"repeat {fewest}"
+    rules = sequential_rules(judging, planned.pairs)
+    if rules is None:
+        return gate.too_few_repetitions(fewest, judging.alpha, what=given)
+    # The looks test below alpha, yet at alpha 0.05 (and 0.01) the design's level is reachable
+    # at any cap the rule allows: the cap is judged by the rule.
+    return gate.too_few_repetitions(
+        rules.cap, judging.alpha, what=f"{given} up to --max-repeat {rules.cap}"
+    )
 
 
 def sides_apart(sides: str, planned: PlannedAB, out: TextIO) -> bool:
     """--sides, or by default: apart when two matrices make the new side run in the guest what
     the base side does not (docs/SECURITY.md); one matrix split on an axis has one author."""
+    if (
+        sides == "shared"
+        and planned.trusted_base
+        and not pairing.sides_run_the_same_guest_code(planned.pairs)
+    ):
+        raise IomatrixError(
+            "--sides shared with --trusted-base: the new side runs in the guest what the base "
+            "side does not, so a VM of both would let it reach the base side's records"
+        )
     if sides != "auto":
         apart = sides == "apart"
         why = f"--sides {sides}"
@@ -268,6 +322,7 @@ def run_ab(
     build: Build | None = None,
     more: MoreRounds | None = None,
     apart: bool = False,
+    strangers: bool = False,
 ) -> tuple[RunRecord, RunRecord, Path]:
     """An A/B session: both sides' repetitions interleaved ABAB in the same VMs (one VM per
     kernel while the kernels agree; alternating boots when they differ), written as two runs
@@ -276,6 +331,7 @@ def run_ab(
     `apart`: no VM holds both sides; each round of repetitions runs in a base VM, then a new
     one (B N B N ...), so that a hostile new side cannot reach the base side's records (its
     guest writes only into its own boot's folder). It costs a boot per side and round.
+    `strangers`: the new side is a stranger's (a gate): its kernels are built untrusted.
 
     `more` (a sequential session, `ab --until-decided`): after the repetitions the cells ask
     for, it is asked which pairs are still undecided; each of those gets one more repetition
@@ -286,7 +342,8 @@ def run_ab(
         )
     clock = RunClock()
     host_cpus = host_cores(options, base.vm, out)
-    prepared = prepare([c for pair in pairs for c in pair], fetch, build, clock, out)
+    trusted = _trusted_kernels(pairs, strangers=strangers)
+    prepared = prepare([c for p in pairs for c in p], fetch, build, clock, out, trusted=trusted)
     session_id = new_run_id(f"ab-{new.name}")
     session_dir = (options.results_dir / session_id).resolve()
     sides = [
@@ -334,6 +391,16 @@ def run_ab(
     if more is not None:
         _until_decided(session, list(pairs), sides, more, fresh=fresh, apart=apart)
     return sides[0].record, sides[1].record, session_dir
+
+
+def _trusted_kernels(pairs: Sequence[tuple[Cell, Cell]], *, strangers: bool) -> set[str]:
+    """The base side's kernels are built trusted; the new side's too unless it is a stranger's
+    (a gate: `--trusted-base`), or the host trusts no build but a gate's base
+    (host/kernels/build_trust.py)."""
+    trusted = {a.kernel for a, _ in pairs}
+    if not strangers and kernels.own_builds_trusted():
+        trusted |= {b.kernel for _, b in pairs}
+    return trusted
 
 
 def _start_side(

@@ -1,8 +1,10 @@
 """What a run, an A/B session and a bisection do alike before anything boots: the one preflight
 (`check`: every refusal of host/preflight.py, before anything is fetched, built or written);
 check that their VMs fit on the host's cores; fetch or build each kernel once (a kernel that
-cannot be had fails its cells, not the run); refuse the cells a built kernel cannot serve;
-choose the accelerator and the shared filesystem; have the guest's root; start the run record
+cannot be had fails its cells, not the run; a kernel is built trusted only when its caller
+vouches for it: host/kernels/build_trust.py); refuse the cells a built kernel cannot serve;
+choose the accelerator and the shared filesystem; have the guest's root; pin what the boots
+will lend the guest (host/vm/boot_inputs.py: each boot checks it again); start the run record
 (or check that a run can resume).
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -18,7 +20,7 @@ from typing import TextIO
 from iomatrix.adapters import kconfig
 from iomatrix.errors import IomatrixError
 from iomatrix.host import environment, kernels, preflight
-from iomatrix.host.vm import accel, cores, guest_root, vng
+from iomatrix.host.vm import accel, agent_bundle, boot_inputs, cores, guest_root, vng
 from iomatrix.host.vm.cell_results import now_iso
 from iomatrix.host.vm.execute import Execution, ProgressFactory, RunClock
 from iomatrix.host.vm.guest_root import GuestRoot
@@ -195,6 +197,8 @@ class Prepared:
     guest_root: Path | None = None
     guest_root_error: str = ""
     guest_root_record: GuestRoot | None = None
+    # What the boots lend the guest, pinned here and checked before each boot.
+    inputs: boot_inputs.BootInputs | None = None
 
 
 def prepare(
@@ -203,11 +207,15 @@ def prepare(
     build: Build | None,
     clock: RunClock,
     out: TextIO,
+    *,
+    trusted: Collection[str] = (),
 ) -> Prepared:
+    """trusted: the kernel axis values whose builds the caller vouches for (the base side of an
+    A/B session); every other kernel built from source is built untrusted."""
     wanted = _kernels_wanted(cells)
     with clock.span("kernels"):
         fetched, fetch_errors = _fetch_kernels(
-            wanted, fetch or kernels.fetch, build or _build_logged(out), out
+            wanted, fetch or kernels.fetch, build or _build_logged(out, trusted), out
         )
     refused = refusals(cells, fetched)
     for cell_id_, why in refused.items():
@@ -217,9 +225,39 @@ def prepare(
     with clock.span("accelerator"):
         accelerator = _accelerator(list(fetched.values()), root, out)
         shared_fs = _shared_fs(out)
+    with clock.span("pinning"):
+        inputs = _pin(fetched, fetch_errors, root, out)
     return Prepared(
-        fetched, fetch_errors, accelerator, shared_fs, refused, root, root_error, record
+        fetched, fetch_errors, accelerator, shared_fs, refused, root, root_error, record, inputs
     )
+
+
+def _pin(
+    fetched: dict[str, kernels.Kernel],
+    fetch_errors: dict[str, str],
+    root: Path | None,
+    out: TextIO,
+) -> boot_inputs.BootInputs:
+    """What every boot lends the guest, hashed now (boot_inputs.py): a kernel whose image is
+    not what its fetch or build recorded fails its cells here, as one that could not be had."""
+    pinned: dict[str, tuple[boot_inputs.Pin, ...]] = {}
+    for name, kernel in list(fetched.items()):
+        try:
+            pinned[name] = boot_inputs.pin_kernel(kernel)
+        except (OSError, ValueError) as exc:
+            fetch_errors[name] = f"kernel {name}: {exc}"
+            print(f"iomatrix: {fetch_errors[name]}", file=out)
+            del fetched[name]
+    package = Path(vng.package_dir())
+    agent = [boot_inputs.pin_package("the agent's package", package)]
+    bundle = None
+    if root is not None:
+        bundle, why_not = agent_bundle.ensure(root, package, kernels.cache_root())
+        if why_not is not None:
+            print(f"iomatrix: {why_not}; the agent starts without its bundle", file=out)
+        if bundle is not None:
+            agent.append(boot_inputs.pin_file("the agent's bundle", bundle))
+    return boot_inputs.BootInputs(kernels=pinned, agent=tuple(agent), bundle=bundle)
 
 
 def _guest_root(out: TextIO) -> tuple[Path | None, str, GuestRoot | None]:
@@ -249,13 +287,14 @@ def _guest_root(out: TextIO) -> tuple[Path | None, str, GuestRoot | None]:
     return root, "", record
 
 
-def _build_logged(out: TextIO) -> Build:
+def _build_logged(out: TextIO, trusted: Collection[str] = ()) -> Build:
     def build(name: str, recipe: KernelBuild) -> kernels.Kernel:
         return kernels.build(
             name,
             recipe,
             offline=kernels.offline_requested(),
             log=lambda message: print(f"iomatrix: {message}", file=out),
+            trusted=name in trusted,
         )
 
     return build
@@ -342,6 +381,7 @@ def execution(
         shared_fs=prepared.shared_fs,
         guest_root=prepared.guest_root,
         guest_root_error=prepared.guest_root_error,
+        inputs=prepared.inputs,
         jobs=options.jobs,
         share_cores=options.share_cores,
         host_cpus=host_cpus,

@@ -217,17 +217,27 @@ def test_a_real_change_in_heavy_noise_is_never_refused_as_unchanged() -> None:
 
 
 def test_the_equivalence_margin_decides_what_unchanged_ends_are() -> None:
-    # Ends 3% apart at 0.5% noise, the minimum effect fixed at 5%: inside a 5% margin they are
-    # unchanged; a 1% margin cannot call them so, and the cap leaves them undecided.
-    levels = [1000.0, 1030.0]
-    wide = bisect.run(state_of(2, min_effect=0.05), Noisy(levels, 0.005, 1))
+    # Ends 2% apart at 0.5% noise: inside a 5% margin they are unchanged; against a 1% margin
+    # the step is a change (significant, its CI wholly beyond the margin: the bar is never
+    # above the margin), and the bisection finds it.
+    levels = [1000.0, 1020.0]
+    wide = bisect.run(state_of(2), Noisy(levels, 0.005, 1))
     assert wide.outcome == "refused"
     assert wide.summary.startswith("refusing to bisect: c1 is unchanged against c0")
     assert "equivalence margin 5.0%" in wide.summary
-    narrow = bisect.run(state_of(2, min_effect=0.05, equivalence=0.01), Noisy(levels, 0.005, 1))
+    narrow = bisect.run(state_of(2, equivalence=0.01), Noisy(levels, 0.005, 1))
+    assert narrow.outcome == "found"
+    assert narrow.summary.startswith("the first bad is c1")
+
+
+def test_an_explicit_minimum_effect_above_the_margin_calls_a_smaller_step_unchanged() -> None:
+    # --min-effect 5% with a 1% margin: a precise 3% step is below what was asked to count;
+    # no number of rounds changes that, so the ends are unchanged, not undecided at the cap.
+    narrow = bisect.run(
+        state_of(2, min_effect=0.05, equivalence=0.01), Noisy([1000.0, 1030.0], 0.005, 1)
+    )
     assert narrow.outcome == "refused"
-    assert narrow.summary.startswith("refusing to bisect: c1 is undecided against c0")
-    assert "equivalence margin 1.0%" in narrow.summary
+    assert narrow.summary.startswith("refusing to bisect: c1 is unchanged against c0")
 
 
 def test_each_step_and_each_end_keeps_how_its_kernel_was_had() -> None:

@@ -52,7 +52,7 @@ def stated(n: int, cov: float) -> float:
         n,
         cov,
         cov,
-        min_effect=stats.minimum_effect(cov),
+        min_effect=stats.change_threshold(None, compare.DEFAULT_EQUIVALENCE, cov),
         alpha=stats.lone_change_level(compare.DEFAULT_ALPHA, FAMILY),
     )
     assert effect is not None
@@ -65,9 +65,12 @@ def test_a_change_of_the_detectable_size_is_found_about_as_often_as_stated(
 ) -> None:
     share = found_share(n, cov, stated(n, cov), seed=n)
     # Stated at 80%: 200 simulations put the share within about +-6% of the truth. Stated at the
-    # level a lone change needs (alpha / 4 here), the statement errs on the safe side: found in
-    # 90%, 92% and 96% of the simulations at these three points (half the size: 18%).
-    assert 0.75 <= share <= 0.98, share
+    # level a lone change needs (alpha / 4 here), the statement errs on the safe side, and more
+    # since the bar a change must clear is capped at the equivalence margin (its formula adds
+    # the bar and the significance's margin): found in 93.5%, 98.5% and 99.5% of the
+    # simulations at these three points (before the cap 90%, 92% and 96%). The next test keeps
+    # it from saying anything: half the size is mostly missed.
+    assert share >= 0.75, share
 
 
 def test_half_the_detectable_size_is_mostly_missed() -> None:

@@ -145,8 +145,10 @@ def test_a_noisy_base_is_never_called_unchanged(plan: sequential.Design) -> None
     new = [414.0, 430.0, 400.0, 390.0, 420.0]
     seen = sequential.look(base, new, plan, metric="write_iops")
     assert seen.ci is not None
-    assert seen.ci[0] > 1 - seen.min_effect
-    assert seen.ci[1] < 1 + seen.min_effect
+    noise = stats.minimum_effect(stats.cov(base))
+    assert 1 - noise < seen.ci[0] <= seen.ci[1] < 1 + noise
+    # The bar is the margin now, not 2 x CoV: neither a change nor shown within it.
+    assert seen.min_effect == 0.05
     assert seen.decision == "continue"
     at_cap = sequential.look(base * 4, new * 4, plan, metric="write_iops")
     assert at_cap.decision in ("undecided", "regressed")
@@ -175,7 +177,8 @@ def test_a_ci_inside_the_automatic_minimum_effect_is_not_unchanged(
         new = [rng.gauss(900, 90) for _ in range(FIRST)]
         seen = sequential.look(base, new, plan, metric="write_iops", resamples=RESAMPLES)
         assert seen.ci is not None
-        if 1 - seen.min_effect < seen.ci[0] and seen.ci[1] < 1 + seen.min_effect:
+        noise = stats.minimum_effect(stats.cov(base))
+        if 1 - noise < seen.ci[0] and seen.ci[1] < 1 + noise:
             inside += 1
             assert seen.decision != "unchanged"
         assert seen.equivalence == 0.05

@@ -54,7 +54,7 @@ def test_commands_options_and_choices_complete(script: Path) -> None:
     assert complete(script, "run", "--jo") == ["--jobs"]
     assert complete(script, "-v", "run", "--sh") == ["--shard", "--show-command", "--share-cores"]
     assert complete(script, "kernels", "f") == ["fetch"]
-    assert complete(script, "kernels", "fetch", "--re") == ["--refresh"]
+    assert complete(script, "kernels", "fetch", "--ref") == ["--refresh"]
     assert complete(script, "compare", "a", "b", "--format", "") == [
         "table",
         "markdown",

@@ -41,12 +41,18 @@ def test_compare_of_the_quick_matrix_answers_in_a_screen(
 ) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
     code, lines = run_cli(capsys, "compare", "--results", str(quick_results), BASE, NEW)
-    assert code == 0
+    # One repetition a side can never tell: inconclusive, which fails the gate by default.
+    assert code == 3
     # 360 rows, 36 of them gated headline metrics: a screen, not 400 lines.
     assert len(lines) <= 40, "\n".join(lines)
-    assert lines[0] == "inconclusive: 1 repetition per side, needs >= 4 per side"
-    # What it would need is said once, not on every row.
-    assert sum("cannot reach" in line for line in lines) == 1
+    assert lines[0] == (
+        "inconclusive: 1 repetition per side cannot reach p < 0.05; the gate needs >= 4 per side"
+    )
+    # The last line says the same, first.
+    assert lines[-1].startswith(lines[0] + "; exit 3; rows: ")
+    # What it would need is said by the verdict (first and last line), not on every row.
+    last = next(i for i, line in enumerate(lines) if line.startswith("inconclusive:") and i)
+    assert sum("cannot reach" in line for line in lines[1:last]) == 0
     # Said once above the rows, not in each label.
     assert sum("virtio-file" in line for line in lines) == 1
     for telemetry in ("psi_io", "vmstat_", "kthread_", "disk_", "host_"):
@@ -55,7 +61,7 @@ def test_compare_of_the_quick_matrix_answers_in_a_screen(
     code, every = run_cli(
         capsys, "compare", "--all-metrics", "--results", str(quick_results), BASE, NEW
     )
-    assert code == 0
+    assert code == 3
     assert len(every) > 360
     assert any("psi_io_some_pct" in line for line in every)
 
@@ -177,7 +183,7 @@ def test_a_pipe_gets_whole_lines(
     monkeypatch.delenv("COLUMNS", raising=False)
     code, lines = run_cli(capsys, "compare", "--results", str(repeated_results), BASE, NEW)
     assert code == 1
-    assert lines[0] == "REGRESSION: 6 of 66 gated metrics worse"
+    assert lines[0] == "regressed: 6 of 66 gated metrics worse"
     assert not any(ELLIPSIS in line for line in lines)
     assert max(map(len, lines)) > 80
 

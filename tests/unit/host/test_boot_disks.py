@@ -5,6 +5,7 @@ Pure: build_boot has no side effects (tests/vm/test_stacks_vm.py boots such disk
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 
 from iomatrix.host.kernels import Kernel
@@ -95,9 +96,8 @@ def test_the_cached_roots_script_replaces_a_link_at_its_name_and_never_follows_i
     job = tmp_path / "randwrite-4k.fio"
     job.write_text("[w]\nrw=randwrite\n")
     cell = make_cell()
-    cell = cell.model_copy(
-        update={"workload": cell.workload.model_copy(update={"job_file": str(job)})}
-    )
+    loaded = {"job_file": str(job), "sha256": hashlib.sha256(job.read_bytes()).hexdigest()}
+    cell = cell.model_copy(update={"workload": cell.workload.model_copy(update=loaded)})
     (group,) = boot_groups([cell], str(tmp_path / "run"))
     ctx = dataclasses.replace(context(tmp_path, cell.device), group=group, shared_fs="9p")
     plan, _, _ = boot.build_boot(ctx)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,42 +117,45 @@ def test_without_a_usable_sandbox_a_build_fails_saying_why(
         sandbox._probe.cache_clear()
 
 
-@pytest.fixture
-def outside_tmp() -> Iterator[Path]:
-    """A folder every user can reach (pytest's own tmp_path sits under a 0700 folder)."""
-    folder = Path(tempfile.mkdtemp(prefix="iomatrix-reach-", dir="/tmp"))
-    folder.chmod(0o755)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder)
-
-
-def test_in_a_container_the_build_drops_to_nobody_only_where_nobody_can_reach_its_files(
-    outside_tmp: Path, monkeypatch: pytest.MonkeyPatch
+def test_in_a_container_the_build_always_drops_to_the_build_user_and_never_runs_as_root(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # A clone in a bare container's /root (0700): nobody cannot open its virtualenv, and every
-    # build failed with "Permission denied" (make fresh-machine FRESH_TARGET=test found it).
+    # An earlier iomatrix ran the build as the container's root wherever nobody could not reach
+    # its files (the cache in the image's 0700 /root): every build, in the runner image.
+    # sandbox.reach() makes the way searchable first (test_build_container.py builds so).
     monkeypatch.setenv(sandbox.SANDBOX_ENV, "container")
     monkeypatch.setattr(sandbox, "drops_privileges", lambda: True)
-    shared = outside_tmp / "shared"
-    (shared / "venv").mkdir(parents=True)
-    (shared / "tree").mkdir()
-    (shared / "out").mkdir()
-    private = outside_tmp / "private"
-    (private / "venv").mkdir(parents=True)
-    private.chmod(0o700)
-    monkeypatch.setattr(sys, "prefix", str(shared / "venv"))
-    monkeypatch.setattr(sys, "base_prefix", str(shared / "venv"))
     argv = ["make", "bzImage"]
-    wrapped = sandbox.wrap(argv, cwd=shared / "tree", writable=[shared / "out"])
+    wrapped = sandbox.wrap(argv, cwd=Path("/root/.cache/iomatrix"), writable=[Path("/root")])
     assert wrapped[0] == "setpriv"
     assert wrapped[-2:] == argv
-    assert "--reuid=65534" in wrapped
-    monkeypatch.setattr(sys, "prefix", str(private / "venv"))
-    assert sandbox.wrap(argv, cwd=shared / "tree", writable=[shared / "out"]) == argv
-    assert not sandbox._reachable_by_build_user(private / "venv")
-    assert sandbox._reachable_by_build_user(shared / "venv")
+    assert f"--reuid={sandbox.BUILD_UID}" in wrapped
+    assert "--no-new-privs" in wrapped
+    # Not as root, it cannot drop: it refuses rather than let the build write the whole cache.
+    monkeypatch.setattr(sandbox, "drops_privileges", lambda: False)
+    with pytest.raises(sandbox.SandboxUnavailable, match="needs iomatrix to run as root"):
+        sandbox.wrap(argv, cwd=Path("/"), writable=[])
+
+
+def test_a_build_step_gets_iomatrixs_environment_never_the_callers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_secret")
+    monkeypatch.setenv("CCACHE_PREFIX", "/tmp/evil")
+    monkeypatch.setenv("MAKEFLAGS", "-j64")
+    monkeypatch.delenv("CCACHE_DISABLE", raising=False)
+    env = sandbox.environment(tmp_path / "home", tmp_path / "tmp", {"KBUILD_OUTPUT": "/o"})
+    assert env == {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path / "home"),
+        "TMPDIR": str(tmp_path / "tmp"),
+        "LC_ALL": "C",
+        "LANG": "C",
+        "KBUILD_OUTPUT": "/o",
+    }
+    # The one ccache setting the host's environment gives: off.
+    monkeypatch.setenv("CCACHE_DISABLE", "1")
+    assert sandbox.environment(tmp_path, tmp_path, {})["CCACHE_DISABLE"] == "1"
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ file cannot be given fails alone."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from support.builders import make_cell
 
 
 def fio_cell(folder: Path, name: str = "w") -> Cell:
+    """A fio cell whose workload has phases and a precondition, each job file's hash recorded
+    as the matrix loader records it."""
     folder.mkdir(parents=True, exist_ok=True)
     cell = make_cell(workload=name)
     job = folder / f"{name}.fio"
@@ -24,16 +27,18 @@ def fio_cell(folder: Path, name: str = "w") -> Cell:
     second = folder / "second.fio"
     for path in (job, pre, second):
         path.write_text(f"[{path.stem}]\nrw=randwrite\n")
+
+    def digest(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
     workload = cell.workload.model_copy(
         update={
             "job_file": str(job),
             "phases": (
-                FioPhase.model_validate({"name": "one", "job_file": str(job), "sha256": "0" * 64}),
-                FioPhase.model_validate(
-                    {"name": "two", "job_file": str(second), "sha256": "0" * 64}
-                ),
+                FioPhase(name="one", job_file=str(job), sha256=digest(job)),
+                FioPhase(name="two", job_file=str(second), sha256=digest(second)),
             ),
-            "precondition": Precondition(job_file=str(pre), sha256="0" * 64, max_runtime_s=5),
+            "precondition": Precondition(job_file=str(pre), sha256=digest(pre), max_runtime_s=5),
         }
     )
     return cell.model_copy(update={"workload": workload})
@@ -107,6 +112,24 @@ def test_a_job_file_swapped_for_a_link_or_fifo_fails_its_cell_alone(tmp_path: Pa
     assert "not a regular file" in bad[piped.id]
     # Writing the input folder would refuse them too, without reading through the link.
     with pytest.raises(files.UntrustedFileError):
+        guest_io.write_input(tmp_path / "in", Path("/r"), plan_of(Path("/r"), steps))
+
+
+def test_a_job_file_changed_since_the_matrix_was_loaded_is_never_given_to_the_guest(
+    tmp_path: Path,
+) -> None:
+    changed, fine = fio_cell(tmp_path / "a"), fio_cell(tmp_path / "b")
+    # Each of its files is held to its own recorded hash: the precondition's here.
+    precondition = changed.workload.precondition
+    assert precondition is not None
+    Path(precondition.job_file).write_text("[pre]\nrw=randwrite\nexec_prerun=/bin/true\n")
+    steps = [Step.of("/r/run1", c, 0) for c in (changed, fine)]
+    bad = guest_io.unreadable_job_files(steps)
+    assert set(bad) == {changed.id}
+    assert precondition.job_file in bad[changed.id]
+    assert "changed since the matrix was loaded" in bad[changed.id]
+    # The copy for the guest is held to the same hashes: it is what was hashed, or none.
+    with pytest.raises(guest_io.JobFileChanged, match=r"a/pre\.fio"):
         guest_io.write_input(tmp_path / "in", Path("/r"), plan_of(Path("/r"), steps))
 
 

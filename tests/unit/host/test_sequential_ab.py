@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.analysis import sequential, validity
+from iomatrix.analysis import compare, gate, sequential, validity
 from iomatrix.host import kernels
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.result import Applied, CellResult, CpuUsage, RepetitionRecord
@@ -105,7 +105,8 @@ def test_a_clear_regression_gets_rounds_until_it_is_decided(
     base, new = load_run(folder / "base"), load_run(folder / "new")
     decisions = rules.decisions(base, new)
     assert [d.verdict for d in decisions] == ["regressed", "regressed"]
-    assert sequential.gate(decisions) == 1
+    verdict = gate.gate_verdict(compare.compare_runs(base, new), decisions)
+    assert (verdict.outcome, verdict.exit_code, verdict.sequential) == ("regressed", 1, True)
     # 3 vs 3 cannot be significant: more rounds ran, one repetition per side each, interleaved
     # (base, then new) and never past the decision.
     reps = [len(e.result.repetitions) for e in (*base.cells, *new.cells)]
@@ -131,14 +132,30 @@ def test_no_change_runs_to_the_cap_and_says_undecided_or_unchanged(
     _agent, rules, folder = sequential_ab(tmp_path, monkeypatch, {"base": 1000, "new": 1000}, 5)
     base, new = load_run(folder / "base"), load_run(folder / "new")
     decisions = rules.decisions(base, new)
-    assert {d.verdict for d in decisions} <= {"undecided", "unchanged"}
-    assert sequential.gate(decisions) == 0
-    # --fail-on-invalid: a flagged repetition on either side fails the gate all the same.
+    verdicts = {d.verdict for d in decisions}
+    assert verdicts <= {"undecided", "unchanged"}
+    comparison = compare.compare_runs(base, new)
+    verdict = gate.gate_verdict(comparison, decisions)
+    # Undecided at the cap is inconclusive (exit 3, or 0 when it does not block); never a pass.
+    if "undecided" in verdicts:
+        assert (verdict.outcome, verdict.exit_code) == ("inconclusive", 3)
+        assert gate.gate_verdict(comparison, decisions, inconclusive="pass").exit_code == 0
+    else:
+        assert (verdict.outcome, verdict.exit_code) == ("pass", 0)
+    # --fail-on-invalid: a flagged repetition on either side fails the gate closed all the same.
     busy = CpuUsage(usr_pct=50, sys_pct=45, iowait_pct=0, idle_pct=5, busy_cpu_s=9.5)
     flags = validity.check_repetition(
         new.cells[0].cell, new.cells[0].result.repetitions[0].model_copy(update={"cpu": busy})
     )
     assert [f.check for f in flags] == ["cpu-bound"]
-    assert sequential.gate(decisions, invalid=flags) == 1
+    flagged = comparison.model_copy(
+        update={
+            "invalid": tuple(
+                validity.SideFlag(side="new", cell=new.cells[0].cell.label, flag=f) for f in flags
+            )
+        }
+    )
+    closed = gate.gate_verdict(flagged, decisions, inconclusive="pass", fail_on_invalid=True)
+    assert (closed.outcome, closed.exit_code) == ("cannot-compare", 2)
     for entry in (*base.cells, *new.cells):
         assert len(entry.result.repetitions) <= 5

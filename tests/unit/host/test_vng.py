@@ -194,6 +194,7 @@ def test_vng_argv_tcg_with_modules() -> None:
         *HEAD,
         "--disable-kvm",
         "--append=tsc=reliable",
+        "--append=no_timer_check",
         "--rodir=/lib/modules/6.1.0-28-amd64=/cache/kernels/6.1.0-28-amd64/modules",
         *VIRTIO_OPTS,
         *EXEC,
@@ -214,6 +215,7 @@ def test_vng_argv_tcg_without_modules() -> None:
         *HEAD,
         "--disable-kvm",
         "--append=tsc=reliable",
+        "--append=no_timer_check",
         *VIRTIO_OPTS,
         *EXEC,
     ]
@@ -228,6 +230,7 @@ def test_vng_argv_asks_for_9p_outright_when_the_host_cannot_serve_virtiofs() -> 
         *HEAD,
         "--disable-kvm",
         "--append=tsc=reliable",
+        "--append=no_timer_check",
         "--force-9p",
         # The root once more, read-only, for the guest's cached view of it (with_cached_root).
         "--qemu-opts=-virtfs local,path=/cache/guest-roots/bookworm-0123/root,"

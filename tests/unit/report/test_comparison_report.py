@@ -7,6 +7,7 @@ import json
 from iomatrix.analysis import compare
 from iomatrix.analysis.compare import Comparison, Row
 from iomatrix.report import comparison as comparison_report
+from iomatrix.report.text import for_markdown
 from support import comparisons as comparison_rows
 from support.builders import make_cell
 from support.comparisons import parse_xml
@@ -74,12 +75,16 @@ def test_junit_has_one_case_per_gated_metric_and_a_failure_for_the_regression() 
     root = parse_xml(comparison_report.render_junit(result))
     cases = root.findall("./testsuite/testcase")
     gated = [r for r in result.rows if r.gated]
-    assert len(cases) == len(gated) == int(root.attrib["tests"])
+    # The gate's own case first, then one per gated row.
+    assert len(cases) == len(gated) + 1 == int(root.attrib["tests"])
     failed_cases = [
         (c.attrib["classname"], c.attrib["name"]) for c in cases if c.find("failure") is not None
     ]
-    assert failed_cases == [(CELL.label, "write_iops")]
-    assert root.attrib["failures"] == "1"
+    assert failed_cases == [("iomatrix gate", "verdict"), (CELL.label, "write_iops")]
+    assert root.attrib["failures"] == "2"
+    outcome = root.find("./testsuite/properties/property[@name='outcome']")
+    assert outcome is not None
+    assert outcome.attrib["value"] == "regressed"
     # Informational metrics are not test cases: they never gate.
     assert not any(c.attrib["name"] == "cpu_idle_pct" for c in cases)
 
@@ -89,16 +94,25 @@ def test_junit_reports_a_cell_failed_in_the_new_run_as_an_error() -> None:
     new = make_run([failed(CELL, "kernel panic")], run_id="new")
     root = parse_xml(comparison_report.render_junit(compare.compare_runs(base, new)))
     errors = root.findall("./testsuite/testcase/error")
-    assert errors
-    assert all(e.attrib["message"] == "failed in new: kernel panic" for e in errors)
+    gate_error, *row_errors = errors
+    # The gate fails closed (an error: nothing could be measured), naming the cell and why.
+    assert gate_error.attrib["type"] == "cannot-compare"
+    assert "failed in new: kernel panic" in gate_error.attrib["message"]
+    assert row_errors
+    assert all(e.attrib["message"] == "failed in new: kernel panic" for e in row_errors)
 
 
 def test_markdown_starts_with_the_verdict_then_regressions_then_improvements() -> None:
     result = mixed()
     text = comparison_report.render_markdown(result)
     first = text.splitlines()[0]
-    assert first == f"**iomatrix compare: {comparison_report.verdict_line(result)}**"
-    assert first.startswith("**iomatrix compare: regressed: 1 regressed, 1 improved")
+    # The verdict line, inert: it carries what a guest wrote (a failed cell's reason).
+    assert first == f"**iomatrix compare: {for_markdown(comparison_report.verdict_line(result))}**"
+    assert first.startswith("**iomatrix compare: regressed: 1 of 10 gated metrics worse, 1 better")
+    # Then what decided it, the cell named.
+    assert text.splitlines()[2] == for_markdown(
+        f"- regressed: {CELL.label} write_iops: {row(result, 'write_iops').reason}"
+    )
     regressions = text.index("### Regressions (1)")
     improvements = text.index("### Improvements (1)")
     details = text.index("<details><summary>All")
@@ -164,7 +178,12 @@ def test_json_is_the_versioned_comparison() -> None:
     result = mixed()
     data = json.loads(comparison_report.render_json(result))
     assert data["format"] == compare.COMPARISON_FORMAT == 1
-    assert Comparison.model_validate(data) == result
+    # With the gate's verdict at the top level (the one every rendering prints).
+    assert data["verdict"]["outcome"] == "regressed"
+    assert data["verdict"]["exit_code"] == 1
+    assert data["verdict"]["reasons"][0].startswith(f"regressed: {CELL.label} write_iops: -1")
+    judged = result.model_copy(update={"verdict": comparison_report.verdict_of(result)})
+    assert Comparison.model_validate(data) == judged
 
 
 def test_table_says_the_verdict_first_and_groups_rows_by_verdict_changes_first() -> None:
@@ -172,7 +191,7 @@ def test_table_says_the_verdict_first_and_groups_rows_by_verdict_changes_first()
     # changes with their numbers before the rows of no change; the old closing line stays last.
     result = mixed()
     lines = comparison_report.render_table(result).splitlines()
-    assert lines[0] == "REGRESSION: 1 of 10 gated metrics worse, 1 better"
+    assert lines[0] == "regressed: 1 of 10 gated metrics worse, 1 better"
     assert lines[2].startswith("every cell: kernel debian:bookworm, mount default, sched none")
     headings = [line.split(":")[0] for line in lines if line.endswith(("): 1", "): 4"))]
     assert headings == ["regressed (gated, worse)", "improved (gated, better)"]
@@ -208,7 +227,7 @@ def test_a_gated_change_of_a_metric_that_is_not_headline_is_shown() -> None:
     result = compare.compare_runs(base, new)
     assert row(result, "write_lat_mean_us").verdict == "regressed"
     table = comparison_report.render_table(result)
-    assert table.startswith("REGRESSION: 1 of")
+    assert table.startswith("regressed: 1 of")
     assert "write_lat_mean_us" in table
 
 
@@ -216,9 +235,9 @@ def test_headline_of_a_comparison_without_change() -> None:
     base = make_run([ok(CELL, {"write_iops": sample(1, 1000, 0.005, 10)})])
     new = make_run([ok(CELL, {"write_iops": sample(2, 1000, 0.005, 10)})], run_id="new")
     assert comparison_report.headline(compare.compare_runs(base, new, metrics=["write_iops"])) == (
-        "no change beyond the margin: 1 gated metrics within +-5.0%"
+        "pass: 1 gated metrics unchanged within +-5.0%"
     )
     noisy = make_run([ok(CELL, {"write_iops": sample(3, 1000, 0.4, 10)})], run_id="new")
     assert comparison_report.headline(
         compare.compare_runs(base, noisy, metrics=["write_iops"])
-    ) == ("inconclusive: 1 of 1 gated metrics too noisy to tell")
+    ) == ("inconclusive: 1 of 1 gated metrics not told (1 too noisy to tell)")

@@ -54,6 +54,17 @@ def test_markdown_text_is_no_link_image_html_or_mention() -> None:
     assert "\n" not in shown
 
 
+def test_markdown_text_has_no_entity_www_autolink_or_issue_reference() -> None:
+    """GitHub decodes an entity (&#64; is @) before it looks for mentions, links a bare
+    www.example.com, and makes #12 a reference to issue 12 (a line in that issue's timeline).
+    Seen failing before for_markdown escaped `&` and broke both with a word joiner."""
+    shown = text.for_markdown("&#64;octocat &lt;img&gt; www.e.invalid WWW.E.INVALID #12 x#3")
+    assert re.search(r"(?<!\\)&", shown) is None, shown
+    assert re.search(r"(?i)www\.", shown) is None, shown
+    assert re.search(r"#\d", shown) is None, shown
+    assert text.for_markdown("R&D") == "R\\&D"  # still reads as written
+
+
 def test_show_prints_a_hostile_reason_inert(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

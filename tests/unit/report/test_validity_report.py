@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.analysis import compare
+from iomatrix.analysis import compare, gate
+from iomatrix.analysis.compare import Comparison
 from iomatrix.cli import main as cli
 from iomatrix.model.result import CellResult, CpuUsage, RunRecord
 from iomatrix.report import comparison as comparison_report
@@ -21,12 +22,22 @@ BUSY = CpuUsage(usr_pct=45.0, sys_pct=52.0, iowait_pct=0.0, idle_pct=3.0, busy_c
 CALM = CpuUsage(usr_pct=10.0, sys_pct=20.0, iowait_pct=30.0, idle_pct=40.0, busy_cpu_s=3.6)
 
 
-def run(cpu: CpuUsage, run_id: str) -> RunRecord:
+def run(cpu: CpuUsage, run_id: str, *, calm_after: int = 3) -> RunRecord:
+    """Three repetitions at `cpu`, those from index `calm_after` on at CALM."""
     cell = make_cell()
-    reps = tuple(make_rep(i, {"write_iops": 1000.0 + i}, cpu) for i in range(3))
+    reps = tuple(
+        make_rep(i, {"write_iops": 1000.0 + i}, cpu if i < calm_after else CALM) for i in range(3)
+    )
     return make_run(
         [(cell, CellResult(cell_id=cell.id, status="ok", repetitions=reps))], run_id=run_id
     )
+
+
+def exit_code(comparison: Comparison, *, fail_on_invalid: bool = False) -> int:
+    """What the gate exits with, inconclusive passing: these tests are about the flags."""
+    return gate.gate_verdict(
+        comparison, inconclusive="pass", fail_on_invalid=fail_on_invalid
+    ).exit_code
 
 
 def test_the_run_table_lists_each_flagged_check_and_cell() -> None:
@@ -43,38 +54,58 @@ def test_a_run_without_flags_has_no_validity_section() -> None:
 
 
 def test_a_comparison_shows_and_keeps_the_flags_and_gates_only_when_asked() -> None:
-    result = compare.compare_runs(run(CALM, "base"), run(BUSY, "new"))
+    result = compare.compare_runs(run(CALM, "base"), run(BUSY, "new", calm_after=2))
     assert {f.side for f in result.invalid} == {"new"}
-    assert len(result.invalid) == 3
+    assert len(result.invalid) == 2
     table = comparison_report.render_table(result)
-    assert "validity: 3 repetition(s) flagged (cpu-bound x3)" in table
+    assert "validity: 2 repetition(s) flagged (cpu-bound x2)" in table
     assert "  new  cpu-bound  debian:bookworm/" in table
-    assert "3 repetition(s) flagged invalid" in comparison_report.verdict_line(result)
+    assert "2 repetition(s) flagged invalid" in comparison_report.verdict_line(result)
     markdown = comparison_report.render(result, "markdown")
-    assert "### Validity flags (3)" in markdown
+    assert "### Validity flags (2)" in markdown
     data = json.loads(comparison_report.render(result, "json"))
     assert data["invalid"][0]["flag"]["check"] == "cpu-bound"
-    assert compare.exit_code(result) == 0
-    assert compare.exit_code(result, fail_on_invalid=True) == 1
+    # Some repetitions flagged: shown, and they fail the gate (closed) only when asked.
+    assert exit_code(result) == 0
+    verdict = gate.gate_verdict(result, fail_on_invalid=True)
+    assert verdict.exit_code == 2
+    assert verdict.summary.startswith("cannot-compare: debian:bookworm/")
+    assert "2 repetition(s) flagged invalid in new (--fail-on-invalid)" in verdict.summary
+
+
+def test_a_cell_whose_every_repetition_is_flagged_fails_closed_unasked() -> None:
+    # Every repetition of the new side's cell measured the CPU, not the disk: no numbers of it
+    # are the disk's, so its rows are missing and the gate cannot compare, flags asked or not.
+    result = compare.compare_runs(run(CALM, "base"), run(BUSY, "new"))
+    assert {r.verdict for r in result.rows} == {"missing"}
+    assert {r.missing_side for r in result.rows} == {"new"}
+    assert result.rows[0].reason.startswith("every repetition flagged invalid in new (3; cpu-bound")
+    assert exit_code(result) == 2
+    assert comparison_report.headline(result).startswith(
+        "cannot-compare: nothing was compared: no gated metric has numbers on both sides; "
+        "debian:bookworm/ext4/default/none/virtio-file/randwrite-4k: every repetition flagged "
+        "invalid in new"
+    )
 
 
 def test_a_comparison_without_flags_writes_no_invalid_field() -> None:
     result = compare.compare_runs(run(CALM, "base"), run(CALM, "new"))
     assert result.invalid == ()
     assert "invalid" not in json.loads(comparison_report.render(result, "json"))
-    assert compare.exit_code(result, fail_on_invalid=True) == 0
+    assert exit_code(result, fail_on_invalid=True) == 0
 
 
-def test_compare_fail_on_invalid_exits_1(
+def test_compare_fail_on_invalid_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = tmp_path / "results"
     write_record(results / "base" / "run.json", run(CALM, "base"))
-    write_record(results / "new" / "run.json", run(BUSY, "new"))
-    args = ["compare", "base", "new", "--results", str(results)]
+    write_record(results / "new" / "run.json", run(BUSY, "new", calm_after=1))
+    args = ["compare", "base", "new", "--results", str(results), "--inconclusive", "pass"]
     assert cli.main(args) == 0
     assert "cpu-bound" in capsys.readouterr().out
-    assert cli.main([*args, "--fail-on-invalid"]) == 1
+    assert cli.main([*args, "--fail-on-invalid"]) == 2
+    assert "(--fail-on-invalid)" in capsys.readouterr().out
 
 
 def test_the_html_run_page_has_the_flags_and_the_guest_kernels_view(tmp_path: Path) -> None:

@@ -150,6 +150,29 @@ def test_a_ledger_in_a_results_folder_is_read_as_someone_elses_file(tmp_path: Pa
         files.read_text_if_present(big, what="ledger", max_bytes=1024)
 
 
+def test_a_canary_ledger_planted_as_a_link_or_fifo_is_never_appended_through(
+    tmp_path: Path,
+) -> None:
+    # Issue 43: a results branch's canaries.jsonl committed as a link made the nightly append
+    # to a file outside its worktree. Seen appended through before canary_ledger.append opened
+    # the ledger without following a link.
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the runner's file\n")
+    link = tmp_path / "canaries.jsonl"
+    link.symlink_to(outside)
+    with pytest.raises(IomatrixError, match=r"canaries\.jsonl: cannot append .*symbolic link"):
+        canary_ledger.append(link, '{"kind": "aa"}\n')
+    assert outside.read_text() == "the runner's file\n"
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(IomatrixError, match="cannot append"):
+        canary_ledger.append(fifo, "{}\n")  # no reader: refused at once, never waited on
+    ledger = tmp_path / "ledger" / "canaries.jsonl"
+    canary_ledger.append(ledger, "a\n")
+    canary_ledger.append(ledger, "b\n")
+    assert ledger.read_text() == "a\nb\n"
+
+
 def test_a_triage_file_nested_without_end_is_an_error_naming_it(tmp_path: Path) -> None:
     # PyYAML recurses once per level: [[[...]]] 5,000 deep was a RecursionError out of the
     # nightly's trend, not an error naming the file.

@@ -23,9 +23,10 @@ before a run).
 
 from __future__ import annotations
 
+from iomatrix.host.kernels.build_trust import own_builds_trusted
 from iomatrix.host.kernels.builder import build, cached_builds
 from iomatrix.host.kernels.bzimage import read_release, release_from_bzimage
-from iomatrix.host.kernels.cache import MAX_AGE_S, cache_root, cached, verify
+from iomatrix.host.kernels.cache import MAX_AGE_S, cache_root, cached, prune_fetched, verify
 from iomatrix.host.kernels.debian_packages import (
     compare_debian_versions,
     image_release,
@@ -72,9 +73,11 @@ __all__ = [
     "image_release",
     "newest",
     "offline_requested",
+    "own_builds_trusted",
     "parse_depends",
     "parse_packages",
     "parse_stanzas",
+    "prune_fetched",
     "read_release",
     "release_from_bzimage",
     "release_parts",

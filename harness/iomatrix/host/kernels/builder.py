@@ -3,7 +3,8 @@
 One build, in order (each step's failure is a KernelError in the tool's own words, which fails
 that kernel's cells and nothing else):
   1. the source spec resolved to a commit of the cache-owned repository (sources.py), with the
-     build lock held: concurrent runs wait, then find the build done;
+     build lock held (build_lock.py: it says who holds it, and a build that overstays its
+     time limit is stopped): concurrent runs wait, then find the build done;
   2. the cache key: the commit, each patch's hash, the config fragments' text, the compiler's
      and virtme-ng's versions. A finished build under builds/<key>/ is returned as it is;
   3. checkout of the commit (`git checkout --force`: only files that differ are rewritten, so
@@ -13,13 +14,16 @@ that kernel's cells and nothing else):
      fragment (adapters/kconfig.py: what any cell needs, built in; what a test VM never uses,
      off, debug info first) and the matrix's own fragments, last so they win, settled by
      `make olddefconfig`; fragment lines the final .config does not honour are recorded;
-  5. `make bzImage modules` in kbuild/ (the one output folder) with ccache, all cores, the log
+  5. `make bzImage modules` in the build's output folder with ccache, all cores, the log
      kept; `make modules_install` into the entry, whose manifest is written last.
+Every step that runs the tree's code is sandboxed (sandbox.py) as an unprivileged user, in
+folders kept apart by trust (build_trust.py: a trusted build never reads what an untrusted one
+wrote), and within the build's time limit (BUILD_TIMEOUT_S, all steps together).
 
   <cache>/builds/<key>/            vmlinuz, lib/modules/<release>/, config, build.log, manifest
   <cache>/builds/logs/<key>.log    the log of a build that failed (or is under way)
-  <cache>/kbuild/                  the output folder (make O=), reused by the next build
-  <cache>/ccache/                  the compiler cache
+  <cache>/kbuild/, ccache/         trusted builds' output folder and compiler cache
+  <cache>/untrusted/, build-env/   the rest of build_trust.py's folders
 The release is <version>-iomatrix-<key[:8]>: two builds never share a release or a modules
 folder, and a result names the build it ran on.
 """
@@ -28,13 +32,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -47,7 +49,7 @@ from iomatrix.adapters.kconfig import (
     parse_config,
 )
 from iomatrix.errors import KernelError
-from iomatrix.host.kernels import sandbox
+from iomatrix.host.kernels import build_lock, build_trust, sandbox
 from iomatrix.host.kernels.build_leftovers import (
     MAX_CONFIG_BYTES,
     MAX_IMAGE_BYTES,
@@ -55,23 +57,30 @@ from iomatrix.host.kernels.build_leftovers import (
     lend_modules,
     read_built,
 )
+from iomatrix.host.kernels.build_log import (
+    PROGRESS_EVERY_S,
+    BuildProgress,
+    first_errors,
+    run_logged,
+)
 from iomatrix.host.kernels.cache import MANIFEST, cache_root, load_manifest, quiet
 from iomatrix.host.kernels.records import Kernel, Log
 from iomatrix.host.kernels.sources import Source, git, resolve
 from iomatrix.model.cell import KernelBuild
 from iomatrix.model.result import KernelBuildInfo
-from iomatrix.store.files import (
-    UntrustedFileError,
-    locked,
-    read_untrusted,
-    sha256_file,
-    write_bytes_atomic,
-    write_text_atomic,
-)
+from iomatrix.store.files import sha256_file, write_bytes_atomic, write_text_atomic
 
-# A from-scratch build of iomatrix's config takes minutes on 2 cores; a default config with debug
-# info took far longer. Hours means a hung compiler, not a slow one.
-BUILD_TIMEOUT_S = 3 * 3600.0
+__all__ = ["PROGRESS_EVERY_S", "BuildProgress", "build", "build_key", "first_errors"]
+
+# The longest a build may take, every step together (fetching its source too): a build that
+# runs longer is stopped, and the build lock says so to whoever waits (build_lock.py). From
+# scratch, iomatrix's config took 587-640 s on 2 cores here, 1,118 s through an empty ccache;
+# an hour is three times that, and more means a hung or hostile make, not a slow one.
+BUILD_TIMEOUT_S = 3600.0
+# What makes a build's key besides its inputs: raised when builds made before can no longer be
+# trusted (2: their sources were read through git's alternates and their folders shared by
+# every build).
+_KEY_FORMAT = "iomatrix build 2"
 _CONFIG_TIMEOUT_S = 600.0
 # Written before make starts and removed once make has ended by itself (success or a compile
 # error, after which make has deleted the target it failed on). Still there at the next build:
@@ -127,11 +136,6 @@ CONFIG_DEBUG_INFO_NONE=y
 # CONFIG_HUGETLBFS is not set
 # CONFIG_PROVIDE_OHCI1394_DMA_INIT is not set
 """
-# How much of a build log first_errors reads: its head for the first errors, else its tail.
-_LOG_HEAD_BYTES = 8 << 20
-_LOG_TAIL_BYTES = 64 << 10
-# The compiler's own words: gcc's and ld's errors, and make's summary as a last resort.
-_ERROR_LINE = re.compile(r"(error:|undefined reference|No rule to make target|Error \d+)")
 
 
 def tool_versions(spec: str) -> str:
@@ -170,6 +174,7 @@ def fragments(build: KernelBuild) -> str:
 def build_key(source: Source, build: KernelBuild, tools: str) -> str:
     digest = hashlib.sha256()
     for part in (
+        _KEY_FORMAT,
         source.commit,
         *(p.sha256 for p in build.patches),
         fragments(build),
@@ -188,25 +193,28 @@ def build(
     log: Log | None = None,
     offline: bool = False,
     jobs: int | None = None,
+    trusted: bool = False,
 ) -> Kernel:
     """The kernel a recipe makes, built unless the build cache has it. name is the kernel axis
-    value (what messages and the Kernel record call it)."""
+    value (what messages and the Kernel record call it). trusted: the caller vouches for the
+    recipe's code (the base side of an A/B session); see build_trust.py."""
     say = log or quiet
     spec = recipe.source
     root = (cache or cache_root()).absolute()
     builds = root / "builds"
     builds.mkdir(parents=True, exist_ok=True)
     tools = tool_versions(name)
-    with locked(
-        builds / ".lock",
-        held=f"the build of {spec.raw}",
-        on_wait=lambda: say(f"waiting for another iomatrix building from {spec.raw}"),
-    ):
-        # With the lock held, a staging folder is a leftover of a build that was killed.
+    vouched = build_trust.trusted(trusted)
+    with build_lock.held(builds, building=spec.raw, limit_s=BUILD_TIMEOUT_S, log=say) as lock:
+        deadline = time.monotonic() + BUILD_TIMEOUT_S
+        # With the lock held, a staging folder is a leftover of a build that was killed, and a
+        # process of the build user one that a build left behind (container mode).
         for leftover in builds.glob(".partial-*"):
             shutil.rmtree(leftover, ignore_errors=True)
+        sandbox.stop_leftovers()
         source = resolve(spec, root, say, offline=offline)
         key = build_key(source, recipe, tools)
+        lock.building_key(key)
         entry = builds / key
         if (entry / MANIFEST).is_file():
             kernel = load_manifest(entry)
@@ -221,6 +229,8 @@ def build(
             root=root,
             say=say,
             jobs=jobs or os.cpu_count() or 1,
+            domain=build_trust.domain(root, trusted=vouched, say=say),
+            deadline=deadline,
         )
         return _build(job)
 
@@ -252,6 +262,9 @@ class _Job:
     root: Path
     say: Log
     jobs: int
+    domain: build_trust.Domain
+    # time.monotonic() past which no step runs (BUILD_TIMEOUT_S after the lock was taken).
+    deadline: float
 
     @property
     def builds(self) -> Path:
@@ -259,12 +272,9 @@ class _Job:
 
     @property
     def out(self) -> Path:
-        """make's output folder, one as the checkout is one, kept for incremental builds."""
-        return self.root / "kbuild"
-
-    @property
-    def ccache(self) -> Path:
-        return self.root / "ccache"
+        """make's output folder: the trusted builds' one, or this session's untrusted one,
+        kept for incremental builds (build_trust.py)."""
+        return self.domain.out
 
     @property
     def log_path(self) -> Path:
@@ -285,81 +295,44 @@ class _Job:
         timeout_s: float,
         *,
         what: str,
-        env: dict[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
         keep_marker: Path | None = None,
         stage: Path | None = None,
     ) -> None:
         # Sandboxed: make runs the tree's code, which a stranger's patch may have written. It
-        # reads the checkout and writes only the output folder, ccache and the stage: never the
-        # checkout of a later build, a built kernel or the guest's root.
-        writable = _writable(self.out, self.ccache, *([stage] if stage is not None else []))
+        # reads the checkout and writes only its own folders (build_trust.Domain) and the
+        # stage: never the checkout of a later build, a built kernel or the guest's root.
+        writable = _writable(*self.domain.writable, *([stage] if stage is not None else []))
+        readable = [self.source.repo, *self.domain.readable]
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise KernelError(self.name, f"{what} not started: {self.too_long()}")
         try:
-            argv = sandbox.wrap(
-                argv, cwd=self.source.repo, writable=writable, readable=[self.source.repo]
-            )
+            python = [Path(sys.prefix), Path(sys.base_prefix)]
+            sandbox.reach([*python, *readable, *writable], self.say)
+            argv = sandbox.wrap(argv, cwd=self.source.repo, writable=writable, readable=readable)
         except sandbox.SandboxUnavailable as exc:
             raise KernelError(self.name, str(exc)) from exc
-        _run_logged(
-            self.name,
-            argv,
-            self.source.repo,
-            self.log_path,
-            timeout_s,
-            what=what,
-            env=env,
-            keep_marker=keep_marker,
-            progress=BuildProgress(f"{self.name}: {what}", self.say),
-        )
-
-
-# How often a long build step says how far it got (a from-scratch kernel takes 10-20 minutes
-# here, and silence that long reads as a hang).
-PROGRESS_EVERY_S = 30.0
-# kbuild's quiet lines for one file made: "  CC      fs/ext4/inode.o", "  LD [M]  ...", "  AR ...".
-_MADE_LINE = re.compile(r"^\s+(CC|LD|AR|AS|HOSTCC|CC \[M\]|LD \[M\])\s+\S")
-
-
-class BuildProgress:
-    """Counts the files a build step made (from its output lines) and says so every
-    PROGRESS_EVERY_S seconds, with the last line, while the step runs."""
-
-    def __init__(
-        self,
-        what: str,
-        say: Log,
-        every_s: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.what = what
-        self.say = say
-        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
-        self.clock = clock
-        self.started = clock()
-        self.last_said = self.started
-        self.made = 0
-        self.last_line = ""
-        self.lock = threading.Lock()
-
-    def line(self, text: str) -> None:
-        """proc.run's on_line: called from its reader thread."""
-        with self.lock:
-            if _MADE_LINE.match(text):
-                self.made += 1
-            if text.strip():
-                self.last_line = text.strip()[:120]
-
-    def poll(self) -> str | None:
-        """proc.run's stop: never stops the build, says how far it got when it is time."""
-        now = self.clock()
-        if now - self.last_said >= self.every_s:
-            self.last_said = now
-            with self.lock:
-                made, last = self.made, self.last_line
-            self.say(
-                f"{self.what}: {now - self.started:.0f} s, {made} files made"
-                + (f" (last: {last})" if last else "")
+        extra = {"CCACHE_CONFIGPATH": str(self.domain.ccache_config), **(env or {})}
+        try:
+            run_logged(
+                self.name,
+                argv,
+                self.source.repo,
+                self.log_path,
+                min(timeout_s, left),
+                what=what,
+                env=sandbox.environment(self.domain.home, self.domain.tmp, extra),
+                keep_marker=keep_marker,
+                progress=BuildProgress(f"{self.name}: {what}", self.say, PROGRESS_EVERY_S),
+                too_long=self.too_long() if left < timeout_s else None,
             )
-        return None
+        finally:
+            sandbox.stop_leftovers()
+
+    @staticmethod
+    def too_long() -> str:
+        return f"stopped at the build's time limit ({BUILD_TIMEOUT_S:.0f} s)"
 
 
 def _writable(*folders: Path) -> list[Path]:
@@ -377,14 +350,14 @@ def _build(job: _Job) -> Kernel:
     # sign that it was interrupted, and rmtree does not follow links.
     if os.path.lexists(job.out / _INCOMPLETE):
         job.say(f"{job.out}: the last build there was interrupted; starting that folder again")
-        shutil.rmtree(job.out)
-    job.out.mkdir(parents=True, exist_ok=True)
-    job.ccache.mkdir(parents=True, exist_ok=True)
-    # What the build writes belongs to the user it runs as (sandbox.py: nobody, under root).
-    sandbox.hand_over([job.out, job.ccache])
+        build_trust.start_again(job.domain)
+    # What the build writes belongs to the user it runs as (sandbox.py: nobody, under root),
+    # while it runs: taken back after, so that no later build (the same user) can write it.
+    sandbox.hand_over(job.domain.writable)
     job.log_path.parent.mkdir(exist_ok=True)
+    trust = "trusted" if job.domain.trusted else "untrusted"
     job.log_path.write_text(
-        f"# iomatrix build of {job.name} ({job.recipe.source.raw}), key {job.key}\n"
+        f"# iomatrix build of {job.name} ({job.recipe.source.raw}), key {job.key}, {trust}\n"
     )
     stage = Path(tempfile.mkdtemp(prefix=f".partial-{job.key}-", dir=job.builds))
     started = time.monotonic()
@@ -434,6 +407,7 @@ def _build(job: _Job) -> Kernel:
         job.say(f"{job.name}: built {release} in {info.build_s:.0f} s")
         return kernel
     finally:
+        sandbox.take_back(job.domain.writable)
         shutil.rmtree(stage, ignore_errors=True)
 
 
@@ -467,7 +441,7 @@ def _configure(job: _Job) -> tuple[str, ...]:
     job.run(
         [tool, "--defconfig"],
         _CONFIG_TIMEOUT_S,
-        env={**os.environ, "KBUILD_OUTPUT": str(job.out)},
+        env={"KBUILD_OUTPUT": str(job.out)},
         what="virtme-configkernel --defconfig",
     )
     # Read and replaced, never opened for appending: the tree's code ran (make defconfig under
@@ -484,8 +458,6 @@ def _configure(job: _Job) -> tuple[str, ...]:
 
 def _make(job: _Job) -> None:
     env = {
-        **os.environ,
-        "CCACHE_DIR": str(job.ccache),
         # Builds of different commits share most objects; the timestamp and host name would
         # otherwise differ in every image.
         "KBUILD_BUILD_TIMESTAMP": "1970-01-01",
@@ -520,62 +492,3 @@ def _install(job: _Job, stage: Path, release: str) -> bool:
         stage=stage,
     )
     return lend_modules(job.name, stage, release)
-
-
-def _run_logged(
-    name: str,
-    argv: Sequence[str],
-    cwd: Path,
-    log_path: Path,
-    timeout_s: float,
-    *,
-    what: str,
-    env: dict[str, str] | None = None,
-    keep_marker: Path | None = None,
-    progress: BuildProgress | None = None,
-) -> None:
-    """Run a build step with its output appended to the build log, saying how far it got
-    every PROGRESS_EVERY_S seconds. A step that exits by itself removes keep_marker (see
-    _INCOMPLETE); a killed one leaves it."""
-    with log_path.open("a", encoding="utf-8") as log:
-        log.write(f"\n$ {' '.join(argv)}\n")
-    try:
-        proc.run(
-            argv,
-            timeout_s=timeout_s,
-            cwd=cwd,
-            env=env,
-            output_file=log_path,
-            on_line=None if progress is None else progress.line,
-            stop=None if progress is None else progress.poll,
-        )
-    except proc.CommandTimeout as exc:
-        raise KernelError(
-            name, f"{what} did not finish in {timeout_s:.0f} s; the build log: {log_path}"
-        ) from exc
-    except proc.CommandError as exc:
-        if keep_marker is not None:
-            keep_marker.unlink(missing_ok=True)
-        if exc.returncode is None:  # it never started
-            raise KernelError(name, f"{what} failed: {exc}") from exc
-        raise KernelError(name, f"{what} failed: {first_errors(log_path)}") from exc
-    if keep_marker is not None:
-        keep_marker.unlink(missing_ok=True)
-
-
-def first_errors(log_path: Path, most: int = 5) -> str:
-    """The compiler's own error lines from a build log (the first few), and where the log is."""
-    # Bounded: a build's output is the tree's, and a log of hundreds of MiB must not be read
-    # whole. The first errors are near the start of where make stopped; without any, the tail.
-    try:
-        with log_path.open("rb") as log:
-            head = log.read(_LOG_HEAD_BYTES)
-        lines = head.decode("utf-8", errors="replace").splitlines()
-        errors = [line.strip()[:500] for line in lines if _ERROR_LINE.search(line)]
-        if not errors:
-            end = read_untrusted(log_path, max_bytes=_LOG_TAIL_BYTES, tail=True)
-            lines = end.decode("utf-8", errors="replace").splitlines()
-    except (OSError, UntrustedFileError):
-        lines, errors = [], []
-    shown = errors[:most] or [line.strip()[:500] for line in lines[-most:]]
-    return "; ".join(shown) + f" (the build log: {log_path})"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -121,6 +122,23 @@ def cached(cache: Path | None = None, *, log: Log | None = None) -> list[Kernel]
         except KernelError as exc:
             say(f"skipping broken cached kernel {release_dir}: {exc.reason}")
     return found
+
+
+def prune_fetched(keep: set[str], cache: Path | None = None) -> list[str]:
+    """Delete the fetched kernels whose release is not in `keep` (a CI cache saved under a new
+    key each night would grow otherwise); the releases deleted. Folders only, never followed
+    through a link; dot-folders (fetches in progress) are left alone."""
+    kernels_dir = (cache or cache_root()) / "kernels"
+    if not kernels_dir.is_dir():
+        return []
+    gone = []
+    for entry in sorted(kernels_dir.iterdir()):
+        if entry.name.startswith(".") or entry.is_symlink() or not entry.is_dir():
+            continue
+        if entry.name not in keep:
+            shutil.rmtree(entry)
+            gone.append(entry.name)
+    return gone
 
 
 # The resolution cache

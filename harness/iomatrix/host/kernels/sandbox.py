@@ -1,22 +1,33 @@
 """Kernel builds of a tree or patch a matrix names run in a sandbox: a patch is code that `make`
 runs, and a stranger's pull request may carry one.
 
-The sandbox is bubblewrap (`bwrap`): the host's root read-only, no network, its own PID, IPC and
-host-name namespaces, and hidden behind empty folders what a build never needs and a thief
+Every build runs as an unprivileged user, never root: run as root (CI, sudo, the runner
+container), iomatrix drops it to BUILD_UID (nobody, 65534: no capability, no supplementary
+group, no new privileges) and hands it the folders it writes first, taking them back after;
+run as anyone else, the build is that user already. Its environment is iomatrix's choosing
+(environment(): PATH, a HOME and TMPDIR of its own, C locale), never the caller's (a token in
+it could be compiled into the image and printed by the guest).
+
+Mode `bwrap` (the default): bubblewrap, the host's root read-only, no network, its own PID, IPC
+and host-name namespaces, and hidden behind empty folders what a build never needs and a thief
 wants: every home folder (/root, /home, and $HOME wherever it is), /tmp, /run and the password
-hashes. Readable besides: the checkout. Writable: only the output folder, ccache and the staged
-image; never the rest of the cache (built kernels, the guest's root, a trusted base side's
-build). The process dies with iomatrix (`--die-with-parent`).
+hashes. Readable besides: the checkout and what the caller names. Writable: only the folders
+the caller names (its output folder, its ccache when trusted, the staged image: build_trust.py);
+never the rest of the cache. The process dies with iomatrix (`--die-with-parent`), and every
+process it started with its PID namespace.
 
-Run as root (CI, sudo), iomatrix drops the build to an unprivileged user (nobody, 65534: no
-capability, no supplementary group, no new privileges): the writable folders are handed to that
-user first, and the build reads only what any user may. Run as anyone else, the build is that
-user already.
+Mode `container` (IOMATRIX_BUILD_SANDBOX=container, set in the runner image): where bubblewrap
+cannot make namespaces (podman here: "Creating new namespace failed: Operation not permitted";
+Docker's default seccomp profile refuses them too), the container is the outer sandbox and file
+ownership the inner one: iomatrix must run as root, the build runs as BUILD_UID, which owns
+nothing but what it was handed; the folders on the way to the cache (root's 0700 home in the
+image) are made searchable, not readable, by others (reach()); and since nothing ends its
+processes with it, every process of BUILD_UID is stopped before and after each step
+(stop_leftovers(): inside a container of iomatrix's own, where no one else is that user). It
+can read what any user of the container may and reach the container's network, which
+bubblewrap would deny.
 
-Where bubblewrap cannot make namespaces (inside an unprivileged container, which is itself the
-sandbox), `IOMATRIX_BUILD_SANDBOX=container` runs builds without it and says so (as nobody where
-nobody can reach the checkout, the virtualenv and the cache, else as the container's root);
-anywhere else a missing or unusable bubblewrap fails the build with the reason rather than run it
+Anywhere else a missing or unusable bubblewrap fails the build with the reason rather than run it
 unconfined.
 """
 
@@ -27,7 +38,7 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from iomatrix import proc
@@ -129,22 +140,68 @@ def _unprivileged(argv: Sequence[str]) -> list[str]:
     ]
 
 
-def _reachable_by_build_user(place: Path) -> bool:
-    """Whether BUILD_UID can reach `place`: every folder on the way searchable by it (by
-    "others", or as its owner) and `place` itself readable so."""
-    resolved = place.resolve()
-    for step in (*reversed(resolved.parents), resolved):
-        try:
+def environment(home: Path, tmp: Path, extra: Mapping[str, str]) -> dict[str, str]:
+    """A build step's whole environment: the host's PATH (the compiler the key names), a HOME
+    and TMPDIR of the build's own, the C locale (the compiler's words, which failures quote),
+    and `extra`. Nothing else of the caller's: CC, MAKEFLAGS or CCACHE_* there would change
+    the build without changing its key, and a token would be the tree's to print. Only
+    CCACHE_DISABLE passes (it can only turn ccache off: make bench measures without it)."""
+    passed = {k: v for k, v in os.environ.items() if k == "CCACHE_DISABLE"}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LC_ALL": "C",
+        "LANG": "C",
+        **passed,
+        **extra,
+    }
+
+
+def _searchable_by_build_user(info: os.stat_result) -> bool:
+    if info.st_uid == BUILD_UID:
+        return bool(info.st_mode & stat.S_IXUSR)
+    if info.st_gid == BUILD_GID:
+        return bool(info.st_mode & stat.S_IXGRP)
+    return bool(info.st_mode & stat.S_IXOTH)
+
+
+def reach(places: Sequence[Path], say: Callable[[str], None]) -> None:
+    """In container mode, as root: every folder on the way to `places` made searchable by the
+    build user (o+x: it can open a path it knows, never list the folder), as bubblewrap's
+    binds make them elsewhere. Only folders iomatrix's user owns are changed; another's
+    fails with SandboxUnavailable naming it, and the build never runs as root instead."""
+    if mode() != "container" or not drops_privileges():
+        return
+    for place in places:
+        resolved = place.resolve()
+        for step in (*reversed(resolved.parents), resolved):
             info = step.stat()
-        except OSError:
-            return False
-        mine = info.st_uid == BUILD_UID
-        needed = (stat.S_IXUSR if mine else stat.S_IXOTH) if step.is_dir() else 0
-        if step == resolved:
-            needed |= stat.S_IRUSR if mine else stat.S_IROTH
-        if info.st_mode & needed != needed:
-            return False
-    return True
+            if not stat.S_ISDIR(info.st_mode) or _searchable_by_build_user(info):
+                continue
+            if info.st_uid != os.geteuid():
+                raise SandboxUnavailable(
+                    f"the build user (uid {BUILD_UID}) cannot reach {place}: {step} is not "
+                    f"searchable by others and belongs to uid {info.st_uid}, not to iomatrix's "
+                    "user; make it searchable (chmod o+x) or set IOMATRIX_CACHE elsewhere"
+                )
+            step.chmod(stat.S_IMODE(info.st_mode) | stat.S_IXOTH)
+            say(
+                f"made {step} searchable by others (mode {stat.S_IMODE(info.st_mode) | 1:04o}, "
+                f"not listable) so that kernel builds, which run as uid {BUILD_UID}, reach "
+                f"{place}"
+            )
+
+
+def stop_leftovers() -> None:
+    """In container mode, as root: every process of the build user stopped (SIGKILL). Nothing
+    else ends a build's processes there (bubblewrap's PID namespace does elsewhere): a process
+    a build left running would write what the next build hands that user."""
+    if mode() != "container" or not drops_privileges():
+        return
+    # kill(-1) reaches every process its sender may signal, but itself and init: as the build
+    # user, exactly the build user's processes (in the container's PID namespace).
+    proc.run(_unprivileged(["/bin/sh", "-c", "kill -KILL -1 2>/dev/null; exit 0"]), timeout_s=30)
 
 
 def _base_args(writable: Sequence[Path], readable: Sequence[Path] = ()) -> list[str]:
@@ -201,16 +258,15 @@ def wrap(
 ) -> list[str]:
     """argv as it runs sandboxed, in cwd, able to read (besides the host's root, less what
     is hidden) `readable` and to write only under `writable`; as an unprivileged user when
-    iomatrix runs as root (hand_over the writable folders first)."""
+    iomatrix runs as root (hand_over the writable folders first; in container mode, reach()
+    them first too)."""
     if mode() == "container":
-        # The container is the sandbox; the user is still dropped, where it can reach what the
-        # build reads (without bubblewrap nothing re-binds a checkout or a virtualenv under a
-        # 0700 /root, a clone's usual place in a bare container): else the build runs as the
-        # container's root, which the container confines.
-        needed = [Path(sys.prefix), Path(sys.base_prefix), cwd, *readable, *writable]
-        if all(_reachable_by_build_user(p) for p in needed):
-            return _unprivileged(argv)
-        return list(argv)
+        if not drops_privileges():
+            raise SandboxUnavailable(
+                f"{SANDBOX_ENV}=container needs iomatrix to run as root, which drops each build "
+                "to a user of its own; run as anyone else, a build could write all the cache"
+            )
+        return _unprivileged(argv)
     why = _probe()
     if why is not None:
         raise SandboxUnavailable(

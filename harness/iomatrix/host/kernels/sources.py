@@ -1,18 +1,24 @@
 """Kernel source for builds: a source spec resolved to one commit of a git repository that
 iomatrix owns in its cache. Builds check out, patch and clean there, never in the tree they read.
 
-  <cache>/sources/git-<hash of the tree's path>/   `git clone --shared --no-checkout` of a
-      user's tree: its objects are read through git's alternates (nothing is copied, nothing is
-      written into the user's tree) and its work tree is where builds check out
-  <cache>/sources/dir-<hash of the path>/          a plain source tree (source:<dir>) imported
-      with `git add` reading the user's folder through an index of iomatrix's own: the commit
-      stands for the folder's content, so an unchanged folder builds from the cache
-  <cache>/sources/debian-linux-source-<X.Y>/       Debian's linux-source tarballs, imported the
-      same way; imported.json maps each package version to its commit, so a version once
-      imported builds offline
+  <cache>/sources/linux/        the repository: every source's commits, its work tree where
+      builds check out. A user's tree (git:<tree>@<ref>) lends it the one commit a build needs
+      by `git fetch --depth=1` with fsck on (transfer.fsckObjects): git's index-pack hashes
+      every object it receives, so an object stored under a name its content does not hash to
+      (a loose object a stranger planted in a repository they ship as plain files) is refused,
+      and nothing is written into the user's tree. Never git's alternates: git reads objects
+      from an alternate by their names, without hashing them, and one planted object would
+      change what every later build checks out under a trusted commit.
+  <cache>/sources/index-<hash of the path>   the index a plain source tree (source:<dir>) is
+      imported with: `git add` reads the user's folder (and hashes it) into commits of its
+      own, so the commit stands for the folder's content and an unchanged folder builds from
+      the cache
+  <cache>/sources/debian-linux-source-<X.Y>.json   Debian's linux-source tarballs, imported the
+      same way: each package version's commit, so a version once imported builds offline
 
 Imports are commits with a fixed author and date: the same content always gives the same commit,
-hence the same build cache key.
+hence the same build cache key. A repository an older iomatrix made (with alternates) is started
+again, with its records: what it holds was read unhashed.
 """
 
 from __future__ import annotations
@@ -117,7 +123,7 @@ def resolve(spec: KernelSpec, root: Path, log: Log, *, offline: bool) -> Source:
     """The commit a source spec stands for now, in the repository under <root>/sources.
     Called with the build lock held: it may lend objects or import."""
     repo = repository(root)
-    _init_repo(spec.raw, repo)
+    _init_repo(spec.raw, repo, log)
     if spec.kind == "git":
         return _from_git(spec, repo, log)
     if spec.kind == "source":
@@ -156,22 +162,46 @@ def check_git_tree(spec: KernelSpec) -> str:
     return commit_of(spec.raw, tree, spec.ref or "")
 
 
+# Every object a fetch brings is hashed by index-pack (always) and checked by fsck (these): a
+# tree entry named .git or .., a malformed commit or tree is refused, as a push to a hosting
+# site would be.
+_VERIFIED_FETCH = (
+    *("-c", "transfer.fsckObjects=true"),
+    *("-c", "fetch.fsckObjects=true"),
+    *("-c", "fetch.writeCommitGraph=false"),
+)
+
+
 def _from_git(spec: KernelSpec, repo: Path, log: Log) -> Source:
     tree = Path(spec.value)
     commit = check_git_tree(spec)
-    objects = git(
-        spec.raw, ["-C", str(tree), "rev-parse", "--path-format=absolute", "--git-path", "objects"]
-    ).stdout.strip()
-    alternates = repo / ".git" / "objects" / "info" / "alternates"
-    known = alternates.read_text().splitlines() if alternates.is_file() else []
-    if objects not in known:
-        log(f"reading the objects of {tree} through git's alternates (nothing is copied)")
-        alternates.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(alternates, "".join(f"{line}\n" for line in [*known, objects]))
+    held = git(
+        spec.raw, ["-C", str(repo), "cat-file", "-e", f"{commit}^{{commit}}"], ok_codes=(0, 1, 128)
+    )
+    if held.returncode != 0:
+        log(f"fetching {commit[:12]} from {tree} (one commit, every object hashed and checked)")
+        git(
+            spec.raw,
+            [
+                *_VERIFIED_FETCH,
+                *("-C", str(repo), "fetch", "--quiet", "--no-tags", "--no-recurse-submodules"),
+                *("--depth=1", "--no-write-fetch-head", "--end-of-options", str(tree), commit),
+            ],
+            what=f"fetching {commit[:12]} from {tree}",
+        )
+    # A ref keeps the commit from git's garbage collection.
+    git(spec.raw, ["-C", str(repo), "update-ref", f"refs/imports/{commit}", commit])
     return Source(repo, commit, f"{tree} at {spec.ref} ({commit[:12]})")
 
 
-def _init_repo(spec: str, repo: Path) -> None:
+def _init_repo(spec: str, repo: Path, log: Log) -> None:
+    alternates = repo / ".git" / "objects" / "info" / "alternates"
+    if os.path.lexists(alternates):
+        log(
+            f"{repo} read other trees' objects through git's alternates (an older iomatrix): "
+            "starting the source repository again, and its import records"
+        )
+        shutil.rmtree(repo.parent)
     if not (repo / ".git").is_dir():
         repo.mkdir(parents=True, exist_ok=True)
         git(spec, ["init", "--quiet", str(repo)])

@@ -22,6 +22,7 @@ from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.devices import checks
 from iomatrix.host.vm import agent_bundle, cores, disk_freeing, guest_io, qmp, vng
+from iomatrix.host.vm.boot_inputs import BootInputs
 from iomatrix.host.vm.cell_results import MAX_RESTARTS, host_side_result, settle_unfinished
 from iomatrix.host.vm.console import VNG_NO_STATUS, BootClock, console_shows_panic
 from iomatrix.host.vm.guest_io import cell_dir
@@ -71,6 +72,9 @@ class BootContext:
     cancel: threading.Event | None = None
     # How many boots run side by side, sharing the scratch folder's room (guest_allowance).
     side_by_side: int = 1
+    # What the run pinned when it was prepared (boot_inputs.py), checked before each attempt;
+    # None only where no run was prepared (tests of one boot).
+    inputs: BootInputs | None = None
 
 
 class BootCancelled(Exception):
@@ -223,8 +227,11 @@ def _runnable(ctx: BootContext, out: TextIO) -> BootContext | None:
 
 
 def _agent_bundle(ctx: BootContext, out: TextIO) -> Path | None:
-    """The agent's start-up bundle for this boot's guest root; None, said, when there is none
-    (the guest then imports the agent over the shared root)."""
+    """The agent's start-up bundle for this boot's guest root: the one the run pinned when it
+    was prepared; None, said, when there is none (the guest then imports the agent over the
+    shared root)."""
+    if ctx.inputs is not None:
+        return ctx.inputs.bundle
     bundle, why_not = agent_bundle.ensure(
         ctx.guest_root, Path(vng.package_dir()), kernels.cache_root()
     )
@@ -279,12 +286,10 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     watcher: qmp.HostDiskWatcher | None = None
     try:
         for attempt in range(MAX_RESTARTS + 1):
-            pending = [s for s in ctx.group.steps if not step_done(s)]
-            if not pending:
+            given = _given_input(ctx, plan, bundle, out)
+            if given is None:
                 break
-            theirs = _guest_steps(ctx, pending)
-            attempt_plan = plan.model_copy(update={"steps": tuple(theirs)})
-            _write_input(ctx, attempt_plan, bundle)
+            pending, theirs, attempt_plan = given
             watcher = host_disk_watcher(attempt_plan, pending, qmp.socket_path(qmp_dir))
             console = rundir.console_log(folder, attempt)
             boot_clock = BootClock(also=watcher, steps=pending)
@@ -356,6 +361,26 @@ def _fresh_guest_folder(ctx: BootContext) -> None:
     guest_dir(ctx).mkdir(parents=True)
     pending = [s for s in ctx.group.steps if not step_done(s)]
     guest_io.copy_in(_guest_steps(ctx, pending), pending)
+
+
+def _given_input(
+    ctx: BootContext, plan: BootPlan, bundle: Path | None, out: TextIO
+) -> tuple[list[Step], list[Step], BootPlan] | None:
+    """An attempt's steps (the host's and the guest folder's view) and plan, its input folder
+    written, once what it lends the guest is checked (_unchanged_inputs); None when no step is
+    left to run."""
+    pending = [s for s in ctx.group.steps if not step_done(s)]
+    pending = _unchanged_inputs(ctx, pending, out) if pending else []
+    if not pending:
+        return None
+    theirs = _guest_steps(ctx, pending)
+    attempt_plan = plan.model_copy(update={"steps": tuple(theirs)})
+    try:
+        _write_input(ctx, attempt_plan, bundle)
+    except guest_io.JobFileChanged as exc:  # between the check and the copy
+        _fail_unstarted(ctx, pending, f"not run: its job file {exc}", out)
+        return None
+    return pending, theirs, attempt_plan
 
 
 def _watchdog(
@@ -461,6 +486,30 @@ def _attempt(
     return exit_code, "ok" if exit_code == 0 else "exit-error", None
 
 
+def _unchanged_inputs(ctx: BootContext, pending: Sequence[Step], out: TextIO) -> list[Step]:
+    """Right before each attempt, what it lends the guest is checked against what the run
+    pinned when it was prepared (boot_inputs.py) and the job files against the hashes the
+    matrix loader recorded: a changed kernel or agent fails every pending cell, a changed job
+    file the cells that name it, each naming the file, and no VM starts on them."""
+    problem = None if ctx.inputs is None else ctx.inputs.changed(ctx.group.kernel)
+    if problem is not None:
+        _fail_unstarted(ctx, pending, f"not run: {problem}", out)
+        return []
+    changed = guest_io.unreadable_job_files(pending)
+    for why in dict.fromkeys(changed.values()):
+        _fail_unstarted(ctx, [s for s in pending if changed.get(s.cell.id) == why], why, out)
+    return [s for s in pending if s.cell.id not in changed]
+
+
+def _fail_unstarted(ctx: BootContext, steps: Sequence[Step], reason: str, out: TextIO) -> None:
+    """The steps' cells (each once: a cell's repetitions are steps of one folder) fail with
+    `reason`, said once."""
+    for step in {(s.run_dir, s.cell.id): s for s in steps}.values():
+        if not rundir.cell_result(cell_dir(step)).exists():
+            host_side_result(Path(step.run_dir), step.cell, "error", reason)
+    print(f"iomatrix: boot {ctx.group.boot_id}: {reason}", file=out)
+
+
 def _host_devices_changed(ctx: BootContext, out: TextIO) -> bool:
     """Right before the boot, each host device it attaches is checked again: still the device
     the preflight confirmed (by its identity, not its path), and still not in use. When one is
@@ -473,9 +522,8 @@ def _host_devices_changed(ctx: BootContext, out: TextIO) -> bool:
     ]
     if not problems:
         return False
-    _fail_unfinished(
-        ctx, "not run: a host device changed since it was confirmed: " + "; ".join(problems), out
-    )
+    reason = "not run: a host device changed since it was confirmed: " + "; ".join(problems)
+    _fail_unstarted(ctx, ctx.group.steps, reason, out)
     return True
 
 
@@ -488,15 +536,8 @@ def _share_refused(ctx: BootContext, out: TextIO) -> bool:
     if problem is None:
         return False
     shutil.rmtree(shared, ignore_errors=True)
-    _fail_unfinished(ctx, f"not run: {problem}", out)
+    _fail_unstarted(ctx, ctx.group.steps, f"not run: {problem}", out)
     return True
-
-
-def _fail_unfinished(ctx: BootContext, reason: str, out: TextIO) -> None:
-    for step in ctx.group.steps:
-        if not rundir.cell_result(cell_dir(step)).exists():
-            host_side_result(Path(step.run_dir), step.cell, "error", reason)
-    print(f"iomatrix: boot {ctx.group.boot_id}: {reason}", file=out)
 
 
 def _report_reader_problems(boot: str, boot_clock: BootClock, out: TextIO) -> None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from iomatrix.model.panic import PANIC_MARKERS
 from iomatrix.model.result import BootEvent
 from iomatrix.plan.boots import Step
 from iomatrix.store import files
@@ -18,9 +19,6 @@ from iomatrix.store import files
 # How much of a console log the host reads back (its end): a panic is near the end of a boot
 # that died; the guest may have replaced the log with anything, so it is read as untrusted.
 _CONSOLE_TAIL_BYTES = 4 << 20
-
-
-_PANIC_MARKERS = ("Kernel panic", "BUG: ", "Oops: ", "general protection fault")
 
 
 def _console_text(console: Path) -> str:
@@ -35,7 +33,7 @@ def console_excerpt(console: Path, max_lines: int = 25) -> str:
     """The part of a console log that explains a dead VM: from a panic marker, else the tail."""
     lines = _console_text(console).splitlines()
     for i, line in enumerate(lines):
-        if any(marker in line for marker in _PANIC_MARKERS):
+        if any(marker in line for marker in PANIC_MARKERS):
             return "\n".join(lines[max(0, i - 3) : i + max_lines])
     return "\n".join(lines[-max_lines:])
 

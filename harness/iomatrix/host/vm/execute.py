@@ -23,6 +23,7 @@ from iomatrix.errors import ResultFormatError
 from iomatrix.host import kernels
 from iomatrix.host.vm import cores, host_disks, vng
 from iomatrix.host.vm.boot import BootCancelled, BootContext, build_boot, run_boot
+from iomatrix.host.vm.boot_inputs import BootInputs
 from iomatrix.host.vm.cell_results import cell_result_path, host_side_result, now_iso
 from iomatrix.host.vm.guest_io import cell_dir
 from iomatrix.model.cell import Cell, Timeouts, VmSettings
@@ -171,6 +172,8 @@ class Execution:
     # The guest's root filesystem (host/vm/guest_root.py), or why there is none (every cell fails).
     guest_root: Path | None = None
     guest_root_error: str = ""
+    # What the boots lend the guest, pinned when the run was prepared (boot_inputs.py).
+    inputs: BootInputs | None = None
 
 
 def execute(session: Execution, groups: Sequence[BootGroup], sides: Sequence[Side]) -> None:
@@ -335,6 +338,7 @@ def _run_group(
             host_cpus=host_cpus,
             cancel=cancel,
             side_by_side=session.jobs,
+            inputs=session.inputs,
         )
         plan, _argv, _images = build_boot(ctx)
         # Every disk of the cell's profile, in slot order (several for a profile with count > 1).

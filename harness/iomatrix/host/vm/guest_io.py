@@ -14,6 +14,7 @@ own (guest_plan: the same folders under GUEST_OUT, job files under GUEST_INPUT).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import re
 import shutil
@@ -93,24 +94,52 @@ def _guest_workload(workload: Workload, job: Callable[[str], str]) -> Workload:
 MAX_JOB_FILE_BYTES = MIB
 
 
+class JobFileChanged(files.UntrustedFileError):
+    """A job file whose bytes are not those the matrix loader hashed (the cell's recorded
+    sha256): changed since, by whoever could write it."""
+
+
+def recorded_job_files(workload: Workload) -> list[tuple[str, str]]:
+    """The job files a workload names, each with the sha256 the matrix loader recorded for it
+    (the workload's own for one file; each phase's and the precondition's for theirs)."""
+    named: list[tuple[str, str]] = []
+    if workload.phases:
+        named += [(p.job_file, p.sha256) for p in workload.phases]
+    elif workload.job_file:
+        named.append((workload.job_file, workload.sha256))
+    if workload.precondition is not None:
+        named.append((workload.precondition.job_file, workload.precondition.sha256))
+    return named
+
+
+def read_job_file(path: str, sha256: str) -> bytes:
+    """A job file's bytes, read as a hostile file and held to the hash the matrix loader
+    recorded: JobFileChanged (an UntrustedFileError) when they differ."""
+    data = files.read_untrusted(Path(path), max_bytes=MAX_JOB_FILE_BYTES)
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != sha256:
+        raise JobFileChanged(
+            path,
+            f"changed since the matrix was loaded (sha256 {actual[:16]}, was {sha256[:16]})",
+        )
+    return data
+
+
 def unreadable_job_files(steps: Sequence[Step]) -> dict[str, str]:
-    """Cells whose job files cannot be given to the guest (a link, a FIFO, too large, gone):
-    cell id -> why. Checked before the boot so that such a cell fails alone, with its reason."""
+    """Cells whose job files cannot be given to the guest (a link, a FIFO, too large, gone, or
+    not the bytes the matrix loader hashed): cell id -> why, naming the file. Checked right
+    before each boot so that such a cell fails alone, with its reason, and no VM runs it."""
     bad: dict[str, str] = {}
-    checked: dict[str, str | None] = {}
+    checked: dict[tuple[str, str], str | None] = {}
     for step in steps:
-        workload = step.cell.workload
-        names = [workload.job_file, *(p.job_file for p in workload.phases)]
-        if workload.precondition is not None:
-            names.append(workload.precondition.job_file)
-        for name in filter(None, names):
-            if name not in checked:
+        for named in recorded_job_files(step.cell.workload):
+            if named not in checked:
                 try:
-                    files.read_untrusted(Path(name), max_bytes=MAX_JOB_FILE_BYTES)
-                    checked[name] = None
+                    read_job_file(*named)
+                    checked[named] = None
                 except files.UntrustedFileError as exc:
-                    checked[name] = str(exc)
-            why = checked[name]
+                    checked[named] = str(exc)
+            why = checked[named]
             if why is not None:
                 bad.setdefault(step.cell.id, f"its job file cannot be given to the guest: {why}")
     return bad
@@ -118,11 +147,14 @@ def unreadable_job_files(steps: Sequence[Step]) -> dict[str, str]:
 
 def write_input(folder: Path, guest: Path, plan: BootPlan) -> None:
     """The input folder for one attempt: the guest's plan and the job files it names, read
-    from the matrix's folder as hostile files (no link followed, regular, size-limited)."""
+    from the matrix's folder as hostile files (no link followed, regular, size-limited) and
+    held to the hashes the matrix loader recorded (JobFileChanged: the copy is what was
+    hashed, or there is none)."""
     seen, jobs = guest_plan(guest, plan)
+    recorded = dict(named for s in plan.steps for named in recorded_job_files(s.cell.workload))
     (folder / "jobs").mkdir(parents=True, exist_ok=True)
     for name, host_path in jobs.items():
-        data = files.read_untrusted(host_path, max_bytes=MAX_JOB_FILE_BYTES)
+        data = read_job_file(str(host_path), recorded[str(host_path)])
         files.write_bytes_atomic(folder / name, data)
     write_record(rundir.plan_file(folder), seen)
 

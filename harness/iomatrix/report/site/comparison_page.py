@@ -21,7 +21,13 @@ from iomatrix.report.comparison_table import (
     group_note,
     shown_by_default,
 )
-from iomatrix.report.comparison_verdict import VERDICT_ORDER, headline, verdict_line
+from iomatrix.report.comparison_verdict import (
+    VERDICT_ORDER,
+    headline,
+    reasons_beside_the_rows,
+    verdict_line,
+    verdict_of,
+)
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,
@@ -288,6 +294,18 @@ def _verdict_groups(comparison: Comparison) -> str:
     return "".join(out)
 
 
+def _verdict_head(comparison: Comparison) -> str:
+    """The gate's verdict (its outcome and exit code as data for tools) and, when it failed
+    closed, what decided it, every cell named: a panic line, a side missing."""
+    verdict = verdict_of(comparison)
+    head = (
+        f'<p class="verdict-line" data-outcome="{e(verdict.outcome)}" '
+        f'data-exit-code="{verdict.exit_code}"><b>{e(headline(comparison))}</b></p>'
+    )
+    items = "".join(f"<li>{e(reason)}</li>" for reason in reasons_beside_the_rows(comparison))
+    return head + (f'<ul class="verdict-reasons">{items}</ul>' if items else "")
+
+
 def render_comparison_page(
     comparison: Comparison,
     *,
@@ -304,7 +322,7 @@ def render_comparison_page(
         "the baseline's CoV) per row"
     )
     # The answer first: one line (the terminal's first), then the gate's rows by verdict.
-    body = [f'<p class="verdict-line"><b>{e(headline(comparison))}</b></p>']
+    body = [_verdict_head(comparison)]
     if comparison.marker:
         body.append(f'<p class="forced">{e(comparison.marker)}</p>')
     if sequential is not None:

@@ -1,0 +1,73 @@
+"""The workflows themselves, run for real under nektos/act over a local podman, offline
+(tools/ci-local.sh, `make ci-local`). No stand-in: act executes the real workflow files, the real
+pinned actions (../shared/external/actions), the runner image built by the gate's own step, and
+both sides of `iomatrix ab` in TCG VMs inside it.
+
+The matrix repository's pull request (docs/workflows/matrix-repository/) halves its gate disk's
+IOPS limit: a known regression. The gate must run both sides, fail the check with the
+regression's exit code, and leave the artifact from which the comment workflow renders what it
+would post, which must say so. In `.ci/run` (the VM stream); the kernel gate and the nightly run
+in `make test-nightly`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.container import inside_a_container
+from support.paths import REPO_ROOT
+
+ACTIONS = REPO_ROOT.parent / "shared" / "external" / "actions"
+
+
+def ci_local(scenario: str, out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(REPO_ROOT / "tools" / "ci-local.sh"), scenario],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+        env={**os.environ, "OUT": str(out), **env},
+    )
+
+
+def needs_act() -> None:
+    if inside_a_container():
+        pytest.skip("inside a container: act starts containers itself")
+    if not ACTIONS.is_dir():
+        pytest.skip(f"{ACTIONS}: the pinned actions are not here (act runs offline from them)")
+    if shutil.which("go") is None and not list((REPO_ROOT / ".tools").glob("act-*/act")):
+        pytest.skip("act is built with Go, which is not installed")
+
+
+@pytest.mark.vm
+@pytest.mark.image
+def test_a_pull_request_that_halves_the_disk_fails_the_matrix_gate_under_act(
+    tmp_path: Path,
+) -> None:
+    needs_act()
+    out = tmp_path / "gate"
+    done = ci_local("matrix-gate", out)
+    log = (out / "act.log").read_text() if (out / "act.log").exists() else ""
+    tail = done.stderr[-3000:] + log[-6000:]
+    outcome = json.loads((out / "outcome.json").read_text())
+    # The job ran every step the gate has, up to the verdict: both sides measured.
+    assert "Run Main iomatrix ab" in log, tail
+    assert "(reusable)/A/B performance gate] 🏁  Job failed" in log, tail
+    assert outcome["exit"] != 0, tail
+    session = next((out / "storage-matrix" / "iomatrix-gate" / "results").glob("*/comparison.json"))
+    comparison = json.loads(session.read_text())
+    assert comparison["verdict"]["outcome"] == "regressed", tail
+    assert comparison["verdict"]["exit_code"] == 1
+    sides = {p.name for p in session.parent.iterdir() if (p / "run.json").exists()}
+    assert sides == {"base", "new"}
+    # The comment, rendered from the artifact by iomatrix's own code, leads with the verdict.
+    comment = (out / "comment.md").read_text()
+    assert "REGRESSION" in comment.split("\n\n")[1], comment[:2000]
