@@ -322,7 +322,7 @@ comment() {
     "$OUT/iomatrix/tools/gate_comment.py" "$OUT/comment-artifact" "$OUT/comment.md" \
     "$conclusion" "$head" "https://github.com/example/storage-matrix/actions/runs/1" >/dev/null; then
     say "the comment the comment workflow would post: $OUT/comment.md"
-    sed 's/^/  | /' "$OUT/comment.md" | head -20 >&2
+    sed -n '1,20s/^/  | /p' "$OUT/comment.md" >&2
   else
     say "the comment could not be rendered from the artifact"
   fi

@@ -240,12 +240,27 @@ cmd_probe() {
     /bin/busybox true
 }
 
+# Whether the docker CLI talks to podman's Docker API (a local Actions runner over podman).
+docker_is_podman() {
+  [ "${ENGINE_CMD[0]}" = docker ] &&
+    docker version --format '{{range .Server.Components}}{{.Name}};{{end}}' 2>/dev/null |
+    grep -q 'Podman Engine'
+}
+
 cmd_run() {
   set_engine
   podman_limits
   local cache=${IOMATRIX_CACHE:-$HOME/.cache/iomatrix}
   mkdir -p "$cache"
-  local args=(run --rm --init --network=host
+  # podman 4.3's Docker API answers a `docker run --rm` with exit status 0 whatever the
+  # container's (it waits for the removal, not the exit): a gate's regression (exit 1) passed the
+  # check under act. There the container is named, waited for, then removed, its status kept.
+  local remove=(--rm) name=""
+  if docker_is_podman; then
+    name=iomatrix-run-$$-$RANDOM
+    remove=(--name "$name")
+  fi
+  local args=(run "${remove[@]}" --init --network=host
     -v "$PWD:/iomatrix" -w /iomatrix
     -v "$cache:/root/.cache/iomatrix"
     # The host's name, so the cached KVM-or-TCG verdict (keyed by host name, CPU and kernel)
@@ -277,7 +292,13 @@ cmd_run() {
     # shellcheck disable=SC2206 # extra options are split on spaces on purpose
     args+=(${CONTAINER_ARGS})
   fi
-  exec "${ENGINE_CMD[@]}" "${args[@]}" "$IMAGE" "$@"
+  if [ -z "$name" ]; then
+    exec "${ENGINE_CMD[@]}" "${args[@]}" "$IMAGE" "$@"
+  fi
+  local status=0
+  "${ENGINE_CMD[@]}" "${args[@]}" "$IMAGE" "$@" || status=$?
+  "${ENGINE_CMD[@]}" rm -f "$name" >/dev/null 2>&1 || true
+  return "$status"
 }
 
 case "${1:-}" in

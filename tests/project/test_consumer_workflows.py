@@ -134,7 +134,16 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+def base_matrix(workspace: Path, matrix: str) -> None:
+    """The base's checkout holds the matrix (a gate whose base has one: every pull request but
+    the one that adds it)."""
+    path = workspace / ".ab-base" / matrix
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("format: 1\n")
+
+
 def test_the_gate_hands_the_matrices_and_repetitions_to_iomatrix_ab(workspace: Path) -> None:
+    base_matrix(workspace, "bench/gate.yaml")
     log = workspace / "container.jsonl"
     recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
     given = {"matrix": "bench/gate.yaml", "repetitions": 7}
@@ -156,11 +165,55 @@ def test_the_gate_hands_the_matrices_and_repetitions_to_iomatrix_ab(workspace: P
 
 
 def test_the_gate_without_repetitions_keeps_the_matrix_repeat(workspace: Path) -> None:
+    base_matrix(workspace, "m.yaml")
     log = workspace / "container.jsonl"
     recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
     run_step(GATE, "ab", "iomatrix ab", context_for(GATE, {"matrix": "m.yaml"}), workspace)
     (argv,) = recorded(log)
     assert "--repeat" not in argv
+    # Nothing given, nothing passed: ab's own defaults, and an inconclusive session blocks.
+    for flag in ("--min-effect", "--alpha", "--metric", "--inconclusive"):
+        assert flag not in argv
+
+
+def test_the_thresholds_reach_iomatrix_ab(workspace: Path) -> None:
+    base_matrix(workspace, "m.yaml")
+    log = workspace / "container.jsonl"
+    recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
+    given = {
+        "matrix": "m.yaml",
+        "min-effect": "0.03",
+        "alpha": "0.01",
+        "metrics": "write_iops *_lat_p99_us",
+        "inconclusive-blocks": False,
+    }
+    run_step(GATE, "ab", "iomatrix ab", context_for(GATE, given), workspace)
+    (argv,) = recorded(log)
+    assert argv[argv.index("--min-effect") + 1] == "0.03"
+    assert argv[argv.index("--alpha") + 1] == "0.01"
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--metric"] == [
+        "write_iops",
+        "*_lat_p99_us",
+    ]
+    assert argv[argv.index("--inconclusive") + 1] == "pass"
+
+
+def test_the_pull_request_that_adds_the_gate_passes_after_one_run_of_its_matrix(
+    workspace: Path,
+) -> None:
+    # Its base has no matrix yet: "cannot read the file" (exit 2) was the first thing a new
+    # adopter saw. The head's matrix runs once (it must work), and the check passes with a note.
+    log = workspace / "container.jsonl"
+    recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
+    run_step(GATE, "ab", "iomatrix ab", context_for(GATE, {"matrix": "bench/gate.yaml"}), workspace)
+    ((run, _shell, _flag, script, name, *argv),) = recorded(log)
+    assert (run, name) == ("run", "gate")
+    assert "check-accel.sh" in script
+    assert argv[:3] == ["iomatrix", "run", f"{workspace}/bench/gate.yaml"]
+    assert "--results" in argv
+    note = (workspace / "iomatrix-gate" / "no-baseline.md").read_text()
+    assert "no baseline" in note
+    assert "next pull request" in note
 
 
 JOB = "[w]\nrw=randwrite\nbs=4k\nsize=16m\nruntime=2\n"

@@ -90,7 +90,8 @@ def evaluate(expression: str, context: dict[str, Any]) -> str:
                 value = value.get(key, "") if isinstance(value, dict) else ""
         if value not in ("", None, False):
             return str(value).lower() if isinstance(value, bool) else str(value)
-    return ""
+    # As GitHub: `a || b` is the last operand when none is truthy, and a lone false is "false".
+    return "false" if value is False else ""
 
 
 def render(text: str, context: dict[str, Any]) -> str:

@@ -219,6 +219,10 @@ def test_a_trusted_base_gate_whose_head_runs_the_bases_command_runs_apart(
     assert cli.main([*argv, "--trusted-base", "--sides", "shared"]) == 2
     assert "--sides shared with --trusted-base" in capsys.readouterr().err
     code = cli.main([*argv, "--trusted-base"])
-    err = capsys.readouterr().err
-    assert code in (0, 1), err
+    printed = capsys.readouterr()
+    err = printed.out + printed.err
+    # The stand-in VMs write ok results without repetitions: nothing to compare, so the gate
+    # fails closed (exit 2) once the session has run; what matters here is which VMs ran.
+    assert code == 2, err
+    assert "no repetitions in base" in err
     assert all(len(sides) == 1 for sides in fake.sides), fake.sides

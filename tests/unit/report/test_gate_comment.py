@@ -139,7 +139,7 @@ def test_a_comparison_too_large_for_a_comment_says_so_with_its_verdict(tmp_path:
     many = result.model_copy(update={"rows": tuple(result.rows[0] for _ in range(3000))})
     text = comment(write_artifact(tmp_path / "ab", json.loads(render_json(many))))
     assert len(text) < gate_comment.COMMENT_LIMIT
-    assert "**iomatrix compare: regressed: 3000 regressed" in text
+    assert "**iomatrix compare: regressed: 3000 of 3000 gated metrics worse; exit 1" in text
     assert "it is too large for a comment" in text
     assert "<!-- iomatrix-verdict: regressed " in text
     assert_inert(text)
