@@ -36,7 +36,7 @@ from targets import against_target
 
 from iomatrix.host import kernels
 from iomatrix.host.kernels import Kernel
-from iomatrix.host.vm import disk_freeing, guest_root, vng
+from iomatrix.host.vm import accel, disk_freeing, guest_root, vng
 from iomatrix.host.vm.boot import create_disk
 from iomatrix.host.vm.execute import default_scratch_dir
 from iomatrix.host.vm.guest_root import GUEST_INPUT, GUEST_OUT
@@ -113,15 +113,6 @@ def hand_vng_argv(
     `script_args`) as the guest's command instead of the agent: the same root, accelerator,
     shared folders and disk (a preallocated image as iomatrix makes it, in `work`)."""
     cell = matrix.cells[0]
-    accelerator, _ = vng.choose_accelerator(
-        cache_dir=kernels.cache_root(),
-        probe_vmlinuz=kernel.vmlinuz,
-        probe_release=kernel.release,
-        probe_modules=kernel.modules_dir,
-    )
-    shared_fs, _ = vng.shared_fs_for_host()
-    image = work / "disk.img"
-    create_disk(image, cell.device.size_bytes, preallocate=cell.device.backing == "file")
     # The guest runs on the root iomatrix gives it; the script and job file are lent to it in
     # an input folder, its output folder is `work`, as iomatrix's are.
     root, _record = guest_root.ensure(
@@ -130,6 +121,13 @@ def hand_vng_argv(
         mirror=lambda: kernels.debian_mirror("the guest root"),
         log=print,
     )
+    accelerator, _ = accel.choose_accelerator(
+        cache_dir=kernels.cache_root(),
+        probe=accel.trusted_probe(lambda: root, kernels.fetch),
+    )
+    shared_fs, _ = vng.shared_fs_for_host()
+    image = work / "disk.img"
+    create_disk(image, cell.device.size_bytes, preallocate=cell.device.backing == "file")
     given = work / "input"
     given.mkdir(parents=True, exist_ok=True)
     for lent in (script, FIND_DISK):

@@ -97,9 +97,11 @@ def slow_change(tree: Path, branch: str, nonce: str) -> str:
     return commit_edit(tree, "fs/ext4/file.c", EXT4_DIO_WRITE, slower, f"bench: {nonce}")
 
 
-def run_iomatrix(matrix: Path, results: Path) -> tuple[float, int, str]:
+def run_iomatrix(matrix: Path, results: Path, tree: Path) -> tuple[float, int, str]:
     argv = [
         *(sys.executable, "-m", "iomatrix", "ab", str(matrix), "--split", "kernel"),
+        # The tree is in the kernel cache, as a developer's is beside their project.
+        *("--allow-tree", str(tree)),
         *("--until-decided", "--max-repeat", "10", "--min-effect", "0.15", "--jobs", "2"),
         # The metric the change is about (the session goes on while any deciding metric is
         # undecided: a CPU-per-I/O share can take the whole --max-repeat).
@@ -246,7 +248,7 @@ def main() -> int:
         base = kernels.build("base", KernelBuild(source=f"git:{tree}@bench-base"), trusted=True)
         slow_change(tree, "bench-new", secrets.token_hex(4))
         print("iomatrix ab --split kernel --until-decided ...", flush=True)
-        wall, code, output = run_iomatrix(matrix, work / "results")
+        wall, code, output = run_iomatrix(matrix, work / "results", tree)
         (session,) = (p for p in (work / "results").iterdir() if p.is_dir())
         parts, base_run, new_run, timeline = session_parts(session)
         # What the timeline does not hold: the interpreter's start, the comparison, the report.

@@ -295,15 +295,18 @@ def test_the_kernel_gate_fetches_both_commits_shallow_and_hands_ab_each_refs_mat
     assert argv[:4] == ["iomatrix", "ab", base_gate, head_gate]
     assert "--split" not in argv
     assert "--trusted-base" in argv
+    # The tree, the job's own checkout, is outside the base checkout that names it.
+    assert argv[argv.index("--allow-tree") + 1] == str(workspace)
     assert argv[argv.index("--repeat") + 1] == "6"
     # The ccache is bounded before the builds fill it; the tree is safe for the container's root.
     assert "ccache --dir /root/.cache/iomatrix/ccache --max-size 5G" in prepare
     assert f"safe.directory {workspace}" in prepare
 
 
-def expanded(path: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+def expanded(path: Path, capsys: pytest.CaptureFixture[str], tree: Path) -> list[dict[str, Any]]:
     capsys.readouterr()
-    assert cli.main(["expand", str(path), "--json"]) == 0
+    # As the gate allows the tree, its own checkout, outside the base checkout (--allow-tree).
+    assert cli.main(["expand", str(path), "--json", "--allow-tree", str(tree)]) == 0
     cells: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
     return cells
 
@@ -318,8 +321,8 @@ def test_the_kernel_gates_base_side_is_the_base_refs_matrix_job_files_and_config
     recorder(workspace / ".iomatrix" / "tools" / "container.sh", workspace / "c.jsonl", "x")
     run_step(GATE, "ab", "iomatrix ab", context, workspace)
     sides = {
-        "base": expanded(workspace / ".ab-base" / ".iomatrix-kernel-gate.yaml", capsys),
-        "head": expanded(workspace / ".iomatrix-kernel-gate.yaml", capsys),
+        "base": expanded(workspace / ".ab-base" / ".iomatrix-kernel-gate.yaml", capsys, workspace),
+        "head": expanded(workspace / ".iomatrix-kernel-gate.yaml", capsys, workspace),
     }
     files = {"base": workspace / ".ab-base", "head": workspace}
     for side, commit in (("base", base), ("head", head)):
@@ -349,6 +352,8 @@ def test_the_kernel_gates_base_side_is_the_base_refs_matrix_job_files_and_config
         str(base_gate),
         str(head_gate),
         "--trusted-base",
+        "--allow-tree",
+        str(workspace),
         "--results",
         str(tmp_path / "r"),
     ]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix import proc
-from iomatrix.host.vm import guest_root
+from iomatrix.host.vm import guest_root, vng
 from iomatrix.matrix import builtin
 from iomatrix.model.result import CellResult
 from iomatrix.plan.boots import BootPlan
@@ -31,12 +31,16 @@ def fake_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def lent_folders(argv: Sequence[str]) -> dict[str, Path]:
-    """The folders a vng argv lends the guest: the guest's path -> the host's."""
+    """The folders a vng argv lends the guest: the guest's path -> the host's (the guest's own
+    folder from QEMU's export of it, vng.out_share_args)."""
     lent = {}
     for word in argv:
         if word.startswith(("--rodir=", "--rwdir=")):
             guest, _, host = word.split("=", 1)[1].partition("=")
             lent[guest] = Path(host)
+        elif word.startswith(f"--qemu-opts=-fsdev local,id={vng.OUT_FSDEV},"):
+            options = dict(o.partition("=")[::2] for o in word.split(" ", 1)[1].split(","))
+            lent[str(guest_root.GUEST_OUT)] = Path(options["path"])
     return lent
 
 
@@ -60,6 +64,8 @@ class Boot:
     plan: BootPlan
     argv: tuple[str, ...]
     stop: Callable[[], str | None]
+    # What reads the boot's console lines (and QEMU's stderr), as proc.run hands them on.
+    on_line: Callable[[str], None] | None = None
 
 
 class FakeVms:
@@ -83,7 +89,8 @@ class FakeVms:
             self.boots.append((plan.boot_id, argv[2] if argv[0] == "taskset" else ""))
         stop = kwargs.get("stop")
         assert callable(stop)
-        code = self.behave(Boot(plan, tuple(argv), stop))
+        on_line = kwargs.get("on_line")
+        code = self.behave(Boot(plan, tuple(argv), stop, on_line if callable(on_line) else None))
         return proc.Completed(tuple(argv), code, "", "", 0.1)
 
 

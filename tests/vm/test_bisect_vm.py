@@ -96,6 +96,9 @@ def bisect(tmp_path: Path, tree: Path, *args: str) -> tuple[int, dict[str, Any],
         "5",
         "--metric",
         "write_iops",
+        # The tree is in the kernel cache, as a developer's is beside their project.
+        "--allow-tree",
+        str(tree),
         *args,
         timeout_s=3600,
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.host import kernels
-from iomatrix.host.vm import guest_root, vng
+from iomatrix.host.vm import accel, guest_root, vng
 from iomatrix.host.vm.boot import create_disk
 from iomatrix.host.vm.guest_root import GUEST_INPUT
 from iomatrix.model.cell import DeviceProfile, VmSettings
@@ -55,11 +55,8 @@ def test_discards_ignored_keep_the_image_preallocated_and_passed_on_punch_it(
         mirror=lambda: kernels.debian_mirror("the guest root"),
         log=print,
     )
-    accelerator, _ = vng.choose_accelerator(
-        cache_dir=kernels.cache_root(),
-        probe_vmlinuz=kernel.vmlinuz,
-        probe_release=kernel.release,
-        probe_modules=kernel.modules_dir,
+    accelerator, _ = accel.choose_accelerator(
+        cache_dir=kernels.cache_root(), probe=accel.trusted_probe(lambda: root, kernels.fetch)
     )
     given, out = tmp_path / "input", tmp_path / "out"
     given.mkdir()

@@ -38,6 +38,7 @@ def _request(args: argparse.Namespace) -> bisect_workflow.BisectRequest:
         results=Path(args.results),
         offline=args.offline,
         allowed_host_devices=args.allow_host_device or (),
+        allowed_trees=args.allow_tree or (),
     )
 
 

@@ -66,4 +66,5 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     options.results(p)
     options.offline(p)
     options.allow_host_device(p)
+    options.allow_tree(p)
     p.set_defaults(func=Handler("bisect_commands", "cmd_bisect"))

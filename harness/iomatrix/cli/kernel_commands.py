@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from iomatrix.cli import inputs
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError, KernelError
 from iomatrix.host import kernels
-from iomatrix.host.vm import guest_root, vng
+from iomatrix.host.vm import accel, guest_root
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.filesystems import MKFS_PACKAGES
 from iomatrix.model.kernel_spec import parse_spec
@@ -20,7 +21,7 @@ from iomatrix.report.text import format_table
 def _build_matrix_kernels(args: argparse.Namespace) -> int:
     """`kernels build MATRIX`: every kernel the matrix builds from source (or the named ones),
     built or found in the build cache; what a pull-request job runs before its A/B gate."""
-    matrix = load_matrix(args.matrix)
+    matrix = load_matrix(args.matrix, allowed_trees=args.allow_tree)
     recipes = {c.kernel: c.kernel_build for c in matrix.cells if c.kernel_build is not None}
     unknown = [name for name in args.kernel or () if name not in recipes]
     if unknown:
@@ -98,24 +99,32 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 
 
 def cmd_accel(args: argparse.Namespace) -> int:
-    kernel = inputs.fetcher(args)(parse_spec(args.kernel))
-    accel, why = vng.choose_accelerator(
+    """The accelerator (host/vm/accel.py); a probe boot, when one is needed, runs --kernel on
+    the guest's own root, both fetched or built only then."""
+
+    def root() -> Path:
+        tree, _record = _ensure_guest_root(args)
+        return tree
+
+    verdict, why = accel.choose_accelerator(
         cache_dir=kernels.cache_root(),
-        probe_vmlinuz=kernel.vmlinuz,
-        probe_release=kernel.release,
-        probe_modules=kernel.modules_dir,
+        probe=accel.trusted_probe(root, inputs.fetcher(args), parse_spec(args.kernel)),
     )
-    print(f"{accel}: {why}")
+    print(f"{verdict}: {why}")
     return ExitCode.OK
 
 
-def cmd_guest_root(args: argparse.Namespace) -> int:
-    tree, record = guest_root.ensure(
+def _ensure_guest_root(args: argparse.Namespace) -> tuple[Path, guest_root.GuestRoot]:
+    return guest_root.ensure(
         kernels.cache_root(),
         offline=kernels.offline_requested(args.offline),
         mirror=lambda: kernels.debian_mirror("the guest root"),
         log=lambda message: print(f"iomatrix: {message}", file=sys.stderr),
     )
+
+
+def cmd_guest_root(args: argparse.Namespace) -> int:
+    tree, record = _ensure_guest_root(args)
     if args.json:
         print(json.dumps({"path": str(tree), **record.model_dump(mode="json")}, indent=1))
         return ExitCode.OK

@@ -75,6 +75,7 @@ def _kernels(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--kernel", action="append", metavar="NAME", help="only this kernel (repeatable)"
     )
     options.offline(build)
+    options.allow_tree(build)
     p.set_defaults(func=Handler("kernel_commands", "cmd_kernels"))
 
 
@@ -83,15 +84,17 @@ def _accel_and_guest_root(sub: argparse._SubParsersAction[argparse.ArgumentParse
         "accel",
         help="probe (or show the cached verdict of) KVM vs TCG",
         description=(
-            "Decide between KVM and TCG for this host: KVM only when a short probe boot proves it "
-            "works; the verdict is cached per host. IOMATRIX_ACCEL=kvm|tcg overrides it."
+            "Decide between KVM and TCG for this host. TCG at once when the CPU lists neither "
+            "vmx nor svm or /dev/kvm cannot create a VM; otherwise KVM only when a short probe "
+            "boot of a trusted kernel on the guest's own root proves it works, a verdict cached "
+            "per host. IOMATRIX_ACCEL=kvm|tcg overrides it."
         ),
     )
     p.add_argument(
         "--kernel",
         default="debian:bookworm",
         metavar="SPEC",
-        help="the kernel the probe boots (default: debian:bookworm)",
+        help="the kernel a probe boot runs, if one is needed (default: debian:bookworm)",
     )
     options.offline(p)
     p.set_defaults(func=Handler("kernel_commands", "cmd_accel"))

@@ -30,7 +30,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     checked = []
     for path in args.files:
-        matrix = load_matrix(path)
+        matrix = load_matrix(path, allowed_trees=args.allow_tree)
         kernels_n = len(matrix.kernels)
         parsed = preflight.check_job_files(matrix.cells, source=str(path), require_fio=False)
         trees = preflight.check_kernel_trees(matrix.cells, source=str(path))
@@ -80,7 +80,7 @@ def _expand_shards(matrix: Matrix, count: int, as_json: bool) -> int:
 
 def cmd_expand(args: argparse.Namespace) -> int:
     inputs.use_quick_variant(args)
-    matrix = load_matrix(args.file)
+    matrix = load_matrix(args.file, allowed_trees=args.allow_tree)
     if args.shards is not None:
         return _expand_shards(matrix, args.shards, args.json)
     cells = shard_of(matrix.cells, args.shard)

@@ -48,6 +48,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="matrix files (YAML)")
     options.json_output(p)
+    options.allow_tree(p)
     p.set_defaults(func=Handler("matrix_commands", "cmd_validate"))
 
     p = sub.add_parser(
@@ -71,6 +72,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("file", type=Path, metavar="FILE", help="the matrix file (YAML)")
     p.add_argument("--quick", action="store_true", help=options.QUICK_HELP)
     options.json_output(p)
+    options.allow_tree(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--shard", type=options.shard, metavar="I/N", help=options.SHARD_HELP)
     which.add_argument(

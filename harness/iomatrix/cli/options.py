@@ -158,6 +158,20 @@ def allow_host_device(p: argparse.ArgumentParser) -> None:
     )
 
 
+def allow_tree(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-tree",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help=(
+            "let the matrix name kernels (path:, git:, source:) inside DIR, outside its own "
+            "repository (repeat for several; IOMATRIX_ALLOW_TREES adds more), e.g. "
+            "--allow-tree ~/src/linux for git:../linux@v6.1"
+        ),
+    )
+
+
 def concurrency(p: argparse.ArgumentParser) -> None:
     """--jobs, --share-cores and --split-boots, the same on run and ab."""
     p.add_argument(

@@ -51,6 +51,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         results=Path(args.results),
         shard=args.shard,
         allowed_host_devices=args.allow_host_device or (),
+        allowed_trees=args.allow_tree or (),
         concurrency=_concurrency(args),
     )
     planned = runs.plan(request)
@@ -108,6 +109,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         split=args.split,
         repeat=args.repeat,
         allowed_host_devices=args.allow_host_device or (),
+        allowed_trees=args.allow_tree or (),
         concurrency=_concurrency(args),
         trusted_base=args.trusted_base,
     )

@@ -48,6 +48,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="continue an interrupted run (id or folder): only cells without a result run",
     )
     options.allow_host_device(p)
+    options.allow_tree(p)
     options.concurrency(p)
     options.baseline(p)
     options.judging(p)
@@ -131,6 +132,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     options.comparison(p)
     options.no_progress(p)
     options.allow_host_device(p)
+    options.allow_tree(p)
     options.offline(p)
     options.concurrency(p)
     options.baseline(p)

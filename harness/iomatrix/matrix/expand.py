@@ -93,13 +93,15 @@ class Expander:
         root: Source,
         max_cells: int | None,
         positions: Mapping[Path, Mapping[Loc, Position]] | None = None,
+        *,
+        allowed_trees: Sequence[Path] = (),
     ) -> None:
         self.spec = spec
         self.root = root
         self.max_cells_arg = max_cells
         self.ctx = Context(spec, layer, root, positions)
         # One resolver per axis family; the axes and the include entries both go through them.
-        self.kernels = KernelAxis(self.ctx)
+        self.kernels = KernelAxis(self.ctx, allowed_trees)
         self.filesystems = FilesystemAxis(self.ctx)
         self.schedulers = SchedulerAxis(self.ctx)
         self.devices = DeviceAxis(self.ctx)

@@ -52,6 +52,7 @@ from pydantic import (
 )
 
 from iomatrix.errors import MatrixError, MatrixErrors
+from iomatrix.matrix.axis_kernels import allowed_folders
 from iomatrix.matrix.expand import Expander
 from iomatrix.matrix.presets import (
     FileProblem,
@@ -110,10 +111,17 @@ def quick_variant(path: Path | str) -> Path:
     return given if given.resolve() == target else target
 
 
-def load_matrix(path: Path | str, *, max_cells: int | None = None) -> Matrix:
+def load_matrix(
+    path: Path | str,
+    *,
+    max_cells: int | None = None,
+    allowed_trees: Sequence[str | Path] = (),
+) -> Matrix:
     """Load, validate and expand a matrix file; raises MatrixErrors listing every problem found.
 
     `max_cells`, when given, replaces the file's own limit on the number of cells.
+    `allowed_trees` (the command line's --allow-tree), with IOMATRIX_ALLOW_TREES, are the folders
+    outside the matrix's repository its kernels may be in (axis_kernels.py).
     """
     if max_cells is not None and max_cells < 1:
         raise ValueError(f"max_cells must be at least 1, not {max_cells}")
@@ -135,7 +143,9 @@ def load_matrix(path: Path | str, *, max_cells: int | None = None) -> Matrix:
                 for err in exc.errors()
             )
         ) from None
-    expander = Expander(spec, layer, root, max_cells, loader.positions)
+    expander = Expander(
+        spec, layer, root, max_cells, loader.positions, allowed_trees=allowed_folders(allowed_trees)
+    )
     matrix = expander.run()
     if expander.errors or matrix is None:
         raise MatrixErrors(tuple(expander.errors))

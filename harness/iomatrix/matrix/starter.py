@@ -21,7 +21,7 @@ description: ext4 and xfs under none and mq-deadline, 4 KiB random writes
 # Device profiles, VM size and timeouts that ship with iomatrix; override any of them below.
 extends: iomatrix:base
 matrix:
-  kernel: [debian:bookworm]          # or git:../linux@v6.1, a tree relative to this file
+  kernel: [debian:bookworm]          # or git:../linux@v6.1 (with --allow-tree ../linux)
   filesystem: [ext4, xfs]
   scheduler: [none, mq-deadline]
   device: [virtio-file]              # a profile of iomatrix:base

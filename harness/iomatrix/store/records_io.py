@@ -31,7 +31,7 @@ from iomatrix.model.result import (
     RepetitionRecord,
     RunRecord,
 )
-from iomatrix.model.units import GIB
+from iomatrix.model.units import GIB, MIB
 from iomatrix.store import files, rundir
 from iomatrix.store.files import write_text_atomic
 
@@ -53,6 +53,15 @@ def write_record(path: Path, record: Record) -> None:
 
 # A run.json embeds every cell's result: a nightly's thousand cells stay far below this.
 _MAX_RUN_BYTES = GIB
+
+
+# A guest's JSON (result.json, rep-<n>.json) is parsed on every read of its run (show, report, an
+# index rebuild), so it is refused by its size before a byte is read. The largest real ones are
+# 12 KB a repetition (the quick matrix, fio's JSON of one job); fio's json+ of 4 jobs was 116 KB
+# here; this holds a cell's 100 repetitions (MAX_REPEAT) of 80 KB each. At the former 64 MiB a
+# file cost about 10 s of host CPU a read; at this bound the worst costs about a second, a real
+# one of this size a few tenths (docs/SECURITY.md says where measured).
+MAX_GUEST_JSON_BYTES = 8 * MIB
 
 
 def _read_json(path: Path, *, max_bytes: int = files.MAX_RECORD_BYTES) -> dict[str, Any]:
@@ -134,7 +143,9 @@ def load_run(path: Path) -> RunRecord:
 
 
 def load_cell_result(path: Path) -> CellResult:
-    data = _migrate(path, _read_json(path), CELL_FORMAT, CELL_MIGRATIONS, "cell")
+    data = _migrate(
+        path, _read_json(path, max_bytes=MAX_GUEST_JSON_BYTES), CELL_FORMAT, CELL_MIGRATIONS, "cell"
+    )
     try:
         return CellResult.model_validate(data)
     except ValidationError as exc:
@@ -151,7 +162,7 @@ def finished_repetitions(cell_dir: Path, repeat: int) -> list[RepetitionRecord]:
         path = rundir.rep_path(cell_dir, index)
         if not os.path.lexists(path):
             continue
-        data = _read_json(path)
+        data = _read_json(path, max_bytes=MAX_GUEST_JSON_BYTES)
         try:
             out.append(RepetitionRecord.model_validate(data))
         except ValidationError as exc:

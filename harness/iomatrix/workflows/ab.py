@@ -77,6 +77,8 @@ class ABRequest:
     split: str | None = None
     repeat: int | None = None
     allowed_host_devices: Sequence[str] = ()
+    # Folders outside the matrices' repositories their kernels may be in (--allow-tree).
+    allowed_trees: Sequence[str] = ()
     concurrency: Concurrency = field(default_factory=Concurrency)
     # A gate (--trusted-base): BASE is the protected branch's, NEW a stranger's; NEW may not run
     # programs in the guest that BASE does not (matrix/trusted_base.py), nor share its VMs.
@@ -106,9 +108,9 @@ def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
             "--trusted-base compares two matrices, the base branch's and the new side's: "
             "give NEW_MATRIX, not --split (one matrix has one author)"
         )
-    base = load_matrix(request.base)
+    base = load_matrix(request.base, allowed_trees=request.allowed_trees)
     if request.new is not None:
-        new = load_matrix(request.new)
+        new = load_matrix(request.new, allowed_trees=request.allowed_trees)
         if request.split is not None:
             raise IomatrixError("give either NEW_MATRIX or --split AXIS, not both")
         base_cells, new_cells = list(base.cells), list(new.cells)

@@ -59,6 +59,8 @@ class BisectRequest:
     results: Path = Path("results")
     offline: bool = False
     allowed_host_devices: Sequence[str] = ()
+    # Folders outside the matrix's repository its kernels may be in (--allow-tree).
+    allowed_trees: Sequence[str] = ()
 
 
 # A bisection's history is this many commits at most: 2^10 steps would take days in VMs.
@@ -402,7 +404,7 @@ class Bisection:
 def start(request: BisectRequest, *, out: TextIO) -> Bisection:
     """The candidates, the preflight, and a new bisection's state (the cell and metric chosen by
     an A/B of the ends when not given) or a resumed one's."""
-    matrix = load_matrix(request.matrix)
+    matrix = load_matrix(request.matrix, allowed_trees=request.allowed_trees)
     if (request.axis is None) == (request.good is None or request.bad is None):
         raise IomatrixError("give --good REF and --bad REF (commits), or --axis AXIS (values)")
     recipe: KernelBuild | None = None

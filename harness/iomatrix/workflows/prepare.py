@@ -20,7 +20,7 @@ from typing import TextIO
 from iomatrix.adapters import kconfig
 from iomatrix.errors import IomatrixError
 from iomatrix.host import environment, kernels, preflight
-from iomatrix.host.vm import agent_bundle, boot_inputs, cores, guest_root, vng
+from iomatrix.host.vm import accel, agent_bundle, boot_inputs, cores, guest_root, vng
 from iomatrix.host.vm.cell_results import now_iso
 from iomatrix.host.vm.execute import Execution, ProgressFactory, RunClock
 from iomatrix.host.vm.guest_root import GuestRoot
@@ -161,15 +161,16 @@ def _shared_fs(out: TextIO) -> vng.SharedFs:
     return shared_fs
 
 
-def _accelerator(fetched: Sequence[kernels.Kernel], out: TextIO) -> vng.Accelerator:
+def _accelerator(
+    fetched: Sequence[kernels.Kernel], root: Path | None, out: TextIO
+) -> vng.Accelerator:
+    """KVM or TCG (host/vm/accel.py). A probe boot, when one is needed, runs the default Debian
+    kernel on the guest's root, never one of `fetched`: a matrix's kernel may be a stranger's."""
     if not fetched:
         return "tcg"
-    probe = fetched[0]
-    accelerator, why = vng.choose_accelerator(
+    accelerator, why = accel.choose_accelerator(
         cache_dir=kernels.cache_root(),
-        probe_vmlinuz=probe.vmlinuz,
-        probe_release=probe.release,
-        probe_modules=probe.modules_dir,
+        probe=accel.trusted_probe(lambda: root, fetcher(False)),
     )
     if accelerator == "tcg":
         print(
@@ -219,11 +220,11 @@ def prepare(
     refused = refusals(cells, fetched)
     for cell_id_, why in refused.items():
         print(f"iomatrix: cell {cell_id_} refused: {why}", file=out)
-    with clock.span("accelerator"):
-        accelerator = _accelerator(list(fetched.values()), out)
-        shared_fs = _shared_fs(out)
     with clock.span("guest root"):
         root, root_error, record = _guest_root(out)
+    with clock.span("accelerator"):
+        accelerator = _accelerator(list(fetched.values()), root, out)
+        shared_fs = _shared_fs(out)
     with clock.span("pinning"):
         inputs = _pin(fetched, fetch_errors, root, out)
     return Prepared(

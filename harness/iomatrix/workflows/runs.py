@@ -53,6 +53,8 @@ class RunRequest:
     results: Path
     shard: str | None = None
     allowed_host_devices: Sequence[str] = ()
+    # Folders outside the matrix's repository its kernels may be in (--allow-tree).
+    allowed_trees: Sequence[str] = ()
     concurrency: Concurrency = field(default_factory=Concurrency)
 
 
@@ -68,7 +70,7 @@ class PlannedRun:
 
 def plan(request: RunRequest) -> PlannedRun:
     """The matrix, its cells (the shard's), and the preflight: nothing is fetched or written."""
-    matrix = load_matrix(request.file)
+    matrix = load_matrix(request.file, allowed_trees=request.allowed_trees)
     preflight.check_concurrency(request.concurrency, matrix.vm.cpus)
     cells = shard_of(matrix.cells, request.shard)
     if not cells:

@@ -1,6 +1,7 @@
 """`iomatrix validate` asks git about every git: kernel a matrix builds: the tree exists, is a git
 tree and the ref names a commit; otherwise it refuses with the file, line, field and reason.
-Real git repositories made in the test's folder; no kernel is built."""
+Real git repositories made in the test's folder, beside the project's (allowed with
+--allow-tree, as a local checkout beside one's repository is); no kernel is built."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def project(tmp_path: Path, kernels: str, axis: str) -> Path:
 
 
 def validate(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = cli.main(["validate", "--json", str(path)])
+    beside = path.parent.parent  # the project's folder's parent, holding linux/
+    code = cli.main(["validate", "--json", str(path), "--allow-tree", str(beside)])
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -202,3 +202,47 @@ def test_a_finished_cell_is_mirrored_once_whatever_its_result_is(tmp_path: Path)
     problems = guest_io.copy_out(theirs, ours)
     assert copied.exists()
     assert any("result.json" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        (0o120777, "the guest made it a symbolic link"),
+        (0o010644, "the guest made it a FIFO"),
+        (0o020644, "the guest made it a character device"),
+        (0o060660, "the guest made it a block device"),
+        (0o140755, "the guest made it a socket"),
+        (0o104755, "the guest made it setuid or setgid"),
+        (0o102755, "the guest made it setuid or setgid"),
+    ],
+)
+def test_a_file_the_guest_made_special_is_left_behind(mode: int, said: str, tmp_path: Path) -> None:
+    """Over 9p mapped-xattr every guest file is a plain 0600 one on the host; QEMU keeps the
+    mode the guest gave it in user.virtfs.mode (as QEMU 7.2 wrote it in a real VM: little
+    endian, 4 bytes). A result.json the guest made a link, a FIFO, a device or setuid is not
+    copied out as if it were the agent's: it stays behind, with the reason; a plain one goes."""
+    cell = fio_cell(tmp_path / "jobs")
+    ours = [Step.of(str(tmp_path / "results" / "run1"), cell, 0)]
+    theirs = guest_io.guest_steps(tmp_path / "guest", ours, ours)
+    guests = guest_io.cell_dir(theirs[0])
+    guests.mkdir(parents=True)
+    special, plain = guests / "result.json", guests / "rep-0.json"
+    special.write_text("/etc/shadow")
+    plain.write_text("{}\n")
+    os.setxattr(special, guest_io.GUEST_MODE_XATTR, mode.to_bytes(4, "little"))
+    os.setxattr(plain, guest_io.GUEST_MODE_XATTR, (0o100644).to_bytes(4, "little"))
+    problems = guest_io.copy_out(theirs, ours)
+    assert problems == [f"{special}: {said}; left behind"]
+    mine = guest_io.cell_dir(ours[0])
+    assert [p.name for p in mine.iterdir()] == ["rep-0.json"]
+    assert (mine / "rep-0.json").stat().st_mode & 0o7777 == 0o644
+
+
+def test_a_folder_that_keeps_no_user_attributes_cannot_be_the_guests(tmp_path: Path) -> None:
+    assert guest_io.share_problem(tmp_path) is None
+    assert os.listxattr(tmp_path) == []
+    gone = tmp_path / "gone" / "guest-b"
+    problem = guest_io.share_problem(gone)
+    assert problem is not None
+    assert problem.startswith(f"the scratch folder {gone.parent} keeps no user extended attributes")
+    assert "IOMATRIX_SCRATCH" in problem

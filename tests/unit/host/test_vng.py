@@ -1,18 +1,16 @@
-"""vng/QEMU argv golden tests and the accelerator choice (probe faked at the proc.run seam only).
+"""vng/QEMU argv golden tests (the accelerator choice is test_accel.py's).
 
-A real boot is tested in test_vm_boot.py; here only the argv and the probe's decision logic.
+A real boot is tested in test_vm_boot.py; here only the argv.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -158,7 +156,14 @@ HEAD = [
     "/cache/guest-roots/bookworm-0123/root",
     f"--rodir=/opt/iomatrix/harness/iomatrix={REPO_ROOT / 'harness' / 'iomatrix'}",
     "--rodir=/opt/iomatrix/input=/scratch/run1/input-b",
-    "--rwdir=/opt/iomatrix/out=/scratch/run1/guest-b",
+    # Its own folder exported by QEMU with mapped-xattr (never vng's --rwdir, security_model
+    # none), mounted by virtme-ng's init as its own folders are.
+    "--qemu-opts=-fsdev local,id=iomxout,path=/scratch/run1/guest-b,"
+    "security_model=mapped-xattr,fmode=0600,dmode=0700",
+    "--qemu-opts=-device virtio-9p-pci,fsdev=iomxout,mount_tag=virtme.initmount99",
+    "--append=virtme_initmount99=/opt/iomatrix/out",
+    "--append=virtme_initmount99_fstype=9p",
+    "--append=virtme_initmount99_access=rw",
 ]
 VIRTIO_OPTS = [
     f"--qemu-opts=-drive {DRIVE}",
@@ -168,6 +173,20 @@ EXEC = [
     "--exec",
     "env PYTHONPATH=/src/harness /venv/bin/python -m iomatrix.guest /r/p.json",
 ]
+
+
+def test_the_guests_folder_is_lent_without_vngs_rwdir_and_only_through_mapped_xattr() -> None:
+    """vng's --rwdir exports with 9p security_model=none: a file the guest made setuid landed
+    on the host as a setuid file of QEMU's user (root here). No folder is lent that way."""
+    for accelerator in ("tcg", "kvm"):
+        for shared_fs in ("9p", "virtiofs"):
+            argv = vng_command(accelerator, "/m", [VIRTIO_DISK], shared_fs)
+            assert not [a for a in argv if a.startswith(("--rwdir", "--rw", "--overlay-rwdir"))]
+            exports = [a for a in argv if "-fsdev" in a or "-virtfs" in a]
+            writable = [a for a in exports if "readonly=on" not in a]
+            assert len(writable) == 1, exports
+            assert "path=/scratch/run1/guest-b," in writable[0]
+            assert "security_model=mapped-xattr" in writable[0]
 
 
 def test_vng_argv_tcg_with_modules() -> None:
@@ -371,207 +390,6 @@ def test_vng_env_puts_our_bin_first(monkeypatch: pytest.MonkeyPatch) -> None:
     assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/bin:/bin"
 
 
-# --- accelerator choice ---------------------------------------------------------------------------
-
-
-@dataclass
-class FakeRun:
-    """Stands in for proc.run: records each call, then returns or raises what it was given."""
-
-    outcome: Callable[[tuple[str, ...]], proc.Completed]
-    calls: list[tuple[tuple[str, ...], dict[str, object]]] = field(default_factory=list)
-
-    def __call__(self, argv: Sequence[str], **kwargs: object) -> proc.Completed:
-        self.calls.append((tuple(argv), kwargs))
-        return self.outcome(tuple(argv))
-
-
-def printing(stdout: str, returncode: int = 0) -> Callable[[tuple[str, ...]], proc.Completed]:
-    def outcome(argv: tuple[str, ...]) -> proc.Completed:
-        return proc.Completed(argv, returncode, stdout, "", 1.0)
-
-    return outcome
-
-
-def raising(exc: proc.CommandError) -> Callable[[tuple[str, ...]], proc.Completed]:
-    def outcome(_argv: tuple[str, ...]) -> proc.Completed:
-        raise exc
-
-    return outcome
-
-
-@pytest.fixture
-def kvm_host(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A host whose /dev/kvm is accessible and with no IOMATRIX_ACCEL override."""
-    monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
-    monkeypatch.setattr(vng, "kvm_usable", lambda: True)
-
-
-def install(monkeypatch: pytest.MonkeyPatch, fake: FakeRun) -> FakeRun:
-    monkeypatch.setattr("iomatrix.proc.run", fake)
-    return fake
-
-
-def choose(cache: Path, modules: str | None = "/k/modules") -> tuple[str, str]:
-    return vng.choose_accelerator(
-        cache_dir=cache,
-        probe_vmlinuz="/k/vmlinuz",
-        probe_release="6.1.0-28-amd64",
-        probe_modules=modules,
-        probe_timeout_s=45.0,
-    )
-
-
-@pytest.mark.parametrize("forced", ["kvm", "tcg"])
-def test_iomatrix_accel_skips_the_probe(
-    forced: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("IOMATRIX_ACCEL", forced)
-    monkeypatch.setattr(vng, "kvm_usable", lambda: False)
-    fake = install(monkeypatch, FakeRun(printing("")))
-    assert choose(tmp_path) == (forced, f"IOMATRIX_ACCEL={forced}")
-    assert fake.calls == []
-    assert not (tmp_path / "accelerator.json").exists()
-
-
-def test_unusable_dev_kvm_means_tcg_without_a_probe(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
-    monkeypatch.setattr(vng, "kvm_usable", lambda: False)
-    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
-    assert choose(tmp_path) == ("tcg", "/dev/kvm is missing or not accessible")
-    assert fake.calls == []
-
-
-@pytest.mark.usefixtures("kvm_host")
-def test_probe_marker_printed_means_kvm_and_the_probe_argv(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    fake = install(monkeypatch, FakeRun(printing("[    0.1] booting\nIOMATRIX_KVM_PROBE_OK\n")))
-    assert choose(tmp_path / "cache") == ("kvm", "KVM probe boot succeeded")
-    assert len(fake.calls) == 1
-    argv, kwargs = fake.calls[0]
-    assert argv == (
-        vng.vng_path(),
-        "--run",
-        "/k/vmlinuz",
-        "--disable-microvm",
-        "--rodir=/lib/modules/6.1.0-28-amd64=/k/modules",
-        "--memory",
-        "512M",
-        "--exec",
-        "echo IOMATRIX_KVM_PROBE_OK",
-    )
-    assert "--disable-kvm" not in argv
-    assert kwargs["timeout_s"] == 45.0
-    assert kwargs["env"] == vng.vng_env()
-    saved = json.loads((tmp_path / "cache" / "accelerator.json").read_text())
-    assert saved["accelerator"] == "kvm"
-    assert saved["reason"] == "KVM probe boot succeeded"
-
-
-@pytest.mark.usefixtures("kvm_host")
-def test_probe_argv_without_modules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
-    choose(tmp_path, modules=None)
-    argv = fake.calls[0][0]
-    assert not any(a.startswith("--rodir") for a in argv)
-    assert argv[3:] == (
-        "--disable-microvm",
-        "--memory",
-        "512M",
-        "--exec",
-        "echo IOMATRIX_KVM_PROBE_OK",
-    )
-
-
-@pytest.mark.usefixtures("kvm_host")
-def test_probe_without_marker_means_tcg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # vng exits non-zero when QEMU refuses KVM; ok_codes lets the marker check decide.
-    install(monkeypatch, FakeRun(printing("qemu: failed to initialize kvm\n", returncode=1)))
-    assert choose(tmp_path) == ("tcg", "KVM probe boot did not print its marker")
-
-
-@pytest.mark.usefixtures("kvm_host")
-def test_probe_timeout_means_tcg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    hung = proc.CommandTimeout(("vng",), None, reason="timed out", timeout_s=45.0)
-    install(monkeypatch, FakeRun(raising(hung)))
-    assert choose(tmp_path) == ("tcg", "KVM probe boot hung for 45 s")
-
-
-@pytest.mark.usefixtures("kvm_host")
-def test_probe_error_means_tcg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    missing = proc.CommandError(("vng",), None, reason="cannot start: No such file or directory")
-    install(monkeypatch, FakeRun(raising(missing)))
-    assert choose(tmp_path) == (
-        "tcg",
-        "KVM probe boot failed: cannot start: No such file or directory",
-    )
-
-
-@pytest.mark.usefixtures("kvm_host")
-def test_probe_killed_by_a_signal_means_tcg(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    killed = proc.CommandError(("vng",), -9)
-    install(monkeypatch, FakeRun(raising(killed)))
-    assert choose(tmp_path) == ("tcg", "KVM probe boot failed: -9")
-
-
-@pytest.mark.usefixtures("kvm_host")
-@pytest.mark.parametrize(
-    ("first", "verdict", "why"),
-    [
-        (printing("IOMATRIX_KVM_PROBE_OK\n"), "kvm", "KVM probe boot succeeded"),
-        (
-            raising(proc.CommandTimeout(("vng",), None, timeout_s=45.0)),
-            "tcg",
-            "KVM probe boot hung for 45 s",
-        ),
-    ],
-)
-def test_verdict_is_cached_for_this_host(
-    first: Callable[[tuple[str, ...]], proc.Completed],
-    verdict: str,
-    why: str,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-) -> None:
-    fake = install(monkeypatch, FakeRun(first))
-    assert choose(tmp_path) == (verdict, why)
-    # A second choice on the same host reads the verdict back instead of booting again.
-    fake.outcome = printing("a different answer that must not be asked for")
-    assert choose(tmp_path) == (verdict, f"cached probe verdict: {why}")
-    assert len(fake.calls) == 1
-
-
-@pytest.mark.usefixtures("kvm_host")
-def test_cached_verdict_of_another_host_is_ignored(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    (tmp_path / "accelerator.json").write_text(
-        json.dumps({"host": "0000000000000000", "accelerator": "tcg", "reason": "elsewhere"})
-    )
-    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
-    assert choose(tmp_path) == ("kvm", "KVM probe boot succeeded")
-    assert len(fake.calls) == 1
-    saved = json.loads((tmp_path / "accelerator.json").read_text())
-    assert saved["host"] != "0000000000000000"
-    assert saved["accelerator"] == "kvm"
-
-
-@pytest.mark.usefixtures("kvm_host")
-@pytest.mark.parametrize("content", ['{"host": "x", "accel', "", '{"accelerator": "qemu"}'])
-def test_unreadable_cached_verdict_probes_again(
-    content: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    (tmp_path / "accelerator.json").write_text(content)
-    fake = install(monkeypatch, FakeRun(printing("IOMATRIX_KVM_PROBE_OK\n")))
-    assert choose(tmp_path) == ("kvm", "KVM probe boot succeeded")
-    assert len(fake.calls) == 1
-
-
 def test_host_cpu_model_is_the_first_model_name_of_cpuinfo() -> None:
     lines = [
         ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")
@@ -579,27 +397,6 @@ def test_host_cpu_model_is_the_first_model_name_of_cpuinfo() -> None:
     if not lines:
         pytest.skip("this architecture's /proc/cpuinfo has no 'model name'")
     assert vng.host_cpu_model() == lines[0].split(":", 1)[1].strip()
-
-
-@pytest.mark.parametrize("content", ["[]", '"kvm"', '{"accelerator": "kvm"}', "{"])
-def test_a_malformed_cached_verdict_means_probing_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str
-) -> None:
-    monkeypatch.delenv("IOMATRIX_ACCEL", raising=False)
-    monkeypatch.setattr(vng, "kvm_usable", lambda: True)
-    (tmp_path / "accelerator.json").write_text(content)
-    probes: list[Sequence[str]] = []
-
-    def fake_run(argv: Sequence[str], **_kwargs: object) -> proc.Completed:
-        probes.append(argv)
-        return proc.Completed(tuple(argv), 0, "IOMATRIX_KVM_PROBE_OK\n", "", 1.0)
-
-    monkeypatch.setattr("iomatrix.proc.run", fake_run)
-    accel, _why = vng.choose_accelerator(
-        cache_dir=tmp_path, probe_vmlinuz="/k/vmlinuz", probe_release="6.1.0", probe_modules=None
-    )
-    assert accel == "kvm"
-    assert len(probes) == 1
 
 
 def test_disk_throttling_becomes_qemu_block_throttling_options() -> None:

@@ -1,5 +1,6 @@
 """A git: kernel's tree follows the rule of every path a matrix names: relative to the file that
-writes it (made absolute when the file is read), absolute still allowed. Pure loading: no git
+writes it (made absolute when the file is read), absolute still allowed; beside the matrix's
+folder, it is allowed on the command line (allowed_trees: --allow-tree). Pure loading: no git
 runs here (tests/unit/cli/test_validate_git_trees.py checks the trees themselves)."""
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ def test_a_relative_tree_on_the_axis_is_relative_to_the_matrix_not_the_working_f
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
+    (tmp_path / "linux").mkdir()
     path = matrix(tmp_path / "proj", axis="['git:../linux@v6.1']")
-    cells = load_matrix(path).cells
+    cells = load_matrix(path, allowed_trees=[tmp_path / "linux"]).cells
     assert {c.kernel for c in cells} == {f"git:{tmp_path / 'linux'}@v6.1"}
     assert {c.kernel_build.source.raw for c in cells if c.kernel_build} == {
         f"git:{tmp_path / 'linux'}@v6.1"
@@ -60,7 +62,12 @@ def test_a_relative_tree_under_kernels_is_relative_to_the_file_that_writes_it(
     path = matrix(tmp_path / "proj", axis="[base, 'git:linux@main']")
     text = path.read_text().replace("format: 1\n", "format: 1\nextends: presets/kernels.yaml\n")
     path.write_text(text)
-    builds = {c.kernel: c.kernel_build for c in load_matrix(path).cells}
+    (tmp_path / "linux").mkdir()
+    (tmp_path / "proj" / "linux").mkdir()
+    builds = {
+        c.kernel: c.kernel_build
+        for c in load_matrix(path, allowed_trees=[tmp_path / "linux"]).cells
+    }
     base = builds["base"]
     assert base is not None
     assert base.source.raw == f"git:{tmp_path / 'linux'}@v6.1"
@@ -79,14 +86,16 @@ def test_an_exclude_entry_names_the_kernel_as_the_axis_does(tmp_path: Path) -> N
         axis="['git:linux@a', 'git:linux@b']",
         extra="  exclude:\n    - {kernel: 'git:linux@b', filesystem: xfs}\n",
     )
+    (tmp_path / "linux").mkdir()
     cells = [(c.kernel, c.filesystem.name) for c in load_matrix(path).cells]
     tree = tmp_path / "linux"
     assert cells == [(f"git:{tree}@a", "ext4"), (f"git:{tree}@a", "xfs"), (f"git:{tree}@b", "ext4")]
 
 
 def test_an_absolute_tree_is_kept_as_written(tmp_path: Path) -> None:
-    path = matrix(tmp_path, axis="['git:/srv/linux@v6.1']")
-    assert {c.kernel for c in load_matrix(path).cells} == {"git:/srv/linux@v6.1"}
+    (tmp_path / "linux").mkdir()
+    path = matrix(tmp_path, axis=f"['git:{tmp_path}/linux@v6.1']")
+    assert {c.kernel for c in load_matrix(path).cells} == {f"git:{tmp_path}/linux@v6.1"}
 
 
 @pytest.mark.parametrize("tree", ["lin ux", "linux;id", "$HOME/linux"])

@@ -44,15 +44,18 @@ def errors(tmp_path: Path, doc: dict[str, Any]) -> list[str]:
 
 
 def test_a_source_spec_on_the_axis_is_built_and_a_debian_one_is_not(tmp_path: Path) -> None:
+    (tmp_path / "linux").mkdir()
+    tree = f"git:{tmp_path}/linux@v6.1"
     doc = base_doc()
-    doc["matrix"]["kernel"] = ["debian:bookworm", "git:/src/linux@v6.1", "debian-source:6.1"]
+    doc["matrix"]["kernel"] = ["debian:bookworm", tree, "debian-source:6.1"]
     cells = {c.kernel: c for c in load(tmp_path, doc).cells}
     assert cells["debian:bookworm"].kernel_build is None
-    assert cells["git:/src/linux@v6.1"].kernel_build == KernelBuild(source="git:/src/linux@v6.1")
+    assert cells[tree].kernel_build == KernelBuild(source=tree)
     assert cells["debian-source:6.1"].kernel_build == KernelBuild(source="debian-source:6.1")
 
 
 def test_a_named_kernel_carries_its_patches_and_config_in_order(tmp_path: Path) -> None:
+    (tmp_path / "linux").mkdir()
     (tmp_path / "patches").mkdir()
     first = tmp_path / "patches" / "0001-a.patch"
     first.write_text("--- a/x\n+++ b/x\n")
@@ -64,7 +67,7 @@ def test_a_named_kernel_carries_its_patches_and_config_in_order(tmp_path: Path) 
     doc = base_doc(
         kernels={
             "patched": {
-                "source": "git:/src/linux@v6.1",
+                "source": f"git:{tmp_path}/linux@v6.1",
                 "patches": ["patches/0001-a.patch", "patches/0002-b.patch"],
                 "config": ["CONFIG_XFS_FS=y", "extra.config", "# CONFIG_EXT2_FS is not set"],
             }
@@ -74,7 +77,7 @@ def test_a_named_kernel_carries_its_patches_and_config_in_order(tmp_path: Path) 
     (cell,) = load(tmp_path, doc).cells
     assert cell.kernel == "patched"
     assert cell.kernel_build == KernelBuild(
-        source="git:/src/linux@v6.1",
+        source=f"git:{tmp_path}/linux@v6.1",
         patches=(
             SourceFile(path=str(first), sha256=hashlib.sha256(first.read_bytes()).hexdigest()),
             SourceFile(path=str(second), sha256=hashlib.sha256(second.read_bytes()).hexdigest()),
@@ -151,7 +154,7 @@ def test_bad_kernel_entries_name_the_field(
 
 def test_a_bad_line_in_a_fragment_names_the_fragment_and_its_line(tmp_path: Path) -> None:
     (tmp_path / "bad.config").write_text("CONFIG_A=y\n\nCONFIG_B = y\n")
-    doc = base_doc(kernels={"k": {"source": "git:/l@v1", "config": ["bad.config"]}})
+    doc = base_doc(kernels={"k": {"source": f"git:{tmp_path}@v1", "config": ["bad.config"]}})
     doc["matrix"]["kernel"] = ["k"]
     (message,) = errors(tmp_path, doc)
     assert "kernels.k.config[0]" in message

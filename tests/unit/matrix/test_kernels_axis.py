@@ -31,10 +31,13 @@ def test_bad_kernels(ws: Path, spec: str, reason: str) -> None:
 
 
 def test_good_kernels(ws: Path) -> None:
+    # A path: kernel is inside the matrix's folder (tests/unit/cli/test_kernel_tree_confinement.py).
+    (ws / "k" / "modules" / "6.13.0").mkdir(parents=True)
+    (ws / "k" / "vmlinuz-6.13").write_bytes(b"MZ")
     specs = [
         "debian:bookworm-backports",
         "debian:6.1.0-28-amd64",
         "debian:6.1.176-1",
-        "path:/srv/k/vmlinuz-6.13,modules=/srv/k/modules/6.13.0",
+        f"path:{ws}/k/vmlinuz-6.13,modules={ws}/k/modules/6.13.0",
     ]
     assert load_doc(ws, with_matrix(kernel=specs)).kernels == tuple(specs)

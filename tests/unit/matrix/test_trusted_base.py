@@ -213,7 +213,9 @@ def test_a_trusted_base_gate_whose_head_runs_the_bases_command_runs_apart(
             .replace("extends: iomatrix:base\n", "extends: iomatrix:base\nrepeat: 2\n")
         )
     results = tmp_path / "results"
+    # The kernel is the host's own, outside both checkouts: allowed on the command line.
     argv = ["ab", str(base), str(new), "--results", str(results), "--no-progress"]
+    argv += ["--allow-tree", str(tmp_path / "k")]
     assert cli.main([*argv, "--trusted-base", "--sides", "shared"]) == 2
     assert "--sides shared with --trusted-base" in capsys.readouterr().err
     code = cli.main([*argv, "--trusted-base"])

@@ -13,7 +13,7 @@ from iomatrix import proc
 from iomatrix.analysis.triage import parse_triage
 from iomatrix.errors import IomatrixError, ResultFormatError
 from iomatrix.host.vm import cell_results, console, host_disks
-from iomatrix.store import alerts, canary_ledger, files, rundir, triage_file
+from iomatrix.store import alerts, canary_ledger, files, records_io, rundir, triage_file
 from iomatrix.store.records_io import finished_repetitions, load_cell_result
 from support.builders import make_cell
 
@@ -179,3 +179,47 @@ def test_a_triage_file_nested_without_end_is_an_error_naming_it(tmp_path: Path) 
     where = tmp_path / "triage.yaml"
     with pytest.raises(IomatrixError, match=r"triage\.yaml: not a triage file: nested too deeply"):
         parse_triage("[" * 5000 + "]" * 5000, where)
+
+
+def test_a_large_guest_json_is_refused_by_its_size_before_a_byte_is_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 62 MiB result.json (the bound was 64 MiB) cost about 10 s of host CPU on every read:
+    show, report, an index rebuild. Guest JSON is now refused by fstat's size, before it is
+    read, checked or parsed; the bound is far above what real results hold."""
+    cell = make_cell()
+    folder = rundir.cell_dir(tmp_path, cell.id)
+    folder.mkdir(parents=True)
+    numbers = b"[" + b"0," * (31 * 1024 * 1024) + b"0]"  # 62 MiB of tokens: under the old bound
+    head = b'{"format": 1, "cell_id": "%s", "status": "ok", "x": ' % cell.id.encode()
+    result, rep = rundir.cell_result(folder), rundir.rep_path(folder, 0)
+    result.write_bytes(head + numbers + b"}")
+    rep.write_bytes(b'{"repetition": ' + numbers + b"}")
+
+    def parsed(*_args: object, **_kwargs: object) -> object:
+        raise AssertionError("a file over the bound was parsed")
+
+    monkeypatch.setattr("json.loads", parsed)
+    monkeypatch.setattr(files, "json_depth_exceeds", parsed)
+    with pytest.raises(ResultFormatError, match="-byte limit") as refused:
+        load_cell_result(result)
+    with pytest.raises(ResultFormatError, match="-byte limit"):
+        finished_repetitions(folder, 1)
+    limit = records_io.MAX_GUEST_JSON_BYTES
+    assert f"over the {limit}-byte limit" in str(refused.value)
+    # Far above the largest real ones (12 KB a repetition here; 116 KB for 4 fio jobs' json+).
+    assert limit >= 4 * 1024 * 1024
+
+
+def test_the_depth_check_reads_strings_and_escapes_as_json_does() -> None:
+    deep = "[" * 65 + "]" * 65
+    for text, exceeds in [
+        (deep, True),
+        ('{"a": "' + deep + '"}', False),
+        ('["\\\\"' + "[" * 70, True),  # an escaped backslash ends the string before the brackets
+        ('["\\"' + "[" * 70 + '"]', False),  # an escaped quote does not
+        ('{"ü": ' + "[" * 64 + "]" * 64 + "}", True),
+        ("", False),
+    ]:
+        assert files.json_depth_exceeds(text) is exceeds, text
+        assert files.json_depth_exceeds(text.encode()) is exceeds, text

@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -70,6 +70,8 @@ class BootContext:
     # Set when the run is being stopped (Ctrl-C, SIGTERM, another boot's crash) while this boot
     # runs in a worker thread, which the signal's KeyboardInterrupt never reaches.
     cancel: threading.Event | None = None
+    # How many boots run side by side, sharing the scratch folder's room (guest_allowance).
+    side_by_side: int = 1
     # What the run pinned when it was prepared (boot_inputs.py), checked before each attempt;
     # None only where no run was prepared (tests of one boot).
     inputs: BootInputs | None = None
@@ -206,8 +208,9 @@ def _guest_command(ctx: BootContext, *, bundle: bool) -> list[str]:
 
 def _runnable(ctx: BootContext, out: TextIO) -> BootContext | None:
     """The boot without the cells whose job files cannot be given to the guest (they fail
-    here, with the reason); None when no cell is left, or its host devices changed."""
-    if _host_devices_changed(ctx, out):
+    here, with the reason); None when no cell is left, its host devices changed or its guest
+    folder cannot be lent."""
+    if _host_devices_changed(ctx, out) or _share_refused(ctx, out):
         return None
     unreadable = guest_io.unreadable_job_files(ctx.group.steps)
     if not unreadable:
@@ -266,9 +269,9 @@ def _create_disks(ctx: BootContext, images: Sequence[Path]) -> list[Path]:
 def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     """Boot the group's VM (again after a panic or hang) until every step is done.
 
-    The guest writes only into its own folder (guest_dir); after each boot, and as each cell
-    finishes, the host copies the cells' files out into the run folder. A restarted boot's plan
-    holds only the steps the run folder does not have yet."""
+    The guest writes only into its own folder (guest_dir, made by _runnable); after each boot,
+    and as each cell finishes, the host copies the cells' files out into the run folder. A
+    restarted boot's plan holds only the steps the run folder does not have yet."""
     records: list[BootRecord] = []
     runnable = _runnable(ctx, out)
     if runnable is None:
@@ -278,8 +281,6 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     bundle = _agent_bundle(ctx, out)
     plan, argv, images = build_boot(ctx, qmp.socket_path(qmp_dir), bundle=bundle is not None)
     folder = boot_dir(ctx)
-    shared = guest_dir(ctx)
-    shared.mkdir(parents=True, exist_ok=True)
     guest_io.copy_in(_guest_steps(ctx, ctx.group.steps), ctx.group.steps)
     scratch_images = _create_disks(ctx, images)
     watcher: qmp.HostDiskWatcher | None = None
@@ -292,7 +293,8 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             watcher = host_disk_watcher(attempt_plan, pending, qmp.socket_path(qmp_dir))
             console = rundir.console_log(folder, attempt)
             boot_clock = BootClock(also=watcher, steps=pending)
-            watchdog, timeout = _watchdog(ctx.timeouts, theirs, pending, boot_clock)
+            guard = _folder_guard(ctx, scratch_images, len(pending))
+            watchdog, timeout = _watchdog(ctx.timeouts, theirs, pending, boot_clock, guard)
             started = dt.datetime.now(dt.UTC)
             if ctx.cancel is not None and ctx.cancel.is_set():
                 raise BootCancelled(ctx.group.boot_id)
@@ -335,11 +337,30 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                 out=out,
                 seen_started=seen_started(watchdog, boot_clock),
             )
+            if guard.tripped is not None:
+                _fresh_guest_folder(ctx)
     finally:
         _remove_boot_files(ctx, scratch_images, qmp_dir)
         if watcher is not None:
             watcher.report(out)
     return records
+
+
+def _folder_guard(ctx: BootContext, images: Sequence[Path], cells: int) -> guest_io.FolderGuard:
+    """What the guest may write into its folder during one attempt (guest_io.guest_allowance),
+    measured once its disk images are made."""
+    limit = guest_io.guest_allowance(ctx.scratch, images, cells, side_by_side=ctx.side_by_side)
+    return guest_io.FolderGuard(guest_dir(ctx), limit)
+
+
+def _fresh_guest_folder(ctx: BootContext) -> None:
+    """After the guest filled its folder: a new one, seeded again from the run folder with what
+    the cells still to run have there (copy_out put what the guest left that is the agent's),
+    so the next attempt's cells do not start over the last one's bound."""
+    shutil.rmtree(guest_dir(ctx), ignore_errors=True)
+    guest_dir(ctx).mkdir(parents=True)
+    pending = [s for s in ctx.group.steps if not step_done(s)]
+    guest_io.copy_in(_guest_steps(ctx, pending), pending)
 
 
 def _given_input(
@@ -363,11 +384,17 @@ def _given_input(
 
 
 def _watchdog(
-    timeouts: Timeouts, theirs: Sequence[Step], pending: Sequence[Step], boot_clock: BootClock
+    timeouts: Timeouts,
+    theirs: Sequence[Step],
+    pending: Sequence[Step],
+    boot_clock: BootClock,
+    guard: Callable[[], str | None] | None = None,
 ) -> tuple[Watchdog, float]:
     """One attempt's watchdog and its backstop timeout. The watchdog reads the guest's own
-    markers; cells the guest finished are copied out as it goes (the progress display reads the
-    run folder)."""
+    markers, and stops the VM at once when QEMU said a share broke (BootClock.share_alarm) or
+    the guest's folder passed its bound (`guard`); cells the guest finished are copied out as
+    it goes (the progress display reads the run folder)."""
+    alarms = [boot_clock.share_alarm, *([guard] if guard is not None else [])]
     watchdog = Watchdog(
         theirs,
         cell_s=timeouts.cell_s,
@@ -375,6 +402,7 @@ def _watchdog(
         grace_s=timeouts.grace_s,
         last_output=boot_clock.last_line,
         also=guest_io.Mirror(theirs, pending),
+        alarms=alarms,
     )
     # Backstop only: the watchdog and the agent's own budgets act long before it.
     timeout = 2 * timeouts.boot_s + len(pending) * (timeouts.cell_s + watchdog.grace_s)
@@ -495,10 +523,20 @@ def _host_devices_changed(ctx: BootContext, out: TextIO) -> bool:
     if not problems:
         return False
     reason = "not run: a host device changed since it was confirmed: " + "; ".join(problems)
-    for step in ctx.group.steps:
-        if not rundir.cell_result(cell_dir(step)).exists():
-            host_side_result(Path(step.run_dir), step.cell, "error", reason)
-    print(f"iomatrix: boot {ctx.group.boot_id}: {reason}", file=out)
+    _fail_unstarted(ctx, ctx.group.steps, reason, out)
+    return True
+
+
+def _share_refused(ctx: BootContext, out: TextIO) -> bool:
+    """Right before the boot: whether its guest folder cannot be lent as it must be
+    (guest_io.share_problem); its cells then fail saying why and nothing boots."""
+    shared = guest_dir(ctx)
+    shared.mkdir(parents=True, exist_ok=True)
+    problem = guest_io.share_problem(shared)
+    if problem is None:
+        return False
+    shutil.rmtree(shared, ignore_errors=True)
+    _fail_unstarted(ctx, ctx.group.steps, f"not run: {problem}", out)
     return True
 
 

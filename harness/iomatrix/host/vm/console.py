@@ -76,6 +76,16 @@ _SCRIPT_EXIT = re.compile(r"virtme-ng-init: script exited with code (-?[0-9]{1,9
 
 VNG_NO_STATUS = 255
 
+# What QEMU's 9p server prints (on its stderr, which reaches the console log) when a guest asks
+# of a shared folder what no sane client asks (QEMU 7.2: opening a FIFO or device in it). Seen in
+# a real VM when a job made FIFOs in its shared folder: every later access to the share hung, and
+# the cell ran to its full time bound (about 10 minutes). The boot is stopped at once instead.
+SHARE_BROKEN = "9p: broken or compromised client detected"
+SHARE_BROKEN_REASON = (
+    f'stopped: QEMU reported a shared folder broken ("{SHARE_BROKEN}": the guest opened a FIFO '
+    "or device in a 9p share); every later access to it would hang"
+)
+
 
 class BootClock:
     """A boot's events, from its console lines as they arrive (proc.run's on_line): when the
@@ -103,6 +113,8 @@ class BootClock:
         # Each (cell id, repetition) the agent announced, as the host read it: the guest's own
         # markers can be deleted by a job it runs, a line the host has read cannot be taken back.
         self.announced: set[tuple[str, int]] = set()
+        # Set once QEMU said a shared folder broke (SHARE_BROKEN): the watchdog stops the VM.
+        self.share_broken: str | None = None
         # Only the boot's own steps are remembered, each once (in `announced` and `events`, as
         # the agent announces each step once): a guest printing fake lines without end must not
         # grow the host's memory or the boot's record.
@@ -124,9 +136,16 @@ class BootClock:
     def last_line(self) -> float:
         return self.last_line_at
 
+    def share_alarm(self) -> str | None:
+        """Why to stop the VM now (QEMU said a shared folder broke), else None: one of the
+        watchdog's alarms."""
+        return self.share_broken
+
     def _mark(self, text: str, at_s: float) -> None:
         if len(text) > EVENT_LINE_LIMIT:
             return
+        if self.share_broken is None and SHARE_BROKEN in text:
+            self.share_broken = SHARE_BROKEN_REASON
         if status := _SCRIPT_EXIT.search(text):
             self.script_exit = int(status[1])
         if (step := step_announced(text)) is not None:

@@ -337,6 +337,7 @@ def _run_group(
             shared_fs=session.shared_fs,
             host_cpus=host_cpus,
             cancel=cancel,
+            side_by_side=session.jobs,
             inputs=session.inputs,
         )
         plan, _argv, _images = build_boot(ctx)

@@ -18,6 +18,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -177,10 +178,64 @@ def host_only(name: str) -> str | None:
     return f"{_HOST_ONLY_PREFIX}* names are kept for the host's records"
 
 
+# Where QEMU keeps the mode the guest gave a file that is a plain one on the host
+# (vng.out_share_args), and what the guest may have made of it.
+GUEST_MODE_XATTR = "user.virtfs.mode"
+_GUEST_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def guest_made_special(fd: int) -> str | None:
+    """What the guest made of this open file, when it is anything but a plain regular file:
+    QEMU's security_model=mapped-xattr keeps the guest's mode in an extended attribute (little
+    endian, 4 bytes) and leaves the host's file plain. None for a plain one, and for one without
+    the attribute (the host's own copy_in)."""
+    try:
+        raw = os.getxattr(fd, GUEST_MODE_XATTR)
+    except OSError:
+        return None
+    if len(raw) != 4:
+        return "the guest's record of its mode is not one"
+    mode = int.from_bytes(raw, "little")
+    for test, kind in _GUEST_KINDS:
+        if test(mode):
+            return f"the guest made it {kind}"
+    if mode & (stat.S_ISUID | stat.S_ISGID):
+        return "the guest made it setuid or setgid"
+    return None
+
+
+_PROBE_XATTR = "user.iomatrix.probe"
+
+
+def share_problem(folder: Path) -> str | None:
+    """Why `folder` cannot be the guest's read-write folder, or None: QEMU keeps what the guest
+    makes of its files in their user extended attributes (vng.out_share_args), which the
+    folder's filesystem must keep (ext4, xfs, btrfs, and tmpfs since Linux 6.6 do)."""
+    try:
+        os.setxattr(folder, _PROBE_XATTR, b"1")
+        os.removexattr(folder, _PROBE_XATTR)
+    except OSError as exc:
+        return (
+            f"the scratch folder {folder.parent} keeps no user extended attributes "
+            f"({exc.strerror or exc}), which the guest's folder needs (9p mapped-xattr keeps "
+            "setuid, device and link files off the host); set IOMATRIX_SCRATCH to a folder on "
+            "ext4, xfs, btrfs or tmpfs"
+        )
+    return None
+
+
 def copy_out(guest: Sequence[Step], host: Sequence[Step]) -> list[str]:
     """Each step's cell files from the guest's folder into its run folder (store.files reads
     them without following a link, within limits); what was left behind, one line each. A file
-    named as one of the host's own records (host_only) is left behind too: the host's stays."""
+    named as one of the host's own records (host_only) is left behind too: the host's stays;
+    so is one the guest made a link, FIFO, device or setuid file (guest_made_special)."""
     problems: list[str] = []
     done: set[tuple[str, str]] = set()
     for theirs, ours in zip(guest, host, strict=True):
@@ -190,7 +245,11 @@ def copy_out(guest: Sequence[Step], host: Sequence[Step]) -> list[str]:
         done.add(key)
         side = Path(theirs.run_dir)
         problems += files.copy_untrusted_folder(
-            side.parent, [side.name, "cells", ours.cell.id], cell_dir(ours), reserved=host_only
+            side.parent,
+            [side.name, "cells", ours.cell.id],
+            cell_dir(ours),
+            reserved=host_only,
+            inspect=guest_made_special,
         )
     return problems
 
@@ -244,3 +303,82 @@ class Mirror:
                     rundir.cell_started(mine),
                     dt.datetime.now(dt.UTC).isoformat(timespec="seconds") + "\n",
                 )
+
+
+# More entries than the agent makes in any boot (about ten files a cell): a guest making empty
+# files without end would use up the scratch filesystem's inodes with no byte written.
+MAX_GUEST_ENTRIES = 20_000
+
+
+def guest_allowance(
+    scratch: Path, images: Sequence[Path], cells: int, *, side_by_side: int = 1
+) -> int:
+    """How many bytes the guest's folder may hold during a boot of `cells` cells: no more than
+    copy_out would take of them (files.MAX_CELL_BYTES a cell), and no more than half the room
+    the scratch filesystem has left once the boot's disk images (`images`, made, perhaps not
+    yet written) have grown to their size, shared among the boots running side by side. The
+    rest stays the host's."""
+    room = shutil.disk_usage(scratch).free
+    for image in images:
+        try:
+            info = image.stat()
+        except OSError:
+            continue
+        room -= max(0, info.st_size - info.st_blocks * 512)
+    return max(0, min(cells * files.MAX_CELL_BYTES, room // (2 * max(1, side_by_side))))
+
+
+def folder_usage(folder: Path, *, max_entries: int) -> tuple[int, int]:
+    """The bytes a folder's tree takes on its filesystem (allocated blocks: a sparse file counts
+    what it holds, not its length) and how many entries it has, counting stopped past
+    max_entries. Nothing is followed; an entry gone meanwhile is passed over."""
+    used = entries = 0
+    pending = [folder]
+    while pending and entries <= max_entries:
+        try:
+            scan = os.scandir(pending.pop())
+        except OSError:
+            continue
+        with scan:
+            for entry in scan:
+                entries += 1
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                used += info.st_blocks * 512
+                if stat.S_ISDIR(info.st_mode):
+                    pending.append(Path(entry.path))
+                if entries > max_entries:
+                    break
+    return used, entries
+
+
+class FolderGuard:
+    """While the VM runs, called at every watchdog poll (about once a second): why to stop the
+    VM when the guest's folder holds more than `limit_bytes` (guest_allowance) or more than
+    MAX_GUEST_ENTRIES entries, else None. A guest writes into it over 9p at disk speed, so a
+    limit checked once a second is passed by what it writes in that second at most."""
+
+    def __init__(self, folder: Path, limit_bytes: int, max_entries: int = MAX_GUEST_ENTRIES):
+        self.folder = folder
+        self.limit_bytes = limit_bytes
+        self.max_entries = max_entries
+        # Why it stopped the VM, once it has.
+        self.tripped: str | None = None
+
+    def __call__(self) -> str | None:
+        used, entries = folder_usage(self.folder, max_entries=self.max_entries)
+        if entries > self.max_entries:
+            self.tripped = (
+                f"stopped: the guest made more than {self.max_entries} files and folders in its "
+                "folder (the host's scratch filesystem would run out of inodes)"
+            )
+        elif used > self.limit_bytes:
+            self.tripped = (
+                f"stopped: the guest wrote {used / MIB:.0f} MiB into its folder, past the "
+                f"{self.limit_bytes / MIB:.0f} MiB a boot of its cells may write there (at "
+                f"most {files.MAX_CELL_BYTES // MIB} MiB a cell, and half the scratch "
+                "filesystem's free room)"
+            )
+        return self.tripped

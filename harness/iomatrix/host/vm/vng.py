@@ -1,4 +1,4 @@
-"""Building the virtme-ng (QEMU) command as an argv list, and choosing the accelerator.
+"""Building the virtme-ng (QEMU) command as an argv list.
 
 Everything up to the argv is pure: `disk_qemu_args` and `vng_argv` return lists that golden tests
 pin and `iomatrix run --show-command` prints. Test disks are attached with explicit QEMU options
@@ -9,9 +9,7 @@ and a result records exactly how its disk was attached.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
-import json
 import os
 import platform
 import shlex
@@ -39,7 +37,6 @@ SharedFs = Literal["virtiofs", "9p"]
 # virtio-blk serials hold at most 20 bytes (VIRTIO_BLK_ID_BYTES); ours are short and fixed.
 SERIAL_PREFIX = "iomatrix"
 _SCSI_CONTROLLER = "iomxscsi"
-_KVM_MARKER = "IOMATRIX_KVM_PROBE_OK"
 
 
 def disk_serial(slot: int) -> str:
@@ -109,8 +106,8 @@ def vng_argv(
 
     The guest boots on its own root (host/vm/guest_root.py), read-only, never the host's; it sees
     of the host only the iomatrix package and the boot's input folder (read-only) and its own
-    output folder (read-write), at fixed paths under /opt/iomatrix; over 9p, its root a second
-    time (read-only, for with_cached_root).
+    output folder (read-write, out_share_args), at fixed paths under /opt/iomatrix; over 9p, its
+    root a second time (read-only, for with_cached_root).
     """
     argv = [
         vng,
@@ -128,7 +125,7 @@ def vng_argv(
         guest_root,
         f"--rodir={guest_root_layout.GUEST_HARNESS}/iomatrix={package_dir()}",
         f"--rodir={guest_root_layout.GUEST_INPUT}={input_dir}",
-        f"--rwdir={guest_root_layout.GUEST_OUT}={rw_dir}",
+        *out_share_args(rw_dir),
     ]
     if accelerator == "tcg":
         argv.append("--disable-kvm")
@@ -163,6 +160,39 @@ def vng_argv(
         argv.append(f"--append={arg}")
     argv += ["--exec", shlex.join(guest_command)]
     return argv
+
+
+# The guest's own folder (GUEST_OUT), exported by QEMU under our options rather than vng's --rwdir.
+OUT_FSDEV = "iomxout"
+# The mount virtme-ng's init makes of it, by the kernel parameters it reads for its own shared
+# folders (virtme_initmount<N>=...); its own are numbered from 0, ours is far above them.
+OUT_MOUNT = 99
+
+
+def out_share_args(rw_dir: str) -> list[str]:
+    """vng options lending `rw_dir` to the guest read-write at GUEST_OUT.
+
+    vng's --rwdir exports with 9p's security_model=none: every file the guest makes is made on
+    the host as it asks, with QEMU's rights. With QEMU as root, a file the guest made setuid
+    landed in the scratch folder as a root setuid binary (checked here, QEMU 7.2), and a guest's
+    mknod made a host device node, which QEMU 7.2 removes again only because its check for
+    special files then fails ("9p: broken or compromised client detected").
+    security_model=mapped-xattr makes every file on the host a plain one owned by QEMU's user,
+    0600 (folders 0700): what the guest asked for (a mode with setuid, a device, a FIFO, a link)
+    is kept in the file's user.virtfs.* attributes, which the guest sees and the host never acts
+    on (guest_io.copy_out refuses such files). virtme-ng's init mounts it as it mounts its own
+    shared folders, before the guest's command runs. The folder's filesystem must keep user
+    extended attributes (guest_io.share_problem checks before a boot)."""
+    tag = f"virtme.initmount{OUT_MOUNT}"
+    mount = f"virtme_initmount{OUT_MOUNT}"
+    return [
+        f"--qemu-opts=-fsdev local,id={OUT_FSDEV},path={rw_dir},"
+        "security_model=mapped-xattr,fmode=0600,dmode=0700",
+        f"--qemu-opts=-device virtio-9p-pci,fsdev={OUT_FSDEV},mount_tag={tag}",
+        f"--append={mount}={guest_root_layout.GUEST_OUT}",
+        f"--append={mount}_fstype=9p",
+        f"--append={mount}_access=rw",
+    ]
 
 
 def pinned_argv(argv: Sequence[str], host_cpus: str) -> list[str]:
@@ -365,13 +395,8 @@ def vng_env() -> dict[str, str]:
     return env
 
 
-# --- accelerator -----------------------------------------------------------------------------
-
-
-def _host_fingerprint() -> str:
-    cpu = host_cpu_model()
-    text = f"{platform.node()}|{cpu}|{platform.release()}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+# --- the host ---------------------------------------------------------------------------------
+# Which accelerator a run uses is host/vm/accel.py's.
 
 
 def host_cpu_model() -> str:
@@ -382,69 +407,3 @@ def host_cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
-
-
-def kvm_usable() -> bool:
-    return os.access("/dev/kvm", os.R_OK | os.W_OK)
-
-
-def choose_accelerator(
-    *,
-    cache_dir: Path,
-    probe_vmlinuz: str,
-    probe_release: str,
-    probe_modules: str | None,
-    probe_timeout_s: float = 60.0,
-) -> tuple[Accelerator, str]:
-    """KVM only when a short probe boot proves it works on this host; otherwise TCG.
-
-    On some hosts /dev/kvm exists but a guest hangs at boot, so the device's presence proves
-    nothing. The verdict is cached per host (name, CPU model, host kernel) because the probe costs
-    up to a minute when KVM hangs. IOMATRIX_ACCEL=kvm|tcg skips the probe.
-    Returns the accelerator and a sentence saying why.
-    """
-    forced = os.environ.get("IOMATRIX_ACCEL")
-    if forced in ("kvm", "tcg"):
-        return forced, f"IOMATRIX_ACCEL={forced}"  # type: ignore[return-value]
-    if not kvm_usable():
-        return "tcg", "/dev/kvm is missing or not accessible"
-    verdict_file = cache_dir / "accelerator.json"
-    fingerprint = _host_fingerprint()
-    try:
-        cached = json.loads(verdict_file.read_text())
-    except (OSError, ValueError):
-        cached = None
-    # Anything but a well-formed verdict for this very host means: probe again.
-    if (
-        isinstance(cached, dict)
-        and cached.get("host") == fingerprint
-        and cached.get("accelerator") in ("kvm", "tcg")
-    ):
-        return cached["accelerator"], f"cached probe verdict: {cached.get('reason', '?')}"
-    argv = [
-        vng_path(),
-        "--run",
-        probe_vmlinuz,
-        "--disable-microvm",
-        "--memory",
-        "512M",
-        "--exec",
-        f"echo {_KVM_MARKER}",
-    ]
-    if probe_modules is not None:
-        argv.insert(4, f"--rodir=/lib/modules/{probe_release}={probe_modules}")
-    accel: Accelerator
-    try:
-        done = proc.run(argv, timeout_s=probe_timeout_s, ok_codes=range(256), env=vng_env())
-        ok = _KVM_MARKER in done.stdout
-        accel = "kvm" if ok else "tcg"
-        reason = "KVM probe boot succeeded" if ok else "KVM probe boot did not print its marker"
-    except proc.CommandTimeout:
-        accel, reason = "tcg", f"KVM probe boot hung for {probe_timeout_s:g} s"
-    except proc.CommandError as exc:
-        accel, reason = "tcg", f"KVM probe boot failed: {exc.reason or exc.returncode}"
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    verdict_file.write_text(
-        json.dumps({"host": fingerprint, "accelerator": accel, "reason": reason}) + "\n"
-    )
-    return accel, reason

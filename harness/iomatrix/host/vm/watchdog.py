@@ -29,8 +29,9 @@ class Watchdog:
     before the first one), the next step must start within the boot budget. Whatever the
     steps' state, a guest that prints nothing on its console for a whole boot budget is stopped:
     the agent says it is alive every few seconds (guest/agent.py), so silence means the guest or
-    the console's reader is stuck. Called by proc.run about once a second; returns the reason to
-    stop the VM, or None.
+    the console's reader is stuck; so is one of which an alarm gives a reason (a share QEMU said
+    broke, a guest folder past its bound). Called by proc.run about once a second; returns the
+    reason to stop the VM, or None.
     """
 
     def __init__(
@@ -43,10 +44,14 @@ class Watchdog:
         clock: Callable[[], float] | None = None,
         last_output: Callable[[], float] | None = None,
         also: Callable[[], None] | None = None,
+        alarms: Sequence[Callable[[], str | None]] = (),
     ) -> None:
         self.steps = list(steps)
         # Called at every poll before judging (the run folder's mirror of the guest's cells).
         self.also = also
+        # Asked at every poll, first: a reason to stop the VM now whatever the steps' state (a
+        # share QEMU said broke, a guest folder past its bound).
+        self.alarms = tuple(alarms)
         # When the console last printed a line (on the same clock), or None: not watched.
         self.last_output = last_output
         self.cell_s = cell_s
@@ -62,6 +67,9 @@ class Watchdog:
     def __call__(self) -> str | None:
         if self.also is not None:
             self.also()
+        for alarm in self.alarms:
+            if (reason := alarm()) is not None:
+                return reason
         now = self.clock()
         if self.last_output is not None and now - self.last_output() > self.boot_s:
             return (
