@@ -104,7 +104,13 @@ def pair_axes(base: Cell | None, new: Cell | None) -> dict[str, str]:
 
 
 def _row_header(
-    cell: Cell, axes: dict[str, str], metric: str, base_n: int, new_n: int
+    cell: Cell,
+    axes: dict[str, str],
+    metric: str,
+    base_n: int,
+    new_n: int,
+    *,
+    patterns: Sequence[str] | None = None,
 ) -> dict[str, object]:
     return {
         "cell_id": cell.id,
@@ -112,8 +118,10 @@ def _row_header(
         "cell": "/".join(axes.values()),
         "axes": axes,
         "metric": metric,
-        "direction": metric_rules.direction(metric),
-        "gated": metric_rules.is_gated(metric),
+        # A metric gated only when asked (analysis/metrics.py) is informational unless the
+        # comparison's --metric patterns name it.
+        "direction": metric_rules.gate_direction(metric, patterns),
+        "gated": metric_rules.is_gated(metric, patterns),
         "base_n": base_n,
         "new_n": new_n,
     }
@@ -152,7 +160,7 @@ def cell_rows(
         return [Pending(row, [], [])]
     for name in names:
         a, b = base_values.get(name, []), new_values.get(name, [])
-        header = _row_header(cell, axes, name, len(a), len(b))
+        header = _row_header(cell, axes, name, len(a), len(b), patterns=patterns)
         medians = {
             "base_median": statistics.median(a) if a else None,
             "new_median": statistics.median(b) if b else None,

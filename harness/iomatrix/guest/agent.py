@@ -118,8 +118,10 @@ def run_repetition(
             print(
                 f"iomatrix-agent: workload start {cell.id} {index} step {step_number}", flush=True
             )
+            settle_after_mark()
             rep = run_workload(ctx, index, devices)
             print(f"iomatrix-agent: workload end {cell.id} {index} step {step_number}", flush=True)
+            settle_after_mark()
         seen = after_workload(knobs, ran_in)
         if cell.fio is not None:
             seen += fio_readings(cell.fio.settings, rep.fio)
@@ -136,6 +138,18 @@ def run_repetition(
             except CellError as exc:
                 ctx.log(f"tear down: {exc}")
     return applied, rep
+
+
+# How long the agent idles after each workload line: the host reads its counters when the line
+# reaches it (milliseconds later, more on a loaded host), and the instruction counter goes on
+# counting meanwhile. Idle, the guest executes next to nothing, so a reading anywhere in this
+# pause counts the same instructions; without it, the host's latency would decide how much of
+# fio's start-up or the agent's parsing falls inside the window.
+MARK_SETTLE_S = 0.3
+
+
+def settle_after_mark() -> None:
+    time.sleep(MARK_SETTLE_S)
 
 
 def starting_state(

@@ -71,3 +71,12 @@ class HostDiskDelta(Record):
     rd_merged: int = 0
     wr_merged: int = 0
     seconds: float
+
+
+class HostInsns(Record):
+    """The guest instructions all vCPUs executed between a workload's start and end, counted by
+    the host's instruction counter (a QEMU TCG plugin, host/vm/insn_plugin.py): in the guest
+    kernel (upper-half addresses) and in user space."""
+
+    kernel: int = Field(ge=0)
+    user: int = Field(ge=0)

@@ -15,28 +15,28 @@ from iomatrix.report.text import fit_table, wrap
 from iomatrix.report.validity import flags_text
 
 
+def _column(summary: Mapping[str, MetricSummary], column: metrics.Column) -> list[float]:
+    """The medians of the metrics that feed a run table column (analysis/metrics.py says which).
+    Plain names only for the summed columns: a job file with several stonewall groups reports
+    each group under a prefix (`seqwrite.write_iops`), and adding up phases that ran one after
+    another would be meaningless (see fio.py)."""
+    families = metrics.column_families(column)
+    return [
+        s.median
+        for name, s in summary.items()
+        if metrics.family(name) in families and ("." not in name or column == "p99_us")
+    ]
+
+
 def _headline(summary: Mapping[str, MetricSummary]) -> dict[str, float | None]:
     """IOPS and bandwidth over all directions, worst p99 latency, guest CPU shares (medians)."""
-
-    def total(suffix: str) -> float | None:
-        # Plain names only: a job file with several stonewall groups reports each group under a
-        # prefix (`seqwrite.write_iops`), and adding up phases that ran one after another would
-        # be meaningless (see fio.py).
-        values = [
-            s.median for name, s in summary.items() if name.endswith(suffix) and "." not in name
-        ]
-        return sum(values) if values else None
-
-    p99 = [s.median for name, s in summary.items() if name.endswith("_lat_p99_us")]
-    usr = summary.get("cpu_usr_pct")
-    sys_ = summary.get("cpu_sys_pct")
-    return {
-        "iops": total("_iops"),
-        "mib_s": total("_bw_mib_s"),
-        "p99_us": max(p99) if p99 else None,
-        "usr": usr.median if usr else None,
-        "sys": sys_.median if sys_ else None,
-    }
+    out: dict[str, float | None] = {}
+    for column in ("iops", "mib_s", "usr", "sys"):
+        values = _column(summary, column)
+        out[column] = sum(values) if values else None
+    p99 = _column(summary, "p99_us")
+    out["p99_us"] = max(p99) if p99 else None
+    return out
 
 
 # Above this coefficient of variation a median is too unsteady to judge a change of a few percent
@@ -49,9 +49,7 @@ def noisy_metrics(summary: Mapping[str, MetricSummary]) -> list[tuple[str, float
     out = [
         (name, s.cov)
         for name, s in summary.items()
-        if s.cov is not None
-        and s.cov > NOISY_COV
-        and name.endswith(("_iops", "_bw_mib_s", "_lat_p99_us", "_lat_mean_us"))
+        if s.cov is not None and s.cov > NOISY_COV and metrics.watched_for_noise(name)
     ]
     return sorted(out, key=lambda item: -item[1])
 
@@ -172,11 +170,6 @@ def _column_labels(entries: Sequence[CellEntry]) -> list[str]:
     return ["/".join(v[axis] for axis in varying) for v in values]
 
 
-# Besides the headline families, what a metric table shows by default: the CPU split of
-# builtin workloads and of fio phases.
-_TABLE_FAMILIES = metrics.HEADLINE_FAMILIES | {"user_s", "sys_s", "cpu_usr_pct", "cpu_sys_pct"}
-
-
 def _phase(name: str) -> str:
     return name.rsplit(".", 1)[0] if "." in name else ""
 
@@ -188,7 +181,7 @@ def _selected(name: str, patterns: Sequence[str] | None, file_phases: set[str]) 
         # fio's file engines count each file as a read I/O of bs: for them `read_iops` is
         # files/s again under a misleading name, and MiB/s means nothing.
         return False
-    return metrics.family(name) in _TABLE_FAMILIES
+    return metrics.in_metric_table(name)
 
 
 def needs_metric_table(entries: Sequence[CellEntry]) -> bool:
@@ -196,7 +189,7 @@ def needs_metric_table(entries: Sequence[CellEntry]) -> bool:
     and bonnie workloads, fio workloads of several groups or phases)."""
     for entry in entries:
         for rep in entry.result.repetitions:
-            if any(n.endswith("_iops") and "." not in n for n in rep.metrics):
+            if any(metrics.family(n) == "iops" and "." not in n for n in rep.metrics):
                 return False
     return any(entry.result.repetitions for entry in entries)
 

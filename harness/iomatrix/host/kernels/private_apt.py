@@ -126,7 +126,7 @@ class PrivateApt:
             )
         for sub in ("etc", "lists/partial", "archives/partial", "state", "cache"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
-        sources = apt_sources_list(self.mirror)
+        sources = self.sources_list()
         for path, text in (
             (self.dir / "etc" / "sources.list", sources),
             (self.dir / "etc" / "apt.conf", apt_config_text(self.dir)),
@@ -135,6 +135,10 @@ class PrivateApt:
                 write_text_atomic(path, text)
         if refresh or not self._lists_fresh(sources):
             self.update(sources)
+
+    def sources_list(self) -> str:
+        """The private sources.list (a subclass may list other indexes: Debian's sources)."""
+        return apt_sources_list(self.mirror)
 
     def _lists_fresh(self, sources: str) -> bool:
         try:

@@ -14,6 +14,7 @@ import shutil
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -21,7 +22,7 @@ from iomatrix import proc
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.devices import checks
-from iomatrix.host.vm import agent_bundle, cores, disk_freeing, guest_io, qmp, vng
+from iomatrix.host.vm import agent_bundle, cores, disk_freeing, guest_io, insn_plugin, qmp, vng
 from iomatrix.host.vm.boot_inputs import BootInputs
 from iomatrix.host.vm.cell_results import MAX_RESTARTS, host_side_result, settle_unfinished
 from iomatrix.host.vm.console import VNG_NO_STATUS, BootClock, console_shows_panic
@@ -143,11 +144,13 @@ def build_boot(
     steps: Sequence[Step] | None = None,
     *,
     bundle: bool = False,
+    insn_counters: Path | None = None,
 ) -> tuple[BootPlan, list[str], list[Path]]:
     """Plan file contents, the vng argv and the disk images for one boot (no side effects);
     with qmp_socket, QEMU serves QMP there (the host's view of the disks, host/vm/qmp.py). The plan
     holds `steps` (default: the group's), in the guest folder's view (guest_io.guest_steps).
-    `bundle`: the agent starts from the bundle its input folder will hold (agent_bundle.py)."""
+    `bundle`: the agent starts from the bundle its input folder will hold (agent_bundle.py).
+    `insn_counters`: where the instruction counter writes (with the plugin built, under TCG)."""
     shared = guest_dir(ctx)
     disks: list[Disk] = []
     images: list[Path] = []
@@ -190,10 +193,25 @@ def build_boot(
         shared_fs=ctx.shared_fs,
         kernel_args=ctx.group.cmdline,
         qmp_socket=None if qmp_socket is None else str(qmp_socket),
+        plugin_args=_plugin_args(ctx, insn_counters),
     )
     if ctx.host_cpus:
         argv = vng.pinned_argv(argv, cores.cpu_list(ctx.host_cpus))
     return plan, argv, images
+
+
+def _plugin_args(ctx: BootContext, counters: Path | None) -> list[str]:
+    """QEMU's options for the instruction counter: only under TCG (a plugin needs TCG), only
+    when it is built (make setup builds it; without it the instruction metrics are missing)."""
+    if counters is None or ctx.accelerator != "tcg":
+        return []
+    plugin = insn_plugin.current_plugin()
+    if plugin is None:
+        return []
+    for path in (plugin, counters):
+        if not _SAFE_HOST_PATH.match(str(path)):
+            return []  # QEMU's option syntax cannot carry it; the metrics are missing
+    return insn_plugin.plugin_qemu_args(plugin, counters)
 
 
 def _guest_command(ctx: BootContext, *, bundle: bool) -> list[str]:
@@ -279,7 +297,11 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     ctx = runnable
     qmp_dir = qmp.socket_dir()
     bundle = _agent_bundle(ctx, out)
-    plan, argv, images = build_boot(ctx, qmp.socket_path(qmp_dir), bundle=bundle is not None)
+    counters = qmp_dir / "insns.bin"
+    plan, argv, images = build_boot(
+        ctx, qmp.socket_path(qmp_dir), bundle=bundle is not None, insn_counters=counters
+    )
+    counting = any(arg.startswith("--qemu-opts=-plugin ") for arg in argv)
     folder = boot_dir(ctx)
     guest_io.copy_in(_guest_steps(ctx, ctx.group.steps), ctx.group.steps)
     scratch_images = _create_disks(ctx, images)
@@ -290,7 +312,11 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             if given is None:
                 break
             pending, theirs, attempt_plan = given
-            watcher = host_disk_watcher(attempt_plan, pending, qmp.socket_path(qmp_dir))
+            # The plugin makes its file anew (O_EXCL) at each QEMU start.
+            counters.unlink(missing_ok=True)
+            watcher = host_disk_watcher(
+                attempt_plan, pending, qmp.socket_path(qmp_dir), counters if counting else None
+            )
             console = rundir.console_log(folder, attempt)
             boot_clock = BootClock(also=watcher, steps=pending)
             guard = _folder_guard(ctx, scratch_images, len(pending))
@@ -549,7 +575,7 @@ def _report_reader_problems(boot: str, boot_clock: BootClock, out: TextIO) -> No
 
 
 def host_disk_watcher(
-    plan: BootPlan, host_steps: Sequence[Step], qmp_socket: Path
+    plan: BootPlan, host_steps: Sequence[Step], qmp_socket: Path, insn_counters: Path | None = None
 ) -> qmp.HostDiskWatcher:
     """QEMU's counters read at each workload's start and end, for the drives of its step, filed
     in the step's own cell folder (the guest names the step by its number in the plan)."""
@@ -569,4 +595,5 @@ def host_disk_watcher(
             # The plan's steps, numbered as the guest numbers them, filed in the run folder.
             for step in host_steps
         ],
+        insns=None if insn_counters is None else partial(insn_plugin.read_counts, insn_counters),
     )

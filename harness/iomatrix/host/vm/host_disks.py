@@ -3,6 +3,11 @@ records) merged into the repetitions the host collects: Repetition.host_disks, a
 metrics beside the guest kernel's (host_r_per_s, host_w_per_s, host_read_bytes,
 host_write_bytes, host_write_amplification) over fio's own runtime, so that they compare with
 fio's IOPS and with diskstats' disk_w_per_s.
+
+With the instruction counter (host/vm/insn_plugin.py wrote host-insns-NNN.json), the guest's cost
+in instructions over the same window: host_kernel_insns and host_user_insns, and per I/O and per
+MiB that reached the test disks (kernel_insns_per_io, kernel_insns_per_mib, user_insns_per_io).
+Both sides of each ratio are the host's counts, so the guest cannot make them up.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from iomatrix.model.result import CellResult, Repetition
-from iomatrix.model.telemetry import HostDiskDelta
+from iomatrix.model.telemetry import HostDiskDelta, HostInsns
 from iomatrix.model.units import MIB
 from iomatrix.store import files
 
@@ -31,6 +36,30 @@ def _read(cell_dir: Path, index: int) -> list[HostDiskDelta]:
         out += [HostDiskDelta.model_validate(item) for item in items]
     except (files.UntrustedFileError, ValidationError):
         return []  # informational: a torn or planted file leaves the view out
+    return out
+
+
+def _read_insns(cell_dir: Path, index: int) -> HostInsns | None:
+    path = cell_dir / f"host-insns-{index:03d}.json"
+    if not os.path.lexists(path):
+        return None
+    try:
+        return HostInsns.model_validate(files.load_untrusted_json(path, max_bytes=64 << 10))
+    except (files.UntrustedFileError, ValidationError):
+        return None  # as for the disks' view: a torn or planted file leaves it out
+
+
+def insn_metrics(insns: HostInsns, deltas: list[HostDiskDelta]) -> dict[str, float]:
+    """The instruction counts and their ratios to the I/Os and bytes the host saw reach the
+    test disks over the same window (none of the ratios without host disk counters)."""
+    out = {"host_kernel_insns": float(insns.kernel), "host_user_insns": float(insns.user)}
+    ios = sum(d.rd_operations + d.wr_operations for d in deltas)
+    moved = sum(d.rd_bytes + d.wr_bytes for d in deltas)
+    if ios > 0:
+        out["kernel_insns_per_io"] = insns.kernel / ios
+        out["user_insns_per_io"] = insns.user / ios
+    if moved > 0:
+        out["kernel_insns_per_mib"] = insns.kernel / (moved / MIB)
     return out
 
 
@@ -60,16 +89,16 @@ def merge(result: CellResult, cell_dir: Path) -> CellResult:
     changed = False
     for rep in result.repetitions:
         deltas = _read(cell_dir, rep.index)
-        if not deltas:
+        insns = _read_insns(cell_dir, rep.index)
+        if not deltas and insns is None:
             repetitions.append(rep)
             continue
         changed = True
-        repetitions.append(
-            rep.model_copy(
-                update={
-                    "host_disks": tuple(deltas),
-                    "metrics": {**rep.metrics, **metrics(rep, deltas)},
-                }
-            )
-        )
+        added = metrics(rep, deltas) if deltas else {}
+        if insns is not None:
+            added.update(insn_metrics(insns, deltas))
+        update: dict[str, object] = {"metrics": {**rep.metrics, **added}}
+        if deltas:
+            update["host_disks"] = tuple(deltas)
+        repetitions.append(rep.model_copy(update=update))
     return result.model_copy(update={"repetitions": tuple(repetitions)}) if changed else result

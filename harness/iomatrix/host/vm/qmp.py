@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from iomatrix.host.vm.insn_plugin import InsnCounts, InsnPluginError
 from iomatrix.store import files
 
 # A Unix socket path is limited to 107 bytes (sun_path): the run folder can be longer, so the
@@ -172,6 +173,10 @@ def host_disks_path(cell_dir: Path, repetition: int) -> Path:
     return cell_dir / f"host-disks-{repetition:03d}.json"
 
 
+def host_insns_path(cell_dir: Path, repetition: int) -> Path:
+    return cell_dir / f"host-insns-{repetition:03d}.json"
+
+
 @dataclass(frozen=True)
 class WatchedStep:
     """One step of the boot's plan as the watcher needs it: where its counters go (the step's
@@ -200,11 +205,15 @@ class HostDiskWatcher:
         qmp_socket: Path,
         steps: Sequence[WatchedStep],
         clock: Callable[[], float] = time.monotonic,
+        insns: Callable[[], InsnCounts] | None = None,
     ) -> None:
         self.qmp_socket = qmp_socket
         self.steps = tuple(steps)
         self.clock = clock
+        # The instruction counter's reading (host/vm/insn_plugin.py), when the boot has one.
+        self.insns = insns
         self._started: dict[int, tuple[float, list[DriveCounters]]] = {}
+        self._insns_started: dict[int, InsnCounts] = {}
         # Why a reading failed, once per boot (the view is informational; the run goes on).
         self.problems: list[str] = []
 
@@ -218,11 +227,34 @@ class HostDiskWatcher:
         step = self.steps[number]
         if (step.cell_id, step.repetition) != (cell_id, repetition) or not step.drives:
             return
+        # The instructions first: they keep counting while the guest runs on, and a QMP query
+        # takes milliseconds.
+        if self.insns is not None:
+            try:
+                self._insns_reading(edge, number, step)
+            except (InsnPluginError, OSError, ValueError) as exc:
+                self.problems.append(f"{cell_id} repetition {repetition} (instructions): {exc}")
+                self._insns_started.pop(number, None)
         try:
             self._reading(edge, number, step)
         except (QmpError, OSError, ValueError) as exc:
             self.problems.append(f"{cell_id} repetition {repetition}: {exc}")
             self._started.pop(number, None)
+
+    def _insns_reading(self, edge: str, number: int, step: WatchedStep) -> None:
+        if self.insns is None:
+            return
+        counts = self.insns()
+        if edge == "start":
+            self._insns_started[number] = counts
+            return
+        begun = self._insns_started.pop(number, None)
+        if begun is None:
+            return
+        record = {"kernel": counts.kernel - begun.kernel, "user": counts.user - begun.user}
+        files.write_text_atomic(
+            host_insns_path(step.cell_dir, step.repetition), json.dumps(record) + "\n"
+        )
 
     def _reading(self, edge: str, number: int, step: WatchedStep) -> None:
         counters = read_counters(self.qmp_socket, step.drives)

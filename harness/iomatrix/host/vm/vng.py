@@ -97,6 +97,7 @@ def vng_argv(
     shared_fs: SharedFs = "9p",
     kernel_args: Sequence[str] = (),
     qmp_socket: str | None = None,
+    plugin_args: Sequence[str] = (),
 ) -> list[str]:
     """The full vng command for one boot.
 
@@ -155,6 +156,9 @@ def vng_argv(
     if qmp_socket is not None:
         # The host's view of the disks (host/vm/qmp.py); our socket paths hold no spaces.
         argv.append(f"--qemu-opts=-qmp unix:{qmp_socket},server=on,wait=off")
+    if plugin_args:
+        # The instruction counter (host/vm/insn_plugin.py): our paths, checked in boot.py.
+        argv.append(f"--qemu-opts={' '.join(plugin_args)}")
     for arg in kernel_args:
         # A cmdline knob (model.knob_keys checked its characters: no spaces, no quotes).
         argv.append(f"--append={arg}")
