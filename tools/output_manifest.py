@@ -49,12 +49,18 @@ SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = (
 # percentiles, as "1056768", ">=2000" or "99.000000"; first, or a long one would be a <hash>),
 # the kernel thread families adapters/proc_cpu.py names a metric after (kthread_<family>_cpu_s,
 # for each family that happened to run), stamps, dates and hashes. Metric names such as
-# write_lat_p99_us are part of a schema; a cell id, a latency or a thread used as a key is not.
+# write_lat_p99_us are data too (below, METRICS_KEY); a cell id, a latency or a thread used as a
+# key is not part of a schema.
 KEY_SUBSTITUTIONS = (
     (re.compile(r"^[<>=]*\d+(\.\d+)?$"), "<n>"),
     (re.compile(r"^(?P<prefix>[a-z_]*?)kthread_.+_cpu_s$"), r"\g<prefix>kthread_<family>_cpu_s"),
     *SUBSTITUTIONS[:3],
 )
+# A repetition's `metrics` maps metric names to numbers. Which metrics a cell has is data (its
+# workload's, the host's counters, a new measurement: analysis/metrics.py's table lists them), so
+# the manifest checks their shape, each a number, not their names.
+METRICS_KEY = "metrics"
+METRIC_PLACEHOLDER = "<metric>"
 # Fields whose values say which version of its schema a file is.
 # (Not fio_version and the like: those name a tool's version, a value of the environment.)
 VERSION_KEY = re.compile(r"^(format|schema|version|schema_version|format_version)$")
@@ -109,8 +115,9 @@ def walk(value: Any, path: str, keys: dict[str, set[str]], versions: dict[str, s
     version fields into `versions`."""
     keys.setdefault(path or "$", set()).add(json_type(value))
     if isinstance(value, dict):
+        named_by_data = path.rsplit(".", 1)[-1] == METRICS_KEY
         for key, child in value.items():
-            name = normalise_key(str(key))
+            name = METRIC_PLACEHOLDER if named_by_data else normalise_key(str(key))
             child_path = f"{path}.{name}" if path else name
             if VERSION_KEY.match(str(key)) and not isinstance(child, dict | list):
                 versions.setdefault(child_path, set()).add(json.dumps(child))

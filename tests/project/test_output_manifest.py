@@ -14,14 +14,22 @@ import pytest
 from support.manifest import MANIFESTS, tool
 
 
-def plant(root: Path, *, key: str = "write_iops", version: int = 1, extra: bool = False) -> Path:
+def plant(
+    root: Path,
+    *,
+    key: str = "write_iops",
+    version: int = 1,
+    extra: bool = False,
+    reason: str = "reason",
+    value: object = 1.5,
+) -> Path:
     """A results folder shaped like a run's: two cells, a boot, a report."""
     run = root / "20261126T220313Z-quick-2eb2"
     for cell, rep in (("99f03463e0c8", 0), ("a600884853ca", 1)):
         folder = run / "cells" / cell
         folder.mkdir(parents=True)
         (folder / f"rep-{rep}.json").write_text(
-            json.dumps({"index": rep, "metrics": {key: 1.5}, "reason": None, "tags": []})
+            json.dumps({"index": rep, "metrics": {key: value}, reason: None, "tags": []})
         )
         (folder / "cell.log").write_text("log\n")
     boot = run / "boots" / "virtio-file-3cab5ea8"
@@ -62,7 +70,8 @@ def test_names_are_normalised_and_json_files_described_by_their_keys(tmp_path: P
         "$": ["object"],
         "index": ["number"],
         "metrics": ["object"],
-        "metrics.write_iops": ["number"],
+        # Metric names are data: their shape (a number each) is the schema.
+        "metrics.<metric>": ["number"],
         "reason": ["null"],
         "tags": ["array"],
     }
@@ -91,16 +100,17 @@ def test_names_are_normalised_and_json_files_described_by_their_keys(tmp_path: P
 
 def test_a_renamed_key_a_lost_or_new_file_and_a_version_bump_are_caught(tmp_path: Path) -> None:
     before = manifest(plant(tmp_path / "before"))
-    renamed = manifest(plant(tmp_path / "renamed", key="write_iops_total"))
+    renamed = manifest(plant(tmp_path / "renamed", key="write_iops_total", reason="why"))
     assert tool().differences(before, renamed) == [
-        "<run-id>/cells/<cell>/rep-<n>.json: key missing: metrics.write_iops",
-        "<run-id>/cells/<cell>/rep-<n>.json: key added: metrics.write_iops_total",
+        "<run-id>/cells/<cell>/rep-<n>.json: key missing: reason",
+        "<run-id>/cells/<cell>/rep-<n>.json: key added: why",
         "index.sqlite: key missing: table runs.write_iops",
         "index.sqlite: key added: table runs.write_iops_total",
     ]
     # The VM tests' looser comparison (their matrices are their own) still sees a rename.
     assert tool().differences(before, renamed, within=True) == [
-        "<run-id>/cells/<cell>/rep-<n>.json: key added: metrics.write_iops_total",
+        "<run-id>/cells/<cell>/rep-<n>.json: key missing: reason",
+        "<run-id>/cells/<cell>/rep-<n>.json: key added: why",
         "index.sqlite: key added: table runs.write_iops_total",
     ]
     bumped = manifest(plant(tmp_path / "bumped", version=2, extra=True))
@@ -166,9 +176,23 @@ def test_keys_named_by_data_are_placeholders(tmp_path: Path) -> None:
         "clat_ns.bins",
         "clat_ns.bins.<n>",
         "metrics",
-        "metrics.kthread_<family>_cpu_s",
-        "metrics.kthreads_cpu_s",
+        "metrics.<metric>",
     ]
     # A folder that is not there (a test's results gone) has no manifest, not an empty one.
     with pytest.raises(NotADirectoryError):
         tool().manifest(tmp_path / "absent")
+
+
+def test_a_new_metric_is_not_a_schema_change_but_a_metric_of_another_shape_is(
+    tmp_path: Path,
+) -> None:
+    """Adding a metric touches its source and analysis/metrics.py's table, never a manifest;
+    a metric that is not a number is still caught."""
+    before = manifest(plant(tmp_path / "before"))
+    other = manifest(plant(tmp_path / "other", key="kernel_insns_per_io"))
+    rep = "<run-id>/cells/<cell>/rep-<n>.json"
+    assert [d for d in tool().differences(before, other) if d.startswith(rep)] == []
+    text = manifest(plant(tmp_path / "text", value="fast"))
+    assert tool().differences(before, text) == [
+        f"{rep}: metrics.<metric>: type ['number'] -> ['string']"
+    ]
