@@ -46,7 +46,7 @@ ACTIONLINT_VERSION := v1.7.7
 ACTIONLINT_DIR := .tools/actionlint-$(ACTIONLINT_VERSION)
 ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
 
-.PHONY: run test setup host-packages venv venv-dev lock kernel lint actionlint shellcheck typecheck \
+.PHONY: run test setup host-packages venv venv-dev lock kernel insn-counter lint actionlint shellcheck typecheck \
 	unit test-nightly expand validate docs bench clean help venv-stamps image container-tools container-image nightly \
 	canaries samples guest-records \
 	nightly-shard fresh-machine ci-local
@@ -190,9 +190,14 @@ $(UV_VENV)/.stamp: requirements/tools.lock
 	@touch $@
 
 # The kernel cache verifies itself; this is quick when the kernel is already there.
-kernel: venv
+kernel: venv insn-counter
 	$(BIN)/iomatrix kernels fetch $(DEFAULT_KERNEL)
 	$(BIN)/iomatrix guest-root
+
+# The host's instruction counter, a QEMU TCG plugin built against the installed QEMU's own source
+# (host/vm/insn_plugin.py): once per QEMU version, then a check of the cache.
+insn-counter: venv
+	$(BIN)/python -m iomatrix.host.vm.insn_plugin
 
 lint: venv-dev actionlint shellcheck
 	$(BIN)/ruff check harness tests

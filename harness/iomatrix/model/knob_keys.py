@@ -50,6 +50,10 @@ SYSCTL_KEYS: tuple[str, ...] = (
     "vm.min_free_kbytes",
     "vm.page-cluster",
     "fs.aio-max-nr",
+    # A planted, known CPU cost per block request (matrix/seeds/patches/0002, a calibration
+    # kernel for measuring what a comparison can detect: matrix/sensitivity.yaml); a kernel
+    # without that patch has no such file, and the knob is recorded as missing there.
+    "kernel.iomatrix_busy_loops",
 )
 # cgroup v2 I/O control of the cgroup the workload runs in (/sys/fs/cgroup/iomatrix): io.max and
 # io.latency per test disk ("MAJ:MIN " + the value), io.weight as the cgroup's default weight.
