@@ -184,6 +184,7 @@ def _settings(
     min_effect_cov_factor: float,
     target_effect: float | None,
     equivalence: float,
+    paired: bool = False,
 ) -> Settings:
     """compare_runs's arguments checked and kept, as the comparison reports them."""
     if not 0 < alpha < 1:
@@ -207,6 +208,7 @@ def _settings(
         min_repetitions=stats.minimum_n_per_side(alpha),
         target_effect=target_effect,
         equivalence=equivalence,
+        paired=paired,
     )
 
 
@@ -301,6 +303,7 @@ def compare_runs(
     min_effect_cov_factor: float = stats.MIN_EFFECT_COV_FACTOR,
     target_effect: float | None = None,
     equivalence: float = DEFAULT_EQUIVALENCE,
+    paired: bool = False,
 ) -> Comparison:
     """Compare every cell x metric of `new` against `base` (cells matched by cell id).
 
@@ -308,6 +311,8 @@ def compare_runs(
     fixed relative minimum effect instead of max(min_effect_floor, factor x baseline CoV).
     `target_effect`: the change every row must be able to see; rows that could not are "noisy".
     `equivalence`: the margin a row must be shown within to be "unchanged" (0.05: +-5%).
+    `paired`: the sides ran side by side, repetition i of each at the same time: rows are
+    judged on their per-pair ratios (compare_verdicts.measure_pairs).
     Raises EnvironmentMismatchError when the environments differ and `force` is False.
     `pairs`: (base cell id, new cell id) of an A/B session, whose cells differ on purpose (two
     kernels, two device profiles): rows match by pair and only the run-wide environment must agree.
@@ -322,6 +327,7 @@ def compare_runs(
         min_effect_cov_factor=min_effect_cov_factor,
         target_effect=target_effect,
         equivalence=equivalence,
+        paired=paired,
     )
     differences = environment_differences(base, new, paired=pairs is not None)
     marker = _forced_marker(differences)

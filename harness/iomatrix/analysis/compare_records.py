@@ -78,6 +78,10 @@ class Settings(Record):
     # wholly inside 1 +- this. A compatible addition: None in comparisons written before the
     # rule (their "unchanged" meant only "no significant large change"), left out of them.
     equivalence: float | None = Field(default=None, exclude_if=is_none)
+    # The sides ran side by side, repetition i of each at the same time (ab --sides
+    # side-by-side): each row is judged on its per-pair ratios (Wilcoxon's signed-rank test,
+    # the sign test's interval of their median), which cancels the drift a pair shared.
+    paired: bool = Field(default=False, exclude_if=is_empty)
 
 
 class RunInfo(Record):

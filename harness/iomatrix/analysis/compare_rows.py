@@ -22,11 +22,25 @@ STATUS_LINE = 160
 
 
 def _values(entry: CellEntry) -> dict[str, list[float]]:
-    columns: dict[str, list[float]] = {}
+    return {name: list(by_index.values()) for name, by_index in _indexed(entry).items()}
+
+
+def _indexed(entry: CellEntry) -> dict[str, dict[int, float]]:
+    """Each metric's values by repetition index (a side-by-side session pairs them by index)."""
+    columns: dict[str, dict[int, float]] = {}
     for rep in entry.result.repetitions:
         for name, value in rep.all_metrics().items():
-            columns.setdefault(name, []).append(value)
+            columns.setdefault(name, {})[rep.index] = value
     return columns
+
+
+def _pairs(base: CellEntry | None, new: CellEntry | None, name: str) -> list[tuple[float, float]]:
+    """(base, new) of every repetition index both sides have for `name`, in index order: the
+    repetitions a side-by-side session ran at the same time."""
+    if base is None or new is None:
+        return []
+    a, b = _indexed(base).get(name, {}), _indexed(new).get(name, {})
+    return [(a[i], b[i]) for i in sorted(a.keys() & b.keys())]
 
 
 def check_metric_patterns(patterns: Sequence[str] | None, entries: Sequence[CellEntry]) -> None:
@@ -81,10 +95,18 @@ def status_text(entry: CellEntry | None, side: str) -> str | None:
 class Pending:
     """A row being built: measured values first, p-values adjusted across all rows later."""
 
-    def __init__(self, row: Row, base: list[float], new: list[float]) -> None:
+    def __init__(
+        self,
+        row: Row,
+        base: list[float],
+        new: list[float],
+        paired: list[tuple[float, float]] | None = None,
+    ) -> None:
         self.row = row
         self.base = base
         self.new = new
+        # (base, new) by repetition index, for a session whose sides ran side by side.
+        self.paired = paired or []
 
 
 def pair_axes(base: Cell | None, new: Cell | None) -> dict[str, str]:
@@ -184,7 +206,7 @@ def cell_rows(
         else:
             # Provisional; decided once every row's p-value is known.
             row = Row.model_validate({**header, **medians, "verdict": "unchanged", "reason": ""})
-        out.append(Pending(row, a, b))
+        out.append(Pending(row, a, b, _pairs(base, new, name)))
     return out
 
 

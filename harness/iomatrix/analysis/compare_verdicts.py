@@ -3,6 +3,9 @@ p-value, its minimum and detectable effect, and the reason a reader is given."""
 
 from __future__ import annotations
 
+import math
+import statistics
+
 from iomatrix.analysis import stats
 from iomatrix.analysis.compare_records import (
     INSUFFICIENT,
@@ -28,6 +31,8 @@ class Measured:
 
 def measure(pending: Pending, settings: Settings) -> Measured:
     """Ratio, CI, the equivalence test's CI and raw p-value of a row with numbers on both sides."""
+    if settings.paired and len(pending.paired) >= 2:
+        return measure_pairs(pending.paired, settings)
     a, b = pending.base, pending.new
     base_median = pending.row.base_median
     new_median = pending.row.new_median
@@ -53,6 +58,37 @@ def measure(pending: Pending, settings: Settings) -> Measured:
         "ci_low": ci[0] if ci else None,
         "ci_high": ci[1] if ci else None,
         "p_value": stats.mann_whitney_u(b, a).p_value,
+    }
+    return Measured(fields, equivalence)
+
+
+def measure_pairs(pairs: list[tuple[float, float]], settings: Settings) -> Measured:
+    """A side-by-side session's row: the median of the per-pair ratios, the sign test's
+    interval of it, and Wilcoxon's signed-rank test on the pairs' log ratios (a pair with a zero
+    on either side has no ratio: a row of zeros on both sides is the same, exactly)."""
+    base = [a for a, _ in pairs]
+    new = [b for _, b in pairs]
+    usable = [(a, b) for a, b in pairs if a > 0 and b > 0]
+    if not usable:
+        same = not any(base) and not any(new)
+        fields: dict[str, float | None] = {
+            "ratio": None,
+            "ci_low": None,
+            "ci_high": None,
+            "p_value": 1.0 if same else None,
+        }
+        return Measured(fields, (1.0, 1.0) if same else None)
+    intervals = stats.paired_ratio_intervals(
+        [a for a, _ in usable],
+        [b for _, b in usable],
+        (settings.confidence, stats.equivalence_confidence(settings.alpha)),
+    )
+    ci, equivalence = intervals if intervals is not None else (None, None)
+    fields = {
+        "ratio": statistics.median(b / a for a, b in usable),
+        "ci_low": ci[0] if ci else None,
+        "ci_high": ci[1] if ci else None,
+        "p_value": stats.wilcoxon_signed_rank_p([math.log(b / a) for a, b in usable]),
     }
     return Measured(fields, equivalence)
 
