@@ -11,8 +11,8 @@ import pytest
 
 from iomatrix.analysis import stats
 from iomatrix.analysis.compare_records import Settings
-from iomatrix.analysis.compare_verdicts import measure, measure_pairs
 from iomatrix.analysis.compare_rows import Pending
+from iomatrix.analysis.compare_verdicts import measure, measure_pairs
 
 
 @pytest.mark.parametrize(
@@ -63,9 +63,12 @@ def test_pairs_cancel_a_drift_both_sides_share() -> None:
     base = [h * (1 + rng.gauss(0, 0.003)) for h in host]
     new = [h * 1.02 * (1 + rng.gauss(0, 0.003)) for h in host]
     paired = measure_pairs(list(zip(base, new, strict=True)), settings())
-    assert paired.fields["p_value"] is not None and paired.fields["p_value"] < 0.01
+    assert paired.fields["p_value"] is not None
+    assert paired.fields["p_value"] < 0.01
     low, high = paired.fields["ci_low"], paired.fields["ci_high"]
-    assert low is not None and high is not None and 1.01 < low < 1.02 < high < 1.03
+    assert low is not None
+    assert high is not None
+    assert 1.01 < low < 1.02 < high < 1.03
     unpaired = stats.mann_whitney_u(new, base).p_value
     assert unpaired > 0.3
 
