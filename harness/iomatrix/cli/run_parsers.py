@@ -104,11 +104,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument(
         "--sides",
-        choices=("auto", "shared", "apart"),
+        choices=("auto", "shared", "apart", "side-by-side"),
         default="auto",
         help=(
-            "shared: both sides' repetitions interleaved in one VM (the most precise); apart: "
-            "no VM holds both, so a hostile new side cannot touch the base side's records. "
+            "shared: both sides' repetitions interleaved in one VM; apart: no VM holds both, so "
+            "a hostile new side cannot touch the base side's records; side-by-side: two VMs at "
+            "once on cores of their own, the sides alternating between them round by round, "
+            "each round's two repetitions started together and judged as pairs (both sides "
+            "must boot the same kernel; vm.cpus x 2 must fit the host's cores). "
             "auto (default): apart when two matrices differ in what runs in the guest"
         ),
     )

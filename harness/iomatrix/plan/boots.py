@@ -238,3 +238,50 @@ def split_boots(
                 )
             )
     return out
+
+
+def side_by_side_steps(
+    base_dir: str, new_dir: str, pairs: Sequence[tuple[Cell, Cell]], *, first_round: int = 0
+) -> tuple[list[Step], list[Step], dict[tuple[str, str, int], tuple[int, int]]]:
+    """A side-by-side A/B session (`ab --sides side-by-side`): the steps of two VMs that run at
+    the same time, and the key each step shares with its partner in the other VM.
+
+    In round r every pair runs once on each side, one side in each VM: VM 0 the base side in
+    even rounds and the new side in odd ones, VM 1 the other, so a slower core does not always
+    serve the same side. The two VMs list their steps in the same order, round by round and pair
+    by pair, so step n of one VM meets step n of the other (host/vm/rendezvous.py).
+    `first_round`: a sequential session's later rounds keep the alternation going."""
+    rounds = max((max(a.repeat, b.repeat) for a, b in pairs), default=0)
+    vms: tuple[list[Step], list[Step]] = ([], [])
+    keys: dict[tuple[str, str, int], tuple[int, int]] = {}
+    for rep in range(first_round, rounds):
+        for index, (a, b) in enumerate(pairs):
+            if rep >= a.repeat or rep >= b.repeat:
+                continue
+            base, new = Step.of(base_dir, a, rep), Step.of(new_dir, b, rep)
+            first, second = (base, new) if rep % 2 == 0 else (new, base)
+            vms[0].append(first)
+            vms[1].append(second)
+            for step in (base, new):
+                keys[(step.run_dir, step.cell.id, rep)] = (index, rep)
+    return vms[0], vms[1], keys
+
+
+def side_by_side_groups(vm0: Sequence[Step], vm1: Sequence[Step]) -> list[BootGroup]:
+    """The two VMs' boots (one each), named apart; both sides' cells must share one kernel and
+    command line (checked by the session before anything runs)."""
+    out = []
+    for slot, steps in enumerate((vm0, vm1)):
+        if not steps:
+            continue
+        first = steps[0]
+        key = (first.cell.kernel, f"side-by-side-{slot}")
+        out.append(
+            BootGroup(
+                boot_id=_boot_id(key, first, 1, numbered=False),
+                kernel=first.cell.kernel,
+                steps=tuple(steps),
+                cmdline=first.cell.boot_args,
+            )
+        )
+    return out

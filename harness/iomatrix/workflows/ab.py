@@ -13,6 +13,7 @@ sequential session asks for more; compared, and the session's files written:
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from iomatrix.host.vm.execute import (
     default_scratch_dir,
     execute,
 )
+from iomatrix.host.vm.rendezvous import Rendezvous
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.matrix.trusted_base import check_trusted_base
 from iomatrix.model.cell import Cell, Matrix
@@ -45,6 +47,8 @@ from iomatrix.plan.boots import (
     cut_into_boots,
     fresh_boots,
     interleaved_steps,
+    side_by_side_groups,
+    side_by_side_steps,
     split_boots,
 )
 from iomatrix.report import comparison as comparison_report
@@ -137,6 +141,10 @@ def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
     return PlannedAB(base, new, pairs, split, sharing, request.trusted_base)
 
 
+# --sides side-by-side: two VMs at once, the sides alternating between them (run_ab).
+SIDE_BY_SIDE = "side-by-side"
+
+
 @dataclass(frozen=True)
 class Judging:
     """How the session is judged and run: the comparison's settings, a sequential session's
@@ -200,6 +208,7 @@ def run(
         more=rules.undecided if rules is not None else None,
         apart=sides_apart(judging.sides, planned, sys.stderr),
         strangers=planned.trusted_base,
+        side_by_side=judging.sides == SIDE_BY_SIDE,
     )
     result = compare.compare_runs(
         base_run,
@@ -210,6 +219,7 @@ def run(
         metrics=judging.metrics,
         pairs=[(a.id, b.id) for a, b in pairs],
         equivalence=judging.equivalence,
+        paired=judging.sides == SIDE_BY_SIDE,
     )
     session = SessionDir(session_dir)
     decisions = None
@@ -257,14 +267,18 @@ def sides_apart(sides: str, planned: PlannedAB, out: TextIO) -> bool:
     """--sides, or by default: apart when two matrices make the new side run in the guest what
     the base side does not (docs/SECURITY.md); one matrix split on an axis has one author."""
     if (
-        sides == "shared"
+        sides in ("shared", SIDE_BY_SIDE)
         and planned.trusted_base
         and not pairing.sides_run_the_same_guest_code(planned.pairs)
     ):
+        # Side by side, each VM runs both sides in turn: the same reach as a shared VM.
         raise IomatrixError(
-            "--sides shared with --trusted-base: the new side runs in the guest what the base "
+            f"--sides {sides} with --trusted-base: the new side runs in the guest what the base "
             "side does not, so a VM of both would let it reach the base side's records"
         )
+    if sides == SIDE_BY_SIDE:
+        print("iomatrix: the sides run side by side, in two VMs at once", file=out)
+        return False
     if sides != "auto":
         apart = sides == "apart"
         why = f"--sides {sides}"
@@ -323,6 +337,7 @@ def run_ab(
     more: MoreRounds | None = None,
     apart: bool = False,
     strangers: bool = False,
+    side_by_side: bool = False,
 ) -> tuple[RunRecord, RunRecord, Path]:
     """An A/B session: both sides' repetitions interleaved ABAB in the same VMs (one VM per
     kernel while the kernels agree; alternating boots when they differ), written as two runs
@@ -335,11 +350,18 @@ def run_ab(
 
     `more` (a sequential session, `ab --until-decided`): after the repetitions the cells ask
     for, it is asked which pairs are still undecided; each of those gets one more repetition
-    per side, interleaved AB in the same way, and it is asked again, until it names none."""
+    per side, interleaved AB in the same way, and it is asked again, until it names none.
+
+    `side_by_side`: two VMs at once, on cores of their own, each running one side of every pair
+    in turn (the sides alternate between the VMs round by round), the two repetitions of a
+    round started together (plan.boots.side_by_side_steps, host/vm/rendezvous.py)."""
     if base.vm != new.vm or base.timeouts != new.timeouts:
         raise IomatrixError(
             "the two sides of an A/B session must use the same vm and timeouts settings"
         )
+    if side_by_side:
+        check_side_by_side(pairs)
+        options = dataclasses.replace(options, jobs=2, share_cores=False, split_boots=1)
     clock = RunClock()
     host_cpus = host_cores(options, base.vm, out)
     trusted = _trusted_kernels(pairs, strangers=strangers)
@@ -366,17 +388,22 @@ def run_ab(
         )
     ]
     fresh = base.fresh_boot or new.fresh_boot
-    steps = interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
-    together = options.jobs > 1
-    groups = _ab_groups(
-        steps,
-        pairs,
-        sides,
-        fresh=fresh,
-        split=options.split_boots,
-        apart=apart,
-        together=together,
-    )
+    rendezvous: Rendezvous | None = None
+    if side_by_side:
+        vm0, vm1, keys = side_by_side_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
+        groups = side_by_side_groups(vm0, vm1)
+        rendezvous = Rendezvous(keys)
+    else:
+        steps = interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
+        groups = _ab_groups(
+            steps,
+            pairs,
+            sides,
+            fresh=fresh,
+            split=options.split_boots,
+            apart=apart,
+            together=options.jobs > 1,
+        )
     session = execution(
         prepared,
         options,
@@ -387,10 +414,24 @@ def run_ab(
         host_cpus=host_cpus,
         out=out,
     )
+    session.rendezvous = rendezvous
     execute(session, groups, sides)
     if more is not None:
         _until_decided(session, list(pairs), sides, more, fresh=fresh, apart=apart)
     return sides[0].record, sides[1].record, session_dir
+
+
+def check_side_by_side(pairs: Sequence[tuple[Cell, Cell]]) -> None:
+    """Side by side, each VM runs both sides (in turn), so every cell of both sides must boot
+    the same kernel with the same command line; kernels that differ run side by side with
+    --jobs 2 (each side's VM at once, not alternated)."""
+    boots = {(c.kernel, c.kernel_build, c.boot_args) for pair in pairs for c in pair}
+    if len(boots) > 1:
+        raise IomatrixError(
+            "--sides side-by-side alternates the sides between two VMs, so every cell must boot "
+            "the same kernel and command line; these differ (for two kernels, --jobs 2 runs "
+            "each side's VM at the same time)"
+        )
 
 
 def _trusted_kernels(pairs: Sequence[tuple[Cell, Cell]], *, strangers: bool) -> set[str]:
@@ -447,11 +488,19 @@ def _until_decided(
         )
         for index in extend:
             pairs[index] = _one_more(pairs[index], sides)
+        chosen = [pairs[i] for i in extend]
+        if session.rendezvous is not None:
+            first = min(a.repeat for a, _ in chosen) - 1
+            vm0, vm1, keys = side_by_side_steps(
+                str(sides[0].run_dir), str(sides[1].run_dir), chosen, first_round=first
+            )
+            last = [[s for s in vm if s.repetition == s.cell.repeat - 1] for vm in (vm0, vm1)]
+            session.rendezvous = Rendezvous(keys)
+            execute(session, side_by_side_groups(*last), sides)
+            continue
         latest = [
             step
-            for step in interleaved_steps(
-                str(sides[0].run_dir), str(sides[1].run_dir), [pairs[i] for i in extend]
-            )
+            for step in interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), chosen)
             if step.repetition == step.cell.repeat - 1
         ]
         more_groups = _ab_groups(

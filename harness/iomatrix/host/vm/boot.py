@@ -6,6 +6,7 @@ and the results the host writes for cells the guest could not finish are cell_re
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import os
@@ -27,6 +28,7 @@ from iomatrix.host.vm.boot_inputs import BootInputs
 from iomatrix.host.vm.cell_results import MAX_RESTARTS, host_side_result, settle_unfinished
 from iomatrix.host.vm.console import VNG_NO_STATUS, BootClock, console_shows_panic
 from iomatrix.host.vm.guest_io import cell_dir
+from iomatrix.host.vm.rendezvous import Rendezvous
 from iomatrix.host.vm.watchdog import Watchdog, cancellable, seen_started, step_done
 from iomatrix.model.axes import BUS_DRIVERS
 from iomatrix.model.cell import DeviceProfile, Timeouts, VmSettings
@@ -76,6 +78,10 @@ class BootContext:
     # What the run pinned when it was prepared (boot_inputs.py), checked before each attempt;
     # None only where no run was prepared (tests of one boot).
     inputs: BootInputs | None = None
+    # Side-by-side A/B (ab --sides side-by-side): where this VM's steps meet their partners in
+    # the other VM, and which of the two VMs this is.
+    rendezvous: Rendezvous | None = None
+    slot: int = 0
 
 
 class BootCancelled(Exception):
@@ -317,6 +323,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             watcher = host_disk_watcher(
                 attempt_plan, pending, qmp.socket_path(qmp_dir), counters if counting else None
             )
+            watcher.on_start = _meeting(ctx, pending, qmp.socket_path(qmp_dir))
             console = rundir.console_log(folder, attempt)
             boot_clock = BootClock(also=watcher, steps=pending)
             guard = _folder_guard(ctx, scratch_images, len(pending))
@@ -366,10 +373,35 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             if guard.tripped is not None:
                 _fresh_guest_folder(ctx)
     finally:
+        if ctx.rendezvous is not None:
+            ctx.rendezvous.leave(ctx.slot)
         _remove_boot_files(ctx, scratch_images, qmp_dir)
         if watcher is not None:
             watcher.report(out)
     return records
+
+
+def _meeting(
+    ctx: BootContext, pending: Sequence[Step], qmp_socket: Path
+) -> Callable[[int], None] | None:
+    """A side-by-side boot's steps meet their partners' (host/vm/rendezvous.py): the watcher
+    calls this with the number of the step whose workload starts."""
+    rendezvous = ctx.rendezvous
+    if rendezvous is None:
+        return None
+
+    def state(running: bool) -> None:
+        # A VM gone cannot be paused or resumed; the boot says why it went.
+        with contextlib.suppress(qmp.QmpError, OSError):
+            qmp.run_state(qmp_socket, running=running)
+
+    def arrive(number: int) -> None:
+        step = pending[number]
+        key = rendezvous.key(step.run_dir, step.cell.id, step.repetition)
+        if key is not None:
+            rendezvous.arrive(ctx.slot, key, pause=lambda: state(False), resume=lambda: state(True))
+
+    return arrive
 
 
 def _folder_guard(ctx: BootContext, images: Sequence[Path], cells: int) -> guest_io.FolderGuard:

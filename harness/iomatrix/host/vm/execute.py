@@ -26,6 +26,7 @@ from iomatrix.host.vm.boot import BootCancelled, BootContext, build_boot, run_bo
 from iomatrix.host.vm.boot_inputs import BootInputs
 from iomatrix.host.vm.cell_results import cell_result_path, host_side_result, now_iso
 from iomatrix.host.vm.guest_io import cell_dir
+from iomatrix.host.vm.rendezvous import Rendezvous
 from iomatrix.model.cell import Cell, Timeouts, VmSettings
 from iomatrix.model.result import (
     BootRecord,
@@ -174,6 +175,9 @@ class Execution:
     guest_root_error: str = ""
     # What the boots lend the guest, pinned when the run was prepared (boot_inputs.py).
     inputs: BootInputs | None = None
+    # Side-by-side A/B (ab --sides side-by-side): the boots run all at once, their steps meeting
+    # their partners' (host/vm/rendezvous.py); each boot's slot is its place in the groups.
+    rendezvous: Rendezvous | None = None
 
 
 def execute(session: Execution, groups: Sequence[BootGroup], sides: Sequence[Side]) -> None:
@@ -235,7 +239,13 @@ def _run_side_by_side(
     pool = cores.CorePool(session.host_cpus, session.vm_settings.cpus, share=session.share_cores)
     cancel = threading.Event()
     finished = [threading.Event() for _ in groups]
-    before = _earlier_boots_of_the_same_cells(groups)
+    # Side by side, the two VMs share cells on purpose: the rendezvous keeps their repetitions
+    # in step (a cell's last repetition starts after every earlier one ended, in either VM).
+    before = (
+        [set[int]() for _ in groups]
+        if session.rendezvous is not None
+        else _earlier_boots_of_the_same_cells(groups)
+    )
 
     def drive(index: int, group: BootGroup) -> None:
         try:
@@ -247,11 +257,11 @@ def _run_side_by_side(
                         return
             if cancel.is_set():
                 return
-            _drive_held(group)
+            _drive_held(group, index)
         finally:
             finished[index].set()
 
-    def _drive_held(group: BootGroup) -> None:
+    def _drive_held(group: BootGroup, index: int) -> None:
         held = pool.acquire()
         try:
             print(
@@ -259,7 +269,7 @@ def _run_side_by_side(
                 file=session.out,
             )
             with session.clock.span(f"boot {group.boot_id}"):
-                _run_group(session, group, by_dir, host_cpus=held, cancel=cancel)
+                _run_group(session, group, by_dir, host_cpus=held, cancel=cancel, slot=index)
         except BootCancelled:
             pass
         finally:
@@ -309,6 +319,7 @@ def _run_group(
     *,
     host_cpus: tuple[int, ...] = (),
     cancel: threading.Event | None = None,
+    slot: int = 0,
 ) -> None:
     touched = {by_dir[s.run_dir] for s in group.steps if s.run_dir in by_dir}
     refused = [s for s in group.steps if s.cell.id in session.refused]
@@ -339,6 +350,8 @@ def _run_group(
             cancel=cancel,
             side_by_side=session.jobs,
             inputs=session.inputs,
+            rendezvous=session.rendezvous,
+            slot=slot,
         )
         plan, _argv, _images = build_boot(ctx)
         # Every disk of the cell's profile, in slot order (several for a profile with count > 1).

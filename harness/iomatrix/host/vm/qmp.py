@@ -149,6 +149,13 @@ def read_counters(path: Path, drives: Sequence[str]) -> list[DriveCounters]:
         return client.blockstats(drives)
 
 
+def run_state(path: Path, *, running: bool) -> None:
+    """Pause (QMP `stop`: the vCPUs halt, the guest's clock with them) or resume (`cont`) the VM
+    (side-by-side repetitions start together: host/vm/rendezvous.py)."""
+    with QmpClient(path) as client:
+        client.execute("cont" if running else "stop")
+
+
 def deltas(
     before: Sequence[DriveCounters], after: Sequence[DriveCounters]
 ) -> dict[str, dict[str, int]]:
@@ -206,6 +213,7 @@ class HostDiskWatcher:
         steps: Sequence[WatchedStep],
         clock: Callable[[], float] = time.monotonic,
         insns: Callable[[], InsnCounts] | None = None,
+        on_start: Callable[[int], None] | None = None,
     ) -> None:
         self.qmp_socket = qmp_socket
         self.steps = tuple(steps)
@@ -214,6 +222,8 @@ class HostDiskWatcher:
         self.insns = insns
         self._started: dict[int, tuple[float, list[DriveCounters]]] = {}
         self._insns_started: dict[int, InsnCounts] = {}
+        # Told the step number once a workload's start is read (side-by-side rendezvous).
+        self.on_start = on_start
         # Why a reading failed, once per boot (the view is informational; the run goes on).
         self.problems: list[str] = []
 
@@ -240,6 +250,11 @@ class HostDiskWatcher:
         except (QmpError, OSError, ValueError) as exc:
             self.problems.append(f"{cell_id} repetition {repetition}: {exc}")
             self._started.pop(number, None)
+        if edge == "start" and self.on_start is not None:
+            try:
+                self.on_start(number)
+            except (QmpError, OSError) as exc:
+                self.problems.append(f"{cell_id} repetition {repetition} (side by side): {exc}")
 
     def _insns_reading(self, edge: str, number: int, step: WatchedStep) -> None:
         if self.insns is None:
