@@ -274,6 +274,10 @@ expand: venv
 # scratch and again after a one-file change (benchmarks/bench_kernel_build.py); last, every
 # figure beside its target in one table (benchmarks/targets.py).
 BENCH_ROUNDS ?= 3
+# How small a change a session sees (benchmarks/bench_sensitivity.py): planted CPU-cost
+# regressions of 2, 3, 5 and 10% and A/A sessions, interleaved and side by side, this many
+# sessions each (about 3 minutes a session under TCG on 2 cores: 10 sessions take hours).
+BENCH_SESSIONS ?= 10
 # The report's benchmark loads its page in chromium (selenium, from the dev lock): the test set-up.
 bench: HOST_PACKAGES = test
 bench: export IOMATRIX_BENCH_SUMMARY = $(abspath .bench/summary.jsonl)
@@ -286,6 +290,7 @@ bench: setup venv-dev
 	$(BIN)/python benchmarks/bench_harness.py --rounds $(BENCH_ROUNDS)
 	$(BIN)/python benchmarks/bench_verdict.py
 	$(BIN)/python benchmarks/bench_kernel_build.py
+	$(BIN)/python benchmarks/bench_sensitivity.py --sessions $(BENCH_SESSIONS)
 	$(BIN)/python benchmarks/targets.py .bench/summary.jsonl
 
 nightly-shard:

@@ -1,0 +1,118 @@
+"""ab --sides side-by-side: the two VMs' steps (plan.boots.side_by_side_steps), the sides
+alternating between them, and the rendezvous that starts each round's two repetitions together
+(host/vm/rendezvous.py) without ever stalling a VM whose partner is gone."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from iomatrix.errors import IomatrixError
+from iomatrix.host.vm.rendezvous import Rendezvous
+from iomatrix.plan.boots import side_by_side_groups, side_by_side_steps
+from iomatrix.workflows.ab import check_side_by_side
+from support.builders import make_cell
+
+
+def test_the_sides_alternate_between_the_vms_and_partners_share_a_place() -> None:
+    pairs = [
+        (make_cell(fs="ext4", repeat=3), make_cell(fs="ext4", scheduler="mq-deadline", repeat=3)),
+        (make_cell(fs="xfs", repeat=3), make_cell(fs="xfs", scheduler="mq-deadline", repeat=3)),
+    ]
+    vm0, vm1, keys = side_by_side_steps("/a", "/b", pairs)
+    assert [(s.run_dir, s.repetition) for s in vm0] == [
+        ("/a", 0), ("/a", 0), ("/b", 1), ("/b", 1), ("/a", 2), ("/a", 2)
+    ]  # fmt: skip
+    assert [s.run_dir for s in vm1] == ["/b", "/b", "/a", "/a", "/b", "/b"]
+    # Step n of one VM meets step n of the other: the same pair, the same round, the other side.
+    for first, second in zip(vm0, vm1, strict=True):
+        assert first.run_dir != second.run_dir
+        assert (
+            keys[(first.run_dir, first.cell.id, first.repetition)]
+            == keys[(second.run_dir, second.cell.id, second.repetition)]
+        )
+    groups = side_by_side_groups(vm0, vm1)
+    assert len(groups) == 2
+    assert groups[0].boot_id != groups[1].boot_id
+    # A sequential session's later round keeps alternating: round 3 starts with the new side.
+    more = [
+        (a.model_copy(update={"repeat": 4}), b.model_copy(update={"repeat": 4})) for a, b in pairs
+    ]
+    later0, _, _ = side_by_side_steps("/a", "/b", more, first_round=3)
+    assert [(s.run_dir, s.repetition) for s in later0] == [("/b", 3), ("/b", 3)]
+
+
+def test_sides_that_boot_different_kernels_cannot_alternate() -> None:
+    check_side_by_side([(make_cell(), make_cell(scheduler="mq-deadline"))])
+    with pytest.raises(IomatrixError, match="same kernel and command line"):
+        check_side_by_side([(make_cell(), make_cell(kernel="debian:trixie"))])
+
+
+class Vm:
+    """A VM as the rendezvous sees it: paused or running."""
+
+    def __init__(self) -> None:
+        self.running = True
+        self.log: list[str] = []
+
+    def pause(self) -> None:
+        self.running = False
+        self.log.append("stop")
+
+    def resume(self) -> None:
+        self.running = True
+        self.log.append("cont")
+
+
+class Timers:
+    """Timers that fire when the test says."""
+
+    def __init__(self) -> None:
+        self.made: list[tuple[float, Callable[[], None]]] = []
+
+    def __call__(self, seconds: float, action: Callable[[], None]) -> threading.Timer:
+        self.made.append((seconds, action))
+        return threading.Timer(3600, lambda: None)
+
+
+def rendezvous(timers: Timers) -> Rendezvous:
+    keys = {("/a", "c", 0): (0, 0), ("/b", "c", 0): (0, 0), ("/a", "c", 1): (0, 1)}
+    return Rendezvous(keys, max_wait_s=60, timer=timers)
+
+
+def test_the_first_vm_ready_waits_paused_for_its_partner() -> None:
+    timers = Timers()
+    meet = rendezvous(timers)
+    one, two = Vm(), Vm()
+    meet.arrive(0, (0, 0), one.pause, one.resume)
+    assert not one.running
+    meet.arrive(1, (0, 0), two.pause, two.resume)
+    assert one.running
+    assert two.running
+    assert one.log == ["stop", "cont"]
+    assert two.log == []
+    assert meet.key("/b", "c", 0) == (0, 0)
+    assert meet.key("/b", "other", 0) is None
+
+
+def test_a_partner_that_leaves_or_never_comes_releases_the_waiting_vm() -> None:
+    timers = Timers()
+    meet = rendezvous(timers)
+    one, two = Vm(), Vm()
+    meet.arrive(0, (0, 0), one.pause, one.resume)
+    meet.leave(1)  # the other VM died
+    assert one.running
+    # Its partner gone, a VM does not wait at all any more.
+    meet.arrive(0, (0, 1), one.pause, one.resume)
+    assert one.running
+    # A partner that never comes: the bounded wait resumes the VM.
+    other = rendezvous(timers)
+    other.arrive(1, (0, 0), two.pause, two.resume)
+    assert not two.running
+    seconds, fire = timers.made[-1]
+    assert seconds == 60
+    fire()
+    assert two.running
+    assert "did not come" in other.events[-1]
