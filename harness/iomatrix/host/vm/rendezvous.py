@@ -59,6 +59,8 @@ class Rendezvous:
             if self._gone - {slot}:
                 return  # the partner has left: nothing to wait for
             timer = self._timer(self.max_wait_s, lambda: self._give_up(key))
+            # A wait left behind must never keep the process alive at its end.
+            timer.daemon = True
             self._waiting[key] = (slot, resume, timer)
             pause()
             timer.start()
