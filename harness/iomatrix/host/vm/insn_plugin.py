@@ -20,6 +20,7 @@ else changes). Building takes about 10 s and a 24 MB download, once per QEMU ver
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 import sys
@@ -35,6 +36,8 @@ from iomatrix.host.kernels.private_apt import PrivateApt
 from iomatrix.model.kernel_spec import DEBIAN_SUITES
 from iomatrix.store import files
 
+# IOMATRIX_INSN_COUNTER=off: boots without the instruction counter.
+OFF_ENV = "IOMATRIX_INSN_COUNTER"
 PLUGIN_SOURCE = Path(__file__).resolve().parent / "plugin" / "iomatrix_insns.c"
 PLUGIN_NAME = "iomatrix_insns.so"
 HEADER_NAME = "qemu-plugin.h"
@@ -93,7 +96,10 @@ def _source_digest() -> str:
 
 
 def current_plugin(cache: Path | None = None) -> Path | None:
-    """The built plugin for the installed QEMU, if it was built from today's plugin source."""
+    """The built plugin for the installed QEMU, if it was built from today's plugin source;
+    None with IOMATRIX_INSN_COUNTER=off (what it costs is measured by turning it off)."""
+    if os.environ.get(OFF_ENV, "").lower() == "off":
+        return None
     qemu = installed_qemu()
     if qemu is None:
         return None
