@@ -4,6 +4,7 @@ alternating between them, and the rendezvous that starts each round's two repeti
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable
 
@@ -123,3 +124,19 @@ def test_a_partner_that_leaves_or_never_comes_releases_the_waiting_vm() -> None:
     fire()
     assert two.running
     assert "did not come" in other.events[-1]
+
+
+@pytest.mark.parametrize("sides", ["shared", "side-by-side"])
+def test_a_strangers_new_side_never_shares_a_vm_side_by_side(sides: str) -> None:
+    """Side by side, each VM runs both sides in turn: a gate's new side that runs other code in
+    the guest (here another scheduler) is refused there as in one shared VM."""
+    from iomatrix.workflows.ab import PlannedAB, sides_apart  # noqa: PLC0415
+
+    pairs = [(make_cell(), make_cell(scheduler="mq-deadline"))]
+    matrix = object()
+    planned = PlannedAB(matrix, matrix, pairs, None, trusted_base=True)  # type: ignore[arg-type]
+    with pytest.raises(IomatrixError, match=f"--sides {sides} with --trusted-base"):
+        sides_apart(sides, planned, io.StringIO())
+    # An A/A (the same guest code on both sides) may run side by side.
+    same = PlannedAB(matrix, matrix, [(make_cell(), make_cell())], None, trusted_base=True)  # type: ignore[arg-type]
+    assert sides_apart(sides, same, io.StringIO()) is False
