@@ -58,6 +58,34 @@ def host_side_result(run_dir: Path, cell: Cell, status: str, reason: str) -> Cel
     return result
 
 
+def assemble_split_cell(run_dir: Path, cell: Cell) -> CellResult | None:
+    """Side by side (`ab --sides side-by-side`) a cell's repetitions run in two VMs, neither of
+    which holds them all, so neither agent writes the cell's result: the host writes it from the
+    repetitions both left in the run folder, ok when every one is there. A result a VM wrote (a
+    repetition failed, or one VM held them all) is kept."""
+    folder = rundir.cell_dir(run_dir, cell.id)
+    if rundir.cell_result(folder).exists() or not folder.is_dir():
+        return None
+    try:
+        done = finished_repetitions(folder, cell.repeat)
+    except ResultFormatError as exc:
+        return host_side_result(run_dir, cell, "error", str(exc))
+    if len(done) != cell.repeat:
+        why = f"side by side: {len(done)} of {cell.repeat} repetitions finished"
+        return host_side_result(run_dir, cell, "error", why)
+    result = CellResult.model_validate(
+        {
+            "cell_id": cell.id,
+            "status": "ok",
+            "applied": done[-1].applied,
+            "repetitions": [r.repetition for r in done],
+            "finished_at": now_iso(),
+        }
+    )
+    write_record(rundir.cell_result(folder), result)
+    return result
+
+
 def settle_unfinished(
     rw_dir: Path,
     *,

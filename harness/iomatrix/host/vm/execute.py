@@ -24,7 +24,12 @@ from iomatrix.host import kernels
 from iomatrix.host.vm import cores, host_disks, vng
 from iomatrix.host.vm.boot import BootCancelled, BootContext, build_boot, run_boot
 from iomatrix.host.vm.boot_inputs import BootInputs
-from iomatrix.host.vm.cell_results import cell_result_path, host_side_result, now_iso
+from iomatrix.host.vm.cell_results import (
+    assemble_split_cell,
+    cell_result_path,
+    host_side_result,
+    now_iso,
+)
 from iomatrix.host.vm.guest_io import cell_dir
 from iomatrix.host.vm.rendezvous import Rendezvous
 from iomatrix.model.cell import Cell, Timeouts, VmSettings
@@ -210,6 +215,11 @@ def execute(session: Execution, groups: Sequence[BootGroup], sides: Sequence[Sid
                         _run_group(session, group, by_dir)
             else:
                 _run_side_by_side(session, groups, by_dir)
+                if session.rendezvous is not None:
+                    # Each VM held part of every cell's repetitions: the host writes the results.
+                    for side in sides:
+                        for cell in side.cells:
+                            assemble_split_cell(side.run_dir, cell)
     except KeyboardInterrupt as exc:
         interrupted = exc
     finally:

@@ -175,6 +175,8 @@ def host_only(name: str) -> str | None:
         return None
     if name.startswith("host-disks-"):
         return "QEMU's disk counters"
+    if name.startswith("host-insns-"):
+        return "the host's instruction counts"
     return f"{_HOST_ONLY_PREFIX}* names are kept for the host's records"
 
 
