@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,47 @@ def test_a_strangers_new_side_never_shares_a_vm_side_by_side(sides: str) -> None
     # An A/A (the same guest code on both sides) may run side by side.
     same = PlannedAB(matrix, matrix, [(make_cell(), make_cell())], None, trusted_base=True)  # type: ignore[arg-type]
     assert sides_apart(sides, same, io.StringIO()) is False
+
+
+def test_a_side_by_side_session_runs_two_vms_and_writes_every_cells_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Faked VMs (the subprocess seam; tests/vm runs it for real): two boots at once, each holding
+    both sides in turn; neither agent sees all of a cell's repetitions, so the host writes each
+    result from both VMs' repetitions, and the comparison judges the pairs."""
+    from test_sequential_ab import Agent  # noqa: PLC0415
+
+    from iomatrix.analysis import compare  # noqa: PLC0415
+    from iomatrix.host import kernels  # noqa: PLC0415
+    from iomatrix.matrix.loader import load_matrix  # noqa: PLC0415
+    from iomatrix.plan.ab import pair_cells  # noqa: PLC0415
+    from iomatrix.store.records_io import load_run  # noqa: PLC0415
+    from iomatrix.workflows import ab, prepare  # noqa: PLC0415
+    from support import fake_vms  # noqa: PLC0415
+    from support.fake_vms import path_kernel_matrix  # noqa: PLC0415
+
+    fake_vms.fake_host(tmp_path, monkeypatch)
+    agent = Agent({"base": 1000, "new": 1000})
+    monkeypatch.setattr("iomatrix.proc.run", agent)
+    matrix = load_matrix(path_kernel_matrix(tmp_path, cells=2))
+    cells = [c.model_copy(update={"repeat": 4}) for c in matrix.cells]
+    pairs = pair_cells(cells, cells, split_axis=None)
+    options = prepare.RunOptions(
+        results_dir=tmp_path / "results", scratch_dir=tmp_path / "scratch", progress=None
+    )
+    base_run, new_run, _folder = ab.run_ab(
+        matrix, matrix, pairs, options, fetch=kernels.fetch, side_by_side=True
+    )
+    # Two boots, each running every pair once a round, the sides swapping VMs each round.
+    assert len(agent.boots) == 2
+    assert len(agent.steps) == 2 * 2 * 4
+    for run in (base_run, new_run):
+        for entry in run.cells:
+            assert entry.result.status == "ok", entry.result.reason
+            assert [r.index for r in entry.result.repetitions] == [0, 1, 2, 3]
+    base, new = load_run(_folder / "base"), load_run(_folder / "new")
+    result = compare.compare_runs(
+        base, new, pairs=[(a.id, b.id) for a, b in pairs], paired=True, metrics=["write_iops"]
+    )
+    assert result.settings.paired
+    assert all(row.p_value is not None for row in result.rows)
