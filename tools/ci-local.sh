@@ -29,6 +29,7 @@
 # server live; default .tools/ci-local), REQUIRE_KVM (passed to the gate as its input; default 0
 # here), SCENARIO_CHANGE (matrix-gate), ACT_ARGS (more act options, split on spaces).
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 REPO=$PWD
 
@@ -241,9 +242,16 @@ new_out() {
   : >"$OUT/act.log"
 }
 
+# Commit everything in repository $1 (ignored files too: a kernel tree's .gitignore ignores
+# every dot-folder, .github among them) and print the commit; fail when nothing was committed.
 commit_all() {
+  git -C "$1" add -A -f .github 2>/dev/null || true
   git -C "$1" add -A
-  git -C "$1" -c user.name=ci-local -c user.email=ci-local@localhost commit --quiet -m "$2"
+  if ! git -C "$1" -c user.name=ci-local -c user.email=ci-local@localhost commit --quiet -m "$2" >&2
+  then
+    say "nothing to commit in $1 for: $2"
+    return 1
+  fi
   git -C "$1" rev-parse HEAD
 }
 

@@ -81,7 +81,6 @@ def test_a_pull_request_that_halves_the_disk_fails_the_matrix_gate_under_act(
 
 @pytest.mark.vm
 @pytest.mark.image
-@pytest.mark.kernel_build
 @pytest.mark.nightly
 def test_a_kernel_patch_that_slows_ext4_fails_the_kernel_gate_under_act(tmp_path: Path) -> None:
     """Nightly only (two kernel builds in the runner container: tens of minutes here).
