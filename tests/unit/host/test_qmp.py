@@ -18,7 +18,7 @@ import pytest
 
 from iomatrix.host.vm import host_disks, qmp, vng
 from iomatrix.model.attestation import Attestation
-from iomatrix.model.cell import Cell, VmSettings
+from iomatrix.model.cell import Cell, LoopStack, VmSettings
 from iomatrix.model.result import CellResult, CpuUsage, Repetition
 from iomatrix.model.telemetry import HostDiskDelta, Telemetry
 from support.builders import make_cell
@@ -338,3 +338,16 @@ def test_what_the_guest_writes_in_the_hosts_fields_is_replaced(tmp_path: Path) -
     assert read.attestation is not None
     assert read.attestation.status == "not-attestable"
     assert "buffered I/O" in read.attestation.reason
+    # Direct I/O on a loop device that is not: the cell's record says so.
+    direct = _cell_with_job_file(tmp_path, "[j]\nioengine=libaio\ndirect=1\nrw=randwrite\n")
+    looped = direct.model_copy(
+        update={
+            "filesystem": direct.filesystem.model_copy(
+                update={"loop": LoopStack(outer_fstype="ext4")}
+            )
+        }
+    )
+    (loop_rep,) = host_disks.merge(result, tmp_path, looped).repetitions
+    assert loop_rep.attestation is not None
+    assert loop_rep.attestation.status == "not-attestable"
+    assert "loop device without direct I/O" in loop_rep.attestation.reason

@@ -67,6 +67,12 @@ def job_facts(cell: Cell) -> attestation.JobFacts:
         return attestation.JobFacts(
             why_not=f"a {workload.kind} workload: no fio report to hold against the disk's counters"
         )
+    loop = cell.filesystem.loop
+    if loop is not None and not loop.direct_io:
+        return attestation.JobFacts(
+            why_not="a loop device without direct I/O: the outer filesystem's page cache can "
+            "absorb the I/O, so the disk's counters need not show fio's numbers"
+        )
     pinned: Sequence[tuple[str, str]] = (
         [(p.job_file, p.sha256) for p in workload.phases]
         if workload.phases
