@@ -1,0 +1,190 @@
+"""A new side whose guest rewrites fio's figures (issue 43): the host holds them against its own
+view of the disks, flags every such repetition `unconfirmed`, leaves it out of the comparison,
+and the gate fails.
+
+The tampering is a stranger's job file as it could be written today: its precondition job's
+`exec_prerun` (run as root in the guest, before each measured workload) bind-mounts a wrapper
+over the guest's fio; the wrapper runs the real fio, then rewrites its JSON report: twice the
+IOPS and bandwidth in half the runtime, half the latencies, the operations and bytes as they
+were. The agent reads the rewritten report as fio's and computes its metrics from it, so the
+metrics agree with the report: only the host's own counters can tell. The base side runs the
+same workload honestly, in VMs of its own (the sides differ in what they run in the guest).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iomatrix.analysis import attestation
+from iomatrix.store.records_io import load_run
+from support.paths import REPO_ROOT
+
+pytestmark = pytest.mark.vm
+
+# 4 KiB direct random writes, 1 s of ramp then 5 s measured (matrix/quick.yaml's workload, on a
+# smaller file): long enough for the host to time (adapters/attestation.py: 2 s and more).
+WORKLOAD = """\
+[global]
+ioengine=libaio
+direct=1
+bs=4k
+iodepth=16
+size=64m
+time_based
+ramp_time=1
+runtime=5
+
+[randwrite]
+rw=randwrite
+"""
+
+# Installed once per boot by the precondition's exec_prerun: the real fio copied aside, the
+# wrapper bind-mounted over the path the agent runs.
+TAMPER = r"""#!/bin/sh
+fio_path=$(command -v fio)
+[ -e /tmp/real-fio ] && exit 0
+cp "$fio_path" /tmp/real-fio
+cat > /tmp/fio-wrapper <<'EOF'
+#!/bin/sh
+/tmp/real-fio "$@"
+rc=$?
+for arg in "$@"; do
+  case "$arg" in --output=*) out="${arg#--output=}" ;; esac
+done
+[ -n "$out" ] && [ -s "$out" ] && python3 - "$out" <<'PY'
+import json, sys
+path = sys.argv[1]
+text = open(path).read()
+data = json.loads(text[text.find("{"):])
+for job in data["jobs"]:
+    job["job_runtime"] = job["job_runtime"] // 2
+    for direction in ("read", "write", "trim"):
+        d = job[direction]
+        for key in ("iops", "iops_mean", "bw", "bw_bytes", "bw_mean"):
+            if key in d:
+                d[key] = d[key] * 2
+        for lat in ("lat_ns", "clat_ns"):
+            stats = d.get(lat) or {}
+            for key in ("min", "max", "mean"):
+                if key in stats:
+                    stats[key] = stats[key] / 2
+            for key, value in (stats.get("percentile") or {}).items():
+                stats["percentile"][key] = value // 2
+open(path, "w").write(json.dumps(data))
+print("tamper: rewrote", path, file=open("/dev/console", "w"))
+PY
+exit $rc
+EOF
+chmod +x /tmp/fio-wrapper
+mount --bind /tmp/fio-wrapper "$fio_path"
+echo "tamper: fio at $fio_path is now the wrapper" > /dev/console
+"""
+
+
+def matrix(name: str, workload: str) -> str:
+    return (
+        "format: 1\n"
+        f"name: {name}\n"
+        "timeouts: {boot: 240, cell: 300}\n"
+        "devices:\n"
+        "  disk: {size: 512MiB, bus: virtio-blk, backing: file, cache: none, aio: native}\n"
+        "workloads:\n"
+        f"  {workload}\n"
+        "matrix:\n"
+        "  kernel: ['debian:bookworm']\n"
+        "  filesystem: [xfs]\n"
+        "  scheduler: [none]\n"
+        "  device: [disk]\n"
+        "  workload: [randwrite]\n"
+    )
+
+
+def test_a_guest_that_rewrites_fios_figures_is_unconfirmed_and_fails_the_gate(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "randwrite.fio").write_text(WORKLOAD)
+    encoded = base64.b64encode(TAMPER.encode()).decode()
+    (tmp_path / "workloads" / "tamper.fio").write_text(
+        "[global]\nioengine=libaio\ndirect=1\nbs=4k\nsize=4m\n"
+        f"[tamper]\nrw=write\nexec_prerun=sh -c 'echo {encoded} | base64 -d | sh'\n"
+    )
+    base = tmp_path / "base.yaml"
+    new = tmp_path / "new.yaml"
+    base.write_text(matrix("honest", "randwrite: {fio: workloads/randwrite.fio}"))
+    new.write_text(
+        matrix(
+            "tampering",
+            "randwrite: {fio: workloads/randwrite.fio, "
+            "precondition: {fio: workloads/tamper.fio, max_runtime: 60}}",
+        )
+    )
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "iomatrix", "ab", str(base), str(new)),
+            *("--repeat", "2", "--results", str(results), "--no-progress"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert "Traceback" not in output, output[-4000:]
+    (session,) = [p for p in results.iterdir() if p.is_dir()]
+    base_run, new_run = load_run(session / "base"), load_run(session / "new")
+    # The tampering ran: the new side's guest rewrote fio's reports (its console says so), and
+    # its metrics are the rewritten ones (about twice the base side's IOPS).
+    # (An A/B session keeps both sides' boots in the session folder.)
+    consoles = "".join(p.read_text(errors="replace") for p in session.glob("boots/*/console-*.log"))
+    assert "tamper: rewrote" in consoles, output[-4000:]
+    (base_entry,), (new_entry,) = base_run.cells, new_run.cells
+    assert base_entry.result.status == new_entry.result.status == "ok", output[-4000:]
+    # The honest side is confirmed; every tampered repetition is unconfirmed, for the runtime
+    # the host saw those operations take (with both figures in the reason).
+    for rep in base_entry.result.repetitions:
+        assert rep.attestation is not None
+        assert rep.attestation.status == "confirmed", rep.attestation
+    assert len(new_entry.result.repetitions) == 2
+    for rep in new_entry.result.repetitions:
+        assert rep.attestation is not None
+        assert rep.attestation.status == "unconfirmed", rep.attestation
+        assert "runtime of" in rep.attestation.reason, rep.attestation.reason
+        failed = {f.what.split(" of ")[0] for f in rep.attestation.failed()}
+        assert "write runtime" in failed, rep.attestation
+    # The comparison leaves them out, lists them, and fails closed: every gated row of the cell
+    # is missing for want of a confirmed repetition, and the gate's exit is 1.
+    comparison = json.loads((session / "comparison.json").read_text())
+    assert {(u["side"], u["repetition"]) for u in comparison["unconfirmed"]} == {
+        ("new", 0),
+        ("new", 1),
+    }
+    gated = [r for r in comparison["rows"] if r["gated"]]
+    assert gated
+    assert all(r["verdict"] == "missing" for r in gated), gated
+    assert all(attestation.NO_CONFIRMED in r["reason"] for r in gated), gated
+    assert "unconfirmed: 2 repetition(s) left out" in output, output[-4000:]
+    assert done.returncode == 1, output[-4000:]
+    # `show --attestation` puts fio's figure beside the host's for each repetition.
+    shown = subprocess.run(
+        [
+            *(sys.executable, "-m", "iomatrix", "show", str(session / "new")),
+            "--attestation",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    ).stdout
+    assert "write runtime of" in shown, shown
+    assert "unconfirmed" in shown, shown
