@@ -289,6 +289,16 @@ def _decided_rows(
     return decided, family_of
 
 
+def _refused(pending: Sequence[Pending]) -> list[Row]:
+    """Every row as incomparable, the missing ones as they are: the environments differ."""
+    return [
+        p.row
+        if p.row.verdict == "missing"
+        else p.row.model_copy(update={"verdict": "incomparable", "reason": "environments differ"})
+        for p in pending
+    ]
+
+
 def compare_runs(
     base: RunRecord,
     new: RunRecord,
@@ -354,15 +364,7 @@ def compare_runs(
         )
 
     if differences and not force:
-        refused = [
-            p.row
-            if p.row.verdict == "missing"
-            else p.row.model_copy(
-                update={"verdict": "incomparable", "reason": "environments differ"}
-            )
-            for p in pending
-        ]
-        raise EnvironmentMismatchError(differences, build(refused, forced=False))
+        raise EnvironmentMismatchError(differences, build(_refused(pending), forced=False))
 
     tested: list[tuple[Pending, Measured]] = [
         (p, measure(p, settings)) for p in pending if p.row.verdict != "missing"

@@ -1,7 +1,7 @@
 """A comparison by the host's attestation: unconfirmed repetitions leave every row's statistics
 and are listed with why and both figures; a side left with none makes its gated rows missing
-(reason NO_CONFIRMED), which the gate fails closed on; records made before attestation still compare,
-unless the comparison requires it (an A/B session); a sequential session the same."""
+(reason NO_CONFIRMED), which the gate fails closed on; records made before attestation still
+compare, unless the comparison requires it (an A/B session); a sequential session the same."""
 
 from __future__ import annotations
 
