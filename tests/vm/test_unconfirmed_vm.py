@@ -5,11 +5,14 @@ and the gate fails.
 The tampering is a stranger's job file as it could be written today: its precondition job's
 `exec_prerun` (run as root in the guest, before each measured workload) bind-mounts a wrapper
 over the guest's fio; the wrapper runs the real fio, then rewrites its JSON report: twice the
-IOPS and bandwidth in half the runtime, half the latencies, the operations and bytes as they
-were. The agent reads the rewritten report as fio's and computes its metrics from it, so the
-metrics agree with the report: only the host's own counters can tell. The base side runs the
-same workload honestly, in VMs of its own (the sides differ in what they run in the guest).
-Before attestation the same session passed (exit 0), the new side's IOPS +133%.
+operations, bytes, IOPS and bandwidth over the same runtime, half the latencies. The agent
+reads the rewritten report as fio's and computes its metrics from it, so the metrics agree with
+the report, and no validity check flags it (the runtime is the job's, the guest's own disk
+statistics show more than half the bytes): only the host's own counters can tell. The base side
+runs the same workload honestly, in VMs of its own (the sides differ in what they run in the
+guest).
+Before attestation the same session passed (exit 0, `--inconclusive pass`), the new side's IOPS
+doubled.
 """
 
 from __future__ import annotations
@@ -64,10 +67,9 @@ path = sys.argv[1]
 text = open(path).read()
 data = json.loads(text[text.find("{"):])
 for job in data["jobs"]:
-    job["job_runtime"] = job["job_runtime"] // 2
     for direction in ("read", "write", "trim"):
         d = job[direction]
-        for key in ("iops", "iops_mean", "bw", "bw_bytes", "bw_mean"):
+        for key in ("total_ios", "io_bytes", "io_kbytes", "iops", "iops_mean", "bw", "bw_bytes"):
             if key in d:
                 d[key] = d[key] * 2
         for lat in ("lat_ns", "clat_ns"):
@@ -86,6 +88,12 @@ chmod +x /tmp/fio-wrapper
 mount --bind /tmp/fio-wrapper "$fio_path"
 echo "tamper: fio at $fio_path is now the wrapper" > /dev/console
 """
+
+
+def comparison_flags(session: Path) -> list[object]:
+    """The validity flags the session's comparison lists."""
+    flags: list[object] = json.loads((session / "comparison.json").read_text()).get("invalid", [])
+    return flags
 
 
 def matrix(name: str, workload: str) -> str:
@@ -152,8 +160,8 @@ def test_a_guest_that_rewrites_fios_figures_is_unconfirmed_and_fails_the_gate(
     assert "tamper: rewrote" in consoles, output[-4000:]
     (base_entry,), (new_entry,) = base_run.cells, new_run.cells
     assert base_entry.result.status == new_entry.result.status == "ok", output[-4000:]
-    # The honest side is confirmed; every tampered repetition is unconfirmed, for the runtime
-    # the host saw those operations take (with both figures in the reason).
+    # The honest side is confirmed; every tampered repetition is unconfirmed: more operations
+    # than reached the disk image (with both figures in the reason).
     for rep in base_entry.result.repetitions:
         assert rep.attestation is not None
         assert rep.attestation.status == "confirmed", rep.attestation
@@ -161,9 +169,13 @@ def test_a_guest_that_rewrites_fios_figures_is_unconfirmed_and_fails_the_gate(
     for rep in new_entry.result.repetitions:
         assert rep.attestation is not None
         assert rep.attestation.status == "unconfirmed", rep.attestation
-        assert "runtime of" in rep.attestation.reason, rep.attestation.reason
+        assert rep.attestation.reason.startswith(
+            "beyond the host's view (+-5%): write operations: fio "
+        ), rep.attestation.reason
         failed = {f.what.split(" of ")[0] for f in rep.attestation.failed()}
-        assert "write runtime" in failed, rep.attestation
+        assert {"write operations", "write bytes", "write runtime"} <= failed, rep.attestation
+    # No validity check flags the rewritten report: today's code would have passed it.
+    assert comparison_flags(session) == []
     # The comparison leaves them out, lists them, and fails closed: every gated row of the cell
     # is missing for want of a confirmed repetition, and the gate cannot compare (exit 2).
     comparison = json.loads((session / "comparison.json").read_text())
@@ -193,5 +205,5 @@ def test_a_guest_that_rewrites_fios_figures_is_unconfirmed_and_fails_the_gate(
         check=True,
         env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
     ).stdout
-    assert "write runtime of" in shown, shown
+    assert "write operations" in shown, shown
     assert "unconfirmed" in shown, shown

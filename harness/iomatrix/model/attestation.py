@@ -91,6 +91,9 @@ class AttestedFigure(Record):
 
     def describe(self) -> str:
         place = f"{self.where}: " if self.where else ""
+        if self.host == float("inf"):
+            # A runtime for more operations than the host saw complete at all.
+            return f"{place}{self.what}: fio {self.shown(self.guest)}, the host never saw as many"
         verb = "at most" if self.relation == "<=" else "at least"
         return (
             f"{place}{self.what}: fio {self.shown(self.guest)}, the host's {verb} "
@@ -102,11 +105,8 @@ class AttestedFigure(Record):
         if self.unit == "B":
             return f"{value / MIB:,.1f} MiB"
         if value == float("inf"):
-            text = "never"
-        elif abs(value) >= 1000:
-            text = f"{value:,.0f}"
-        else:
-            text = f"{value:.3g}"
+            return "never as many"
+        text = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
         return f"{text} {self.unit}".strip()
 
 
