@@ -220,6 +220,9 @@ def run(
         pairs=[(a.id, b.id) for a, b in pairs],
         equivalence=judging.equivalence,
         paired=judging.sides == SIDE_BY_SIDE,
+        # Both sides were measured now: a repetition without the host's attestation is not
+        # an old record, it is one whose numbers nobody checked.
+        require_attestation=True,
     )
     session = SessionDir(session_dir)
     decisions = None
@@ -318,6 +321,7 @@ def sequential_rules(
         metrics=tuple(judging.metrics) if judging.metrics else None,
         min_effect=judging.min_effect,
         equivalence=judging.equivalence,
+        require_attestation=True,
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 from iomatrix.analysis import metrics
 from iomatrix.host.vm import host_disks, insn_plugin, qmp
 from iomatrix.model.result import CellResult, CpuUsage, Repetition
+from support.builders import make_cell
 
 
 def counters_file(path: Path, slots: list[tuple[int, int]], magic: bytes = b"IOMXINS1") -> Path:
@@ -105,19 +106,28 @@ def test_the_cost_metrics_are_the_hosts_counts_over_the_hosts_ios(tmp_path: Path
     }
     qmp.host_disks_path(tmp_path, 0).write_text(json.dumps([disk]))
     result = CellResult(cell_id="c1", status="ok", repetitions=(repetition(),))
-    (rep,) = host_disks.merge(result, tmp_path).repetitions
+    cell = make_cell()
+    (rep,) = host_disks.merge(result, tmp_path, cell).repetitions
     assert rep.metrics["kernel_insns_per_io"] == 50_000.0
     assert rep.metrics["user_insns_per_io"] == 1_000.0
     assert rep.metrics["kernel_insns_per_mib"] == pytest.approx(50_000_000 / (4096000 / 2**20))
     assert rep.metrics["host_kernel_insns"] == 50_000_000
     # Without the disks' counters there is no denominator the host vouches for: counts only.
     qmp.host_disks_path(tmp_path, 0).unlink()
-    (alone,) = host_disks.merge(result, tmp_path).repetitions
+    (alone,) = host_disks.merge(result, tmp_path, cell).repetitions
     assert "kernel_insns_per_io" not in alone.metrics
     assert alone.metrics["host_user_insns"] == 10**6
     # A file the guest planted that is not counts is left out.
     qmp.host_insns_path(tmp_path, 0).write_text(json.dumps({"kernel": -1, "user": 0}))
-    assert host_disks.merge(result, tmp_path) == result
+    (planted,) = host_disks.merge(result, tmp_path, cell).repetitions
+    assert not any("insns" in name for name in planted.metrics)
+    # The ratios are named without host_ but are the host's: a guest's own are dropped.
+    claimed = repetition().model_copy(
+        update={"metrics": {"write_iops": 2000.0, "kernel_insns_per_io": 1.0}}
+    )
+    told = result.model_copy(update={"repetitions": (claimed,)})
+    (dropped,) = host_disks.merge(told, tmp_path, cell).repetitions
+    assert "kernel_insns_per_io" not in dropped.metrics
 
 
 def test_the_cost_metrics_gate_only_when_a_comparison_names_them() -> None:

@@ -323,7 +323,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             watcher = host_disk_watcher(
                 attempt_plan, pending, qmp.socket_path(qmp_dir), counters if counting else None
             )
-            watcher.on_start = _meeting(ctx, pending, qmp.socket_path(qmp_dir))
+            watcher.on_start = _meeting(ctx, pending, watcher)
             console = rundir.console_log(folder, attempt)
             boot_clock = BootClock(also=watcher, steps=pending)
             guard = _folder_guard(ctx, scratch_images, len(pending))
@@ -341,6 +341,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                     boot_clock=boot_clock,
                 )
             finally:
+                watcher.close()  # QEMU is gone: a workload still watched never ended
                 for problem in guest_io.copy_out(theirs, pending):
                     print(f"iomatrix: boot {ctx.group.boot_id}: {problem}", file=out)
             _report_reader_problems(f"{ctx.group.boot_id}#{attempt}", boot_clock, out)
@@ -382,10 +383,11 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
 
 
 def _meeting(
-    ctx: BootContext, pending: Sequence[Step], qmp_socket: Path
+    ctx: BootContext, pending: Sequence[Step], watcher: qmp.HostDiskWatcher
 ) -> Callable[[int], None] | None:
     """A side-by-side boot's steps meet their partners' (host/vm/rendezvous.py): the watcher
-    calls this with the number of the step whose workload starts."""
+    calls this with the number of the step whose workload starts, and pauses or resumes its VM
+    over the QMP connection its step's view holds (QEMU serves one QMP client at a time)."""
     rendezvous = ctx.rendezvous
     if rendezvous is None:
         return None
@@ -393,7 +395,7 @@ def _meeting(
     def state(running: bool) -> None:
         # A VM gone cannot be paused or resumed; the boot says why it went.
         with contextlib.suppress(qmp.QmpError, OSError):
-            qmp.run_state(qmp_socket, running=running)
+            watcher.run_state(running=running)
 
     def arrive(number: int) -> None:
         step = pending[number]
