@@ -604,6 +604,7 @@ def test_boots_of_one_cells_repetitions_never_run_side_by_side(
         jobs=2,
         out=io.StringIO(),
         clock=execute.RunClock(),
+        rendezvous=None,  # not a side-by-side A/B session
     )
     execute._run_side_by_side(fake_session, groups, {})  # type: ignore[arg-type]
     assert len(spans) == 6

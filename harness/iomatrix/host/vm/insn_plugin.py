@@ -14,7 +14,8 @@ never touched), and the plugin is compiled with the host's gcc into the cache:
 
 `make setup` builds it (python -m iomatrix.host.vm.insn_plugin); a run uses it when it is there
 and current, and says once when it is not (the instruction metrics are then missing, nothing
-else changes). Building takes about 10 s and a 24 MB download, once per QEMU version.
+else changes). Building takes a 24 MB download and a compile of seconds (not timed on record),
+once per QEMU version.
 """
 
 from __future__ import annotations
