@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from iomatrix.analysis import stats
+from iomatrix.analysis import paired, stats
 from iomatrix.analysis.compare_records import (
     INSUFFICIENT,
     MORE_REPETITIONS,
@@ -78,7 +78,7 @@ def measure_pairs(pairs: list[tuple[float, float]], settings: Settings) -> Measu
             "p_value": 1.0 if same else None,
         }
         return Measured(fields, (1.0, 1.0) if same else None)
-    intervals = stats.paired_ratio_intervals(
+    intervals = paired.paired_ratio_intervals(
         [a for a, _ in usable],
         [b for _, b in usable],
         (settings.confidence, stats.equivalence_confidence(settings.alpha)),
@@ -88,7 +88,7 @@ def measure_pairs(pairs: list[tuple[float, float]], settings: Settings) -> Measu
         "ratio": statistics.median(b / a for a, b in usable),
         "ci_low": ci[0] if ci else None,
         "ci_high": ci[1] if ci else None,
-        "p_value": stats.wilcoxon_signed_rank_p([math.log(b / a) for a, b in usable]),
+        "p_value": paired.wilcoxon_signed_rank_p([math.log(b / a) for a, b in usable]),
     }
     return Measured(fields, equivalence)
 

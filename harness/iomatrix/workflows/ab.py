@@ -329,6 +329,33 @@ def sequential_rules(
 MoreRounds = Callable[[RunRecord, RunRecord], Sequence[int]]
 
 
+def _session_groups(
+    pairs: Sequence[tuple[Cell, Cell]],
+    sides: Sequence[Side],
+    options: RunOptions,
+    *,
+    fresh: bool,
+    apart: bool,
+    side_by_side: bool,
+) -> tuple[list[BootGroup], Rendezvous | None]:
+    """The session's boots: two VMs whose steps meet at a rendezvous (side by side), or both
+    sides interleaved (run_ab)."""
+    if side_by_side:
+        vm0, vm1, keys = side_by_side_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
+        return list(side_by_side_groups(vm0, vm1)), Rendezvous(keys)
+    steps = interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
+    groups = _ab_groups(
+        steps,
+        pairs,
+        sides,
+        fresh=fresh,
+        split=options.split_boots,
+        apart=apart,
+        together=options.jobs > 1,
+    )
+    return list(groups), None
+
+
 def run_ab(
     base: Matrix,
     new: Matrix,
@@ -356,9 +383,8 @@ def run_ab(
     for, it is asked which pairs are still undecided; each of those gets one more repetition
     per side, interleaved AB in the same way, and it is asked again, until it names none.
 
-    `side_by_side`: two VMs at once, on cores of their own, each running one side of every pair
-    in turn (the sides alternate between the VMs round by round), the two repetitions of a
-    round started together (plan.boots.side_by_side_steps, host/vm/rendezvous.py)."""
+    `side_by_side`: two VMs at once on cores of their own, the sides alternating between them
+    round by round, each round's two repetitions started together (host/vm/rendezvous.py)."""
     if base.vm != new.vm or base.timeouts != new.timeouts:
         raise IomatrixError(
             "the two sides of an A/B session must use the same vm and timeouts settings"
@@ -392,22 +418,9 @@ def run_ab(
         )
     ]
     fresh = base.fresh_boot or new.fresh_boot
-    rendezvous: Rendezvous | None = None
-    if side_by_side:
-        vm0, vm1, keys = side_by_side_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
-        groups = side_by_side_groups(vm0, vm1)
-        rendezvous = Rendezvous(keys)
-    else:
-        steps = interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
-        groups = _ab_groups(
-            steps,
-            pairs,
-            sides,
-            fresh=fresh,
-            split=options.split_boots,
-            apart=apart,
-            together=options.jobs > 1,
-        )
+    groups, rendezvous = _session_groups(
+        pairs, sides, options, fresh=fresh, apart=apart, side_by_side=side_by_side
+    )
     session = execution(
         prepared,
         options,

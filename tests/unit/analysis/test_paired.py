@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from iomatrix.analysis import stats
+from iomatrix.analysis import paired, stats
 from iomatrix.analysis.compare_records import Settings
 from iomatrix.analysis.compare_rows import Pending
 from iomatrix.analysis.compare_verdicts import measure, measure_pairs
@@ -26,18 +26,18 @@ from iomatrix.analysis.compare_verdicts import measure, measure_pairs
     ],
 )
 def test_the_signed_rank_test_is_exact(differences: list[float], p: float) -> None:
-    assert stats.wilcoxon_signed_rank_p(differences) == pytest.approx(p, abs=1e-6)
+    assert paired.wilcoxon_signed_rank_p(differences) == pytest.approx(p, abs=1e-6)
 
 
 def test_the_sign_test_interval_is_made_of_order_statistics() -> None:
     base = [1.0] * 10
     new = [1.0 + i / 100 for i in (5, 1, 9, 3, 7, 2, 8, 4, 6, 10)]
-    (ci95, ci0) = stats.paired_ratio_intervals(base, new, (0.95, 0.0)) or ()
+    (ci95, ci0) = paired.paired_ratio_intervals(base, new, (0.95, 0.0)) or ()
     # n = 10 at 95%: the 2nd and 9th of the sorted ratios (coverage 97.9%).
     assert ci95 == (1.02, 1.09)
     assert ci0 == (1.05, 1.06)
     # Five pairs cannot make a 95% interval: none rather than a false one.
-    assert stats.paired_ratio_intervals([1.0] * 5, [1.1] * 5, (0.95,)) == (None,)
+    assert paired.paired_ratio_intervals([1.0] * 5, [1.1] * 5, (0.95,)) == (None,)
 
 
 def settings() -> Settings:

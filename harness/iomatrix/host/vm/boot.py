@@ -6,7 +6,6 @@ and the results the host writes for cells the guest could not finish are cell_re
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import os
@@ -15,7 +14,6 @@ import shutil
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -23,8 +21,18 @@ from iomatrix import proc
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.devices import checks
-from iomatrix.host.vm import agent_bundle, cores, disk_freeing, guest_io, insn_plugin, qmp, vng
+from iomatrix.host.vm import (
+    agent_bundle,
+    boot_watch,
+    cores,
+    disk_freeing,
+    guest_io,
+    insn_plugin,
+    qmp,
+    vng,
+)
 from iomatrix.host.vm.boot_inputs import BootInputs
+from iomatrix.host.vm.boot_watch import INSNS
 from iomatrix.host.vm.cell_results import MAX_RESTARTS, host_side_result, settle_unfinished
 from iomatrix.host.vm.console import VNG_NO_STATUS, BootClock, console_shows_panic
 from iomatrix.host.vm.guest_io import cell_dir
@@ -293,9 +301,8 @@ def _create_disks(ctx: BootContext, images: Sequence[Path]) -> list[Path]:
 def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     """Boot the group's VM (again after a panic or hang) until every step is done.
 
-    The guest writes only into its own folder (guest_dir, made by _runnable); after each boot,
-    and as each cell finishes, the host copies the cells' files out into the run folder. A
-    restarted boot's plan holds only the steps the run folder does not have yet."""
+    The guest writes only into its own folder (guest_dir, made by _runnable); after each boot and
+    cell the host copies the files out into the run folder. A restart plans the steps left."""
     records: list[BootRecord] = []
     runnable = _runnable(ctx, out)
     if runnable is None:
@@ -303,11 +310,9 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
     ctx = runnable
     qmp_dir = qmp.socket_dir()
     bundle = _agent_bundle(ctx, out)
-    counters = qmp_dir / "insns.bin"
     plan, argv, images = build_boot(
-        ctx, qmp.socket_path(qmp_dir), bundle=bundle is not None, insn_counters=counters
+        ctx, qmp.socket_path(qmp_dir), bundle=bundle is not None, insn_counters=qmp_dir / INSNS
     )
-    counting = any(arg.startswith("--qemu-opts=-plugin ") for arg in argv)
     folder = boot_dir(ctx)
     guest_io.copy_in(_guest_steps(ctx, ctx.group.steps), ctx.group.steps)
     scratch_images = _create_disks(ctx, images)
@@ -318,12 +323,9 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             if given is None:
                 break
             pending, theirs, attempt_plan = given
-            # The plugin makes its file anew (O_EXCL) at each QEMU start.
-            counters.unlink(missing_ok=True)
-            watcher = host_disk_watcher(
-                attempt_plan, pending, qmp.socket_path(qmp_dir), counters if counting else None
+            watcher = boot_watch.attempt_watcher(
+                attempt_plan, pending, qmp_dir, argv, rendezvous=ctx.rendezvous, slot=ctx.slot
             )
-            watcher.on_start = _meeting(ctx, pending, watcher)
             console = rundir.console_log(folder, attempt)
             boot_clock = BootClock(also=watcher, steps=pending)
             guard = _folder_guard(ctx, scratch_images, len(pending))
@@ -374,36 +376,23 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
             if guard.tripped is not None:
                 _fresh_guest_folder(ctx)
     finally:
-        if ctx.rendezvous is not None:
-            ctx.rendezvous.leave(ctx.slot)
-        _remove_boot_files(ctx, scratch_images, qmp_dir)
-        if watcher is not None:
-            watcher.report(out)
+        _end_boot(ctx, scratch_images, qmp_dir, watcher, out)
     return records
 
 
-def _meeting(
-    ctx: BootContext, pending: Sequence[Step], watcher: qmp.HostDiskWatcher
-) -> Callable[[int], None] | None:
-    """A side-by-side boot's steps meet their partners' (host/vm/rendezvous.py): the watcher
-    calls this with the number of the step whose workload starts, and pauses or resumes its VM
-    over the QMP connection its step's view holds (QEMU serves one QMP client at a time)."""
-    rendezvous = ctx.rendezvous
-    if rendezvous is None:
-        return None
-
-    def state(running: bool) -> None:
-        # A VM gone cannot be paused or resumed; the boot says why it went.
-        with contextlib.suppress(qmp.QmpError, OSError):
-            watcher.run_state(running=running)
-
-    def arrive(number: int) -> None:
-        step = pending[number]
-        key = rendezvous.key(step.run_dir, step.cell.id, step.repetition)
-        if key is not None:
-            rendezvous.arrive(ctx.slot, key, pause=lambda: state(False), resume=lambda: state(True))
-
-    return arrive
+def _end_boot(
+    ctx: BootContext,
+    scratch_images: Sequence[Path],
+    qmp_dir: Path,
+    watcher: qmp.HostDiskWatcher | None,
+    out: TextIO,
+) -> None:
+    """The boot is over: no partner waits for it, its files go, failed readings are said."""
+    if ctx.rendezvous is not None:
+        ctx.rendezvous.leave(ctx.slot)
+    _remove_boot_files(ctx, scratch_images, qmp_dir)
+    if watcher is not None:
+        watcher.report(out)
 
 
 def _folder_guard(ctx: BootContext, images: Sequence[Path], cells: int) -> guest_io.FolderGuard:
@@ -606,28 +595,3 @@ def _report_reader_problems(boot: str, boot_clock: BootClock, out: TextIO) -> No
             f"iomatrix: boot {boot}: reading its console failed ({problem}); the boot went on",
             file=out,
         )
-
-
-def host_disk_watcher(
-    plan: BootPlan, host_steps: Sequence[Step], qmp_socket: Path, insn_counters: Path | None = None
-) -> qmp.HostDiskWatcher:
-    """QEMU's counters read at each workload's start and end, for the drives of its step, filed
-    in the step's own cell folder (the guest names the step by its number in the plan)."""
-    slots = {disk.serial: slot for slot, disk in enumerate(plan.disks)}
-    drives_of_key: dict[str, list[str]] = {}
-    for disk in plan.disks:
-        drives_of_key.setdefault(disk.key, []).append(vng.drive_id(slots[disk.serial]))
-    return qmp.HostDiskWatcher(
-        qmp_socket,
-        [
-            qmp.WatchedStep(
-                cell_id=step.cell.id,
-                repetition=step.repetition,
-                cell_dir=cell_dir(step),
-                drives=tuple(drives_of_key.get(step.disk_key, [])),
-            )
-            # The plan's steps, numbered as the guest numbers them, filed in the run folder.
-            for step in host_steps
-        ],
-        insns=None if insn_counters is None else partial(insn_plugin.read_counts, insn_counters),
-    )

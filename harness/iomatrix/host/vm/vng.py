@@ -81,6 +81,17 @@ def disk_qemu_args(
     return args
 
 
+def _host_view_args(qmp_socket: str | None, plugin_args: Sequence[str]) -> list[str]:
+    out = []
+    if qmp_socket is not None:
+        # The host's view of the disks (host/vm/qmp.py); our socket paths hold no spaces.
+        out.append(f"--qemu-opts=-qmp unix:{qmp_socket},server=on,wait=off")
+    if plugin_args:
+        # The instruction counter (host/vm/insn_plugin.py): our paths, checked in boot.py.
+        out.append(f"--qemu-opts={' '.join(plugin_args)}")
+    return out
+
+
 def vng_argv(
     *,
     vng: str,
@@ -153,12 +164,7 @@ def vng_argv(
         # no spaces (image paths are ours, checked in host/vm/boot.py).
         for i in range(0, len(args), 2):
             argv.append(f"--qemu-opts={args[i]} {args[i + 1]}")
-    if qmp_socket is not None:
-        # The host's view of the disks (host/vm/qmp.py); our socket paths hold no spaces.
-        argv.append(f"--qemu-opts=-qmp unix:{qmp_socket},server=on,wait=off")
-    if plugin_args:
-        # The instruction counter (host/vm/insn_plugin.py): our paths, checked in boot.py.
-        argv.append(f"--qemu-opts={' '.join(plugin_args)}")
+    argv += _host_view_args(qmp_socket, plugin_args)
     for arg in kernel_args:
         # A cmdline knob (model.knob_keys checked its characters: no spaces, no quotes).
         argv.append(f"--append={arg}")
