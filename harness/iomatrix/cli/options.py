@@ -16,10 +16,11 @@ one.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from iomatrix.analysis import defaults
+from iomatrix.errors import IomatrixError
 from iomatrix.plan.shard_spec import GITHUB_MAX_MATRIX_JOBS, parse_shard
 from iomatrix.report import choices
 
@@ -93,7 +94,8 @@ def fraction(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value:g}")
+        hint = f"; did you mean {text}%?" if 1 <= value < 100 and not text.endswith("%") else ""
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value:g}{hint}")
     return value
 
 
@@ -107,8 +109,10 @@ def percentage(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (e.g. 5%)") from None
     if not percent and value >= 1:
+        hint = f"did you mean {body}%? " if value < 100 else ""
         raise argparse.ArgumentTypeError(
-            f"{text!r} is ambiguous: write a percentage (e.g. 5%) or a fraction below 1 (0.05)"
+            f"{text!r} is ambiguous: {hint}write a percentage (e.g. 5%) or a fraction below 1 "
+            "(0.05)"
         )
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"must be above 0% and below 100%, not {text!r}")
@@ -366,3 +370,37 @@ def verbosity(p: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="only results, warnings and errors: no progress line, no informational messages",
     )
+
+
+def refuse_given(args: argparse.Namespace, dests: Sequence[str], why: str) -> None:
+    """Refuse (exit 2, IomatrixError) the options of `dests` the command line gave, which the
+    command would ignore in the mode it runs in: `show --json --metrics X` must not drop
+    --metrics without a word. cli/main.py records what was given (args.given)."""
+    given = [d for d in dests if d in getattr(args, "given", ())]
+    if given:
+        flags = " and ".join("--" + d.replace("_", "-") for d in given)
+        raise IomatrixError(f"{flags}: {why}")
+
+
+# The judging options and the field of a session's judging each sets (workflows/ab.py Judging).
+_JUDGING = {
+    "alpha": "alpha",
+    "min_effect": "min_effect",
+    "target_effect": "target_effect",
+    "metric": "metrics",
+    "equivalence": "equivalence",
+    "inconclusive": "inconclusive",
+    "fail_on_invalid": "fail_on_invalid",
+}
+
+
+def judging_given(args: argparse.Namespace) -> dict[str, object]:
+    """The judging options the command line gave, by the session field each overrides: `compare
+    S` judges a session with its own options unless told otherwise."""
+    given: frozenset[str] = getattr(args, "given", frozenset())
+    out: dict[str, object] = {}
+    for dest, field in _JUDGING.items():
+        if dest in given:
+            value = getattr(args, dest)
+            out[field] = tuple(value) if isinstance(value, list) else value
+    return out

@@ -14,7 +14,7 @@ from iomatrix.cli import series_names
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.report.text import format_table
-from iomatrix.store import alerts, archive, rundir, triage_file
+from iomatrix.store import alerts, archive, handles, triage_file
 from iomatrix.store.records_io import load_run
 
 
@@ -56,7 +56,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         _print_changes(news)
         return ExitCode.OK
     # A RUN like any other: its id, a unique prefix of one, or latest.
-    since_run = rundir.resolve_run_id(args.since, results) if args.since else None
+    since_run = handles.resolve(args.since, results, handles.ONLY_RUNS).text if args.since else None
     for problem in archive.update_index(results):
         print(f"iomatrix: warning: not indexed: {problem}", file=sys.stderr)
     series_names.check_names(results, args.cell or (), args.metric or (), matrix=args.matrix)
@@ -105,7 +105,7 @@ def cmd_triage(args: argparse.Namespace) -> int:
     path = args.file if args.file is not None else triage_file.default_path(results)
     # The run, cell and metric must exist (exit 2 with the choices otherwise); the entry keeps
     # the run's whole id whatever prefix named it.
-    run_dir = rundir.find_run(args.first_run_after, results)
+    run_dir = handles.resolve(args.first_run_after, results, handles.ONLY_RUNS).path
     triage.check_names(args.cell, args.metric, load_run(run_dir))
     entry = triage.TriageEntry(
         cell=args.cell,

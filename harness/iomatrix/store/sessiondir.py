@@ -5,6 +5,8 @@ Layout of a session folder (results/<session-id>/, the id from rundir.new_run_id
   comparison.json      the comparison as `iomatrix ab` judged it (with the options it was judged by)
   comparison.md        the same, in Markdown (the PR comment)
   sequential.json      a sequential session's rules and decisions (`ab --until-decided` only)
+  session.json         what the session was asked, its pairs and judging, each pair's repetitions
+                       (model/session.py; written before the first boot, for resume and reproduce)
   report/              the session's report site (report/site/build.py)
   boots/               the session's boots (one VM runs both sides' repetitions)
 
@@ -30,6 +32,7 @@ class SessionDir:
     COMPARISON_FILE: ClassVar[str] = "comparison.json"
     COMPARISON_MD_FILE: ClassVar[str] = "comparison.md"
     SEQUENTIAL_FILE: ClassVar[str] = "sequential.json"
+    SESSION_FILE: ClassVar[str] = "session.json"
     REPORT_DIR: ClassVar[str] = rundir.REPORT_DIR
     BOOTS_DIR: ClassVar[str] = rundir.BOOTS_DIR
 
@@ -62,6 +65,11 @@ class SessionDir:
     @property
     def sequential(self) -> Path:
         return self.path / self.SEQUENTIAL_FILE
+
+    @property
+    def record(self) -> Path:
+        """session.json: what the session was asked (model/session.py)."""
+        return self.path / self.SESSION_FILE
 
     @property
     def report(self) -> Path:

@@ -33,7 +33,7 @@ from iomatrix.model.result import RunRecord
 from iomatrix.report import bisect_report
 from iomatrix.store.bisect_state import BisectDir
 from iomatrix.store.rundir import new_run_id
-from iomatrix.workflows import ab, runs
+from iomatrix.workflows import ab_session, runs
 from iomatrix.workflows.prepare import RunOptions, check, fetcher
 
 
@@ -194,7 +194,7 @@ def _largest_change(
         f"on {len(pairs)} cells",
         file=sys.stderr,
     )
-    base, new, _session_dir = ab.run_ab(
+    base, new, _session_dir = ab_session.run_ab(
         matrix,
         matrix,
         pairs,

@@ -332,6 +332,17 @@ def start_record(
     )
 
 
+def check_matrix_unchanged(matrix: Path, previous: RunRecord, run_dir: Path) -> None:
+    """Before a resume fetches, builds or probes anything: the matrix file must be the one the
+    run started with (its sha256 as run.json recorded it)."""
+    now = sha256_file(matrix) if matrix.is_file() else "(no such file)"
+    if previous.matrix_sha256 and now != previous.matrix_sha256:
+        raise IomatrixError(
+            f"cannot resume {run_dir}: the matrix file {matrix} changed since the run started "
+            f"(sha256 {now[:16]}, was {previous.matrix_sha256[:16]}); start a new run"
+        )
+
+
 def resumable(previous: RunRecord, fresh: RunRecord, run_dir: Path) -> RunRecord:
     """The previous record, checked against this session, ready to take more cells."""
     problems = []

@@ -26,7 +26,7 @@ from iomatrix.model.result import RunRecord
 from iomatrix.plan.boots import boot_groups, fresh_boots, sequential_steps, split_boots
 from iomatrix.plan.shards import shard_of
 from iomatrix.report.site import build as site
-from iomatrix.store import rundir
+from iomatrix.store import handles, rundir
 from iomatrix.store.files import locked
 from iomatrix.store.records_io import load_run
 from iomatrix.store.rundir import new_run_id
@@ -159,7 +159,7 @@ def repetition_advice(
     """Before anything runs (`run` and `ab` alike): the baseline run's noise, per cell."""
     if target_effect is None:
         raise IomatrixError("--baseline needs --target-effect: the change the run must see")
-    base = load_run(rundir.find_run(baseline, results))
+    base = load_run(handles.find_run(baseline, results))
     repeat = {c.id: c.repeat for c in cells}
     plans = [
         p
@@ -193,7 +193,7 @@ def run(
     """The planned run in VMs (or the rest of an interrupted one, `resume`: its id or folder),
     then the archive's index and the run's report. Ctrl-C (and SIGTERM, as the command line
     raises it) marks the run interrupted and goes on as KeyboardInterrupt."""
-    resumed = rundir.find_run(resume, request.results) if resume else None
+    resumed = handles.find_run(resume, request.results) if resume else None
     options = RunOptions(
         results_dir=request.results,
         scratch_dir=default_scratch_dir(),
