@@ -139,29 +139,29 @@ def ids_of(results: Path, kinds: Collection[Kind] = FOLDER_KINDS) -> list[str]:
     return [n for n in folder_ids(results) if _as_folder_kind(results / n) in kinds]
 
 
-def describe(kinds: Collection[Kind]) -> str:
+def describe(kinds: Collection[str]) -> str:
     """The kinds as a refusal names them: "a run, an A/B session or a bisection"."""
     words = [_WORDS[k] for k in KINDS if k in kinds]
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def resolve(text: str, results: Path, accept: Collection[Kind] = ("run", "side")) -> Handle:
+def resolve(text: str, results: Path, accept: Collection[str] = ("run", "side")) -> Handle:
     """The result `text` names (see the module's docstring), which must be of a kind in
     `accept`; anything else is an IomatrixError (exit 2) saying what it is instead, or listing
     the candidates with the closest id."""
-    accept = frozenset(accept)
+    wanted = frozenset(k for k in KINDS if k in accept)
     if not text:
-        raise IomatrixError(f"an empty ID: give {describe(accept)}")
+        raise IomatrixError(f"an empty ID: give {describe(wanted)}")
     if text.startswith(ALERT_PREFIX):
-        return _checked(_alert(text, results), accept, text)
+        return _checked(_alert(text, results), wanted, text)
     found = _by_path(Path(text))
     if found is not None:
-        return _checked(found, accept, text)
+        return _checked(found, wanted, text)
     head, *rest = text.split("/")
     head, rest = _side_run_id(head, rest, results)
-    folder_kinds = [k for k, leads in _LEADS_TO.items() if leads & accept and _fits(k, rest)]
-    name = _resolve_name(head, results, folder_kinds or list(FOLDER_KINDS), accept, text)
-    return _checked(_within(results / name, name, rest), accept, text)
+    folder_kinds = [k for k, leads in _LEADS_TO.items() if leads & wanted and _fits(k, rest)]
+    name = _resolve_name(head, results, folder_kinds or list(FOLDER_KINDS), wanted, text)
+    return _checked(_within(results / name, name, rest), wanted, text)
 
 
 def _side_run_id(head: str, rest: list[str], results: Path) -> tuple[str, list[str]]:
@@ -179,11 +179,12 @@ def _fits(kind: Kind, rest: Sequence[str]) -> bool:
     can)."""
     if not rest:
         return True
+    sides = (SessionDir.BASE_DIR, SessionDir.NEW_DIR)
     if kind == "run":
-        return len(rest) == 1
+        return len(rest) == 1 and rest[0] not in sides
     if kind == "session":
-        return len(rest) == 1 or (len(rest) == 2 and rest[0] in ("base", "new"))
-    return len(rest) == 1
+        return len(rest) == 1 or (len(rest) == 2 and rest[0] in sides)
+    return len(rest) == 1 and rest[0].removeprefix(STEP_PREFIX).isdigit()
 
 
 def _checked(handle: Handle, accept: frozenset[Kind], text: str) -> Handle:
@@ -235,7 +236,8 @@ def _resolve_name(
 ) -> str:
     """The folder under `results` that `head` names: the id itself, `latest` (the newest of
     `kinds`), or the only id of those kinds it is a prefix of."""
-    if head and (results / head).is_dir() and _as_folder_kind(results / head) in kinds:
+    if head and head != LATEST and _as_folder_kind(results / head) is not None:
+        # Whatever it is: a kind the command does not take is refused naming what it is.
         return head
     names = folder_ids(results)
     if head == LATEST:
@@ -244,26 +246,27 @@ def _resolve_name(
                 return name
         raise IomatrixError(
             f"{text}: {results}/ holds no {' or '.join(kinds)} (latest means the newest of "
-            f"them; --results names another folder)"
+            "them; --results names another folder)"
         )
-    matches = [n for n in names if n.startswith(head) and _as_folder_kind(results / n) in kinds]
+    prefixed = [n for n in names if n.startswith(head)]
+    matches = [n for n in prefixed if _as_folder_kind(results / n) in kinds]
+    if not matches:
+        # Only results of another kind: the one it names is refused as what it is.
+        matches = [n for n in prefixed if _as_folder_kind(results / n) is not None]
     if len(matches) == 1:
         return matches[0]
     if matches:
+        noun = _plural([_as_folder_kind(results / m) for m in matches])
         raise IomatrixError(
-            f"{head}: {len(matches)} {_plural([_as_folder_kind(results / m) for m in matches])} under "
-            f"{results}/ start with it; give more of the id: {listed(matches)}"
+            f"{head}: {len(matches)} {noun} under {results}/ start with it; give more of the "
+            f"id: {listed(matches)}"
         )
     known = [n for n in names if _as_folder_kind(results / n) is not None]
     import difflib  # noqa: PLC0415 - only a refusal needs it
 
     close = difflib.get_close_matches(head, known, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]}?" if close else ""
-    what = (
-        f"{head} is {_WORDS[k].split(' (')[0]} under {results}/, and {text} names none of it"
-        if (k := _as_folder_kind(results / head)) is not None
-        else f"nothing under {results}/ is called {head}{hint}"
-    )
+    what = f"nothing under {results}/ is called {head}{hint}"
     where = (
         f"the newest there: {listed(known[::-1])}"
         if known
