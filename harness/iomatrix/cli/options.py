@@ -119,14 +119,23 @@ def percentage(text: str) -> float:
     return value
 
 
+RESULTS_FLAG = "--results"
+
+
 def results(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--results",
+        RESULTS_FLAG,
         default=str(DEFAULT_RESULTS),
         metavar="DIR",
         help=f"the archive folder, where run folders are written and found (default: "
         f"{DEFAULT_RESULTS})",
     )
+
+
+def results_argv(args: argparse.Namespace) -> list[str]:
+    """--results as the command was given it, for a line that continues or repeats it."""
+    given = str(getattr(args, "results", DEFAULT_RESULTS))
+    return [] if given == str(DEFAULT_RESULTS) else [RESULTS_FLAG, given]
 
 
 def matrix_name(p: argparse.ArgumentParser, *, only_for: str | None = None) -> None:
@@ -146,6 +155,19 @@ def no_progress(p: argparse.ArgumentParser) -> None:
         "--no-progress",
         action="store_true",
         help="no progress line (a line per change is printed anyway when not on a terminal)",
+    )
+
+
+def only_cells(p: argparse.ArgumentParser, *, pairs: bool = False) -> None:
+    """--cell ID: run only some cells of the matrix (`iomatrix reproduce` runs one)."""
+    what = "the pairs with a cell of this id" if pairs else "the cell of this id"
+    p.add_argument(
+        "--cell",
+        action="append",
+        default=[],
+        metavar="ID",
+        help=f"only {what} (or an id it is a prefix of; repeatable): `iomatrix expand` lists "
+        "the ids",
     )
 
 
