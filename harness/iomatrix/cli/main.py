@@ -30,6 +30,7 @@ from iomatrix.cli import (
     matrix_parsers,
     options,
     report_parsers,
+    reproduce_parsers,
     run_parsers,
 )
 from iomatrix.cli.exit_codes import ExitCode
@@ -75,6 +76,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     canary_parsers.add_parsers(sub)
     kernel_parsers.add_parsers(sub)
     bisect_parsers.add_parsers(sub)
+    reproduce_parsers.add_parsers(sub)
 
     p = sub.add_parser(
         "completion",

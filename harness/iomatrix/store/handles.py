@@ -157,7 +157,7 @@ def resolve(text: str, results: Path, accept: Collection[str] = ("run", "side"))
     found = _by_path(Path(text))
     if found is not None:
         return _checked(found, wanted, text)
-    head, *rest = text.split("/")
+    head, *rest = text.rstrip("/").split("/")
     head, rest = _side_run_id(head, rest, results)
     folder_kinds = [k for k, leads in _LEADS_TO.items() if leads & wanted and _fits(k, rest)]
     name = _resolve_name(head, results, folder_kinds or list(FOLDER_KINDS), wanted, text)

@@ -452,6 +452,11 @@ def plan_resume(session_dir: Path, *, out: TextIO) -> tuple[PlannedAB, ABRequest
     return planned, request, judging, Resumed(session_dir.resolve(), record)
 
 
+def recorded_judging(record: SessionRecord) -> Judging:
+    """How a session's record says it judges."""
+    return _judging(record.judging, sides=record.sides)
+
+
 def _judging(recorded: SessionJudging, *, sides: Sides = "auto") -> Judging:
     return Judging(
         alpha=recorded.alpha,

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from iomatrix.adapters import kconfig
 from iomatrix.errors import IomatrixError
-from iomatrix.host import environment, kernels, preflight
+from iomatrix.host import environment, kernels, preflight, provenance
 from iomatrix.host.vm import accel, agent_bundle, boot_inputs, cores, guest_root, vng
 from iomatrix.host.vm.cell_results import now_iso
 from iomatrix.host.vm.execute import Execution, ProgressFactory, RunClock
@@ -315,6 +315,7 @@ def start_record(
         matrix_name=matrix.name,
         matrix_source=str(source),
         matrix_sha256=sha256_file(source) if source.is_file() else "",
+        matrix_origin=provenance.matrix_origin(source) if source.is_file() else None,
         shard=shard,
         environment=environment.capture(
             prepared.accelerator, prepared.shared_fs, prepared.guest_root_record

@@ -7,73 +7,16 @@ test_ab_resume_vm.py interrupts a real one."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 
 from iomatrix.cli import main as cli
-from iomatrix.model.result import Applied, CellResult, RepetitionRecord
-from iomatrix.plan.boots import BootPlan
-from iomatrix.store import rundir
-from iomatrix.store.records_io import finished_repetitions, load_run, load_session, write_record
+from iomatrix.store.records_io import load_run, load_session
 from iomatrix.store.sessiondir import SessionDir
 from support import fake_vms
-from support.builders import make_rep
-from support.fake_vms import Boot, FakeVms, path_kernel_matrix
-
-APPLIED = Applied(
-    kernel_release="6.1.0-fake",
-    device="vda",
-    scheduler="none",
-    schedulers_available=("none",),
-    mount_fstype="ext4",
-    mount_options=("rw",),
-)
-
-
-class Agent(FakeVms):
-    """Each step a repetition around its side's level, then the cell's result once all its
-    repetitions are there, as the agent does; the `stop_at`-th step (counting from 1, over
-    every boot) is Ctrl-C instead, as if pressed while it ran."""
-
-    def __init__(self, levels: dict[str, float], stop_at: int | None = None) -> None:
-        super().__init__()
-        self.levels = levels
-        self.stop_at = stop_at
-        self.rng = random.Random(3)
-        self.steps: list[tuple[str, str, int]] = []
-
-    def behave(self, boot: Boot) -> int:
-        plan: BootPlan = boot.plan
-        for step in plan.steps:
-            folder = rundir.cell_dir(step.run_dir, step.cell.id)
-            if rundir.cell_result(folder).exists() or rundir.rep_path(
-                folder, step.repetition
-            ).exists():
-                continue  # as the agent: done in an earlier boot
-            if self.stop_at is not None and len(self.steps) + 1 == self.stop_at:
-                raise KeyboardInterrupt
-            side = Path(step.run_dir).name if Path(step.run_dir).name in self.levels else ""
-            self.steps.append((side, step.cell.id, step.repetition))
-            value = self.rng.gauss(self.levels[side], self.levels[side] * 0.01)
-            write_record(
-                rundir.rep_path(folder, step.repetition),
-                RepetitionRecord(
-                    applied=APPLIED, repetition=make_rep(step.repetition, {"write_iops": value})
-                ),
-            )
-            done = finished_repetitions(folder, step.cell.repeat)
-            if len(done) == step.cell.repeat:
-                write_record(
-                    rundir.cell_result(folder),
-                    CellResult(
-                        cell_id=step.cell.id,
-                        status="ok",
-                        repetitions=tuple(r.repetition for r in done),
-                    ),
-                )
-        return 0
+from support.agents import Agent
+from support.fake_vms import path_kernel_matrix
 
 
 def start(
@@ -88,8 +31,16 @@ def start(
     matrix = path_kernel_matrix(tmp_path, cells=4)
     results = tmp_path / "results"
     code = cli.main(
-        ["ab", str(matrix), "--split", "scheduler", "--results", str(results), "--no-progress"]
-        + list(extra)
+        [
+            "ab",
+            str(matrix),
+            "--split",
+            "scheduler",
+            "--results",
+            str(results),
+            "--no-progress",
+            *extra,
+        ]
     )
     err = capsys.readouterr().err
     sessions = [p for p in results.iterdir() if SessionDir(p).is_session()]
@@ -139,9 +90,7 @@ def test_ctrl_c_says_how_to_resume_and_the_resume_runs_only_what_is_missing(
         run = load_run(SessionDir(session).side(side))
         assert run.status == "complete"
         assert [len(e.result.repetitions) for e in run.cells] == [4, 4]
-        assert all(
-            [r.index for r in e.result.repetitions] == [0, 1, 2, 3] for e in run.cells
-        )
+        assert all([r.index for r in e.result.repetitions] == [0, 1, 2, 3] for e in run.cells)
     saved = json.loads(SessionDir(session).comparison.read_text())
     assert saved["verdict"]["exit_code"] == code
     # A finished session is not resumed again.
