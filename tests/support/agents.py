@@ -9,7 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from iomatrix import proc
+from iomatrix.adapters import attestation
 from iomatrix.model.result import Applied, CellResult, RepetitionRecord
 from iomatrix.plan.boots import BootPlan
 from iomatrix.store import rundir
@@ -79,3 +82,13 @@ class Agent(FakeVms):
                     ),
                 )
         return 0
+
+
+def unattestable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake agent's repetitions have neither a fio report nor a QEMU behind them: the host
+    can attest nothing of them, as of a workload that is not fio (unconfirmed, they would leave
+    every pair of a session missing). tests/vm/test_ab_vm.py decides sessions of attested ones."""
+    monkeypatch.setattr(
+        "iomatrix.host.vm.host_disks.job_facts",
+        lambda _cell: attestation.JobFacts(why_not="a fake agent's repetitions"),
+    )

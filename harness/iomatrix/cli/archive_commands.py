@@ -13,8 +13,10 @@ from iomatrix.cli import options, output
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.result import RunRecord
 from iomatrix.report import bisect_report
 from iomatrix.report import comparison as comparison_report
+from iomatrix.report.attestation import figure_table
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
 from iomatrix.report.text import format_table, output_width, wrap
 from iomatrix.report.timeline import format_timeline
@@ -29,20 +31,44 @@ from iomatrix.workflows import archiving
 def cmd_show(args: argparse.Namespace) -> int:
     results = Path(args.results)
     found = handles.resolve(args.run, results, ("run", "side", "session", "bisection"))
-    options.refuse_given(
-        args,
-        ["metrics", "timeline"] if args.json else ["metrics"] if args.timeline else [],
-        "--json prints the whole record and --timeline the timeline; give one of them"
-        if args.json
-        else "--timeline prints where the time went, not the metrics; give one of them",
-    )
+    _refuse_dropped(args)
     if found.kind == "session":
-        options.refuse_given(args, ["metrics", "timeline"], "a session shows its verdict")
+        options.refuse_given(
+            args, ["metrics", "timeline", "attestation"], "a session shows its verdict"
+        )
         return _show_session(found.path, args)
     if found.kind == "bisection":
-        options.refuse_given(args, ["metrics", "timeline"], "a bisection shows its result")
+        options.refuse_given(
+            args, ["metrics", "timeline", "attestation"], "a bisection shows its result"
+        )
         return _show_bisection(found.path, args)
-    record = load_run(found.path)
+    return _show_run(load_run(found.path), args)
+
+
+# show's modes, each of which prints one thing (--json with --timeline: the timeline as JSON);
+# the options of a later mode beside an earlier one would be dropped without a word, so they are
+# refused (`show --json --metrics X`).
+_SHOW_MODES = (
+    ("json", "--json prints the whole record (or with --timeline its timeline)"),
+    ("timeline", "--timeline prints where the time went"),
+    ("attestation", "--attestation prints fio's figures beside the host's"),
+    ("metrics", "--metrics prints the metric tables"),
+)
+
+
+def _refuse_dropped(args: argparse.Namespace) -> None:
+    given = [mode for mode, _ in _SHOW_MODES if mode in getattr(args, "given", ())]
+    if not given:
+        return
+    first = given[0]
+    dropped = [m for m in given[1:] if not (first == "json" and m == "timeline")]
+    why = dict(_SHOW_MODES)[first]
+    options.refuse_given(args, dropped, f"{why}, not this; give one of them")
+
+
+def _show_run(record: RunRecord, args: argparse.Namespace) -> int:
+    """A run's table, or (one of) its record as JSON, its timeline, its attested figures or
+    its metric tables."""
     if args.json:
         # The record as run.json holds it (migrated to the current format), or its timeline.
         shown = record.timeline if args.timeline else record
@@ -51,6 +77,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     width = output_width()
     if args.timeline:
         print(format_timeline(record, width=width))
+        return ExitCode.OK
+    if args.attestation is not None:
+        print(figure_table(record, args.attestation or None, width=width))
         return ExitCode.OK
     if args.metrics is not None:
         # --metrics [GLOB...]: the per-workload tables of every metric (or the matching ones).
@@ -106,27 +135,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = handles.resolve(args.base, results, accept)
     new = handles.resolve(args.new, results, accept) if args.new is not None else None
     session = _session_of(base, new)
-    if session is not None:
-        # A session's two sides, or the session: paired and judged as the session did it.
-        answer = ab_workflow.judge(session, override=options.judging_given(args))
-        output.print_session(answer.result, answer.decisions, answer.rules, args)
-        return ExitCode(answer.result.verdict.exit_code if answer.result.verdict else 2)
-    if new is None or "session" in (base.kind, new.kind):
+    if session is None and (new is None or "session" in (base.kind, new.kind)):
         raise IomatrixError(
             "compare takes BASE NEW (runs, or a session's sides S/base S/new), or one A/B session S"
         )
-    base_record, new_record = load_run(base.path), load_run(new.path)
     try:
-        result = compare.compare_runs(
-            base_record,
-            new_record,
-            force=args.force,
-            min_effect=args.min_effect,
-            target_effect=args.target_effect,
-            alpha=args.alpha,
-            metrics=args.metric,
-            equivalence=args.equivalence,
-        )
+        if session is not None:
+            # A session's two sides, or the session: paired and judged as the session did it.
+            answer = ab_workflow.judge(
+                session, override=options.judging_given(args), force=args.force
+            )
+            output.print_session(answer.result, answer.decisions, answer.rules, args)
+            return ExitCode(answer.result.verdict.exit_code if answer.result.verdict else 2)
+        assert new is not None
+        return _compare_runs(load_run(base.path), load_run(new.path), args)
     except compare.EnvironmentMismatchError as exc:
         if args.output is not None:
             # Publish why there is no verdict (a PR comment, a job summary), then fail (exit 2).
@@ -134,6 +156,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 comparison_report.render(exc.comparison, args.format, report_url=args.report_url)
             )
         raise
+
+
+def _compare_runs(base: RunRecord, new: RunRecord, args: argparse.Namespace) -> int:
+    """Two runs compared cell by cell (by id), with the command line's options."""
+    result = compare.compare_runs(
+        base,
+        new,
+        force=args.force,
+        min_effect=args.min_effect,
+        target_effect=args.target_effect,
+        alpha=args.alpha,
+        metrics=args.metric,
+        equivalence=args.equivalence,
+    )
     verdict = gate.gate_verdict(
         result, inconclusive=args.inconclusive, fail_on_invalid=args.fail_on_invalid
     )

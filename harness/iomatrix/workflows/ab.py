@@ -228,7 +228,9 @@ def run(
     )
     session = SessionDir(session_dir)
     ids = [(a.id, b.id) for a, b in pairs]
-    result, decisions = judge_runs(base_run, new_run, ids, judging, rules)
+    # Both sides were measured now: a repetition without the host's attestation is not an old
+    # record, it is one whose numbers nobody checked.
+    result, decisions = judge_runs(base_run, new_run, ids, judging, rules, require_attestation=True)
     if rules is not None and decisions is not None:
         write_text_atomic(session.sequential, comparison_report.sequential_json(decisions, rules))
     write_text_atomic(session.comparison, comparison_report.render(result, "json"))
@@ -246,11 +248,17 @@ def judge_runs(
     pairs: Sequence[tuple[str, str]],
     judging: Judging,
     rules: sequential.Session | None,
+    *,
+    require_attestation: bool,
+    force: bool = False,
 ) -> tuple[compare.Comparison, list[sequential.PairDecision] | None]:
     """A session's two runs judged as the session judges them: its pairs, its options, and for
     a sequential session its own decisions (the comparison tests each row once at alpha, which
     after repeated looks would not keep alpha); the comparison carries the one verdict
-    (analysis/gate.py) that every file and line of the session prints."""
+    (analysis/gate.py) that every file and line of the session prints. `require_attestation`:
+    a repetition the host did not attest counts as unconfirmed (sides measured by this
+    iomatrix), not as an old record. `force`: compare sides whose environments differ
+    (`compare --force`); otherwise compare.EnvironmentMismatchError."""
     result = compare.compare_runs(
         base_run,
         new_run,
@@ -260,6 +268,8 @@ def judge_runs(
         metrics=judging.metrics,
         pairs=pairs,
         equivalence=judging.equivalence,
+        require_attestation=require_attestation,
+        force=force,
     )
     decisions = rules.decisions(base_run, new_run) if rules is not None else None
     verdict = gate.gate_verdict(
@@ -393,6 +403,7 @@ def sequential_rules(
         metrics=tuple(judging.metrics) if judging.metrics else None,
         min_effect=judging.min_effect,
         equivalence=judging.equivalence,
+        require_attestation=True,
     )
 
 
@@ -482,15 +493,18 @@ class SessionAnswer:
     rules: sequential.Session | None
 
 
-def judge(session_dir: Path, *, override: Mapping[str, object] | None = None) -> SessionAnswer:
+def judge(
+    session_dir: Path, *, override: Mapping[str, object] | None = None, force: bool = False
+) -> SessionAnswer:
     """The session's answer from its two runs (`compare S/base S/new`, `compare S`): its
     pairs (a split session's cells differ on the split axis, so they are paired as the
     session paired them, never by id), its judging options unless `override` names others,
-    and a sequential session's own decisions."""
+    and a sequential session's own decisions. `force`: as judge_runs."""
     session = SessionDir(session_dir)
     base_run, new_run = load_run(session.base), load_run(session.new)
     judging, pairs, first = _recorded(session, base_run, new_run)
     judging = dataclasses.replace(judging, **(override or {}))  # type: ignore[arg-type]
+    required = _attestation_required(session)
     rules = None
     if judging.until_decided and pairs:
         cap = judging.max_repeat if judging.max_repeat is not None else 2 * max(first)
@@ -502,9 +516,23 @@ def judge(session_dir: Path, *, override: Mapping[str, object] | None = None) ->
             metrics=tuple(judging.metrics) if judging.metrics else None,
             min_effect=judging.min_effect,
             equivalence=judging.equivalence,
+            require_attestation=required,
         )
-    result, decisions = judge_runs(base_run, new_run, pairs, judging, rules)
+    result, decisions = judge_runs(
+        base_run, new_run, pairs, judging, rules, require_attestation=required, force=force
+    )
     return SessionAnswer(result, decisions, rules)
+
+
+def _attestation_required(session: SessionDir) -> bool:
+    """Whether the session's answer required the host's attestation, as its comparison.json
+    recorded. One with no comparison yet (interrupted) is judged as the `ab` that made it:
+    with a session.json, by an `ab` that requires it (fail closed); without, by one older
+    than session records, as `compare` judges archived runs."""
+    saved = load_comparison(session.comparison)
+    if saved is not None:
+        return saved.settings.require_attestation
+    return session.record.is_file()
 
 
 def _recorded(

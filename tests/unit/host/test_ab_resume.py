@@ -15,7 +15,7 @@ from iomatrix.cli import main as cli
 from iomatrix.store.records_io import load_run, load_session
 from iomatrix.store.sessiondir import SessionDir
 from support import fake_vms
-from support.agents import Agent
+from support.agents import Agent, unattestable
 from support.fake_vms import path_kernel_matrix
 
 
@@ -27,6 +27,7 @@ def start(
     *extra: str,
 ) -> tuple[int, str, Path]:
     fake_vms.fake_host(tmp_path, monkeypatch)
+    unattestable(monkeypatch)
     monkeypatch.setattr("iomatrix.proc.run", agent)
     matrix = path_kernel_matrix(tmp_path, cells=4)
     results = tmp_path / "results"
