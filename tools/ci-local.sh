@@ -27,7 +27,9 @@
 #
 # Environment: ACT_VERSION (v0.2.89), CI_LOCAL_STATE (where act, the podman socket and the git
 # server live; default .tools/ci-local), REQUIRE_KVM (passed to the gate as its input; default 0
-# here), SCENARIO_CHANGE (matrix-gate), ACT_ARGS (more act options, split on spaces).
+# here), SCENARIO_CHANGE (matrix-gate), SCENARIO_BREAK (matrix-gate: kernel-spec-string puts a
+# known script bug back into the clone under test, to show the run turns red), ACT_ARGS (more act
+# options, split on spaces).
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
@@ -179,6 +181,26 @@ clean_clone() {
   fi
 }
 
+# SCENARIO_BREAK=kernel-spec-string: the clone under test gets back the kind of bug act found in
+# its first run (a kernel spec handed to kernels.fetch() as a plain string), committed, in the
+# code every gate runs before its first VM (workflows/prepare.py): the run must turn red, with
+# the traceback in its log, not pass around it.
+break_clone() {
+  case "${SCENARIO_BREAK:-}" in
+    "") return 0 ;;
+    kernel-spec-string)
+      local code=$1/harness/iomatrix/workflows/prepare.py
+      grep -q 'fetch(source) if isinstance(source, KernelSpec)' "$code" || {
+        say "workflows/prepare.py no longer fetches a KernelSpec as it did: the break needs updating"
+        exit 2
+      }
+      sed -i 's/fetch(source) if isinstance(source, KernelSpec)/fetch(source.raw) if isinstance(source, KernelSpec)/' "$code"
+      commit_all "$1" "ci-local: a kernel spec passed as a string (a deliberate break)" >/dev/null
+      ;;
+    *) say "SCENARIO_BREAK is kernel-spec-string or empty"; exit 2 ;;
+  esac
+}
+
 # A bare copy of a repository under the git server's folder, as https://github.com/OWNER/NAME.
 serve() {
   local source=$1 name=$2
@@ -287,6 +309,7 @@ scenario_matrix_gate() {
   setup
   clean_clone "$OUT/iomatrix"
   local sha
+  break_clone "$OUT/iomatrix"
   sha=$(git -C "$OUT/iomatrix" rev-parse HEAD)
   serve "$OUT/iomatrix" iomatrix/iomatrix
   local repo=$OUT/storage-matrix
@@ -312,7 +335,7 @@ scenario_matrix_gate() {
   local status=$ACT_STATUS
   comment "$status" "$head"
   outcome "$status" "scenario=matrix-gate" "base=$base" "head=$head" "iomatrix=$sha" \
-    "comment=$OUT/comment.md"
+    "comment=$OUT/comment.md" "break=${SCENARIO_BREAK:-}"
   return "$status"
 }
 
@@ -407,6 +430,42 @@ PY
   return "$status"
 }
 
+# The matrix repository's own nightly (storage-nightly.yml, on workflow_dispatch as a schedule
+# would start it) through reusable-nightly.yml at the commit under test: plan, the runner image,
+# two shards in TCG VMs, the merge, the night archived on the results branch and pushed to the
+# local git server (mounted read-write for this scenario only), the report, and what the
+# regression-issue step would send (the gh stand-in's record in github/calls.jsonl).
+scenario_nightly() {
+  new_out nightly
+  setup
+  clean_clone "$OUT/iomatrix"
+  local sha
+  sha=$(git -C "$OUT/iomatrix" rev-parse HEAD)
+  serve "$OUT/iomatrix" iomatrix/iomatrix
+  local repo=$OUT/storage-matrix
+  example_repo matrix-repository "$repo" "$sha" example/storage-matrix
+  local head
+  head=$(commit_all "$repo" "the storage nightly and its matrix")
+  serve "$repo" example/storage-matrix
+  printf '%s\n' '{"inputs": {}, "ref": "refs/heads/main",' \
+    ' "repository": {"full_name": "example/storage-matrix", "name": "storage-matrix",' \
+    '   "owner": {"login": "example"}}}' >"$OUT/event.json"
+  git -C "$repo" checkout --quiet "$head"
+  local GIT_SERVER_MODE=rw
+  run_act "$repo" workflow_dispatch -W .github/workflows/storage-nightly.yml -e "$OUT/event.json" \
+    --var IOMATRIX_REQUIRE_KVM=false \
+    --local-repository "iomatrix/iomatrix@$sha=$OUT/iomatrix"
+  local status=$ACT_STATUS results
+  # What the merge job pushed: the results branch of the repository on the git server.
+  results=$(git -C "$STATE/git/example/storage-matrix" rev-parse --verify --quiet refs/heads/results || true)
+  if [ -n "$results" ]; then
+    git -C "$STATE/git/example/storage-matrix" ls-tree -r --name-only "$results" >"$OUT/results-branch.txt"
+  fi
+  outcome "$status" "scenario=nightly" "head=$head" "iomatrix=$sha" "results=$results" \
+    "results_files=$OUT/results-branch.txt" "github_calls=$OUT/github/calls.jsonl"
+  return "$status"
+}
+
 scenario_job() {
   local workflow=${WORKFLOW:?WORKFLOW=<file in .github/workflows> is needed}
   local event=${EVENT:-pull_request}
@@ -430,6 +489,6 @@ case "${1:-matrix-gate}" in
   matrix-gate) scenario_matrix_gate ;;
   job) scenario_job ;;
   kernel-gate) scenario_kernel_gate ;;
-  nightly) say "scenario nightly: not yet"; exit 2 ;;
+  nightly) scenario_nightly ;;
   *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
