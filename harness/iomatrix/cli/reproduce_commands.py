@@ -14,7 +14,7 @@ from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.model.numbers import format_percent, significant
 from iomatrix.report.progress import Progress
 from iomatrix.report.text import fit_table, output_width, wrap
-from iomatrix.workflows import reproduce
+from iomatrix.workflows import reproduce, reproduce_run
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -27,13 +27,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if not args.run:
         print(reproduce.render(found, width=width))
         return ExitCode.OK
-    work = args.work if args.work is not None else reproduce.work_folder(results, found.handle)
+    work = args.work if args.work is not None else reproduce_run.work_folder(results, found.handle)
     found = reproduce.plan(args.id, results, work=work)
     for name, was, here in found.differences:
         print(f"iomatrix: {name}: recorded {was}, here {here}", file=sys.stderr)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        outcome = reproduce.execute(
+        outcome = reproduce_run.execute(
             found,
             results,
             work,
@@ -50,7 +50,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return ExitCode.OK if outcome.agrees else ExitCode.NOT_OK
 
 
-def _report(found: reproduce.Plan, outcome: reproduce.Outcome, width: int | None) -> str:
+def _report(found: reproduce.Plan, outcome: reproduce_run.Outcome, width: int | None) -> str:
     lines = [
         wrap(
             f"{'reproduced' if outcome.agrees else 'not reproduced'}: {found.what}, measured "
