@@ -243,7 +243,9 @@ class Loader:
             )
             return None
         if not builtin.is_builtin_ref(rel) and not target.is_relative_to(root):
-            self.error(source, where, outside_message(rel, "preset", root))
+            self.error(
+                source, where, outside_message(rel, "preset", root) + builtin.moved_hint(rel)
+            )
             return None
         for i, link in enumerate(chain):
             if link.path == target:
@@ -251,7 +253,11 @@ class Loader:
                 self.error(source, where, f"{rel!r} makes an extends cycle: {cycle}")
                 return None
         if not target.is_file():
-            self.error(source, where, f"{rel!r}: no such preset file (looked for {target})")
+            self.error(
+                source,
+                where,
+                f"{rel!r}: no such preset file (looked for {target})" + builtin.moved_hint(rel),
+            )
             return None
         return self.load(Source(display, target), chain)
 
