@@ -53,9 +53,12 @@ def write_session(
     levels: tuple[float, float] = (1000.0, 800.0),
     judged: bool = True,
     with_record: bool = True,
+    require_attestation: bool = False,
 ) -> Path:
     """A split session folder: base/ and new/ runs, session.json, and (judged) the comparison
-    `ab` writes; returns the folder."""
+    `ab` writes; returns the folder. Its repetitions carry no host attestation: judged as
+    sessions made before it were, or (`require_attestation`) as `ab` judges the sides it
+    measures now, every one unconfirmed."""
     pairs = list(pairs if pairs is not None else split_cells())
     folder = results / session_id
     runs = []
@@ -84,9 +87,13 @@ def write_session(
     if with_record:
         write_record(SessionDir(folder).record, session)
     if judged:
-        # Its repetitions carry no host attestation (as sessions made before it): judged so.
         result, _ = ab.judge_runs(
-            runs[0], runs[1], list(session.pairs), judging, None, require_attestation=False
+            runs[0],
+            runs[1],
+            list(session.pairs),
+            judging,
+            None,
+            require_attestation=require_attestation,
         )
         write_text_atomic(SessionDir(folder).comparison, comparison_report.render(result, "json"))
     return folder

@@ -163,6 +163,37 @@ def test_compare_of_a_sessions_sides_pairs_them_as_the_session_did_and_answers_a
     assert code != 1, out
 
 
+@pytest.mark.parametrize(
+    ("judged", "with_record", "required"),
+    [
+        (True, True, True),  # judged by an ab that required the host's attestation
+        (False, True, True),  # interrupted, made by such an ab (it wrote session.json)
+        (False, False, False),  # interrupted, made before session records: as compare judges
+    ],
+)
+def test_a_session_judged_again_requires_attestation_as_its_ab_did(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    judged: bool,
+    with_record: bool,
+    required: bool,
+) -> None:
+    """`ab` leaves out the repetitions the host did not attest (analysis/attestation.py): the
+    same session compared again must not count them, or a stranger's unattested numbers would
+    pass the second time. Its repetitions here are all unattested."""
+    results = tmp_path / "results"
+    write_session(
+        results, SESSION, judged=judged, with_record=with_record, require_attestation=True
+    )
+    code, out, _ = run_cli(capsys, "compare", "--results", str(results), SESSION)
+    if required:
+        assert code == 2, out
+        assert out.startswith("cannot-compare: "), out
+        assert "not attested" in out
+    else:
+        assert code == 1, out  # the new side is 20% slower
+
+
 def test_show_of_a_session_is_its_verdict_and_of_a_side_its_runs_table(
     results: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
