@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from iomatrix.analysis import canaries
-from iomatrix.store import canary_ledger
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import read_canaries
 from support.paths import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -264,7 +264,7 @@ def test_the_canaries_are_judged_kept_on_the_results_branch_and_their_rates_repo
     done = sh("make", "--no-print-directory", "canaries", f"RESULTS={results}", timeout_s=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     canaries_file = results / "canaries.jsonl"
-    outcomes = canaries.parse_ledger(canary_ledger.read(canaries_file), canaries_file)
+    outcomes = canaries.parse_ledger(read_canaries(canaries_file), canaries_file)
     assert [(o.kind, o.correct) for o in outcomes] == [("aa", True), ("injected", True)], outcomes
     assert outcomes[0].flagged == 0
     assert outcomes[1].regressed >= 1

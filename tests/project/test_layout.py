@@ -279,7 +279,7 @@ def test_the_preflight_is_called_in_one_place(copy: Path) -> None:
 
 # analysis/ is pure computation over records (docs/DESIGN.md): it parses and serializes text, and
 # the files it comes from and goes to are read and written in store/ (store/bisect_state.py,
-# store/triage_file.py, store/alerts.py).
+# store/results.py).
 FILE_METHODS = {"read_text", "write_text", "read_bytes", "write_bytes", "open", "mkdir", "unlink"}
 FILE_METHODS |= {"touch", "rmdir", "symlink_to", "hardlink_to", "iterdir", "glob", "rglob"}
 # Path.rename and Path.replace take one argument; str.replace two or three.

@@ -314,7 +314,7 @@ def nightly_alerts(
     fdr: bool = False,
 ) -> tuple[list[TrendChange], AlertLedger, int]:
     """The alert step: every change of the archive, the news among them (select_new) and the
-    ledger updated (for the caller to save: store/alerts.py); and how many series were
+    ledger updated (for the caller to save: store/results.py); and how many series were
     examined."""
     found = scan_trends(
         results_dir,

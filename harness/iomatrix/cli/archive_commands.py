@@ -19,6 +19,7 @@ from iomatrix.report.text import format_table, output_width, wrap
 from iomatrix.report.timeline import format_timeline
 from iomatrix.store import archive, export, index_rows, merge, rundir
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import ResultsDir
 from iomatrix.workflows import archiving
 
 
@@ -106,7 +107,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     record = merge.merge_runs(runs, into=results, matrix=matrix, read_matrix=load_matrix)
     archiving.index_or_warn(results)
     counts = ", ".join(f"{n} {k}" for k, n in record.counts().items() if n)
-    print(f"merged {len(runs)} runs into {results / record.run_id} ({counts})")
+    print(f"merged {len(runs)} runs into {ResultsDir(results).run(record.run_id)} ({counts})")
     missing = merge.missing_cells(record)
     if not missing:
         return ExitCode.OK

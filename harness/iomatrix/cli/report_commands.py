@@ -13,6 +13,7 @@ from iomatrix.errors import IomatrixError
 from iomatrix.report.site import build
 from iomatrix.store import rundir
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import ResultsDir
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -44,8 +45,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             metrics=args.metric,
         )
-        pair = f"{base_dir.name}-vs-{new_dir.name}"
-        where = out if out is not None else results / "reports" / pair
+        where = (
+            out
+            if out is not None
+            else ResultsDir(results).comparison_report(base_dir.name, new_dir.name)
+        )
         site = build.build_comparison_site(comparison, base_dir, new_dir, where)
     else:
         raise IomatrixError(

@@ -14,8 +14,9 @@ from iomatrix.cli import series_names
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.report.text import format_table
-from iomatrix.store import alerts, archive, rundir, triage_file
+from iomatrix.store import archive, rundir
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import ResultsDir, read_alerts, read_triage, write_alerts, write_triage
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
@@ -34,7 +35,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
             raise IomatrixError(
                 "trend --alerts judges the whole archive: no --since, --cell, --metric"
             )
-        seen = trend.parse_ledger(alerts.read(args.alerts), args.alerts)
+        seen = trend.parse_ledger(read_alerts(args.alerts), args.alerts)
         news, ledger, examined = trend.nightly_alerts(
             results,
             seen,
@@ -45,7 +46,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
             known=known,
             fdr=args.fdr,
         )
-        alerts.write(args.alerts, trend.ledger_json(ledger))
+        write_alerts(args.alerts, trend.ledger_json(ledger))
         if args.json:
             print(json.dumps([c.model_dump(mode="json") for c in news], indent=1))
             return ExitCode.OK
@@ -96,13 +97,13 @@ def cmd_trend(args: argparse.Namespace) -> int:
 
 def triage_entries(results: Path, path: Path | None) -> tuple[triage.TriageEntry, ...]:
     """--triage FILE, else the archive's own triage file when it has one."""
-    where = path if path is not None else triage_file.default_path(results)
-    return triage.parse_triage(triage_file.read(where), where)
+    where = path if path is not None else ResultsDir(results).triage
+    return triage.parse_triage(read_triage(where), where)
 
 
 def cmd_triage(args: argparse.Namespace) -> int:
     results = Path(args.results)
-    path = args.file if args.file is not None else triage_file.default_path(results)
+    path = args.file if args.file is not None else ResultsDir(results).triage
     # The run, cell and metric must exist (exit 2 with the choices otherwise); the entry keeps
     # the run's whole id whatever prefix named it.
     run_dir = rundir.find_run(args.first_run_after, results)
@@ -116,8 +117,8 @@ def cmd_triage(args: argparse.Namespace) -> int:
         why=args.why,
     )
     # The existing entries must parse, so a damaged file is never overwritten.
-    existing = triage.parse_triage(triage_file.read(path), path)
-    triage_file.write(path, triage.appended(existing, entry))
+    existing = triage.parse_triage(read_triage(path), path)
+    write_triage(path, triage.appended(existing, entry))
     print(f"{path}: {entry.describe()} ({entry.cell} {entry.metric} from {entry.first_run_after})")
     return ExitCode.OK
 

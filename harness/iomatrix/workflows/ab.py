@@ -50,7 +50,7 @@ from iomatrix.plan.boots import (
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.site import build as site
 from iomatrix.store.files import write_text_atomic
-from iomatrix.store.rundir import new_run_id
+from iomatrix.store.results import ResultsDir
 from iomatrix.store.sessiondir import SessionDir
 from iomatrix.workflows import archiving
 from iomatrix.workflows.prepare import (
@@ -344,8 +344,8 @@ def run_ab(
     host_cpus = host_cores(options, base.vm, out)
     trusted = _trusted_kernels(pairs, strangers=strangers)
     prepared = prepare([c for p in pairs for c in p], fetch, build, clock, out, trusted=trusted)
-    session_id = new_run_id(f"ab-{new.name}")
-    session_dir = (options.results_dir / session_id).resolve()
+    session_dir = ResultsDir(options.results_dir).new_session(new.name).path
+    session_id = session_dir.name
     sides = [
         _start_side(
             name,

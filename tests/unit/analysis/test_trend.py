@@ -11,8 +11,8 @@ import pytest
 from iomatrix.analysis import trend, trend_findings
 from iomatrix.analysis.changepoint import detect_change_points
 from iomatrix.cli import main as cli
-from iomatrix.store import triage_file
 from iomatrix.store.records_io import write_record
+from iomatrix.store.results import ResultsDir
 from support.builders import make_cell
 from support.runs import make_run, ok, sample
 from support.triage_files import load_triage
@@ -184,7 +184,7 @@ def test_the_archives_triage_file_acknowledges_or_ignores_a_change(
     out = capsys.readouterr().out
     assert "; 1 ignored (triage file)" in out
     assert change.first_run_after not in out
-    assert len(load_triage(triage_file.default_path(tmp_path))) == 2
+    assert len(load_triage(ResultsDir(tmp_path).triage)) == 2
     # An unknown --since run too.
     assert cli.main(["trend", "--results", str(tmp_path), "--since", "nope"]) == 2
 

@@ -15,12 +15,12 @@ from pydantic import ValidationError
 from iomatrix.model.result import CellResult, Repetition
 from iomatrix.model.telemetry import HostDiskDelta
 from iomatrix.model.units import MIB
-from iomatrix.store import files
+from iomatrix.store import files, rundir
 
 
 def _read(cell_dir: Path, index: int) -> list[HostDiskDelta]:
     out: list[HostDiskDelta] = []
-    path = cell_dir / f"host-disks-{index:03d}.json"
+    path = rundir.host_disks_file(cell_dir, index)
     if not os.path.lexists(path):
         return out
     try:

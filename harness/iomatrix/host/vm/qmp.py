@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from iomatrix.store import files
+from iomatrix.store import files, rundir
 
 # A Unix socket path is limited to 107 bytes (sun_path): the run folder can be longer, so the
 # socket lives in a short folder of its own under the temporary directory.
@@ -169,7 +169,7 @@ _WORKLOAD_LINE = re.compile(
 
 
 def host_disks_path(cell_dir: Path, repetition: int) -> Path:
-    return cell_dir / f"host-disks-{repetition:03d}.json"
+    return rundir.host_disks_file(cell_dir, repetition)
 
 
 @dataclass(frozen=True)
