@@ -155,7 +155,13 @@ def test_the_tree_as_it_is_keeps_every_contract(copy: Path) -> None:
         (
             "analysis/stats.py",
             "from iomatrix.store import files",
-            "iomatrix.analysis is not allowed to import iomatrix.store.files",
+            "iomatrix.analysis is not allowed to import iomatrix.store",
+        ),
+        # A trend reading its series from the index itself (its callers hand them in).
+        (
+            "analysis/trend.py",
+            "from iomatrix.store import archive",
+            "iomatrix.analysis is not allowed to import iomatrix.store",
         ),
         # Records that could run commands.
         (

@@ -14,6 +14,7 @@ from iomatrix.report.site import build
 from iomatrix.store import rundir
 from iomatrix.store.records_io import load_run
 from iomatrix.store.results import ResultsDir
+from iomatrix.workflows import trends
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -21,7 +22,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = args.out
     targets: list[str] = args.targets
     if not targets:
-        site = build.build_archive_site(
+        site = trends.dashboard(
             results, out, matrix=args.matrix, since=args.since, window=args.window, fdr=args.fdr
         )
     elif len(targets) == 1 and build.is_session(Path(targets[0])):

@@ -17,11 +17,12 @@ from iomatrix.report.text import format_table
 from iomatrix.store import archive, rundir
 from iomatrix.store.records_io import load_run
 from iomatrix.store.results import ResultsDir, read_alerts, read_triage, write_alerts, write_triage
+from iomatrix.workflows import trends
 
 
 def cmd_trend(args: argparse.Namespace) -> int:
     results = Path(args.results)
-    known = triage_entries(results, args.known)
+    known = trends.triage_entries(results, args.known)
     size = (
         f"at least {args.min_change:.1%}"
         if args.min_change is not None
@@ -36,7 +37,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
                 "trend --alerts judges the whole archive: no --since, --cell, --metric"
             )
         seen = trend.parse_ledger(read_alerts(args.alerts), args.alerts)
-        news, ledger, examined = trend.nightly_alerts(
+        news, ledger, examined = trends.nightly_alerts(
             results,
             seen,
             matrix=args.matrix,
@@ -61,7 +62,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
     for problem in archive.update_index(results):
         print(f"iomatrix: warning: not indexed: {problem}", file=sys.stderr)
     series_names.check_names(results, args.cell or (), args.metric or (), matrix=args.matrix)
-    changes, examined = trend.find_trends(
+    changes, examined = trends.find_trends(
         results,
         cells=args.cell or (),
         metric_patterns=args.metric or (),
@@ -93,12 +94,6 @@ def cmd_trend(args: argparse.Namespace) -> int:
             print("\nknown changes:")
         _print_changes(shown)
     return ExitCode.OK
-
-
-def triage_entries(results: Path, path: Path | None) -> tuple[triage.TriageEntry, ...]:
-    """--triage FILE, else the archive's own triage file when it has one."""
-    where = path if path is not None else ResultsDir(results).triage
-    return triage.parse_triage(read_triage(where), where)
 
 
 def cmd_triage(args: argparse.Namespace) -> int:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from iomatrix.analysis import compare, metrics, trend, triage
+from iomatrix.analysis import compare, metrics, trend
 from iomatrix.errors import IomatrixError
 from iomatrix.report import choices
 from iomatrix.report.site import history_page
@@ -26,7 +26,7 @@ from iomatrix.report.site.run_page import DEFAULT_HEATMAP_AXES, render_run_page
 from iomatrix.store import archive, rundir
 from iomatrix.store.files import MAX_JSON_DEPTH, json_depth_exceeds, write_text_atomic
 from iomatrix.store.records_io import load_run
-from iomatrix.store.results import ResultsDir, read_triage
+from iomatrix.store.results import ResultsDir
 from iomatrix.store.sessiondir import SessionDir
 
 # The most recent runs each series' change points are looked for in (report/choices.py).
@@ -189,25 +189,21 @@ def build_archive_site(
     results_dir: Path,
     out_dir: Path | None = None,
     *,
+    found: Sequence[trend.TrendChange],
+    examined: int,
     matrix: str | None = None,
     since: str | None = None,
-    window: int = TREND_WINDOW,
     run_pages: int = ARCHIVE_RUN_PAGES,
-    fdr: bool = False,
 ) -> BuiltSite:
     """The archive's dashboard (index.html), history.html, changes.html, and the newest runs'
-    pages under runs/."""
+    pages under runs/. `found`: the changes of its series (workflows/trends.py judges them;
+    `examined` series were), those the triage file ignores left out here."""
     folder = ResultsDir(results_dir)
     out = out_dir if out_dir is not None else folder.site
     archive.update_index(results_dir)
     runs = archive.run_summaries(results_dir, matrix=matrix)
     if not runs:
         raise IomatrixError(f"{results_dir}: no runs in the archive to report on")
-    # The archive's triage file: acknowledged changes are shown as known, ignored ones left out.
-    decided = triage.parse_triage(read_triage(folder.triage), folder.triage)
-    found, examined = trend.find_trends(
-        results_dir, matrix=matrix, limit=window, known=decided, fdr=fdr
-    )
     changes = [c for c in found if c.triage != "ignored"]
     ignored = len(found) - len(changes)
     since_at = None
@@ -215,8 +211,8 @@ def build_archive_site(
         since_at = next((r.created_at for r in runs if r.run_id == since), None)
         if since_at is None:
             raise IomatrixError(f"--since {since}: no such run in the archive at {results_dir}")
-    # Every point only of the series the pages draw (the headline metrics); the rest are judged by
-    # find_trends on their recent runs and listed on the changes page.
+    # Every point only of the series the pages draw (the headline metrics); the rest were judged
+    # on their recent runs and are listed on the changes page.
     all_series = archive.series_of(results_dir, matrix=matrix)
     drawn = [s for s in all_series if metrics.is_headline(s.metric)]
     points_of = archive.histories(results_dir, drawn, matrix=matrix)
