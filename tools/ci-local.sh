@@ -29,6 +29,7 @@
 # server live; default .tools/ci-local), REQUIRE_KVM (passed to the gate as its input; default 0
 # here), SCENARIO_CHANGE (matrix-gate), ACT_ARGS (more act options, split on spaces).
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 REPO=$PWD
 
@@ -241,9 +242,16 @@ new_out() {
   : >"$OUT/act.log"
 }
 
+# Commit everything in repository $1 (ignored files too: a kernel tree's .gitignore ignores
+# every dot-folder, .github among them) and print the commit; fail when nothing was committed.
 commit_all() {
+  git -C "$1" add -A -f .github 2>/dev/null || true
   git -C "$1" add -A
-  git -C "$1" -c user.name=ci-local -c user.email=ci-local@localhost commit --quiet -m "$2"
+  if ! git -C "$1" -c user.name=ci-local -c user.email=ci-local@localhost commit --quiet -m "$2" >&2
+  then
+    say "nothing to commit in $1 for: $2"
+    return 1
+  fi
   git -C "$1" rev-parse HEAD
 }
 
@@ -320,12 +328,79 @@ comment() {
   python3 -m zipfile -e "$zip" "$OUT/comment-artifact"
   if PYTHONPATH=$OUT/iomatrix/harness "${VENV:-$REPO/.venv}/bin/python" \
     "$OUT/iomatrix/tools/gate_comment.py" "$OUT/comment-artifact" "$OUT/comment.md" \
-    "$conclusion" "$head" "https://github.com/example/storage-matrix/actions/runs/1" >/dev/null; then
+    "$conclusion" "$head" "https://github.com/example/repository/actions/runs/1" >/dev/null; then
     say "the comment the comment workflow would post: $OUT/comment.md"
     sed -n '1,20s/^/  | /p' "$OUT/comment.md" >&2
   else
     say "the comment could not be rendered from the artifact"
   fi
+}
+
+# The kernel tree of the kernel-gate scenario: Debian's 6.1 source as iomatrix imports it (the
+# tree the bisection tests build), with the gate's two workflow files and matrix committed on top;
+# the pull request's one-file patch makes ext4's direct writes 3 ms slower: about 330 a second at
+# most, below the disk's throttle of 600 (tests/vm/test_bisect_vm.py measures the same change).
+KERNEL_GATE_MATRIX='format: 1
+name: storage-gate
+extends: iomatrix:base
+repeat: 5
+devices:
+  gate-disk: {size: 1GiB, bus: virtio-blk, backing: file, cache: none, aio: native, iops_limit: 600}
+matrix:
+  kernel: [debian:bookworm]
+  filesystem: [ext4]
+  scheduler: [none]
+  device: [gate-disk]
+  workload: [randwrite-4k]'
+
+scenario_kernel_gate() {
+  new_out kernel-gate
+  setup
+  clean_clone "$OUT/iomatrix"
+  local sha
+  sha=$(git -C "$OUT/iomatrix" rev-parse HEAD)
+  serve "$OUT/iomatrix" iomatrix/iomatrix
+  # Debian's 6.1 source, imported into iomatrix's kernel cache (once per cache), as a repository.
+  local source
+  source=$(PYTHONPATH=harness "${VENV:-.venv}/bin/python" -c '
+from iomatrix.host.kernels import cache_root, sources
+from iomatrix.model.kernel_spec import parse_spec
+s = sources.resolve(parse_spec("debian-source:6.1"), cache_root(), print, offline=False)
+print(s.repo, s.commit)' | tail -n 1)
+  local repo=$OUT/linux
+  git clone --quiet --no-checkout "${source% *}" "$repo"
+  git -C "$repo" checkout --quiet -B main "${source#* }"
+  git -C "$repo" remote set-url origin https://github.com/example/linux
+  mkdir -p "$repo/.github/workflows" "$repo/.github/iomatrix"
+  local name
+  for name in kernel-pr-gate.yml kernel-pr-gate-comment.yml; do
+    sed -E "s#(iomatrix/iomatrix/\.github/workflows/[A-Za-z0-9_.-]+\.yml)@[0-9a-f]{40}#\1@$sha#;
+      s#(iomatrix-ref: )[0-9a-f]{40}#\1$sha#" "$REPO/docs/workflows/$name" \
+      >"$repo/.github/workflows/$name"
+  done
+  printf '%s\n' "$KERNEL_GATE_MATRIX" >"$repo/.github/iomatrix/gate.yaml"
+  local base head
+  base=$(commit_all "$repo" "the storage gate")
+  python3 - "$repo/fs/ext4/file.c" <<'PY'
+import sys
+path = sys.argv[1]
+old = "static ssize_t ext4_dio_write_iter(struct kiocb *iocb, struct iov_iter *from)\n{\n"
+text = open(path).read()
+assert old in text, "ext4_dio_write_iter moved"
+new = "#include <linux/delay.h>\n\n" + old + "\tmdelay(3); /* a slower write path */\n"
+open(path, "w").write(text.replace(old, new, 1))
+PY
+  head=$(commit_all "$repo" "ext4: a slower direct write (3 ms each)")
+  serve "$repo" example/linux
+  event_json 11 "$base" "$head" example/linux
+  run_act "$repo" pull_request -W .github/workflows/kernel-pr-gate.yml -e "$OUT/event.json" \
+    --var IOMATRIX_REQUIRE_KVM=false \
+    --local-repository "iomatrix/iomatrix@$sha=$OUT/iomatrix"
+  local status=$ACT_STATUS
+  comment "$status" "$head"
+  outcome "$status" "scenario=kernel-gate" "base=$base" "head=$head" "iomatrix=$sha" \
+    "comment=$OUT/comment.md"
+  return "$status"
 }
 
 scenario_job() {
@@ -350,6 +425,7 @@ case "${1:-matrix-gate}" in
   setup) setup ;;
   matrix-gate) scenario_matrix_gate ;;
   job) scenario_job ;;
-  kernel-gate | nightly) say "scenario $1: not yet"; exit 2 ;;
+  kernel-gate) scenario_kernel_gate ;;
+  nightly) say "scenario nightly: not yet"; exit 2 ;;
   *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

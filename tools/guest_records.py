@@ -53,8 +53,9 @@ GUEST_OWN_TYPES: dict[type[BaseModel], tuple[str, str]] = {
     telemetry.DiskDelta: ("iomatrix.adapters.diskstats", "DiskCounters"),
 }
 HOST_ONLY_FIELDS: dict[type[BaseModel], frozenset[str]] = {
-    # Added by the host from QEMU's counters after the guest wrote the repetition.
-    result.Repetition: frozenset({"host_disks"}),
+    # Added by the host from QEMU's counters (and its attestation of fio's figures against
+    # them) after the guest wrote the repetition.
+    result.Repetition: frozenset({"host_disks", "attestation"}),
 }
 # Where the host names its Literal types (the generated modules declare them under those names).
 # (the registries first: model/cell.py imports their names too)

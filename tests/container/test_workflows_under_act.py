@@ -77,3 +77,28 @@ def test_a_pull_request_that_halves_the_disk_fails_the_matrix_gate_under_act(
     lead = next(line for line in comment.splitlines() if line.startswith("**"))
     assert lead.startswith("**iomatrix compare: regressed: "), comment[:2000]
     assert "write\\_iops" in comment
+
+
+@pytest.mark.vm
+@pytest.mark.image
+@pytest.mark.nightly
+def test_a_kernel_patch_that_slows_ext4_fails_the_kernel_gate_under_act(tmp_path: Path) -> None:
+    """Nightly only (two kernel builds in the runner container: tens of minutes here).
+
+    A kernel repository's own pull request (docs/workflows/kernel-pr-gate.yml): Debian's 6.1
+    source with a one-file patch that makes ext4's direct writes 3 ms slower. The gate fetches
+    both commits, builds each from source in the runner image (the base trusted, the head not),
+    boots both and fails the check on the regression."""
+    needs_act()
+    out = tmp_path / "kernel"
+    done = ci_local("kernel-gate", out)
+    log = (out / "act.log").read_text() if (out / "act.log").exists() else ""
+    tail = done.stderr[-3000:] + log[-6000:]
+    assert "Success - Main Both kernel commits" in log, tail
+    assert "Failure - Main iomatrix ab" in log, tail
+    session = next((out / "linux" / "iomatrix-gate" / "results").glob("*/comparison.json"))
+    verdict = json.loads(session.read_text())["verdict"]
+    assert verdict["outcome"] == "regressed", tail
+    assert any(c["metric"] == "write_iops" for c in verdict["cells"])
+    comment = (out / "comment.md").read_text()
+    assert "**iomatrix compare: regressed: " in comment

@@ -104,7 +104,9 @@ def _slow_shares(stats: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def _direction_metrics(d: Mapping[str, Any]) -> dict[str, float]:
+def direction_metrics(d: Mapping[str, Any]) -> dict[str, float]:
+    """One direction's figures of one job ("read", "write" or "trim" of fio's report), without
+    the direction's name: iops, bw_mib_s, lat_mean_us, lat_p99_us, slow_2s_pct, ..."""
     out: dict[str, float] = {
         "iops": float(d["iops"]),
         "bw_mib_s": float(d["bw_bytes"]) / MIB,
@@ -186,7 +188,7 @@ def metrics(data: Mapping[str, Any]) -> dict[str, float]:
             d = job.get(direction)
             if not isinstance(d, Mapping) or not d.get("total_ios"):
                 continue
-            for name, value in _direction_metrics(d).items():
+            for name, value in direction_metrics(d).items():
                 out[f"{prefix}{direction}_{name}"] = value
         for name, value in _files_per_s(data, job).items():
             out[f"{prefix}{name}"] = value

@@ -56,8 +56,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from iomatrix.analysis import attestation, stats, validity
 from iomatrix.analysis import metrics as metric_rules
-from iomatrix.analysis import stats, validity
 from iomatrix.analysis.compare_environment import (
     environment_differences,
     normalized_drive,
@@ -184,6 +184,7 @@ def _settings(
     min_effect_cov_factor: float,
     target_effect: float | None,
     equivalence: float,
+    require_attestation: bool = False,
 ) -> Settings:
     """compare_runs's arguments checked and kept, as the comparison reports them."""
     if not 0 < alpha < 1:
@@ -207,6 +208,7 @@ def _settings(
         min_repetitions=stats.minimum_n_per_side(alpha),
         target_effect=target_effect,
         equivalence=equivalence,
+        require_attestation=require_attestation,
     )
 
 
@@ -225,6 +227,8 @@ def _pending_rows(
     metrics: Sequence[str] | None,
     pairs: Sequence[tuple[str, str]] | None,
     invalid: dict[tuple[str, str], str],
+    *,
+    attested: bool = False,
 ) -> list[Pending]:
     """Every row of the comparison before any test, in the order they are reported; `invalid`:
     the sides of cells whose every repetition was flagged (their rows are missing)."""
@@ -238,7 +242,7 @@ def _pending_rows(
         else [(cid, cid) for cid in dict.fromkeys([*base_cells, *new_cells])]
     )
     for base_id, new_id in matched:
-        rows = cell_rows(base_cells.get(base_id), new_cells.get(new_id), metrics)
+        rows = cell_rows(base_cells.get(base_id), new_cells.get(new_id), metrics, attested=attested)
         pending += without_invalid_sides(rows, base_id, new_id, invalid)
     pending.sort(key=lambda p: (p.row.cell, metric_rules.sort_key(p.row.metric)))
     return pending
@@ -285,6 +289,16 @@ def _decided_rows(
     return decided, family_of
 
 
+def _refused(pending: Sequence[Pending]) -> list[Row]:
+    """Every row as incomparable, the missing ones as they are: the environments differ."""
+    return [
+        p.row
+        if p.row.verdict == "missing"
+        else p.row.model_copy(update={"verdict": "incomparable", "reason": "environments differ"})
+        for p in pending
+    ]
+
+
 def compare_runs(
     base: RunRecord,
     new: RunRecord,
@@ -301,8 +315,11 @@ def compare_runs(
     min_effect_cov_factor: float = stats.MIN_EFFECT_COV_FACTOR,
     target_effect: float | None = None,
     equivalence: float = DEFAULT_EQUIVALENCE,
+    require_attestation: bool = False,
 ) -> Comparison:
-    """Compare every cell x metric of `new` against `base` (cells matched by cell id).
+    """Compare every cell x metric of `new` against `base` (cells matched by cell id); the
+    repetitions the host did not confirm are left out and listed (analysis.attestation), with
+    `require_attestation` those recorded without attestation too (runs measured now).
 
     `metrics`: names or fnmatch patterns (`*_iops`) to compare; default all. `min_effect`: a
     fixed relative minimum effect instead of max(min_effect_floor, factor x baseline CoV).
@@ -322,11 +339,14 @@ def compare_runs(
         min_effect_cov_factor=min_effect_cov_factor,
         target_effect=target_effect,
         equivalence=equivalence,
+        require_attestation=require_attestation,
     )
     differences = environment_differences(base, new, paired=pairs is not None)
     marker = _forced_marker(differences)
     flags = validity.side_flags(base, new)
-    pending = _pending_rows(base, new, metrics, pairs, invalid_sides(flags, base, new))
+    pending = _pending_rows(
+        base, new, metrics, pairs, invalid_sides(flags, base, new), attested=require_attestation
+    )
 
     def build(rows: Iterable[Row], forced: bool, found: Sequence[str] = ()) -> Comparison:
         return Comparison(
@@ -340,18 +360,11 @@ def compare_runs(
             rows=tuple(rows),
             axes=(),
             invalid=tuple(flags),
+            unconfirmed=tuple(attestation.unconfirmed(base, new, required=require_attestation)),
         )
 
     if differences and not force:
-        refused = [
-            p.row
-            if p.row.verdict == "missing"
-            else p.row.model_copy(
-                update={"verdict": "incomparable", "reason": "environments differ"}
-            )
-            for p in pending
-        ]
-        raise EnvironmentMismatchError(differences, build(refused, forced=False))
+        raise EnvironmentMismatchError(differences, build(_refused(pending), forced=False))
 
     tested: list[tuple[Pending, Measured]] = [
         (p, measure(p, settings)) for p in pending if p.row.verdict != "missing"

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from iomatrix.analysis import defaults, stats, validity
+from iomatrix.analysis import attestation, defaults, stats, validity
 from iomatrix.analysis import metrics as metric_rules
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Record, is_empty, is_none
@@ -78,6 +78,9 @@ class Settings(Record):
     # wholly inside 1 +- this. A compatible addition: None in comparisons written before the
     # rule (their "unchanged" meant only "no significant large change"), left out of them.
     equivalence: float | None = Field(default=None, exclude_if=is_none)
+    # Whether repetitions recorded without the host's attestation were left out (an A/B
+    # session). A compatible addition, left out while False.
+    require_attestation: bool = Field(default=False, exclude_if=is_empty)
 
 
 class RunInfo(Record):
@@ -196,6 +199,9 @@ class Comparison(Record):
     # The gate's verdict as the command that wrote the file gave it (its policy, a sequential
     # session's decisions); None until one is attached (analysis/gate.py judges it then).
     verdict: GateVerdict | None = Field(default=None, exclude_if=is_none)
+    # Repetitions left out of the statistics because the host did not confirm their numbers
+    # (analysis.attestation), with why and both figures. Left out while empty.
+    unconfirmed: tuple[attestation.Unconfirmed, ...] = Field(default=(), exclude_if=is_empty)
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

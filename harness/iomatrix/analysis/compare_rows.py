@@ -1,5 +1,6 @@
 """The rows of a comparison before any test: one per cell x metric, with each side's values,
-medians and CoV, or "missing" and why (a cell absent, failed, or without the metric on a side)."""
+medians and CoV, or "missing" and why (a cell absent, failed, without the metric on a side, or
+without a repetition whose numbers the host confirmed: analysis/attestation.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import statistics
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
 
+from iomatrix.analysis import attestation, stats, validity
 from iomatrix.analysis import metrics as metric_rules
-from iomatrix.analysis import stats, validity
 from iomatrix.analysis.compare_records import Row
 from iomatrix.errors import IomatrixError
 from iomatrix.model.cell import Cell
@@ -21,9 +22,15 @@ from iomatrix.model.result import CellEntry, RunRecord
 STATUS_LINE = 160
 
 
-def _values(entry: CellEntry) -> dict[str, list[float]]:
+def _values(entry: CellEntry, *, attested: bool | None = None) -> dict[str, list[float]]:
+    """Each metric's values over the cell's repetitions: those the comparison uses (their
+    numbers not unconfirmed by the host; `attested`: not attested ones too are left out), or
+    every repetition's with None."""
+    reps = (
+        entry.result.repetitions if attested is None else attestation.kept(entry, required=attested)
+    )
     columns: dict[str, list[float]] = {}
-    for rep in entry.result.repetitions:
+    for rep in reps:
         for name, value in rep.all_metrics().items():
             columns.setdefault(name, []).append(value)
     return columns
@@ -78,6 +85,19 @@ def status_text(entry: CellEntry | None, side: str) -> str | None:
     return text
 
 
+def _why(
+    entry: CellEntry | None, side: str, values: dict[str, list[float]], *, attested: bool
+) -> str | None:
+    """Why a side has no numbers to compare for a cell (status_text; no repetition the host
+    confirmed: analysis.attestation; none at all), or None."""
+    if (text := status_text(entry, side)) is not None:
+        return text
+    assert entry is not None, "status_text names an absent cell"
+    if (unconfirmed := attestation.no_confirmed(entry, side, required=attested)) is not None:
+        return unconfirmed
+    return None if values else f"no repetitions in {side}"
+
+
 class Pending:
     """A row being built: measured values first, p-values adjusted across all rows later."""
 
@@ -123,20 +143,27 @@ def cell_rows(
     base: CellEntry | None,
     new: CellEntry | None,
     patterns: Sequence[str] | None,
+    *,
+    attested: bool = False,
 ) -> list[Pending]:
+    """The cell's rows. `attested`: repetitions recorded without the host's attestation are
+    left out too (a comparison of runs measured now, which always have it)."""
     present = base if base is not None else new
     assert present is not None, "a cell id comes from at least one of the runs"
     cell = present.cell
     axes = pair_axes(base.cell if base else None, new.cell if new else None)
-    base_values = _values(base) if base else {}
-    new_values = _values(new) if new else {}
-    # An ok cell without a single repetition (none recorded, or none left to count) has nothing
-    # to compare: it is missing, never a cell without rows, which a gate would not see.
-    base_why = status_text(base, "base") or (None if base_values else "no repetitions in base")
-    new_why = status_text(new, "new") or (None if new_values else "no repetitions in new")
+    base_values = _values(base, attested=attested) if base else {}
+    new_values = _values(new, attested=attested) if new else {}
+    # An ok cell without a single repetition (none recorded, or none the host confirmed) has
+    # nothing to compare: it is missing, never a cell without rows, which a gate would not see.
+    base_why = _why(base, "base", base_values, attested=attested)
+    new_why = _why(new, "new", new_values, attested=attested)
     why = [t for t in (base_why, new_why) if t]
+    # Every metric a side measured names a row, its unconfirmed repetitions' too: a side whose
+    # numbers the host could not confirm leaves its gated rows missing, not absent.
+    measured = {n for e in (base, new) if e is not None for n in _values(e)}
     names = sorted(
-        (n for n in {*base_values, *new_values} if _wanted(n, patterns)),
+        (n for n in {*base_values, *new_values, *measured} if _wanted(n, patterns)),
         key=metric_rules.sort_key,
     )
     out = []

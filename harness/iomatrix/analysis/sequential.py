@@ -51,8 +51,8 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 from typing import Literal
 
+from iomatrix.analysis import attestation, stats
 from iomatrix.analysis import metrics as metric_rules
-from iomatrix.analysis import stats
 from iomatrix.analysis.compare_rows import status_text
 from iomatrix.model.result import CellEntry, RunRecord
 
@@ -244,11 +244,16 @@ _ORDER: tuple[SequentialVerdict, ...] = (
 )
 
 
-def _values(entry: CellEntry | None) -> dict[str, list[float]] | None:
-    if entry is None or entry.result.status != "ok" or not entry.result.repetitions:
+def _values(entry: CellEntry | None, *, attested: bool) -> dict[str, list[float]] | None:
+    """The metrics' values over the repetitions whose numbers the host did not leave
+    unconfirmed (analysis.attestation; `attested`: nor unattested), None without any."""
+    if entry is None or entry.result.status != "ok":
+        return None
+    reps = attestation.kept(entry, required=attested)
+    if not reps:
         return None
     columns: dict[str, list[float]] = {}
-    for rep in entry.result.repetitions:
+    for rep in reps:
         for name, value in rep.all_metrics().items():
             columns.setdefault(name, []).append(value)
     return columns
@@ -269,6 +274,8 @@ class Session:
     resamples: int = stats.DEFAULT_RESAMPLES
     # The margin a pair must be shown within to be "unchanged" (--equivalence).
     equivalence: float = stats.DEFAULT_EQUIVALENCE
+    # Repetitions without the host's attestation are left out too (sides measured now).
+    require_attestation: bool = False
 
     def _deciding(self, names: Sequence[str]) -> list[str]:
         if self.metrics is not None:
@@ -288,11 +295,18 @@ class Session:
             a, b = base_cells.get(a_id), new_cells.get(b_id)
             present = a if a is not None else b
             label = present.cell.label if present is not None else a_id
-            a_values, b_values = _values(a), _values(b)
+            a_values = _values(a, attested=self.require_attestation)
+            b_values = _values(b, attested=self.require_attestation)
             if a_values is None or b_values is None:
                 # Why, as a comparison's row says it (a side that did not boot: its panic line).
                 why = [
-                    status_text(entry, side) or f"no repetitions in {side}"
+                    status_text(entry, side)
+                    or (
+                        attestation.no_confirmed(entry, side, required=self.require_attestation)
+                        if entry is not None
+                        else None
+                    )
+                    or f"no repetitions in {side}"
                     for entry, values, side in ((a, a_values, "base"), (b, b_values, "new"))
                     if values is None
                 ]

@@ -14,6 +14,7 @@ from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.report import comparison as comparison_report
+from iomatrix.report.attestation import figure_table
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
 from iomatrix.report.text import format_table, output_width, wrap
 from iomatrix.report.timeline import format_timeline
@@ -33,6 +34,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     width = output_width()
     if args.timeline:
         print(format_timeline(record, width=width))
+        return ExitCode.OK
+    if args.attestation is not None:
+        print(figure_table(record, args.attestation or None, width=width))
         return ExitCode.OK
     if args.metrics is not None:
         # --metrics [GLOB...]: the per-workload tables of every metric (or the matching ones).

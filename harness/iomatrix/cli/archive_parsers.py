@@ -74,6 +74,7 @@ def _add_show_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
             "iomatrix show RUN  # the run's table",
             "iomatrix show RUN --metrics '*_iops' 'cpu_*'  # those metrics by cell",
             "iomatrix show RUN --timeline  # where the wall time went",
+            "iomatrix show RUN --attestation 'ext4/*'  # fio's figures beside the host's",
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
@@ -91,6 +92,14 @@ def _add_show_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         action="store_true",
         help="instead: where the run's wall time went (kernels, each boot's start, every "
         "repetition's phases in the guest, power-off)",
+    )
+    p.add_argument(
+        "--attestation",
+        nargs="*",
+        metavar="CELL",
+        help="instead: every repetition's figures as fio reported them beside the host's "
+        "bound from its own view of the disks (QEMU's counters), and whether each held; only "
+        "the cells named (cell id, or a glob of the label such as 'ext4/*'), or all",
     )
     options.json_output(p)
     p.set_defaults(func=Handler("archive_commands", "cmd_show"))

@@ -24,6 +24,9 @@ Format history of run.json (RUN_FORMAT):
      - md, lvm, crypt (applied): the layers under the filesystem as read back (MdApplied,
        LvmApplied, CryptApplied). Written only for a cell that has them.
      - bitmap (MdApplied): the array's write-intent bitmap as read back. Written when known.
+     - attestation (repetition): the host's verdict on fio's figures against QEMU's counters of
+       the test disks (model.attestation); *_total_time_ns, unmap_* (HostDiskDelta). Written
+       by the host for every repetition it collects; an older iomatrix refuses them.
 Reading, writing and migrating these files: iomatrix.store.records_io.
 """
 
@@ -34,6 +37,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
+from iomatrix.model.attestation import Attestation
 from iomatrix.model.cell import Cell, Record, SourceFile, is_empty, is_none, is_one
 from iomatrix.model.run_id import check_run_id
 from iomatrix.model.telemetry import HostDiskDelta, Telemetry
@@ -290,6 +294,10 @@ class Repetition(Record):
     telemetry: tuple[Telemetry, ...] = Field(default=(), exclude_if=is_empty)
     # What QEMU saw reach each test drive over the workload (host/vm/qmp.py), added by the host.
     host_disks: tuple[HostDiskDelta, ...] = Field(default=(), exclude_if=is_empty)
+    # The host's verdict on fio's figures against its own view of the disks
+    # (model.attestation), set by the host when it collects the cell, whatever the guest wrote
+    # here; None in records made before it ("not attested").
+    attestation: Attestation | None = Field(default=None, exclude_if=is_none)
 
     def all_metrics(self) -> dict[str, float]:
         """fio's metrics plus the guest CPU shares, as cpu_usr_pct, cpu_sys_pct, ..."""

@@ -70,4 +70,11 @@ class HostDiskDelta(Record):
     flush_operations: int
     rd_merged: int = 0
     wr_merged: int = 0
+    # Compatible additions (0 in records made before them): QEMU's summed latency of the
+    # requests (from when it took them to their completion), and the discards (unmap).
+    rd_total_time_ns: int = 0
+    wr_total_time_ns: int = 0
+    flush_total_time_ns: int = 0
+    unmap_operations: int = 0
+    unmap_bytes: int = 0
     seconds: float

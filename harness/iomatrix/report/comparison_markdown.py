@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterable, Sequence
 
 from iomatrix.analysis.compare import Comparison, Verdict
+from iomatrix.report import attestation as attestation_report
 from iomatrix.report import validity as validity_report
 from iomatrix.report.comparison_cells import (
     AXIS_HEADER,
@@ -79,6 +80,23 @@ def mermaid_chart(comparison: Comparison) -> list[str]:
     ]
 
 
+def _unconfirmed(comparison: Comparison) -> list[str]:
+    """The repetitions left out because the host's view of the disks does not back them."""
+    if not comparison.unconfirmed:
+        return []
+    rows = [
+        [u.side, u.cell, str(u.repetition), u.reason]
+        for u in comparison.unconfirmed[: attestation_report.MAX_LINES]
+    ]
+    return [
+        f"### Unconfirmed ({len(comparison.unconfirmed)}): left out, the host's view of the "
+        "disks does not back fio's figures",
+        "",
+        *_md_table(("side", "cell", "rep", "why (fio's figure, the host's)"), rows),
+        "",
+    ]
+
+
 def render_markdown(comparison: Comparison, *, report_url: str | None = None) -> str:
     """For a GitHub job summary or PR comment: verdict line, a link to the HTML report, a chart
     of the change per axis value, regressions (largest first), improvements, details; and a
@@ -125,6 +143,7 @@ def render_markdown(comparison: Comparison, *, report_url: str | None = None) ->
             *_md_table(("side", "check", "cell", "rep", "what"), flag_rows),
             "",
         ]
+    lines += _unconfirmed(comparison)
     missing = [[r.cell, r.metric, r.reason] for r in comparison.rows if r.verdict == "missing"]
     if missing:
         lines += [

@@ -10,6 +10,7 @@ from iomatrix.analysis.compare import INSUFFICIENT, Comparison, Row, Verdict
 from iomatrix.analysis.metrics import is_headline
 from iomatrix.analysis.metrics import sort_key as metric_sort_key
 from iomatrix.model.axes import TITLES
+from iomatrix.report import attestation as attestation_report
 from iomatrix.report import validity as validity_report
 from iomatrix.report.comparison_cells import (
     AXIS_HEADER,
@@ -140,6 +141,18 @@ def group_note(rows: Sequence[Row], comparison: Comparison) -> str:
     )
 
 
+def _repetition_notes(comparison: Comparison, width: int | None) -> list[str]:
+    """The repetitions the validity checks flagged, and those left out as unconfirmed."""
+    lines: list[str] = []
+    for found in (
+        validity_report.comparison_lines(comparison.invalid),
+        attestation_report.comparison_lines(comparison.unconfirmed),
+    ):
+        if found:
+            lines += ["", *(wrap(x, width) for x in found)]
+    return lines
+
+
 def render_table(
     comparison: Comparison, *, width: int | None = None, all_metrics: bool = False
 ) -> str:
@@ -207,11 +220,7 @@ def render_table(
                 wrap("geometric mean of the change per axis value, headline metrics:", width),
                 _axis_grid(comparison, width),
             ]
-    if comparison.invalid:
-        lines += [
-            "",
-            *(wrap(x, width) for x in validity_report.comparison_lines(comparison.invalid)),
-        ]
+    lines += _repetition_notes(comparison, width)
     if all_metrics:
         lines += ["", wrap(method_line(comparison), width)]
     lines += _why(comparison, width)

@@ -11,6 +11,7 @@ from iomatrix.model.axes import AXES, TITLES
 from iomatrix.model.cell import axes_of
 from iomatrix.model.numbers import fixed, significant
 from iomatrix.model.result import FLAGGED_KNOB_STATUSES, CellEntry, MetricSummary, RunRecord
+from iomatrix.report import attestation as attestation_report
 from iomatrix.report.text import fit_table, wrap
 from iomatrix.report.validity import flags_text
 
@@ -157,7 +158,14 @@ def run_table(record: RunRecord, *, width: int | None = None) -> str:
         same="every cell",
     )
     flags = wrap(flags_text(record.cells), width)
-    return title + "\n\n" + table + ("\n\n" + flags if flags else "")
+    attested = "\n".join(wrap(line, width) for line in attestation_report.summary_lines(record))
+    return (
+        title
+        + "\n\n"
+        + table
+        + ("\n\n" + flags if flags else "")
+        + ("\n\n" + attested if attested else "")
+    )
 
 
 # --- per-workload metric tables ---------------------------------------------------------------

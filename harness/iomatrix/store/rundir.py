@@ -38,9 +38,11 @@ REPORT_DIR = "report"
 # The records the host itself writes into a cell's folder, beside the guest's (the guest never
 # may: host/vm/guest_io.py leaves a guest's file of such a name behind): host-disks-NNN.json,
 # QEMU's count of each repetition's disk I/O (host/vm/qmp.py writes it, host/vm/host_disks.py
-# reads it); the whole host-* prefix is kept for the host.
+# reads it), and host-view-NNN.json, the host's attestation of the repetition (the same); the
+# whole host-* prefix is kept for the host.
 HOST_ONLY_FILE_PREFIX = "host-"
 HOST_DISKS_FILE_PREFIX = f"{HOST_ONLY_FILE_PREFIX}disks-"
+HOST_VIEW_FILE_PREFIX = f"{HOST_ONLY_FILE_PREFIX}view-"
 
 
 def run_file(run_dir: Path) -> Path:
@@ -106,6 +108,11 @@ def new_run_id(matrix_name: str) -> str:
 def host_disks_file(cell_folder: Path, repetition: int) -> Path:
     """QEMU's count of one repetition's disk I/O, written by the host beside the guest's files."""
     return cell_folder / f"{HOST_DISKS_FILE_PREFIX}{repetition:03d}.json"
+
+
+def host_view_file(cell_folder: Path, repetition: int) -> Path:
+    """The host's attestation of one repetition, written by the host beside the guest's files."""
+    return cell_folder / f"{HOST_VIEW_FILE_PREFIX}{repetition:03d}.json"
 
 
 def rep_path(cell_dir: Path, index: int) -> Path:

@@ -210,6 +210,9 @@ def run(
         metrics=judging.metrics,
         pairs=[(a.id, b.id) for a, b in pairs],
         equivalence=judging.equivalence,
+        # Both sides were measured now: a repetition without the host's attestation is not
+        # an old record, it is one whose numbers nobody checked.
+        require_attestation=True,
     )
     session = SessionDir(session_dir)
     decisions = None
@@ -304,6 +307,7 @@ def sequential_rules(
         metrics=tuple(judging.metrics) if judging.metrics else None,
         min_effect=judging.min_effect,
         equivalence=judging.equivalence,
+        require_attestation=True,
     )
 
 

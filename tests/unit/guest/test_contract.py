@@ -226,7 +226,9 @@ PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
 
 # Fields the host adds to a record after it collects the guest's (host/vm/host_disks.py: QEMU's
 # counters, which only the host can read): the guest never writes them.
-HOST_ONLY: dict[type[BaseModel], tuple[str, ...]] = {result.Repetition: ("host_disks",)}
+HOST_ONLY: dict[type[BaseModel], tuple[str, ...]] = {
+    result.Repetition: ("host_disks", "attestation")
+}
 
 
 @pytest.mark.parametrize(("guest", "host"), PAIRS, ids=lambda c: c.__name__)

@@ -308,6 +308,7 @@ def run_boot(ctx: BootContext, out: TextIO) -> list[BootRecord]:
                     boot_clock=boot_clock,
                 )
             finally:
+                watcher.close()  # QEMU is gone: a workload still watched never ended
                 for problem in guest_io.copy_out(theirs, pending):
                     print(f"iomatrix: boot {ctx.group.boot_id}: {problem}", file=out)
             _report_reader_problems(f"{ctx.group.boot_id}#{attempt}", boot_clock, out)

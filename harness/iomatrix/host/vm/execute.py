@@ -112,7 +112,7 @@ def _collect(
         if not path.exists():
             continue
         try:
-            result = host_disks.merge(load_cell_result(path), path.parent)
+            result = host_disks.merge(load_cell_result(path), path.parent, cell)
         except ResultFormatError as exc:
             result = CellResult(cell_id=cell.id, status="error", reason=f"unreadable result: {exc}")
         entries.append(CellEntry(cell=cell, qemu_drive=drive_args.get(cell.id, ()), result=result))

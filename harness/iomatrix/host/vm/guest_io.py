@@ -174,6 +174,8 @@ def host_only(name: str) -> str | None:
         return None
     if name.startswith(rundir.HOST_DISKS_FILE_PREFIX):
         return "QEMU's disk counters"
+    if name.startswith(rundir.HOST_VIEW_FILE_PREFIX):
+        return "the host's attestation of fio's figures"
     return f"{rundir.HOST_ONLY_FILE_PREFIX}* names are kept for the host's records"
 
 

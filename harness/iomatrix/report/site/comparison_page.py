@@ -306,6 +306,30 @@ def _verdict_head(comparison: Comparison) -> str:
     return head + (f'<ul class="verdict-reasons">{items}</ul>' if items else "")
 
 
+def _unconfirmed(comparison: Comparison) -> str:
+    """The repetitions left out because the host's view of the disks does not back their
+    figures: side, cell, why, and each figure beyond the host's bound with both numbers."""
+    if not comparison.unconfirmed:
+        return ""
+    rows = [
+        [
+            u.side,
+            u.cell,
+            u.repetition,
+            u.reason,
+            "; ".join(f.describe() for f in u.figures if not f.ok) or "-",
+        ]
+        for u in comparison.unconfirmed
+    ]
+    return (
+        f"<h2>Unconfirmed repetitions: {len(rows)}</h2>"
+        "<p class=\"note\">Left out of every row's statistics: the host's own counters of the "
+        "test disks (QEMU's) do not back fio's figures, or the host had no view of the "
+        "workload. A side left with none of a cell's repetitions makes its rows missing.</p>"
+        + table(["side", "cell", "rep", "why", "fio's figure, the host's bound"], rows)
+    )
+
+
 def render_comparison_page(
     comparison: Comparison,
     *,
@@ -328,6 +352,7 @@ def render_comparison_page(
     if sequential is not None:
         body.append(sequential_section(sequential))
     body.append(_verdict_groups(comparison))
+    body.append(_unconfirmed(comparison))
     if comparison.differences:
         body.append(
             "<h2>Environment differences</h2>"

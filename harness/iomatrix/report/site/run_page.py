@@ -19,6 +19,7 @@ from iomatrix.analysis import metrics, validity
 from iomatrix.model.axes import AXES, TITLES
 from iomatrix.model.result import CellEntry, Repetition, RunRecord
 from iomatrix.model.units import MIB
+from iomatrix.report import attestation as attestation_report
 from iomatrix.report import choices
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
@@ -485,6 +486,28 @@ def _validity(record: RunRecord) -> str:
     return "".join(out)
 
 
+def _attestation(record: RunRecord) -> str:
+    """The host's attestation: why each repetition it did not confirm (or could not attest) was
+    so, then every figure as fio reported it beside the host's bound, folded; "" for a run
+    recorded before attestation."""
+    lines = attestation_report.summary_lines(record)
+    if not lines:
+        return ""
+    rows = attestation_report.figure_rows(record.cells, None)
+    return "".join(
+        [
+            "<h2>The host's attestation</h2>",
+            f'<p class="note">{e(lines[0].split(";")[0])}. The host read QEMU\'s counters of '
+            "the test disks while each workload ran; a repetition whose figures go beyond "
+            "them (or that has no such view) is unconfirmed and left out of comparisons.</p>",
+            "".join(f'<p class="note">{e(line.strip())}</p>' for line in lines[1:]),
+            f"<details><summary>Every figure: fio's and the host's ({len(rows)})</summary>",
+            table(attestation_report.FIGURE_HEADER, rows),
+            "</details>",
+        ]
+    )
+
+
 def render_run_page(
     record: RunRecord,
     run_dir: Path,
@@ -529,6 +552,7 @@ def render_run_page(
         charts.append(_latency_charts(cells, names, headline[0]))
     body.append(_failures(record, files))
     body.append(_validity(record))
+    body.append(_attestation(record))
     body += charts
     body += [
         # What the guest applied and where it ran: needed to trust or reproduce the numbers,
