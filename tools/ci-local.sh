@@ -63,6 +63,7 @@ runner_image() {
   local key bundle
   bundle=$(ca_bundle)
   key=$( (printf '%s\n' "$RUNNER_PACKAGES" "${RUNNER_HOOKS[@]}"
+    cat "$REPO/tools/ci-local-gh.py"
     if [ -n "$bundle" ]; then cat "$bundle"; fi) | sha256sum | cut -c1-12)
   echo "localhost/iomatrix-act-runner:$key"
 }
@@ -137,6 +138,9 @@ build_runner_image() {
   if [ -n "$bundle" ]; then
     hooks+=(--customize-hook="upload $bundle /etc/ssl/certs/ca-certificates.crt")
   fi
+  # GitHub's gh, recording what a workflow would send (tools/ci-local-gh.py).
+  hooks+=(--customize-hook="upload $REPO/tools/ci-local-gh.py /usr/local/bin/gh"
+    --customize-hook="chmod 755 \"\$1/usr/local/bin/gh\"")
   local mirror
   mirror=$(PYTHONPATH=harness "${VENV:-.venv}/bin/python" -c \
     'from iomatrix.host.kernels import debian_mirror; print(debian_mirror("the runner image"))')
@@ -187,7 +191,7 @@ serve() {
 act_args() {
   ACT=("$ACT_BIN" --pull=false --action-offline-mode -b
     -P "ubuntu-24.04=$(runner_image)" -P "ubuntu-latest=$(runner_image)"
-    --container-options "-v $STATE/git:/srv/git:ro"
+    --container-options "-v $STATE/git:/srv/git:${GIT_SERVER_MODE:-ro} -v $OUT/github:/srv/github"
     --artifact-server-path "$OUT/artifacts"
     --cache-server-path "$STATE/cache"
     -s GITHUB_TOKEN=ci-local-token)
@@ -237,7 +241,7 @@ EOF
 
 new_out() {
   OUT=${OUT:-$REPO/results/ci-local/$(date -u +%Y%m%dT%H%M%SZ)-$1}
-  mkdir -p "$OUT"
+  mkdir -p "$OUT/github"
   OUT=$(cd "$OUT" && pwd)
   : >"$OUT/act.log"
 }

@@ -74,6 +74,7 @@ def test_the_examples_call_the_reusable_workflows_of_iomatrix() -> None:
     assert called == {
         ".github/workflows/reusable-gate.yml",
         ".github/workflows/reusable-comment.yml",
+        ".github/workflows/reusable-nightly.yml",
     }
     for path in called:
         assert "workflow_call" in workflow(Path(path).name)["on"]

@@ -54,7 +54,7 @@ def stand_ins(
     build_s: float = 0.2,
 ) -> dict[str, str]:
     """A bin folder whose pytest exits `checks_status` for the checks stream and, for the VM
-    stream, waits up to 60 s (writing 'interrupted' when SIGINT stops it); a make that exits
+    stream, waits for the build stand-in (or, when a check fails, up to 60 s, writing 'interrupted' when SIGINT stops it); a make that exits
     `make_status`; an iomatrix (the background kernel build) that records its arguments and
     priority, takes `build_s` and exits `build_status` (writing 'stopped' when TERM stops it)."""
     bin_dir = tmp_path / "bin"
@@ -74,7 +74,25 @@ def stopped(*_):
     Path({str(tmp_path / "vm-stream")!r}).write_text("interrupted")
     sys.exit(2)
 signal.signal(signal.SIGINT, stopped)
-time.sleep(60 if {checks_status} or {make_status} else 1)
+if {checks_status} or {make_status}:
+    time.sleep(60)
+else:
+    # As in CI, where the VM stream outlasts the build: wait until the niced build stand-in
+    # has exited (gone, or a zombie its script has not reaped yet), which a loaded machine
+    # (this test runs beside the real VM stream) may not get to within a second.
+    deadline = time.monotonic() + 60
+    pid_file = Path({str(tmp_path / "build-args")!r})
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid = int(Path({str(tmp_path / "build-pid")!r}).read_text())
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{{pid}}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        if state in ("Z", "X"):
+            break
+        time.sleep(0.1)
 Path({str(tmp_path / "vm-stream")!r}).write_text("ended")
 """
     )
@@ -83,11 +101,12 @@ Path({str(tmp_path / "vm-stream")!r}).write_text("ended")
         f"""#!{sys.executable}
 import os, signal, sys, time
 from pathlib import Path
-Path({str(tmp_path / "build-args")!r}).write_text(" ".join(sys.argv[1:]) + f" nice={{os.nice(0)}}")
 def stopped(*_):
     Path({str(tmp_path / "build")!r}).write_text("stopped")
     sys.exit(3)
 signal.signal(signal.SIGTERM, stopped)
+Path({str(tmp_path / "build-pid")!r}).write_text(str(os.getpid()))
+Path({str(tmp_path / "build-args")!r}).write_text(" ".join(sys.argv[1:]) + f" nice={{os.nice(0)}}")
 print("building", flush=True)
 time.sleep({build_s})
 Path({str(tmp_path / "build")!r}).write_text("ended")
@@ -96,8 +115,15 @@ sys.exit({build_status})
 """
     )
     make = bin_dir / "make"
-    # A second, as a real lint takes: the VM stand-in is listening by then.
-    make.write_text(f'#!/bin/sh\necho make stand-in: "$@"\nsleep 1\nexit {make_status}\n')
+    # A second, as a real lint takes: the VM stand-in is listening by then. And not before the
+    # build stand-in (niced to 19, which a loaded machine may starve for seconds) is listening
+    # for its TERM, as a real build is long before any check ends.
+    build_args = tmp_path / "build-args"
+    make.write_text(
+        f'#!/bin/sh\necho make stand-in: "$@"\nsleep 1\n'
+        f"i=0; while [ ! -e {build_args} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n"
+        f"exit {make_status}\n"
+    )
     for tool in (pytest, make, iomatrix):
         tool.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "BIN"}
