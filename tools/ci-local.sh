@@ -27,7 +27,9 @@
 #
 # Environment: ACT_VERSION (v0.2.89), CI_LOCAL_STATE (where act, the podman socket and the git
 # server live; default .tools/ci-local), REQUIRE_KVM (passed to the gate as its input; default 0
-# here), SCENARIO_CHANGE (matrix-gate), ACT_ARGS (more act options, split on spaces).
+# here), SCENARIO_CHANGE (matrix-gate), SCENARIO_BREAK (matrix-gate: kernel-spec-string puts a
+# known script bug back into the clone under test, to show the run turns red), ACT_ARGS (more act
+# options, split on spaces).
 set -euo pipefail
 shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
@@ -179,6 +181,26 @@ clean_clone() {
   fi
 }
 
+# SCENARIO_BREAK=kernel-spec-string: the clone under test gets back the kind of bug act found in
+# its first run (a kernel spec handed to kernels.fetch() as a plain string), committed, in the
+# code every gate runs before its first VM (workflows/prepare.py): the run must turn red, with
+# the traceback in its log, not pass around it.
+break_clone() {
+  case "${SCENARIO_BREAK:-}" in
+    "") return 0 ;;
+    kernel-spec-string)
+      local code=$1/harness/iomatrix/workflows/prepare.py
+      grep -q 'fetch(source) if isinstance(source, KernelSpec)' "$code" || {
+        say "workflows/prepare.py no longer fetches a KernelSpec as it did: the break needs updating"
+        exit 2
+      }
+      sed -i 's/fetch(source) if isinstance(source, KernelSpec)/fetch(source.raw) if isinstance(source, KernelSpec)/' "$code"
+      commit_all "$1" "ci-local: a kernel spec passed as a string (a deliberate break)" >/dev/null
+      ;;
+    *) say "SCENARIO_BREAK is kernel-spec-string or empty"; exit 2 ;;
+  esac
+}
+
 # A bare copy of a repository under the git server's folder, as https://github.com/OWNER/NAME.
 serve() {
   local source=$1 name=$2
@@ -287,6 +309,7 @@ scenario_matrix_gate() {
   setup
   clean_clone "$OUT/iomatrix"
   local sha
+  break_clone "$OUT/iomatrix"
   sha=$(git -C "$OUT/iomatrix" rev-parse HEAD)
   serve "$OUT/iomatrix" iomatrix/iomatrix
   local repo=$OUT/storage-matrix
@@ -312,7 +335,7 @@ scenario_matrix_gate() {
   local status=$ACT_STATUS
   comment "$status" "$head"
   outcome "$status" "scenario=matrix-gate" "base=$base" "head=$head" "iomatrix=$sha" \
-    "comment=$OUT/comment.md"
+    "comment=$OUT/comment.md" "break=${SCENARIO_BREAK:-}"
   return "$status"
 }
 

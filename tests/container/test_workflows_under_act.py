@@ -7,7 +7,7 @@ The matrix repository's pull request (docs/workflows/matrix-repository/) halves 
 IOPS limit: a known regression. The gate must run both sides, fail the check with the
 regression's exit code, and leave the artifact from which the comment workflow renders what it
 would post, which must say so. In `.ci/run` (the VM stream); the kernel gate and the nightly run
-in `make test-nightly`.
+in `make test-nightly`, as does the run with a deliberately broken script (SCENARIO_BREAK).
 """
 
 from __future__ import annotations
@@ -102,3 +102,27 @@ def test_a_kernel_patch_that_slows_ext4_fails_the_kernel_gate_under_act(tmp_path
     assert any(c["metric"] == "write_iops" for c in verdict["cells"])
     comment = (out / "comment.md").read_text()
     assert "**iomatrix compare: regressed: " in comment
+
+
+@pytest.mark.vm
+@pytest.mark.image
+@pytest.mark.nightly
+def test_a_deliberately_broken_script_turns_the_gate_red_under_act(tmp_path: Path) -> None:
+    """The kind of bug act found in the first run, put back into the iomatrix under test
+    (SCENARIO_BREAK=kernel-spec-string: workflows/prepare.py hands kernels.fetch() a plain
+    string). The gate must fail before any VM, with the traceback in the log: a run that passes
+    around broken code proves nothing."""
+    needs_act()
+    out = tmp_path / "broken"
+    done = ci_local("matrix-gate", out, SCENARIO_BREAK="kernel-spec-string")
+    log = (out / "act.log").read_text() if (out / "act.log").exists() else ""
+    tail = done.stderr[-3000:] + log[-6000:]
+    outcome = json.loads((out / "outcome.json").read_text())
+    assert outcome["break"] == "kernel-spec-string"
+    assert done.returncode != 0, tail
+    assert outcome["exit"] != 0, tail
+    assert "AttributeError: 'str' object has no attribute" in log, tail
+    assert "Failure - Main iomatrix ab" in log, tail
+    assert "(reusable)/A/B performance gate] 🏁  Job failed" in log, tail
+    # Stopped before measuring: no session, so no verdict a comment could claim.
+    assert not list((out / "storage-matrix").glob("iomatrix-gate/results/*/comparison.json"))

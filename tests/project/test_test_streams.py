@@ -54,9 +54,10 @@ def stand_ins(
     build_s: float = 0.2,
 ) -> dict[str, str]:
     """A bin folder whose pytest exits `checks_status` for the checks stream and, for the VM
-    stream, waits for the build stand-in (or, when a check fails, up to 60 s, writing 'interrupted' when SIGINT stops it); a make that exits
-    `make_status`; an iomatrix (the background kernel build) that records its arguments and
-    priority, takes `build_s` and exits `build_status` (writing 'stopped' when TERM stops it)."""
+    stream, waits for the build stand-in to end (or, when a check fails, up to 60 s, writing
+    'interrupted' when SIGINT stops it); a make that exits `make_status`; an iomatrix (the
+    background kernel build) that records its arguments and priority, takes `build_s` and exits
+    `build_status` (writing 'stopped' when TERM stops it)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     pytest = bin_dir / "pytest"
