@@ -2,7 +2,7 @@
 
 Two shards run with `make nightly SHARD=i/2` (the shard job's command, real VMs; a 2-cell matrix
 with a 2 s workload), their run folders are put side by side as the merge job downloads them, and
-tools/nightly-archive.sh (the merge job's command) merges them with missing-cell accounting,
+`iomatrix nightly` (the merge job's command) merges them with missing-cell accounting,
 archives the merged run on the results branch of a throw-away repository, computes change points
 over the archive and writes the Markdown report.
 """
@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,7 +68,7 @@ def git(*args: str, cwd: Path) -> str:
 def archive(
     shards: Path, matrix: Path, repo: Path, report: Path, *extra: str, push: bool
 ) -> subprocess.CompletedProcess[str]:
-    argv = ["bash", str(REPO / "tools" / "nightly-archive.sh"), "--shards", str(shards)]
+    argv = [str(Path(sys.executable).parent / "iomatrix"), "nightly", "--shards", str(shards)]
     argv += ["--matrix-file", str(matrix), "--repo", str(repo), "--report", str(report), *extra]
     return sh(*argv, *(["--push"] if push else []), cwd=repo, timeout_s=300)
 

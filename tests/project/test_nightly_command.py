@@ -5,8 +5,8 @@ Markdown report, new-changes file and dashboard file list, and the results branc
 at the end, compared with the same outputs of the script recorded in tests/data/nightly/ (run
 ids, commit ids and scratch folders replaced by placeholders in order of appearance).
 
-The golden files were written by running tools/nightly-archive.sh through this module's
-`nights` (`IOMATRIX_NIGHTLY_GOLDEN=script` rewrites them with the script while it exists).
+The golden files were written by running tools/nightly-archive.sh (removed since; its last
+version is in git history) through this module's `nights` in place of the command.
 No VM: shard run folders are written as the runner leaves them (test_nightly_results_branch.py).
 """
 
@@ -19,8 +19,6 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-import pytest
 
 from support.nightly_repo import GIT_ENV, git, results_branch, write_shard
 from support.paths import REPO_ROOT
@@ -46,8 +44,6 @@ CANARY = {
 
 
 def command() -> list[str]:
-    if os.environ.get("IOMATRIX_NIGHTLY_GOLDEN") == "script":
-        return ["bash", str(REPO_ROOT / "tools" / "nightly-archive.sh")]
     return [str(Path(sys.executable).parent / "iomatrix"), "nightly"]
 
 
@@ -118,12 +114,6 @@ NAMES = [f"{what}-{night}" for night in (1, 2, 3) for what in ("report.md", "new
 def test_the_nightly_command_writes_what_the_script_wrote(tmp_path: Path) -> None:
     statuses, outputs = nights(tmp_path)
     files = [*NAMES, "branch.txt"]
-    if os.environ.get("IOMATRIX_NIGHTLY_GOLDEN") == "script":
-        GOLDEN.mkdir(parents=True, exist_ok=True)
-        (GOLDEN / "statuses.json").write_text(json.dumps(statuses) + "\n")
-        for name, text in zip(files, outputs, strict=True):
-            (GOLDEN / name).write_text(text)
-        pytest.skip("golden files rewritten from tools/nightly-archive.sh")
     assert statuses == json.loads((GOLDEN / "statuses.json").read_text())
     for name, text in zip(files, outputs, strict=True):
         assert text == (GOLDEN / name).read_text(), name

@@ -1,5 +1,5 @@
-"""The nightly's merge job as steps, each an `iomatrix nightly STEP` command a person can run by
-hand, and `iomatrix nightly run` doing them in order (what reusable-nightly.yml runs):
+"""The nightly's merge job as steps, which `iomatrix nightly` runs in order (what
+reusable-nightly.yml runs, and a person can run by hand with the same options):
 
   merge      the shard run folders (the downloaded artifacts) merged, missing cells named
   checkout   a worktree of the results branch (started when missing); links refused
@@ -10,8 +10,8 @@ hand, and `iomatrix nightly run` doing them in order (what reusable-nightly.yml 
   summary    the change points over the archived history, the dashboard, the canaries' alert
              quality, tonight against the previous night, every cell
 
-Each step returns its exit status and its part of the night's Markdown report; the command
-appends that part to --report and prints it. Exit statuses, as tools/nightly-archive.sh had them
+Each step returns its exit status and its part of the night's Markdown report, which is
+appended to --report as the steps go. Exit statuses, as tools/nightly-archive.sh had them
 before this module: 0 every cell ran; 1 cells are missing, the alert step failed or the push did;
 2 nothing to merge, the merge was refused, or the results branch (or the merged run) holds a
 link. The report is written in every case.

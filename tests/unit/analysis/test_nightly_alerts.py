@@ -1,11 +1,11 @@
 """The nightly's alerts, simulated night by night: a real step is news once, soon after it
 happened, and flat histories stay quiet.
 
-The step case runs the nightly's own alert step (`iomatrix trend --alerts LEDGER --json`, what
-tools/nightly-archive.sh runs) on a real archive folder after each of 60 nights, the ledger
-carried from night to night. The 200 flat histories go through the same functions the alert
-step is made of (trend.series_changes, then alert_ledger.select_new) on in-memory series: 200 x 60
-archive runs would take minutes.
+The step case runs the nightly's own alert step (`iomatrix trend --alerts LEDGER --json`, whose
+workflows/trends.nightly_alerts `iomatrix nightly` runs) on a real archive folder after each of
+60 nights, the ledger carried from night to night. The 200 flat histories go through the same
+functions the alert step is made of (trend.series_changes, then alert_ledger.select_new) on
+in-memory series: 200 x 60 archive runs would take minutes.
 """
 
 from __future__ import annotations
