@@ -430,6 +430,42 @@ PY
   return "$status"
 }
 
+# The matrix repository's own nightly (storage-nightly.yml, on workflow_dispatch as a schedule
+# would start it) through reusable-nightly.yml at the commit under test: plan, the runner image,
+# two shards in TCG VMs, the merge, the night archived on the results branch and pushed to the
+# local git server (mounted read-write for this scenario only), the report, and what the
+# regression-issue step would send (the gh stand-in's record in github/calls.jsonl).
+scenario_nightly() {
+  new_out nightly
+  setup
+  clean_clone "$OUT/iomatrix"
+  local sha
+  sha=$(git -C "$OUT/iomatrix" rev-parse HEAD)
+  serve "$OUT/iomatrix" iomatrix/iomatrix
+  local repo=$OUT/storage-matrix
+  example_repo matrix-repository "$repo" "$sha" example/storage-matrix
+  local head
+  head=$(commit_all "$repo" "the storage nightly and its matrix")
+  serve "$repo" example/storage-matrix
+  printf '%s\n' '{"inputs": {}, "ref": "refs/heads/main",' \
+    ' "repository": {"full_name": "example/storage-matrix", "name": "storage-matrix",' \
+    '   "owner": {"login": "example"}}}' >"$OUT/event.json"
+  git -C "$repo" checkout --quiet "$head"
+  local GIT_SERVER_MODE=rw
+  run_act "$repo" workflow_dispatch -W .github/workflows/storage-nightly.yml -e "$OUT/event.json" \
+    --var IOMATRIX_REQUIRE_KVM=false \
+    --local-repository "iomatrix/iomatrix@$sha=$OUT/iomatrix"
+  local status=$ACT_STATUS results
+  # What the merge job pushed: the results branch of the repository on the git server.
+  results=$(git -C "$STATE/git/example/storage-matrix" rev-parse --verify --quiet refs/heads/results || true)
+  if [ -n "$results" ]; then
+    git -C "$STATE/git/example/storage-matrix" ls-tree -r --name-only "$results" >"$OUT/results-branch.txt"
+  fi
+  outcome "$status" "scenario=nightly" "head=$head" "iomatrix=$sha" "results=$results" \
+    "results_files=$OUT/results-branch.txt" "github_calls=$OUT/github/calls.jsonl"
+  return "$status"
+}
+
 scenario_job() {
   local workflow=${WORKFLOW:?WORKFLOW=<file in .github/workflows> is needed}
   local event=${EVENT:-pull_request}
@@ -453,6 +489,6 @@ case "${1:-matrix-gate}" in
   matrix-gate) scenario_matrix_gate ;;
   job) scenario_job ;;
   kernel-gate) scenario_kernel_gate ;;
-  nightly) say "scenario nightly: not yet"; exit 2 ;;
+  nightly) scenario_nightly ;;
   *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -126,3 +126,34 @@ def test_a_deliberately_broken_script_turns_the_gate_red_under_act(tmp_path: Pat
     assert "(reusable)/A/B performance gate] 🏁  Job failed" in log, tail
     # Stopped before measuring: no session, so no verdict a comment could claim.
     assert not list((out / "storage-matrix").glob("iomatrix-gate/results/*/comparison.json"))
+
+
+@pytest.mark.vm
+@pytest.mark.image
+@pytest.mark.nightly
+def test_the_matrix_repositorys_nightly_archives_a_night_on_its_results_branch_under_act(
+    tmp_path: Path,
+) -> None:
+    """Nightly only (two shards' VMs and the runner image: tens of minutes here).
+
+    docs/workflows/matrix-repository's storage-nightly.yml, dispatched: the plan's two shards
+    each measure one cell of gate/storage.yaml in a TCG VM, the merge job archives the night on
+    the `results` branch and pushes it to the (local) git server with the job's token, and
+    writes the report."""
+    needs_act()
+    out = tmp_path / "nightly"
+    done = ci_local("nightly", out)
+    log = (out / "act.log").read_text() if (out / "act.log").exists() else ""
+    tail = done.stderr[-3000:] + log[-6000:]
+    outcome = json.loads((out / "outcome.json").read_text())
+    assert outcome["exit"] == 0, tail
+    for job in ("plan", "image", "merge"):
+        assert f"/{job}] 🏁  Job succeeded" in log, job + "\n" + tail
+    assert log.count("/shard ") >= 2, tail
+    # The night is on the results branch the merge job pushed: one run folder, both cells in it.
+    assert outcome["results"], tail
+    files = (out / "results-branch.txt").read_text().splitlines()
+    runs = {f.split("/")[-2] for f in files if f.endswith("/run.json")}
+    assert len(runs) == 1, files[:50]
+    # ... and the report the merge job left as its artifact.
+    assert list((out / "artifacts").glob("*/nightly-report/*")), tail
