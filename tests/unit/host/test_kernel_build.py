@@ -262,6 +262,24 @@ def test_the_compilers_error_lines_come_first(tmp_path: Path) -> None:
     assert text.endswith(f"(the build log: {log})")
 
 
+def test_a_failed_command_without_compiler_words_is_named_before_makes_line(
+    tmp_path: Path,
+) -> None:
+    # CI once reported only "make: *** [Makefile:18: modules_install] Error 1": the command's
+    # own complaint, the line before, is what says why.
+    log = tmp_path / "build.log"
+    log.write_text(
+        "$ make modules_install\n"
+        "mkdir -p /stage/lib/modules/6.1.0-toy\n"
+        "mkdir: cannot create directory '/stage/lib': Permission denied\n"
+        "make: *** [Makefile:18: modules_install] Error 1\n"
+    )
+    text = first_errors(log)
+    assert text.startswith(
+        "mkdir: cannot create directory '/stage/lib': Permission denied; make: *** [Makefile:18"
+    )
+
+
 def test_kernels_build_builds_a_matrixs_source_kernels_and_fails_on_a_broken_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,6 +19,8 @@ _LOG_HEAD_BYTES = 8 << 20
 _LOG_TAIL_BYTES = 64 << 10
 # The compiler's own words: gcc's and ld's errors, and make's summary as a last resort.
 _ERROR_LINE = re.compile(r"(error:|undefined reference|No rule to make target|Error \d+)")
+# make's own line when a recipe's command failed.
+_MAKE_STOPPED = re.compile(r"^make(\[\d+\])?: \*\*\* ")
 
 
 # How often a long build step says how far it got (a from-scratch kernel takes 10-20 minutes
@@ -113,6 +115,27 @@ def run_logged(
         keep_marker.unlink(missing_ok=True)
 
 
+def _error_lines(lines: list[str]) -> list[str]:
+    """The lines that say what failed. Where only make's own "*** [...] Error N" says so (a
+    recipe's command failed without a compiler's words: mkdir, a killed process), the line
+    before it too, which is that command's own complaint."""
+    errors: list[str] = []
+    for i, line in enumerate(lines):
+        if not _ERROR_LINE.search(line):
+            continue
+        before = lines[i - 1] if i else ""
+        if (
+            _MAKE_STOPPED.search(line)
+            and not errors
+            and before.strip()
+            and not _ERROR_LINE.search(before)
+            and not before.startswith("$ ")
+        ):
+            errors.append(before.strip()[:500])
+        errors.append(line.strip()[:500])
+    return errors
+
+
 def first_errors(log_path: Path, most: int = 5) -> str:
     """The compiler's own error lines from a build log (the first few), and where the log is."""
     # Bounded: a build's output is the tree's, and a log of hundreds of MiB must not be read
@@ -121,7 +144,7 @@ def first_errors(log_path: Path, most: int = 5) -> str:
         with log_path.open("rb") as log:
             head = log.read(_LOG_HEAD_BYTES)
         lines = head.decode("utf-8", errors="replace").splitlines()
-        errors = [line.strip()[:500] for line in lines if _ERROR_LINE.search(line)]
+        errors = _error_lines(lines)
         if not errors:
             end = read_untrusted(log_path, max_bytes=_LOG_TAIL_BYTES, tail=True)
             lines = end.decode("utf-8", errors="replace").splitlines()
