@@ -23,8 +23,9 @@ JOB_FILES = {
     "btrfs-seqwrite-64k": "seqwrite-64k.fio",
     "ext4-randread-4k": "randread-4k.fio",
     "ext4-seqread-buffered": "seqread-buffered.fio",
+    "xfs-randwrite-late-write": "randwrite-short.fio",
 }
-DIRECT = ("xfs-randwrite-4k", "btrfs-seqwrite-64k", "ext4-randread-4k")
+DIRECT = ("xfs-randwrite-4k", "btrfs-seqwrite-64k", "ext4-randread-4k", "xfs-randwrite-late-write")
 
 
 def recorded(name: str) -> tuple[Repetition, HostView, attestation.JobFacts]:
