@@ -23,6 +23,7 @@ from iomatrix.report.timeline import format_timeline
 from iomatrix.store import archive, export, handles, index_rows, merge
 from iomatrix.store.bisect_state import BisectDir
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import ResultsDir
 from iomatrix.store.sessiondir import SessionDir
 from iomatrix.workflows import ab as ab_workflow
 from iomatrix.workflows import archiving
@@ -224,7 +225,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     record = merge.merge_runs(runs, into=results, matrix=matrix, read_matrix=load_matrix)
     archiving.index_or_warn(results)
     counts = ", ".join(f"{n} {k}" for k, n in record.counts().items() if n)
-    print(f"merged {len(runs)} runs into {results / record.run_id} ({counts})")
+    print(f"merged {len(runs)} runs into {ResultsDir(results).run(record.run_id)} ({counts})")
     missing = merge.missing_cells(record)
     if not missing:
         return ExitCode.OK

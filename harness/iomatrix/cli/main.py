@@ -28,6 +28,7 @@ from iomatrix.cli import (
     history_parsers,
     kernel_parsers,
     matrix_parsers,
+    nightly_parsers,
     options,
     report_parsers,
     reproduce_parsers,
@@ -74,6 +75,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     history_parsers.add_parsers(sub)
     report_parsers.add_parsers(sub)
     canary_parsers.add_parsers(sub)
+    nightly_parsers.add_parsers(sub)
     kernel_parsers.add_parsers(sub)
     bisect_parsers.add_parsers(sub)
     reproduce_parsers.add_parsers(sub)

@@ -23,8 +23,9 @@ from iomatrix.analysis import defaults
 from iomatrix.errors import IomatrixError
 from iomatrix.plan.shard_spec import GITHUB_MAX_MATRIX_JOBS, parse_shard
 from iomatrix.report import choices
+from iomatrix.store.results import default_results
 
-DEFAULT_RESULTS = Path("results")
+DEFAULT_RESULTS = default_results()
 
 # The gate's exit codes as compare and ab describe them (analysis/defaults.py, docs/ci.md).
 _EXIT = defaults.GATE_EXIT_CODES

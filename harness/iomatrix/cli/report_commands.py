@@ -14,6 +14,8 @@ from iomatrix.report.site import build
 from iomatrix.store import handles
 from iomatrix.store.bisect_state import BisectDir
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import ResultsDir
+from iomatrix.workflows import trends
 
 # The options only one kind of report reads (cmd_report refuses them for the others).
 _RUN_ONLY = ["heatmap", "heatmap_metric"]
@@ -28,7 +30,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not targets:
         options.refuse_given(args, _RUN_ONLY + _TWO_RUNS_ONLY, "they are for a run or BASE NEW")
         since = handles.resolve(args.since, results, handles.ONLY_RUNS).text if args.since else None
-        site = build.build_archive_site(
+        site = trends.dashboard(
             results, out, matrix=args.matrix, since=since, window=args.window, fdr=args.fdr
         )
         output.announce_site(site)
@@ -65,8 +67,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             metrics=args.metric,
         )
-        pair = f"{base_dir.name}-vs-{new_dir.name}"
-        where = out if out is not None else results / "reports" / pair
+        where = (
+            out
+            if out is not None
+            else ResultsDir(results).comparison_report(base_dir.name, new_dir.name)
+        )
         site = build.build_comparison_site(comparison, base_dir, new_dir, where)
     else:
         raise IomatrixError(

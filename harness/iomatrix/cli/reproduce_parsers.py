@@ -51,7 +51,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--work",
         type=Path,
         metavar="DIR",
-        help="where --run clones the matrix's repository (default: <results>/.reproduce/<ID>)",
+        help=(
+            "where --run clones the matrix's repository "
+            "(default: a hidden folder of the results folder, one per ID)"
+        ),
     )
     options.no_progress(p)
     options.offline(p)

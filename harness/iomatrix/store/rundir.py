@@ -34,6 +34,14 @@ BOOTS_DIR = "boots"
 PLAN_FILE = "plan.json"
 # The run's report site (report/site/build.py), unless written elsewhere.
 REPORT_DIR = "report"
+# The records the host itself writes into a cell's folder, beside the guest's (the guest never
+# may: host/vm/guest_io.py leaves a guest's file of such a name behind): host-disks-NNN.json,
+# QEMU's count of each repetition's disk I/O (host/vm/qmp.py writes it, host/vm/host_disks.py
+# reads it), and host-view-NNN.json, the host's attestation of the repetition (the same); the
+# whole host-* prefix is kept for the host.
+HOST_ONLY_FILE_PREFIX = "host-"
+HOST_DISKS_FILE_PREFIX = f"{HOST_ONLY_FILE_PREFIX}disks-"
+HOST_VIEW_FILE_PREFIX = f"{HOST_ONLY_FILE_PREFIX}view-"
 
 
 def run_file(run_dir: Path) -> Path:
@@ -94,6 +102,16 @@ def new_run_id(matrix_name: str) -> str:
     # os.urandom, as secrets.token_hex does, without importing secrets (hmac, OpenSSL, random:
     # 0.8 s of the guest agent's start-up under TCG; the agent imports this module for paths).
     return f"{stamp}-{name_part(matrix_name)}-{os.urandom(2).hex()}"
+
+
+def host_disks_file(cell_folder: Path, repetition: int) -> Path:
+    """QEMU's count of one repetition's disk I/O, written by the host beside the guest's files."""
+    return cell_folder / f"{HOST_DISKS_FILE_PREFIX}{repetition:03d}.json"
+
+
+def host_view_file(cell_folder: Path, repetition: int) -> Path:
+    """The host's attestation of one repetition, written by the host beside the guest's files."""
+    return cell_folder / f"{HOST_VIEW_FILE_PREFIX}{repetition:03d}.json"
 
 
 def rep_path(cell_dir: Path, index: int) -> Path:

@@ -32,7 +32,7 @@ from iomatrix.plan.boots import (
 from iomatrix.store import rundir
 from iomatrix.store.files import locked
 from iomatrix.store.records_io import load_run, write_record
-from iomatrix.store.rundir import new_run_id
+from iomatrix.store.results import ResultsDir
 from iomatrix.store.sessiondir import SessionDir
 from iomatrix.workflows.prepare import (
     Build,
@@ -122,8 +122,10 @@ def _run_ab(
     host_cpus = host_cores(options, base.vm, out)
     trusted = _trusted_kernels(pairs, strangers=strangers)
     prepared = prepare([c for p in pairs for c in p], fetch, build, clock, out, trusted=trusted)
-    session_id = resume.name if resume is not None else new_run_id(f"ab-{new.name}")
-    session_dir = resume if resume is not None else (options.results_dir / session_id).resolve()
+    session_dir = (
+        resume if resume is not None else ResultsDir(options.results_dir).new_session(new.name).path
+    )
+    session_id = session_dir.name
     update: dict[str, object] = {
         "jobs": options.jobs,
         "shared_cores": cores_shared(options, base.vm, host_cpus),

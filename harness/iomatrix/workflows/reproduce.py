@@ -31,9 +31,10 @@ from iomatrix.host import environment
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, CellEntry, MatrixOrigin, RunRecord
 from iomatrix.model.session import SessionRecord
 from iomatrix.report.text import wrap
-from iomatrix.store import alerts, handles
+from iomatrix.store import handles
 from iomatrix.store.bisect_state import BisectDir
 from iomatrix.store.records_io import load_run, load_session
+from iomatrix.store.results import ResultsDir, read_alerts
 from iomatrix.store.sessiondir import SessionDir
 
 # Where iomatrix is published: the pipx line installs a commit from there.
@@ -179,8 +180,8 @@ def _step_target(found: handles.Handle) -> tuple[list[Target], str, list[str]]:
 
 def _alert_targets(found: handles.Handle, results: Path) -> tuple[list[Target], str, list[str]]:
     """A nightly alert: the cell in the last run before the change and in the first after."""
-    path = alerts.default_path(results)
-    ledger = parse_ledger(alerts.read(path), path)
+    path = ResultsDir(results).alerts
+    ledger = parse_ledger(read_alerts(path), path)
     entries = [
         a
         for a in (ledger.alerts if ledger is not None else ())

@@ -28,6 +28,7 @@ from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.result import RunRecord
 from iomatrix.store import handles
 from iomatrix.store.files import sha256_file
+from iomatrix.store.results import ResultsDir
 from iomatrix.store.sessiondir import SessionDir
 from iomatrix.workflows import ab, reproduce, runs
 
@@ -158,8 +159,8 @@ def kernel_releases(
 def work_folder(results: Path, found: handles.Handle) -> Path:
     """The default work folder of a reproduction: hidden in the results folder (an archive's
     index passes over hidden folders), one per ID."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", found.text).strip("-")[:120]
-    return results / ".reproduce" / safe
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", found.text).strip("-.")[:120] or "result"
+    return ResultsDir(results).reproduction(safe)
 
 
 @dataclass(frozen=True)

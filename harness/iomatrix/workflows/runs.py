@@ -29,6 +29,7 @@ from iomatrix.report.site import build as site
 from iomatrix.store import handles, rundir
 from iomatrix.store.files import locked
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import ResultsDir, default_results
 from iomatrix.store.rundir import new_run_id
 from iomatrix.workflows import archiving, build_plan
 from iomatrix.workflows.prepare import (
@@ -116,7 +117,7 @@ def show_commands(
     matrix, concurrency = planned.matrix, request.concurrency
     scratch = default_scratch_dir() / "RUN-ID"
     # The default results folder, whatever --results says (as the command always showed it).
-    run_dir = Path("results").resolve() / "RUN-ID"
+    run_dir = ResultsDir(default_results().resolve()).run("RUN-ID")
     slots: list[tuple[int, ...]] = [()]
     if concurrency.jobs > 1:
         pool = cores.CorePool(cores.available_cpus(), matrix.vm.cpus, share=concurrency.share_cores)
@@ -328,7 +329,7 @@ def _run_matrix(
             file=out,
         )
     else:
-        run_dir = (options.results_dir / record.run_id).resolve()
+        run_dir = ResultsDir(options.results_dir).run(record.run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=False)
     record = record.model_copy(
         update={

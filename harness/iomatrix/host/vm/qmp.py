@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from iomatrix.model.attestation import SAMPLE_COUNTERS
-from iomatrix.store import files
+from iomatrix.store import files, rundir
 
 # A Unix socket path is limited to 107 bytes (sun_path): the run folder can be longer, so the
 # socket lives in a short folder of its own under the temporary directory.
@@ -233,11 +233,11 @@ _WORKLOAD_LINE = re.compile(
 
 
 def host_disks_path(cell_dir: Path, repetition: int) -> Path:
-    return cell_dir / f"host-disks-{repetition:03d}.json"
+    return rundir.host_disks_file(cell_dir, repetition)
 
 
 def host_view_path(cell_dir: Path, repetition: int) -> Path:
-    return cell_dir / f"host-view-{repetition:03d}.json"
+    return rundir.host_view_file(cell_dir, repetition)
 
 
 @dataclass(frozen=True)
