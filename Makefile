@@ -49,13 +49,14 @@ ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
 .PHONY: run test setup host-packages venv venv-dev lock kernel insn-counter lint actionlint shellcheck typecheck \
 	unit test-nightly expand validate docs bench clean help venv-stamps image container-tools container-image nightly \
 	canaries samples guest-records \
-	nightly-shard fresh-machine ci-local
+	nightly-shard fresh-machine ci-local wheel
 
 help:
 	@echo "make run [MATRIX=matrix/quick.yaml] [SHARD=i/N]  run a matrix in VMs, print the results"
 	@echo "make run JOBS=2 [SPLIT_BOOTS=2]                  two boots side by side, each on its own cores"
 	@echo "make run MATRIX=matrix/seeds/<seed>.yaml QUICK=1  a seed experiment at TCG size"
 	@echo "make test                                        lint, type-check and run every test"
+	@echo "make wheel [WHEEL_DIR=dist]                      build the wheel (pipx install dist/iomatrix-*.whl)"
 	@echo "make nightly SHARD=i/N                           exactly what nightly CI shard i of N runs"
 	@echo "make image                                       build the runner image (docker or podman)"
 	@echo "make fresh-machine [FRESH_TARGET=run|test]       make run (or test) from nothing, in a bare container"
@@ -244,6 +245,16 @@ test-nightly: setup venv-dev
 
 validate: venv
 	$(BIN)/iomatrix validate $(MATRIX)
+
+# The wheel of this tree, presets and workloads inside, for pipx or pip outside the clone
+# (docs/use-from-your-repository.md): $(WHEEL_DIR)/iomatrix-<version>-py3-none-any.whl. Offline,
+# with the venv's pinned setuptools (build-system needs >= 77, Debian 12 has 66); build/ is
+# removed first, or a module deleted since the last build would ride along into the wheel.
+WHEEL_DIR ?= dist
+wheel: venv
+	rm -rf build $(WHEEL_DIR)/iomatrix-*.whl
+	$(PIP) wheel --quiet --no-deps --no-build-isolation --no-index --wheel-dir $(WHEEL_DIR) .
+	@ls $(WHEEL_DIR)/iomatrix-*.whl
 
 # docs/commands.md, generated from the parser (tests/project/test_commands_reference.py fails
 # when it falls behind): after changing a command's options, help or examples.

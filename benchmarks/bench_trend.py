@@ -7,7 +7,7 @@ target of 60 s.
 for the last 50 runs: 20 steps to find) and indexes them as `iomatrix run` would. Then it times
 `iomatrix trend --results DIR` (every series, the defaults):
 - the command's own function in this process (main(argv): the index brought up to date, the
-  triage file looked for, names checked, trend.find_trends over every series, the changes
+  triage file looked for, names checked, trends.find_trends over every series, the changes
   printed to /dev/null), the median of --rounds;
 - find_trends alone, once;
 - the same command as a new process (`python -m iomatrix trend`), once.
@@ -35,9 +35,9 @@ from synthetic import (
 from targets import against_target
 
 from iomatrix import proc
-from iomatrix.analysis import trend
 from iomatrix.cli.main import main as cli_main
 from iomatrix.store import archive
+from iomatrix.workflows import trends
 
 CELLS = 50
 READS = 11  # 4 write + 11 read + 5 CPU metrics = 20 a cell
@@ -69,7 +69,7 @@ def main() -> int:
         took, code = timed(command, args.rounds)
         assert code == 0
         start = time.perf_counter()
-        changes, examined = trend.find_trends(results)
+        changes, examined = trends.find_trends(results)
         alone_s = time.perf_counter() - start
         start = time.perf_counter()
         proc.run([sys.executable, "-m", "iomatrix", *argv], timeout_s=600)

@@ -115,10 +115,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Last, because make test builds their kernel in the background from its first minute, with
     the CPU the VM tests leave idle (tools/test-streams.sh): the later they start, the likelier
     the build cache has it. The sort is stable: every other test keeps its place."""
-    items.sort(key=lambda item: "kernel_build" in item.keywords)
+    # By marker, not keyword: an item's keywords hold the names of the folders above it too, so
+    # a checkout in a folder called nightly skipped every test.
+    items.sort(key=lambda item: item.get_closest_marker("kernel_build") is not None)
     if config.getoption("--nightly"):
         return
     skip = pytest.mark.skip(reason="nightly only: make test-nightly (the nightly workflow runs it)")
     for item in items:
-        if "nightly" in item.keywords:
+        if item.get_closest_marker("nightly") is not None:
             item.add_marker(skip)

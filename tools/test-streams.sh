@@ -16,7 +16,7 @@
 #   bash tools/test-streams.sh VENV_BIN   (MAKE in the environment: the make for lint and typecheck)
 #
 # The bin folder is an argument, not BIN in the environment: the tests' own scripts read BIN
-# (tools/nightly-archive.sh, canaries.sh), and a relative one leaked to them broke them.
+# (tools/canaries.sh), and a relative one leaked to them broke them.
 set -uo pipefail
 # Job control: each stream in a process group of its own, where SIGINT is not ignored (a script's
 # background commands ignore it otherwise, and pytest could then not be stopped), signalled as a

@@ -17,6 +17,7 @@ from selenium.webdriver.support.ui import Select
 from iomatrix.analysis import compare
 from iomatrix.report.site import build
 from iomatrix.store.records_io import load_run, write_record
+from iomatrix.workflows import trends
 from support.archives import (
     FAILED_REASON,
     write_nightly_archive,
@@ -52,7 +53,7 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     )
     archive = tmp / "archive"
     write_nightly_archive(archive)
-    nightly = build.build_archive_site(archive)
+    nightly = trends.dashboard(archive)
     failed = write_run_with_failure(tmp / "failed")
     # The quick matrix's comparison as users met it in issue 27: one repetition a side, six
     # cells, about 60 metrics each (360 rows, 294 of them telemetry).

@@ -2,7 +2,7 @@
 
 Two shards run with `make nightly SHARD=i/2` (the shard job's command, real VMs; a 2-cell matrix
 with a 2 s workload), their run folders are put side by side as the merge job downloads them, and
-tools/nightly-archive.sh (the merge job's command) merges them with missing-cell accounting,
+`iomatrix nightly` (the merge job's command) merges them with missing-cell accounting,
 archives the merged run on the results branch of a throw-away repository, computes change points
 over the archive and writes the Markdown report.
 """
@@ -13,13 +13,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from iomatrix.analysis import canaries
-from iomatrix.store import canary_ledger
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import read_canaries
 from support.paths import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -67,7 +68,7 @@ def git(*args: str, cwd: Path) -> str:
 def archive(
     shards: Path, matrix: Path, repo: Path, report: Path, *extra: str, push: bool
 ) -> subprocess.CompletedProcess[str]:
-    argv = ["bash", str(REPO / "tools" / "nightly-archive.sh"), "--shards", str(shards)]
+    argv = [str(Path(sys.executable).parent / "iomatrix"), "nightly", "--shards", str(shards)]
     argv += ["--matrix-file", str(matrix), "--repo", str(repo), "--report", str(report), *extra]
     return sh(*argv, *(["--push"] if push else []), cwd=repo, timeout_s=300)
 
@@ -264,7 +265,7 @@ def test_the_canaries_are_judged_kept_on_the_results_branch_and_their_rates_repo
     done = sh("make", "--no-print-directory", "canaries", f"RESULTS={results}", timeout_s=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     canaries_file = results / "canaries.jsonl"
-    outcomes = canaries.parse_ledger(canary_ledger.read(canaries_file), canaries_file)
+    outcomes = canaries.parse_ledger(read_canaries(canaries_file), canaries_file)
     assert [(o.kind, o.correct) for o in outcomes] == [("aa", True), ("injected", True)], outcomes
     assert outcomes[0].flagged == 0
     assert outcomes[1].regressed >= 1

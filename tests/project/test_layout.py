@@ -155,7 +155,13 @@ def test_the_tree_as_it_is_keeps_every_contract(copy: Path) -> None:
         (
             "analysis/stats.py",
             "from iomatrix.store import files",
-            "iomatrix.analysis is not allowed to import iomatrix.store.files",
+            "iomatrix.analysis is not allowed to import iomatrix.store",
+        ),
+        # A trend reading its series from the index itself (its callers hand them in).
+        (
+            "analysis/trend.py",
+            "from iomatrix.store import archive",
+            "iomatrix.analysis is not allowed to import iomatrix.store",
         ),
         # Records that could run commands.
         (
@@ -279,7 +285,7 @@ def test_the_preflight_is_called_in_one_place(copy: Path) -> None:
 
 # analysis/ is pure computation over records (docs/DESIGN.md): it parses and serializes text, and
 # the files it comes from and goes to are read and written in store/ (store/bisect_state.py,
-# store/triage_file.py, store/alerts.py).
+# store/results.py).
 FILE_METHODS = {"read_text", "write_text", "read_bytes", "write_bytes", "open", "mkdir", "unlink"}
 FILE_METHODS |= {"touch", "rmdir", "symlink_to", "hardlink_to", "iterdir", "glob", "rglob"}
 # Path.rename and Path.replace take one argument; str.replace two or three.

@@ -1,4 +1,4 @@
-"""The nightly's merge job on a results branch that holds links (issue 43): tools/nightly-archive.sh
+"""The nightly's merge job on a results branch that holds links (issue 43): `iomatrix nightly`
 refuses the branch, naming the links, and writes nothing through them; the files it writes or
 appends there in place are the canary ledger, the alert ledger, the index, the triage file's
 folder and the run folder. And the workflow's merge job keeps no token in the checkout: only
@@ -10,21 +10,19 @@ synthetic measurement, as tests/unit/store/test_merge.py writes its shards.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from iomatrix.matrix.loader import load_matrix
-from iomatrix.model.result import CellEntry, CellResult, RunRecord
-from iomatrix.store.records_io import write_record
-from support.builders import ENVIRONMENT, make_rep
-from support.paths import REPO_ROOT
+from support.nightly_repo import GIT_ENV, git, results_branch, write_shard
 from support.workflows import workflow
 
-SCRIPT = REPO_ROOT / "tools" / "nightly-archive.sh"
+# The merge job's command (tools/nightly-archive.sh before it, which these tests ran alike).
+COMMANDS = {"iomatrix": [str(Path(sys.executable).parent / "iomatrix"), "nightly"]}
 MATRIX = """\
 format: 1
 name: nightly-sim
@@ -32,92 +30,18 @@ extends: iomatrix:base
 matrix: {kernel: [debian:bookworm], filesystem: [ext4], scheduler: [none], device: [virtio-file],
   workload: [randwrite-4k]}
 """
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.invalid",
-}
 
 
-def git(*args: str, cwd: Path) -> str:
-    done = subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, **GIT_ENV},
-    )
-    return done.stdout
-
-
-def write_shard(folder: Path, matrix_file: Path) -> None:
-    """A shard run folder of every cell of the matrix, one repetition each."""
-    matrix = load_matrix(matrix_file)
-    entries = []
-    for cell in matrix.cells:
-        result = CellResult(
-            cell_id=cell.id,
-            status="ok",
-            repetitions=(make_rep(0, {"write_iops": 1000.0}),),
-            log=f"cells/{cell.id}/cell.log",
-        )
-        write_record(folder / "cells" / cell.id / "result.json", result)
-        (folder / "cells" / cell.id / "cell.log").write_text("log\n")
-        entries.append(CellEntry(cell=cell, qemu_drive=("-drive", "file=/x.img"), result=result))
-    record = RunRecord(
-        run_id=folder.name,
-        created_at="2026-11-21T10:00:00+00:00",
-        finished_at="2026-11-21T11:00:00+00:00",
-        status="complete",
-        matrix_name=matrix.name,
-        matrix_source=str(matrix_file),
-        matrix_sha256=hashlib.sha256(matrix_file.read_bytes()).hexdigest(),
-        shard="1/1",
-        environment=ENVIRONMENT,
-        cells=tuple(entries),
-    )
-    write_record(folder / "run.json", record)
-
-
-def results_branch(tmp_path: Path, links: dict[str, Path]) -> tuple[Path, Path]:
-    """A bare 'GitHub' repository whose results branch commits `links` (name -> target), and
-    the checkout of its main branch the merge job works in."""
-    bare = tmp_path / "origin.git"
-    git("init", "--quiet", "--bare", str(bare), cwd=tmp_path)
-    checkout = tmp_path / "checkout"
-    git("clone", "--quiet", str(bare), str(checkout), cwd=tmp_path)
-    (checkout / "README.md").write_text("the project\n")
-    git("add", "README.md", cwd=checkout)
-    git("commit", "--quiet", "-m", "init", cwd=checkout)
-    git("push", "--quiet", "origin", "HEAD:refs/heads/main", cwd=checkout)
-    git("checkout", "--quiet", "--orphan", "results", cwd=checkout)
-    git("rm", "-r", "--quiet", "--cached", ".", cwd=checkout)
-    (checkout / "README.md").unlink()
-    (checkout / "runs").mkdir()
-    (checkout / "runs" / "kept.txt").write_text("an earlier night\n")
-    for name, target in links.items():
-        (checkout / name).parent.mkdir(parents=True, exist_ok=True)
-        if (checkout / name).is_dir():
-            (checkout / name / "kept.txt").unlink()
-            (checkout / name).rmdir()
-        (checkout / name).symlink_to(target)
-    git("add", "--all", ".", cwd=checkout)
-    git("commit", "--quiet", "-m", "a night with links", cwd=checkout)
-    git("push", "--quiet", "origin", "HEAD:refs/heads/results", cwd=checkout)
-    git("checkout", "--quiet", "main", cwd=checkout)
-    return bare, checkout
-
-
-def night(tmp_path: Path, checkout: Path) -> tuple[subprocess.CompletedProcess[str], str]:
-    """The merge job's script on one shard, with tonight's canary outcome, pushing."""
+def night(
+    tmp_path: Path, checkout: Path, command: Sequence[str]
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The merge job's command on one shard, with tonight's canary outcome, pushing."""
     matrix_file = tmp_path / "nightly-sim.yaml"
     matrix_file.write_text(MATRIX)
     write_shard(tmp_path / "shards" / "20261121T100000Z-nightly-sim-0001", matrix_file)
     (tmp_path / "tonight.jsonl").write_text('{"kind": "aa"}\n')
     report = tmp_path / "report" / "nightly.md"
-    argv = ["bash", str(SCRIPT), "--shards", str(tmp_path / "shards"), "--matrix-file"]
+    argv = [*command, "--shards", str(tmp_path / "shards"), "--matrix-file"]
     argv += [str(matrix_file), "--repo", str(checkout), "--report", str(report)]
     argv += ["--canaries", str(tmp_path / "tonight.jsonl"), "--push"]
     done = subprocess.run(
@@ -147,9 +71,10 @@ PLANTED = {
 }
 
 
+@pytest.mark.parametrize("how", sorted(COMMANDS))
 @pytest.mark.parametrize("name", sorted(PLANTED))
 def test_a_link_on_the_results_branch_is_refused_and_nothing_outside_is_written(
-    tmp_path: Path, name: str
+    tmp_path: Path, name: str, how: str
 ) -> None:
     """Seen failing before the script refused links: the canary line was appended to the
     runner's file and the index created through its link (exit 0), the merged run copied into
@@ -162,7 +87,7 @@ def test_a_link_on_the_results_branch_is_refused_and_nothing_outside_is_written(
     before = snapshot(outside)
     bare, checkout = results_branch(tmp_path, {name: outside / PLANTED[name]})
     tip = git("rev-parse", "results", cwd=bare)
-    done, report = night(tmp_path, checkout)
+    done, report = night(tmp_path, checkout, COMMANDS[how])
     assert done.returncode == 2, done.stdout + done.stderr
     assert "The results branch `results` holds symbolic links: refused" in report
     assert f"- `{name}`" in report
@@ -174,9 +99,10 @@ def test_a_link_on_the_results_branch_is_refused_and_nothing_outside_is_written(
     assert git("worktree", "list", "--porcelain", cwd=checkout).count("worktree ") == 1
 
 
-def test_a_results_branch_without_links_is_archived_and_pushed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", sorted(COMMANDS))
+def test_a_results_branch_without_links_is_archived_and_pushed(tmp_path: Path, how: str) -> None:
     bare, checkout = results_branch(tmp_path, {})
-    done, report = night(tmp_path, checkout)
+    done, report = night(tmp_path, checkout, COMMANDS[how])
     assert done.returncode == 0, done.stdout + done.stderr + report
     assert "holds symbolic links" not in report
     files = git("ls-tree", "-r", "--name-only", "results", cwd=bare).split()

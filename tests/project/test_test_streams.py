@@ -148,7 +148,7 @@ def test_both_streams_pass_and_the_checks_output_comes_after(tmp_path: Path) -> 
     done, _ = run_streams(stand_ins(tmp_path, make_status=0, checks_status=0))
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "vm-stream").read_text() == "ended"
-    # The tests' own scripts read BIN (tools/nightly-archive.sh): the streams set none.
+    # The tests' own scripts read BIN (tools/canaries.sh): the streams set none.
     assert (tmp_path / "bin-seen").read_text() == "unset"
     out = done.stdout
     assert "make stand-in: --no-print-directory lint typecheck" in out

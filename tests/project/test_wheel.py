@@ -12,14 +12,25 @@ install of the clone stays out). No VM is booted.
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import sys
 import zipfile
 from email.parser import Parser
 from pathlib import Path
 
 import pytest
 
+from iomatrix.workflows import reproduce
 from support.paths import REPO_ROOT
-from support.wheel import build_wheel, clean_env, install_wheel, run
+from support.wheel import (
+    SETUPTOOLS_MIN,
+    build_wheel,
+    clean_env,
+    install_wheel,
+    run,
+    setuptools_version,
+)
 
 MATRIX = """\
 format: 1
@@ -104,3 +115,49 @@ def test_the_installed_init_writes_a_matrix_the_installed_validate_accepts(
     run([iomatrix, "init", "bench"], cwd=tmp_path, env=env)
     out = run([iomatrix, "validate", "bench/matrix.yaml"], cwd=tmp_path, env=env)
     assert out.startswith("bench/matrix.yaml: ok, 4 cells"), out
+
+
+def test_make_wheel_builds_the_wheel_offline_into_dist(tmp_path: Path) -> None:
+    """`make wheel` (the documented way to build it): one wheel in WHEEL_DIR, with the package's
+    presets and workloads. Run in a copy of the tracked inputs, so the clone's build/ and dist/
+    are neither used nor written; this venv's setuptools builds it (no index)."""
+    found = setuptools_version()
+    if found is None or found < SETUPTOOLS_MIN:
+        pytest.skip("cannot build the wheel offline with this venv's setuptools")
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE", "Makefile"):
+        shutil.copy(REPO_ROOT / name, src / name)
+    shutil.copytree(REPO_ROOT / "requirements", src / "requirements")
+    shutil.copytree(
+        REPO_ROOT / "harness",
+        src / "harness",
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"),
+    )
+    (src / "build" / "lib" / "iomatrix").mkdir(parents=True)
+    # A module left in build/ by an older build would ride along into the wheel.
+    (src / "build" / "lib" / "iomatrix" / "stale_module.py").write_text("")
+    venv = Path(sys.prefix)
+    out = run(
+        ["make", "--no-print-directory", "-o", "venv", "wheel", f"VENV={venv}", "WHEEL_DIR=out"],
+        cwd=src,
+        env=clean_env(),
+    )
+    [built] = (src / "out").glob("iomatrix-*.whl")
+    assert built.name in out
+    with zipfile.ZipFile(built) as zf:
+        names = set(zf.namelist())
+    assert "iomatrix/presets/base.yaml" in names
+    assert "iomatrix/workloads/randwrite-4k.fio" in names
+    assert "iomatrix/stale_module.py" not in names
+
+
+def test_the_documented_pipx_lines_are_the_ones_reproduce_prints() -> None:
+    """docs/use-from-your-repository.md installs with pipx from the real address (the one
+    `iomatrix reproduce` prints, never an `<owner>` placeholder), or from `make wheel`'s wheel."""
+    text = (REPO_ROOT / "docs" / "use-from-your-repository.md").read_text()
+    line = shlex.join(reproduce.install_line("COMMIT")).replace("COMMIT", "")
+    assert line in text
+    assert "make wheel" in text
+    assert "pipx install dist/iomatrix-" in text
+    assert "<owner>" not in text

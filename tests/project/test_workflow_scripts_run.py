@@ -36,7 +36,6 @@ RUN_BY: dict[str, tuple[str, str]] = {
     "tools/check-accel.sh": ("tests/vm/test_check_accel_vm.py", '"check-accel.sh"'),
     "tools/container.sh": ("tests/support/container.py", '"tools/container.sh"'),
     "tools/gate_comment.py": ("tests/project/test_consumer_workflows.py", '"Render the comment"'),
-    "tools/nightly-archive.sh": ("tests/container/test_nightly.py", '"nightly-archive.sh"'),
     "tools/regression_issue.py": (
         "tests/project/test_regression_issue.py",
         '"regression_issue.py"',

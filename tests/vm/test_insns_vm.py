@@ -84,8 +84,11 @@ def test_a_runs_repetitions_carry_the_guests_cost_in_instructions(tmp_path: Path
     matrix = tmp_path / "one.yaml"
     text = (REPO_ROOT / "matrix" / "quick.yaml").read_text()
     text = text.replace("filesystem: [ext4, xfs, btrfs]", "filesystem: [ext4]")
-    matrix.write_text(text.replace("scheduler: [none, mq-deadline]", "scheduler: [none]"))
-    record, run_dir, _ = run_matrix(matrix, tmp_path / "results", "--repeat", "4")
+    text = text.replace("scheduler: [none, mq-deadline]", "scheduler: [none]")
+    # `run` takes no --repeat: the matrix says how many repetitions a cell gets.
+    assert "\nrepeat:" not in text
+    matrix.write_text(text.replace("\nmatrix:\n", "\nrepeat: 4\nmatrix:\n", 1))
+    record, run_dir, _ = run_matrix(matrix, tmp_path / "results")
     (entry,) = record.cells
     reps = entry.result.repetitions
     assert len(reps) == 4

@@ -3,7 +3,7 @@ change already reported. analysis/trend.py's nightly_alerts finds the changes an
 module.
 
 Alerts (the nightly's issues): select_new keeps a ledger of every change already reported,
-`<results>/alerts.json` beside the triage file (read and written by store/alerts.py); a change
+`<results>/alerts.json` beside the triage file (read and written by store/results.py); a change
 is news when no change of the same series in the ledger is within ALERT_TOLERANCE_RUNS runs of
 it, so a step is reported once however its location moves and however many nights still show
 it.
@@ -59,7 +59,7 @@ class AlertLedger(Record):
 
 
 def parse_ledger(text: str | None, where: Path | str) -> AlertLedger | None:
-    """The ledger in a file's text (store/alerts.py reads it); None when there is none yet
+    """The ledger in a file's text (store/results.py reads it); None when there is none yet
     (text None). Bad content is an error naming the file (`where`)."""
     if text is None:
         return None
@@ -79,7 +79,7 @@ def parse_ledger(text: str | None, where: Path | str) -> AlertLedger | None:
 
 
 def ledger_json(ledger: AlertLedger) -> str:
-    """The ledger file's text (store/alerts.py writes it whole)."""
+    """The ledger file's text (store/results.py writes it whole)."""
     data = {"schema": ALERTS_SCHEMA, "alerts": [a.model_dump(mode="json") for a in ledger.alerts]}
     return json.dumps(data, indent=1) + "\n"
 

@@ -62,12 +62,12 @@ def outcome(kind: CanaryKind, comparison: Comparison, verdict_line: str) -> Cana
 
 
 def ledger_lines(outcomes: Iterable[CanaryOutcome]) -> str:
-    """The ledger's lines of outcomes (store/canary_ledger.py appends them)."""
+    """The ledger's lines of outcomes (store/results.py appends them)."""
     return "".join(item.model_dump_json() + "\n" for item in outcomes)
 
 
 def parse_ledger(text: str | None, ledger: Path | str) -> list[CanaryOutcome]:
-    """Every outcome in the ledger's text (store/canary_ledger.py reads it; None, no ledger yet,
+    """Every outcome in the ledger's text (store/results.py reads it; None, no ledger yet,
     has none); a line that is not one is an error naming the line."""
     if text is None:
         return []

@@ -20,13 +20,14 @@ or two as nights are added).
 
 The nightly's alerts (nightly_alerts) report each change once: analysis/alert_ledger.py keeps the
 ledger of those already reported.
+
+Pure: the series come in (scan's `histories`, read from the archive's index by
+workflows/trends.py) and the changes go out; nothing here reads or writes a file.
 """
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from iomatrix.analysis import metrics, stats, triage
@@ -47,8 +48,7 @@ from iomatrix.analysis.trend_findings import (
     findings,
 )
 from iomatrix.analysis.triage import TriageEntry
-from iomatrix.errors import IomatrixError
-from iomatrix.store import archive
+from iomatrix.model.series import HistoryPoint, Series
 
 # What callers import from here besides this module's own: the change record, the floor's
 # factors (the trend command prints them) and the alert ledger's file text.
@@ -59,11 +59,10 @@ __all__ = [
     "TrendChange",
     "Trends",
     "fdr_filter",
-    "find_trends",
     "ledger_json",
     "nightly_alerts",
     "parse_ledger",
-    "scan_trends",
+    "scan",
     "series_changes",
 ]
 
@@ -77,8 +76,8 @@ def _verdict(metric: str, relative: float | None) -> str:
 
 
 def series_changes(
-    series: archive.Series,
-    points: Sequence[archive.HistoryPoint],
+    series: Series,
+    points: Sequence[HistoryPoint],
     *,
     alpha: float = DEFAULT_ALPHA,
     min_size: int = DEFAULT_MIN_SIZE,
@@ -129,8 +128,8 @@ def series_changes(
 
 def _triage_near(
     known: Sequence[TriageEntry],
-    series: archive.Series,
-    points: Sequence[archive.HistoryPoint],
+    series: Series,
+    points: Sequence[HistoryPoint],
     index: int,
 ) -> TriageEntry | None:
     """The triage entry about a change at `index`, naming it by a first run after up to
@@ -145,7 +144,7 @@ def _triage_near(
 
 
 class Trends(NamedTuple):
-    """find_trends' answer with what the alerts need: each series' run times, oldest first."""
+    """A scan's answer with what the alerts need: each series' run times, oldest first."""
 
     changes: list[TrendChange]
     examined: int
@@ -153,41 +152,33 @@ class Trends(NamedTuple):
     newest_run: str | None
 
 
-def scan_trends(
-    results_dir: Path,
+def scan(
+    histories: Iterable[tuple[Series, Sequence[HistoryPoint]]],
     *,
-    cells: Sequence[str] = (),
-    metric_patterns: Sequence[str] = (),
-    matrix: str | None = None,
     alpha: float = DEFAULT_ALPHA,
     min_size: int = DEFAULT_MIN_SIZE,
     end_min_size: int = DEFAULT_END_MIN_SIZE,
     min_change: float | None = None,
-    since: str | None = None,
+    since_at: str | None = None,
     known: Sequence[TriageEntry] = (),
-    limit: int | None = None,
     fdr: bool = False,
 ) -> Trends:
-    """find_trends, with each series' run times and the newest run examined."""
-    archive.update_index(results_dir)
-    since_at = _created_at(results_dir, since) if since is not None else None
+    """The changes of every series given (each with its points, oldest first: the ok ones are
+    judged), how many series were examined (those with at least 2 x min_size ok points), each
+    one's run times and the newest run examined. Reads nothing: the caller hands the series in
+    (workflows/trends.py reads them from the archive's index).
+
+    `min_change`: a fixed smallest relative change of the median; default per change, the floor
+    of trend_findings.py. `since_at`: a run's time; only changes whose first run after is no
+    older. `known`: changes to mark as known (see the module). `fdr`: control the false
+    discovery rate across every series examined (fdr_filter)."""
     changes: list[TrendChange] = []
     found: list[Finding] = []
     times: dict[tuple[str, str], list[str]] = {}
     newest: tuple[str, str] | None = None
     examined = 0
-    for key in archive.series_of(results_dir, matrix=matrix):
-        if cells and key.cell_id not in cells:
-            continue
-        if metric_patterns and not any(fnmatch.fnmatchcase(key.metric, p) for p in metric_patterns):
-            continue
-        points = [
-            p
-            for p in archive.history(
-                results_dir, key.cell_id, key.metric, matrix=matrix, limit=limit, refresh=False
-            )
-            if p.status == "ok"
-        ]
+    for key, history in histories:
+        points = [p for p in history if p.status == "ok"]
         if len(points) < 2 * min_size:
             continue
         examined += 1
@@ -219,43 +210,12 @@ def scan_trends(
     return Trends(changes, examined, times, newest[1] if newest else None)
 
 
-def find_trends(
-    results_dir: Path,
-    *,
-    cells: Sequence[str] = (),
-    metric_patterns: Sequence[str] = (),
-    matrix: str | None = None,
-    alpha: float = DEFAULT_ALPHA,
-    min_size: int = DEFAULT_MIN_SIZE,
-    end_min_size: int = DEFAULT_END_MIN_SIZE,
-    min_change: float | None = None,
-    since: str | None = None,
-    known: Sequence[TriageEntry] = (),
-    limit: int | None = None,
-    fdr: bool = False,
-) -> tuple[list[TrendChange], int]:
-    """Change points of every matching series, and how many series were examined.
-
-    `min_change`: a fixed smallest relative change of the median; default per change, the floor
-    of the module. `since`: a run id; only changes whose first run after is no older than it.
-    `known`: changes to mark as known (see the module). `limit`: only each series' most recent
-    `limit` runs (a dashboard judges the present). `fdr`: control the false discovery rate
-    across every series examined (fdr_filter)."""
-    found = scan_trends(
-        results_dir,
-        cells=cells,
-        metric_patterns=metric_patterns,
-        matrix=matrix,
-        alpha=alpha,
-        min_size=min_size,
-        end_min_size=end_min_size,
-        min_change=min_change,
-        since=since,
-        known=known,
-        limit=limit,
-        fdr=fdr,
-    )
-    return found.changes, found.examined
+def nightly_alerts(
+    found: Trends, ledger: AlertLedger | None
+) -> tuple[list[TrendChange], AlertLedger]:
+    """The alert step over a scan of the whole archive: the news among its changes
+    (select_new) and the ledger updated (for the caller to save: store/results.py)."""
+    return select_new(found.changes, found.times, ledger, night=found.newest_run or "(no run)")
 
 
 def fdr_filter(
@@ -292,40 +252,3 @@ def fdr_filter(
         for change, p, q in zip(changes, refined, q_values, strict=True)
         if q <= alpha
     ]
-
-
-def _created_at(results_dir: Path, run_id: str) -> str:
-    with archive.open_index(results_dir) as conn:
-        row = conn.execute("SELECT created_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    if row is None:
-        raise IomatrixError(f"--since {run_id}: no such run in the archive at {results_dir}")
-    return str(row[0])
-
-
-def nightly_alerts(
-    results_dir: Path,
-    ledger: AlertLedger | None,
-    *,
-    matrix: str | None = None,
-    alpha: float = DEFAULT_ALPHA,
-    min_size: int = DEFAULT_MIN_SIZE,
-    min_change: float | None = None,
-    known: Sequence[TriageEntry] = (),
-    fdr: bool = False,
-) -> tuple[list[TrendChange], AlertLedger, int]:
-    """The alert step: every change of the archive, the news among them (select_new) and the
-    ledger updated (for the caller to save: store/alerts.py); and how many series were
-    examined."""
-    found = scan_trends(
-        results_dir,
-        matrix=matrix,
-        alpha=alpha,
-        min_size=min_size,
-        min_change=min_change,
-        known=known,
-        fdr=fdr,
-    )
-    news, updated = select_new(
-        found.changes, found.times, ledger, night=found.newest_run or "(no run)"
-    )
-    return news, updated, found.examined

@@ -75,7 +75,7 @@ class TriageEntry(Record):
 
 
 def parse_triage(text: str | None, where: Path | str) -> tuple[TriageEntry, ...]:
-    """The entries of a triage file's text (store/triage_file.py reads it; None, a missing file,
+    """The entries of a triage file's text (store/results.py reads it; None, a missing file,
     has none). Bad content is an error naming the file (`where`), the entry, its line and the
     field."""
     if text is None:

@@ -8,23 +8,68 @@ import json
 import sys
 from pathlib import Path
 
-from iomatrix.analysis import compare, gate, planning, stats
-from iomatrix.cli import output
+from iomatrix.analysis import bisect, compare, gate, planning, stats
+from iomatrix.cli import options, output
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
+from iomatrix.model.result import RunRecord
+from iomatrix.report import bisect_report
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.attestation import figure_table
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
 from iomatrix.report.text import format_table, output_width, wrap
 from iomatrix.report.timeline import format_timeline
-from iomatrix.store import archive, export, index_rows, merge, rundir
+from iomatrix.store import archive, export, handles, index_rows, merge
+from iomatrix.store.bisect_state import BisectDir
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import ResultsDir
+from iomatrix.store.sessiondir import SessionDir
+from iomatrix.workflows import ab as ab_workflow
 from iomatrix.workflows import archiving
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    record = load_run(rundir.find_run(args.run, Path(args.results)))
+    results = Path(args.results)
+    found = handles.resolve(args.run, results, ("run", "side", "session", "bisection"))
+    _refuse_dropped(args)
+    if found.kind == "session":
+        options.refuse_given(
+            args, ["metrics", "timeline", "attestation"], "a session shows its verdict"
+        )
+        return _show_session(found.path, args)
+    if found.kind == "bisection":
+        options.refuse_given(
+            args, ["metrics", "timeline", "attestation"], "a bisection shows its result"
+        )
+        return _show_bisection(found.path, args)
+    return _show_run(load_run(found.path), args)
+
+
+# show's modes, each of which prints one thing (--json with --timeline: the timeline as JSON);
+# the options of a later mode beside an earlier one would be dropped without a word, so they are
+# refused (`show --json --metrics X`).
+_SHOW_MODES = (
+    ("json", "--json prints the whole record (or with --timeline its timeline)"),
+    ("timeline", "--timeline prints where the time went"),
+    ("attestation", "--attestation prints fio's figures beside the host's"),
+    ("metrics", "--metrics prints the metric tables"),
+)
+
+
+def _refuse_dropped(args: argparse.Namespace) -> None:
+    given = [mode for mode, _ in _SHOW_MODES if mode in getattr(args, "given", ())]
+    if not given:
+        return
+    first = given[0]
+    dropped = [m for m in given[1:] if not (first == "json" and m == "timeline")]
+    why = dict(_SHOW_MODES)[first]
+    options.refuse_given(args, dropped, f"{why}, not this; give one of them")
+
+
+def _show_run(record: RunRecord, args: argparse.Namespace) -> int:
+    """A run's table, or (one of) its record as JSON, its timeline, its attested figures or
+    its metric tables."""
     if args.json:
         # The record as run.json holds it (migrated to the current format), or its timeline.
         shown = record.timeline if args.timeline else record
@@ -48,20 +93,63 @@ def cmd_show(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    base = load_run(rundir.find_run(args.base, Path(args.results)))
-    new = load_run(rundir.find_run(args.new, Path(args.results)))
-    try:
-        result = compare.compare_runs(
-            base,
-            new,
-            force=args.force,
-            min_effect=args.min_effect,
-            target_effect=args.target_effect,
-            alpha=args.alpha,
-            metrics=args.metric,
-            equivalence=args.equivalence,
+def _show_session(folder: Path, args: argparse.Namespace) -> int:
+    """A session's verdict as `ab` printed it: its comparison.json (judged as it was judged),
+    and a sequential session's decisions; an interrupted session says how to resume it."""
+    session = SessionDir(folder)
+    saved = ab_workflow.load_comparison(session.comparison)
+    if saved is None:
+        print(
+            wrap(
+                f"A/B session {folder.name} has no comparison yet (interrupted?): continue it "
+                f"with: iomatrix ab --resume {folder.name}",
+                output_width(),
+            )
         )
+        return ExitCode.NOT_OK
+    if args.json:
+        print(comparison_report.render(saved, "json"), end="")
+        return ExitCode(comparison_report.verdict_of(saved).exit_code)
+    answer = ab_workflow.judge(folder) if session.sequential.is_file() else None
+    args.output, args.format, args.report_url, args.all_metrics = None, "table", None, False
+    output.print_session(
+        saved,
+        answer.decisions if answer else None,
+        answer.rules if answer else None,
+        args,
+    )
+    return ExitCode(comparison_report.verdict_of(saved).exit_code)
+
+
+def _show_bisection(folder: Path, args: argparse.Namespace) -> int:
+    state = bisect.parse_state(BisectDir(folder).read_state())
+    if args.json:
+        print(bisect.state_json(state), end="")
+        return ExitCode.OK
+    print(bisect_report.text(state, width=output_width()))
+    return ExitCode.OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    accept: tuple[handles.Kind, ...] = ("run", "side", "session")
+    base = handles.resolve(args.base, results, accept)
+    new = handles.resolve(args.new, results, accept) if args.new is not None else None
+    session = _session_of(base, new)
+    if session is None and (new is None or "session" in (base.kind, new.kind)):
+        raise IomatrixError(
+            "compare takes BASE NEW (runs, or a session's sides S/base S/new), or one A/B session S"
+        )
+    try:
+        if session is not None:
+            # A session's two sides, or the session: paired and judged as the session did it.
+            answer = ab_workflow.judge(
+                session, override=options.judging_given(args), force=args.force
+            )
+            output.print_session(answer.result, answer.decisions, answer.rules, args)
+            return ExitCode(answer.result.verdict.exit_code if answer.result.verdict else 2)
+        assert new is not None
+        return _compare_runs(load_run(base.path), load_run(new.path), args)
     except compare.EnvironmentMismatchError as exc:
         if args.output is not None:
             # Publish why there is no verdict (a PR comment, a job summary), then fail (exit 2).
@@ -69,6 +157,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 comparison_report.render(exc.comparison, args.format, report_url=args.report_url)
             )
         raise
+
+
+def _compare_runs(base: RunRecord, new: RunRecord, args: argparse.Namespace) -> int:
+    """Two runs compared cell by cell (by id), with the command line's options."""
+    result = compare.compare_runs(
+        base,
+        new,
+        force=args.force,
+        min_effect=args.min_effect,
+        target_effect=args.target_effect,
+        alpha=args.alpha,
+        metrics=args.metric,
+        equivalence=args.equivalence,
+    )
     verdict = gate.gate_verdict(
         result, inconclusive=args.inconclusive, fail_on_invalid=args.fail_on_invalid
     )
@@ -77,8 +179,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return ExitCode(verdict.exit_code)
 
 
+def _session_of(base: handles.Handle, new: handles.Handle | None) -> Path | None:
+    """The session `compare` judges as a session: one session, or its base and new sides."""
+    if new is None:
+        return base.path if base.kind == "session" else None
+    if (
+        base.kind == new.kind == "side"
+        and base.session == new.session
+        and (base.side, new.side) == ("base", "new")
+    ):
+        return base.session
+    return None
+
+
 def cmd_repetitions(args: argparse.Namespace) -> int:
-    record = load_run(rundir.find_run(args.run, Path(args.results)))
+    record = load_run(handles.find_run(args.run, Path(args.results)))
     compare.check_metric_patterns(args.metric, record.cells)
     plans = planning.plan_repetitions(
         record,
@@ -105,12 +220,12 @@ def cmd_repetitions(args: argparse.Namespace) -> int:
 # How many names a refusal lists.
 def cmd_merge(args: argparse.Namespace) -> int:
     results = Path(args.results)
-    runs = [rundir.find_run(run, Path(args.results)) for run in args.runs]
+    runs = [handles.find_run(run, Path(args.results)) for run in args.runs]
     matrix = load_matrix(args.matrix_file) if args.matrix_file else None
     record = merge.merge_runs(runs, into=results, matrix=matrix, read_matrix=load_matrix)
     archiving.index_or_warn(results)
     counts = ", ".join(f"{n} {k}" for k, n in record.counts().items() if n)
-    print(f"merged {len(runs)} runs into {results / record.run_id} ({counts})")
+    print(f"merged {len(runs)} runs into {ResultsDir(results).run(record.run_id)} ({counts})")
     missing = merge.missing_cells(record)
     if not missing:
         return ExitCode.OK

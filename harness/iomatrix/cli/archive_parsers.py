@@ -9,8 +9,15 @@ from pathlib import Path
 from iomatrix.cli import help_format, options
 from iomatrix.cli.handlers import Handler
 
-# What names a run, everywhere (store.rundir.find_run).
-RUN_HELP = "a run id, a unique prefix of one, latest (the newest), a run folder or a run.json"
+# What names a run, everywhere (store/handles.py resolves every ID).
+RUN_HELP = (
+    "a run id, a unique prefix of one, latest (the newest), a run folder or a run.json; or a "
+    "side of an A/B session, S/base or S/new"
+)
+SHOWN_HELP = (
+    "a run, an A/B session (its verdict), a side of one (S/base, S/new) or a bisection (its "
+    "result): its id, a unique prefix of one, latest (the newest of them), or its folder"
+)
 
 
 def _add_repetitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,6 +51,8 @@ def _add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         ),
         epilog=help_format.examples(
             "iomatrix compare BASE NEW  # run ids, run folders or run.json files",
+            "iomatrix compare SESSION  # an A/B session's sides, as the session paired them",
+            "iomatrix compare latest/base latest/new  # the same, side by side",
             "iomatrix compare BASE NEW --format markdown --output comparison.md",
             "iomatrix compare BASE NEW --metric '*_iops' --target-effect 5%",
             "iomatrix compare BASE NEW --fail-on-invalid  # exit 2 on flagged numbers",
@@ -51,8 +60,16 @@ def _add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument("base", metavar="BASE", help="the baseline: " + RUN_HELP)
-    p.add_argument("new", metavar="NEW", help="the run to judge, in the same forms as BASE")
+    p.add_argument(
+        "base", metavar="BASE", help="the baseline: " + RUN_HELP + "; alone, an A/B session"
+    )
+    p.add_argument(
+        "new",
+        nargs="?",
+        metavar="NEW",
+        help="the run to judge, in the same forms as BASE (S/new with S/base: paired and judged "
+        "as the session did it, its options unless given here)",
+    )
     options.results(p)
     p.add_argument(
         "--force",
@@ -66,19 +83,22 @@ def _add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 def _add_show_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "show",
-        help="print the table of an archived run",
+        help="print an archived run's table, a session's verdict or a bisection's result",
         description=(
-            "Print the table of an archived run: status and headline metrics of every cell."
+            "Print the table of an archived run (status and headline metrics of every cell), "
+            "an A/B session's verdict as `iomatrix ab` printed it, or a bisection's result."
         ),
         epilog=help_format.examples(
             "iomatrix show RUN  # the run's table",
+            "iomatrix show latest  # the newest run, session or bisection",
+            "iomatrix show SESSION  # its verdict; SESSION/base: one side's table",
             "iomatrix show RUN --metrics '*_iops' 'cpu_*'  # those metrics by cell",
             "iomatrix show RUN --timeline  # where the wall time went",
             "iomatrix show RUN --attestation 'ext4/*'  # fio's figures beside the host's",
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument("run", metavar="RUN", help=RUN_HELP)
+    p.add_argument("run", metavar="ID", help=SHOWN_HELP)
     options.results(p)
     p.add_argument(
         "--metrics",

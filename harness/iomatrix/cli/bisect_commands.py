@@ -15,7 +15,7 @@ from pathlib import Path
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.report import bisect_report
 from iomatrix.report.text import output_width
-from iomatrix.store import bisect_state
+from iomatrix.store import bisect_state, handles
 from iomatrix.workflows import bisect as bisect_workflow
 
 
@@ -34,7 +34,11 @@ def _request(args: argparse.Namespace) -> bisect_workflow.BisectRequest:
         first=args.first,
         cap=args.cap,
         per_boot=args.per_boot,
-        resume=args.resume,
+        resume=(
+            handles.resolve(args.resume, Path(args.results), ("bisection",)).path
+            if args.resume
+            else None
+        ),
         results=Path(args.results),
         offline=args.offline,
         allowed_host_devices=args.allow_host_device or (),

@@ -24,7 +24,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         epilog=help_format.examples(
             "iomatrix bisect MATRIX --good v6.1 --bad HEAD --metric write_iops",
             "iomatrix bisect MATRIX --axis kernel --metric write_iops  # axis values",
-            "iomatrix bisect MATRIX --good v6.1 --bad HEAD --resume results/bisect-ID",
+            "iomatrix bisect MATRIX --good v6.1 --bad HEAD --resume latest  # after Ctrl-C",
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
@@ -62,7 +62,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="repetitions of a candidate per boot (default 1: every repetition interleaved; "
         "more saves boots where a boot costs more than a repetition, as under TCG)",
     )
-    p.add_argument("--resume", type=Path, metavar="DIR", help="continue an interrupted bisection")
+    p.add_argument(
+        "--resume",
+        metavar="BISECTION",
+        help="continue an interrupted bisection (its id, a prefix of one, latest, or its folder)",
+    )
     options.results(p)
     options.offline(p)
     options.allow_host_device(p)

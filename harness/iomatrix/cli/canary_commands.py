@@ -14,22 +14,23 @@ from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.canaries import canaries_markdown
-from iomatrix.store import canary_ledger
+from iomatrix.store.results import append_canaries, read_canaries
 from iomatrix.store.sessiondir import SessionDir
 
 
 def _session_comparison(folder: Path) -> Comparison:
-    path = SessionDir(folder).comparison
+    session = SessionDir(folder)
+    text = session.read_comparison()
+    if text is None:
+        raise IomatrixError(f"{session.comparison}: no canary comparison there")
     try:
-        return Comparison.model_validate_json(path.read_text())
-    except OSError as exc:
-        raise IomatrixError(f"{path}: no canary comparison there ({exc.strerror})") from exc
+        return Comparison.model_validate_json(text)
     except ValueError as exc:
-        raise IomatrixError(f"{path}: not an iomatrix comparison: {exc}") from exc
+        raise IomatrixError(f"{session.comparison}: not an iomatrix comparison: {exc}") from exc
 
 
 def _load(ledger: Path) -> list[canaries.CanaryOutcome]:
-    return canaries.parse_ledger(canary_ledger.read(ledger), ledger)
+    return canaries.parse_ledger(read_canaries(ledger), ledger)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -43,7 +44,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         line = comparison_report.verdict_line(comparison)
         outcomes.append(canaries.outcome(kind, comparison, line))
     every = [*_load(args.ledger), *outcomes]
-    canary_ledger.append(args.ledger, canaries.ledger_lines(outcomes))
+    append_canaries(args.ledger, canaries.ledger_lines(outcomes))
     text = canaries_markdown(every, outcomes)
     if args.report is not None:
         with args.report.open("a", encoding="utf-8") as handle:

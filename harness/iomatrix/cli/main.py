@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO, cast
+from typing import Any, NoReturn, TextIO, cast
 
 from iomatrix import __version__
 from iomatrix.cli import (
@@ -27,8 +28,10 @@ from iomatrix.cli import (
     history_parsers,
     kernel_parsers,
     matrix_parsers,
+    nightly_parsers,
     options,
     report_parsers,
+    reproduce_parsers,
     run_parsers,
 )
 from iomatrix.cli.exit_codes import ExitCode
@@ -48,7 +51,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     only that command's sub-parser declared in full: the others' declarations are passed over
     (OneCommand), which was most of the parser's cost (27 parsers, ~200 options). An
     unknown `command` gets the whole parser, whose error lists every command."""
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = Parser(
         prog="iomatrix",
         description=(
             "A storage performance lab as code: declare kernels x filesystems x mkfs/mount "
@@ -72,8 +75,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     history_parsers.add_parsers(sub)
     report_parsers.add_parsers(sub)
     canary_parsers.add_parsers(sub)
+    nightly_parsers.add_parsers(sub)
     kernel_parsers.add_parsers(sub)
     bisect_parsers.add_parsers(sub)
+    reproduce_parsers.add_parsers(sub)
 
     p = sub.add_parser(
         "completion",
@@ -91,6 +96,53 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if only is not None and not only.declared:
         return build_parser()
     return parser
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of an unknown choice (a command, a sub-command, an
+    option's value) also says the closest one: `iomatrix valdate` -> did you mean 'validate'?
+    Every sub-parser is of this class (add_subparsers makes them of their parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        match = _INVALID_CHOICE.search(message)
+        if match is not None:
+            import difflib  # noqa: PLC0415 - only a refusal needs it
+
+            choices = re.findall(r"'([^']*)'", match.group(2))
+            close = difflib.get_close_matches(match.group(1), choices, n=1, cutoff=0.6)
+            if close:
+                message += f"; did you mean {close[0]!r}?"
+        super().error(message)
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> frozenset[str]:
+    """The destinations of the options argv gives the command it runs (its own parser's and,
+    for a command with actions, the action's), abbreviations included: a command refuses an
+    option its mode would ignore (options.refuse_given), which a default cannot tell."""
+    actions: list[argparse.Action] = []
+    parsers = [parser]
+    words = [w for w in argv if w != "--"]
+    while parsers:
+        current = parsers.pop()
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers += [p for name, p in action.choices.items() if name in words]
+            else:
+                actions.append(action)
+    given = set()
+    for word in words:
+        if not word.startswith("--"):
+            continue
+        flag = word.split("=", 1)[0]
+        found = [a for a in actions if flag in a.option_strings] or [
+            a for a in actions if any(o.startswith(flag) for o in a.option_strings)
+        ]
+        if len(found) == 1:
+            given.add(found[0].dest)
+    return frozenset(given)
 
 
 class OneCommand:
@@ -170,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(command_of(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
+        args.given = given_options(parser, sys.argv[1:] if argv is None else argv)
         if args.command == "kernels" and args.action == "fetch":
             if not args.specs and args.matrix_file is None:
                 parser.error("kernels fetch needs at least one SPEC, or --matrix-file FILE")

@@ -20,7 +20,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "Write matrix.yaml into FOLDER (default: the current folder; made when missing): a "
             "first matrix that names only what ships with iomatrix (extends: iomatrix:base, the "
             "randwrite-4k workload), so that `iomatrix validate` accepts it as it is. An existing "
-            "file is never replaced (exit 2)."
+            "file is never replaced; a FOLDER that is a file, is named like one (gate.yaml) or "
+            "cannot be made is refused with its reason (exit 2)."
         ),
     )
     p.add_argument(

@@ -16,14 +16,16 @@ one.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from iomatrix.analysis import defaults
+from iomatrix.errors import IomatrixError
 from iomatrix.plan.shard_spec import GITHUB_MAX_MATRIX_JOBS, parse_shard
 from iomatrix.report import choices
+from iomatrix.store.results import default_results
 
-DEFAULT_RESULTS = Path("results")
+DEFAULT_RESULTS = default_results()
 
 # The gate's exit codes as compare and ab describe them (analysis/defaults.py, docs/ci.md).
 _EXIT = defaults.GATE_EXIT_CODES
@@ -93,7 +95,8 @@ def fraction(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value:g}")
+        hint = f"; did you mean {text}%?" if 1 <= value < 100 and not text.endswith("%") else ""
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {value:g}{hint}")
     return value
 
 
@@ -107,22 +110,33 @@ def percentage(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (e.g. 5%)") from None
     if not percent and value >= 1:
+        hint = f"did you mean {body}%? " if value < 100 else ""
         raise argparse.ArgumentTypeError(
-            f"{text!r} is ambiguous: write a percentage (e.g. 5%) or a fraction below 1 (0.05)"
+            f"{text!r} is ambiguous: {hint}write a percentage (e.g. 5%) or a fraction below 1 "
+            "(0.05)"
         )
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"must be above 0% and below 100%, not {text!r}")
     return value
 
 
+RESULTS_FLAG = "--results"
+
+
 def results(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--results",
+        RESULTS_FLAG,
         default=str(DEFAULT_RESULTS),
         metavar="DIR",
         help=f"the archive folder, where run folders are written and found (default: "
         f"{DEFAULT_RESULTS})",
     )
+
+
+def results_argv(args: argparse.Namespace) -> list[str]:
+    """--results as the command was given it, for a line that continues or repeats it."""
+    given = str(getattr(args, "results", DEFAULT_RESULTS))
+    return [] if given == str(DEFAULT_RESULTS) else [RESULTS_FLAG, given]
 
 
 def matrix_name(p: argparse.ArgumentParser, *, only_for: str | None = None) -> None:
@@ -142,6 +156,19 @@ def no_progress(p: argparse.ArgumentParser) -> None:
         "--no-progress",
         action="store_true",
         help="no progress line (a line per change is printed anyway when not on a terminal)",
+    )
+
+
+def only_cells(p: argparse.ArgumentParser, *, pairs: bool = False) -> None:
+    """--cell ID: run only some cells of the matrix (`iomatrix reproduce` runs one)."""
+    what = "the pairs with a cell of this id" if pairs else "the cell of this id"
+    p.add_argument(
+        "--cell",
+        action="append",
+        default=[],
+        metavar="ID",
+        help=f"only {what} (or an id it is a prefix of; repeatable): `iomatrix expand` lists "
+        "the ids",
     )
 
 
@@ -366,3 +393,37 @@ def verbosity(p: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="only results, warnings and errors: no progress line, no informational messages",
     )
+
+
+def refuse_given(args: argparse.Namespace, dests: Sequence[str], why: str) -> None:
+    """Refuse (exit 2, IomatrixError) the options of `dests` the command line gave, which the
+    command would ignore in the mode it runs in: `show --json --metrics X` must not drop
+    --metrics without a word. cli/main.py records what was given (args.given)."""
+    given = [d for d in dests if d in getattr(args, "given", ())]
+    if given:
+        flags = " and ".join("--" + d.replace("_", "-") for d in given)
+        raise IomatrixError(f"{flags}: {why}")
+
+
+# The judging options and the field of a session's judging each sets (workflows/ab.py Judging).
+_JUDGING = {
+    "alpha": "alpha",
+    "min_effect": "min_effect",
+    "target_effect": "target_effect",
+    "metric": "metrics",
+    "equivalence": "equivalence",
+    "inconclusive": "inconclusive",
+    "fail_on_invalid": "fail_on_invalid",
+}
+
+
+def judging_given(args: argparse.Namespace) -> dict[str, object]:
+    """The judging options the command line gave, by the session field each overrides: `compare
+    S` judges a session with its own options unless told otherwise."""
+    given: frozenset[str] = getattr(args, "given", frozenset())
+    out: dict[str, object] = {}
+    for dest, field in _JUDGING.items():
+        if dest in given:
+            value = getattr(args, dest)
+            out[field] = tuple(value) if isinstance(value, list) else value
+    return out

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
+from iomatrix.analysis import sequential
 from iomatrix.analysis.compare import Comparison
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.site import build
-from iomatrix.report.text import output_width
+from iomatrix.report.text import output_width, wrap
 
 
 def print_comparison(result: Comparison, args: argparse.Namespace) -> None:
@@ -31,6 +33,21 @@ def print_comparison(result: Comparison, args: argparse.Namespace) -> None:
             all_metrics=args.all_metrics,
         )
     )
+
+
+def print_session(
+    result: Comparison,
+    decisions: Sequence[sequential.PairDecision] | None,
+    rules: sequential.Session | None,
+    args: argparse.Namespace,
+) -> None:
+    """A session's answer as `ab` prints it (and `compare S`, `show S`): the comparison, then a
+    sequential session's decisions, which are its gate, and the verdict line again below them."""
+    print_comparison(result, args)
+    if rules is not None and decisions is not None:
+        width = output_width()
+        print("\n" + comparison_report.render_sequential(decisions, rules, width=width))
+        print("\n" + wrap(comparison_report.verdict_line(result), width))
 
 
 def announce_site(site: build.BuiltSite | None) -> None:

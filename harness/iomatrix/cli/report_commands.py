@@ -7,12 +7,20 @@ import argparse
 from pathlib import Path
 
 from iomatrix.analysis import compare
-from iomatrix.cli import output
+from iomatrix.cli import options, output
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.report.site import build
-from iomatrix.store import rundir
+from iomatrix.store import handles
+from iomatrix.store.bisect_state import BisectDir
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import ResultsDir
+from iomatrix.workflows import trends
+
+# The options only one kind of report reads (cmd_report refuses them for the others).
+_RUN_ONLY = ["heatmap", "heatmap_metric"]
+_ARCHIVE_ONLY = ["matrix", "since", "window", "fdr"]
+_TWO_RUNS_ONLY = ["force", "min_effect", "target_effect", "alpha", "metric"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -20,21 +28,36 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = args.out
     targets: list[str] = args.targets
     if not targets:
-        site = build.build_archive_site(
-            results, out, matrix=args.matrix, since=args.since, window=args.window, fdr=args.fdr
+        options.refuse_given(args, _RUN_ONLY + _TWO_RUNS_ONLY, "they are for a run or BASE NEW")
+        since = handles.resolve(args.since, results, handles.ONLY_RUNS).text if args.since else None
+        site = trends.dashboard(
+            results, out, matrix=args.matrix, since=since, window=args.window, fdr=args.fdr
         )
-    elif len(targets) == 1 and build.is_session(Path(targets[0])):
-        site = build.build_session_site(Path(targets[0]), out)
-    elif len(targets) == 1:
-        site = build.build_run_site(
-            rundir.find_run(targets[0], results),
-            out,
-            heatmap_axes=args.heatmap,
-            heatmap_metric=args.heatmap_metric,
-        )
+        output.announce_site(site)
+        return ExitCode.OK
+    options.refuse_given(args, _ARCHIVE_ONLY, "they are for the archive's report (no target)")
+    if len(targets) == 1:
+        found = handles.resolve(targets[0], results, ("run", "side", "session", "bisection"))
+        if found.kind == "bisection":
+            raise IomatrixError(
+                f"{found.text} is a bisection: it has no HTML report; its result is "
+                f"{BisectDir(found.path).result} (iomatrix show {found.text})"
+            )
+        if found.kind == "session":
+            options.refuse_given(args, _RUN_ONLY + _TWO_RUNS_ONLY, "a session is judged as it was")
+            site = build.build_session_site(found.path, out)
+        else:
+            options.refuse_given(args, _TWO_RUNS_ONLY, "they judge BASE NEW")
+            site = build.build_run_site(
+                found.path,
+                out,
+                heatmap_axes=args.heatmap,
+                heatmap_metric=args.heatmap_metric,
+            )
     elif len(targets) == 2:
-        base_dir = rundir.find_run(targets[0], results)
-        new_dir = rundir.find_run(targets[1], results)
+        options.refuse_given(args, _RUN_ONLY, "they are for one run's report")
+        base_dir = handles.find_run(targets[0], results)
+        new_dir = handles.find_run(targets[1], results)
         comparison = compare.compare_runs(
             load_run(base_dir),
             load_run(new_dir),
@@ -44,8 +67,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             metrics=args.metric,
         )
-        pair = f"{base_dir.name}-vs-{new_dir.name}"
-        where = out if out is not None else results / "reports" / pair
+        where = (
+            out
+            if out is not None
+            else ResultsDir(results).comparison_report(base_dir.name, new_dir.name)
+        )
         site = build.build_comparison_site(comparison, base_dir, new_dir, where)
     else:
         raise IomatrixError(

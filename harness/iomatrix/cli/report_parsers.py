@@ -10,6 +10,7 @@ from iomatrix.cli import options
 from iomatrix.cli.handlers import Handler
 from iomatrix.model.axes import AXES
 from iomatrix.report.choices import DEFAULT_HEATMAP_AXES, TREND_WINDOW
+from iomatrix.store.results import ResultsDir
 
 
 def heatmap_axes(text: str) -> tuple[str, str]:
@@ -32,7 +33,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "(<run>/report/). SESSION (an `iomatrix ab` folder) or BASE NEW: a forest plot and a "
             "filterable table of every cell x metric, and both runs' pages. No target: the "
             "archive's dashboard, every series' history with its change points, and the changes "
-            "page (<results>/site/)."
+            f"page (<results>/{ResultsDir.SITE_DIR}/)."
         ),
     )
     p.add_argument(

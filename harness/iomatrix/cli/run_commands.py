@@ -8,23 +8,26 @@ code; both turn SIGTERM (CI cancelling a job) into the same orderly stop as Ctrl
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from iomatrix.cli import inputs, output
+from iomatrix.cli import inputs, options, output
 from iomatrix.cli.exit_codes import ExitCode
+from iomatrix.errors import IomatrixError
 from iomatrix.host import preflight
 from iomatrix.host.vm import execute
 from iomatrix.model.cell import Cell
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.progress import Progress
 from iomatrix.report.tables import format_repetition_plans, metric_tables, run_table
-from iomatrix.report.text import output_width, wrap
-from iomatrix.store import rundir
+from iomatrix.report.text import output_width
+from iomatrix.store import handles, rundir
 from iomatrix.store.sessiondir import SessionDir
 from iomatrix.workflows import ab as ab_workflow
 from iomatrix.workflows import runs
@@ -53,6 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         allowed_host_devices=args.allow_host_device or (),
         allowed_trees=args.allow_tree or (),
         concurrency=_concurrency(args),
+        cells=args.cell,
     )
     planned = runs.plan(request)
     if not planned.cells:
@@ -66,6 +70,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(line)
         return ExitCode.OK
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    folder: list[Path] = []
     try:
         outcome = runs.run(
             planned,
@@ -74,12 +79,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             fetch=inputs.fetcher(args),
             progress=_progress(args),
             out=_messages(args),
+            started=folder.append,
         )
     except KeyboardInterrupt as exc:
         what = "terminated" if isinstance(exc, _Terminated) else "interrupted"
+        again = ["iomatrix", "run", str(args.file), *options.results_argv(args)]
+        again += ["--resume", folder[-1].name if folder else "RUN"]
         print(
             f"\niomatrix: {what}; finished cells are kept in run.json. Continue with: "
-            f"iomatrix run {args.file} --resume <run folder>",
+            f"{shlex.join(again)}",
             file=sys.stderr,
         )
         return ExitCode.TERMINATED if isinstance(exc, _Terminated) else ExitCode.INTERRUPTED
@@ -101,23 +109,103 @@ def cmd_run(args: argparse.Namespace) -> int:
     return ExitCode.OK if record.counts()["ok"] == len(record.cells) == cells else ExitCode.NOT_OK
 
 
+# What `ab --resume` takes from session.json, so the command line may not give it again.
+_SESSION_DEFINED = [
+    "split",
+    "repeat",
+    "until_decided",
+    "max_repeat",
+    "sides",
+    "trusted_base",
+    "alpha",
+    "min_effect",
+    "target_effect",
+    "metric",
+    "equivalence",
+    "inconclusive",
+    "fail_on_invalid",
+    "jobs",
+    "share_cores",
+    "split_boots",
+    "allow_host_device",
+    "allow_tree",
+    "cell",
+    "baseline",
+]
+
+
 def cmd_ab(args: argparse.Namespace) -> int:
-    request = ab_workflow.ABRequest(
-        base=args.base,
-        results=Path(args.results),
-        new=args.new,
-        split=args.split,
-        repeat=args.repeat,
-        allowed_host_devices=args.allow_host_device or (),
-        allowed_trees=args.allow_tree or (),
-        concurrency=_concurrency(args),
-        trusted_base=args.trusted_base,
-    )
-    planned = ab_workflow.plan(request, out=sys.stderr)
+    if args.resume is not None:
+        options.refuse_given(
+            args, _SESSION_DEFINED, "--resume continues the session as it was asked"
+        )
+        if args.base is not None or args.new is not None:
+            raise IomatrixError("--resume continues the session as it was asked: no matrix files")
+        found = handles.resolve(args.resume, Path(args.results), ("session",))
+        planned, request, judging, resumed = ab_workflow.plan_resume(found.path, out=sys.stderr)
+        judging = dataclasses.replace(judging, report_url=args.report_url)
+    else:
+        if args.base is None:
+            raise IomatrixError("give BASE_MATRIX (and NEW_MATRIX or --split AXIS), or --resume")
+        request = ab_workflow.ABRequest(
+            base=args.base,
+            results=Path(args.results),
+            new=args.new,
+            split=args.split,
+            repeat=args.repeat,
+            allowed_host_devices=args.allow_host_device or (),
+            allowed_trees=args.allow_tree or (),
+            concurrency=_concurrency(args),
+            trusted_base=args.trusted_base,
+            cells=args.cell,
+        )
+        planned = ab_workflow.plan(request, out=sys.stderr)
+        judging = _judging(args)
+        resumed = None
     if planned.sharing is not None:
         print(planned.sharing, file=sys.stderr)
     _print_plan(args, [c for pair in planned.pairs for c in pair])
-    judging = ab_workflow.Judging(
+    # Before any VM starts: a session that can never reach a verdict says so (the one rule).
+    warning = ab_workflow.repetition_warning(planned, request, judging)
+    if warning is not None:
+        print(f"iomatrix: warning: {warning}", file=sys.stderr)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    folder: list[Path] = []
+    try:
+        outcome = ab_workflow.run(
+            planned,
+            request,
+            judging,
+            fetch=inputs.fetcher(args),
+            progress=_progress(args),
+            out=_messages(args),
+            resume=resumed,
+            started=folder.append,
+            argv=["iomatrix", *sys.argv[1:]] if resumed is None else (),
+        )
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, _Terminated) else "interrupted"
+        again = ["iomatrix", "ab", *options.results_argv(args)]
+        again += ["--resume", folder[-1].name if folder else "SESSION"]
+        print(
+            f"\niomatrix: A/B session {what}; finished repetitions are kept. Continue with: "
+            f"{shlex.join(again)}",
+            file=sys.stderr,
+        )
+        return ExitCode.TERMINATED if isinstance(exc, _Terminated) else ExitCode.INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    result, session_dir = outcome.result, outcome.session_dir
+    output.print_session(result, outcome.decisions, outcome.rules, args)
+    sequential = outcome.rules is not None
+    print(f"\nsession: {session_dir} ({', '.join(SessionDir.written(sequential=sequential))})")
+    output.announce_site(outcome.report)
+    verdict = comparison_report.verdict_of(result)
+    return ExitCode(verdict.exit_code)
+
+
+def _judging(args: argparse.Namespace) -> ab_workflow.Judging:
+    return ab_workflow.Judging(
         alpha=args.alpha,
         min_effect=args.min_effect,
         target_effect=args.target_effect,
@@ -130,40 +218,6 @@ def cmd_ab(args: argparse.Namespace) -> int:
         inconclusive=args.inconclusive,
         fail_on_invalid=args.fail_on_invalid,
     )
-    # Before any VM starts: a session that can never reach a verdict says so (the one rule).
-    warning = ab_workflow.repetition_warning(planned, request, judging)
-    if warning is not None:
-        print(f"iomatrix: warning: {warning}", file=sys.stderr)
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        outcome = ab_workflow.run(
-            planned,
-            request,
-            judging,
-            fetch=inputs.fetcher(args),
-            progress=_progress(args),
-            out=_messages(args),
-        )
-    except KeyboardInterrupt as exc:
-        print("\niomatrix: A/B session interrupted", file=sys.stderr)
-        return ExitCode.TERMINATED if isinstance(exc, _Terminated) else ExitCode.INTERRUPTED
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    result, session_dir = outcome.result, outcome.session_dir
-    output.print_comparison(result, args)
-    sequential = outcome.rules is not None and outcome.decisions is not None
-    if outcome.rules is not None and outcome.decisions is not None:
-        width = output_width()
-        print(
-            "\n"
-            + comparison_report.render_sequential(outcome.decisions, outcome.rules, width=width)
-        )
-        # The decisions are the session's gate: its verdict (the first line's) ends them too.
-        print("\n" + wrap(comparison_report.verdict_line(result), width))
-    print(f"\nsession: {session_dir} ({', '.join(SessionDir.written(sequential=sequential))})")
-    output.announce_site(outcome.report)
-    verdict = comparison_report.verdict_of(result)
-    return ExitCode(verdict.exit_code)
 
 
 def _print_plan(args: argparse.Namespace, cells: Sequence[Cell]) -> None:

@@ -45,8 +45,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--resume",
         metavar="RUN",
-        help="continue an interrupted run (id or folder): only cells without a result run",
+        help="continue an interrupted run (its id, a prefix of one, latest, or its folder): only "
+        "cells without a result run, in the same folder; the matrix must be unchanged",
     )
+    options.only_cells(p)
     options.allow_host_device(p)
     options.allow_tree(p)
     options.concurrency(p)
@@ -70,10 +72,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "iomatrix ab BASE.yaml NEW.yaml --repeat 6  # paired cell by cell",
             "iomatrix ab matrix/seeds/001-randwrite-cpu.yaml --split kernel --repeat 5",
             "iomatrix ab BASE.yaml NEW.yaml --until-decided --max-repeat 12",
+            "iomatrix ab --resume SESSION  # after Ctrl-C: as it was asked, from where it was",
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument("base", type=Path, metavar="BASE_MATRIX", help="the baseline's matrix file")
+    p.add_argument(
+        "base",
+        type=Path,
+        nargs="?",
+        metavar="BASE_MATRIX",
+        help="the baseline's matrix file (none with --resume)",
+    )
     p.add_argument(
         "new",
         type=Path,
@@ -131,6 +140,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="N",
         help="with --until-decided: the most repetitions per side (default: twice --repeat)",
     )
+    p.add_argument(
+        "--resume",
+        metavar="SESSION",
+        help="continue an interrupted session (its id, a prefix of one, latest, or its folder) "
+        "as it was asked (session.json): only the repetitions it lacks run, in its "
+        "interleaving, and a sequential session's rounds go on; its matrices must be unchanged",
+    )
+    options.only_cells(p, pairs=True)
     options.results(p)
     options.comparison(p)
     options.no_progress(p)

@@ -6,13 +6,15 @@ versions can be refused (or, when forced, marked) instead of silently mixing the
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import shutil
 from importlib import metadata
 
 from iomatrix import __version__, proc
-from iomatrix.host import kernels
+from iomatrix.host import kernels, provenance
+from iomatrix.host.vm import accel, guest_root
 from iomatrix.host.vm.guest_root import GuestRoot
 from iomatrix.host.vm.vng import Accelerator, SharedFs, host_cpu_model
 from iomatrix.model.result import Environment
@@ -70,6 +72,7 @@ def capture(
 ) -> Environment:
     """The environment of a run. fio is the guest's (its root's package) when the guest root is
     known: the host's fio only checks job files, the guest's measures."""
+    commit, changed = provenance.iomatrix_commit()
     return Environment(
         shared_fs=shared_fs,
         host=platform.node(),
@@ -82,4 +85,41 @@ def capture(
         guest_root=None if guest is None else f"{guest.suite}-{guest.key}",
         python=platform.python_version(),
         iomatrix=__version__,
+        iomatrix_commit=commit,
+        iomatrix_changed=changed,
+        iomatrix_image=image_by_digest(),
     )
+
+
+# A runner image by digest, as the workflows pass it (IOMATRIX_IMAGE): registry/name@sha256:...
+_IMAGE = re.compile(r"[a-z0-9][a-z0-9./_-]{0,200}@sha256:[0-9a-f]{64}")
+
+
+def image_by_digest() -> str | None:
+    """The runner image this runs in, when the environment names it by digest."""
+    image = os.environ.get("IOMATRIX_IMAGE", "")
+    return image if _IMAGE.fullmatch(image) else None
+
+
+def here() -> dict[str, str]:
+    """What this host would record of the fields a number depends on, without booting or
+    building anything (`iomatrix reproduce` says what differs before it runs): the accelerator
+    as far as the CPU, /dev/kvm and a cached probe tell, the guest root's recipe as it would be
+    built (and its fio once it is)."""
+    accelerator = accel.likely_accelerator(kernels.cache_root())
+    suite = guest_root.suite()
+    built = guest_root.load(kernels.cache_root(), suite)
+    commit, changed = provenance.iomatrix_commit()
+    found = {
+        "host_cpu": host_cpu_model(),
+        "accelerator": accelerator,
+        "qemu": qemu_version(),
+        "virtme_ng": virtme_ng_version(),
+        "guest_root": f"{suite}-{guest_root.recipe_key(suite)}",
+        "iomatrix": __version__,
+        "iomatrix_commit": (commit or "unknown") + (" with changes" if changed else ""),
+    }
+    fio = guest_fio_version(built) if built is not None else None
+    if fio is not None:
+        found["fio"] = fio
+    return found

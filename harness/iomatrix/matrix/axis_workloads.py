@@ -174,7 +174,10 @@ class WorkloadAxis:
             f"{listing(list(defined))}), not one that ships with iomatrix (built-in: "
             f"{listing(builtin.workload_names())}) and no file "
             + " or ".join(str(c) for c in candidates)
-            + did_you_mean(ref, [*defined, *builtin.workload_names()]),
+            + (
+                builtin.moved_hint(ref, prefix=False)
+                or did_you_mean(ref, [*defined, *builtin.workload_names()])
+            ),
         )
         return None
 

@@ -10,7 +10,7 @@ inside its own repository or folder does not apply to them.
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from iomatrix.matrix.rules import NAME_RE, listing
 
@@ -71,3 +71,21 @@ def workload_file(ref: str) -> Path:
             f"{listing([PREFIX + n for n in workload_names()])}"
         )
     return found
+
+
+# The folders of iomatrix's own repository that its presets and job files lived in before they
+# shipped inside the package (and their suffixes): a matrix written against a clone names them so.
+_MOVED = {"presets": (PRESETS_DIR, ".yaml"), "workloads": (WORKLOADS_DIR, ".fio")}
+
+
+def moved_hint(written: str | Path, *, prefix: bool = True) -> str:
+    """ "; did you mean 'iomatrix:base'? ..." when a file a matrix names but that is not there
+    (or not allowed) is a preset or job file by its old path in iomatrix's repository
+    (presets/base.yaml, ../workloads/randwrite-4k.fio), which ships with iomatrix now; else "".
+    `prefix` False: the bare name (a workload axis value names a built-in workload so)."""
+    path = PurePath(written)
+    moved = _MOVED.get(path.parent.name)
+    if moved is None or path.suffix != moved[1] or _find(moved[0], path.stem, moved[1]) is None:
+        return ""
+    name = PREFIX + path.stem if prefix else path.stem
+    return f"; did you mean {name!r}? ({path.parent.name}/{path.name} ships with iomatrix now)"

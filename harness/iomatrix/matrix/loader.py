@@ -89,7 +89,7 @@ def quick_variant(path: Path | str) -> Path:
         return MatrixErrors((located(source, "quick", why, {source.path: positions}, ("quick",)),))
 
     try:
-        raw = read_mapping(source.path, positions)
+        raw = read_mapping(source.path, positions, display=source.display)
     except FileProblem as problem:
         raise MatrixErrors((MatrixError(source.display, problem.field, problem.reason),)) from None
     value = raw.get("quick")

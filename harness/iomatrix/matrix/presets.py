@@ -101,9 +101,12 @@ class FileProblem(Exception):
         self.reason = reason
 
 
-def read_mapping(path: Path, positions: dict[Loc, Position] | None = None) -> dict[str, Any]:
+def read_mapping(
+    path: Path, positions: dict[Loc, Position] | None = None, *, display: str | None = None
+) -> dict[str, Any]:
     """The top-level mapping of a matrix file, or FileProblem saying why there is none; fills
-    `positions` with where each YAML path is written."""
+    `positions` with where each YAML path is written. `display`: the file as its errors name
+    it (the path as given), else `path`."""
     try:
         data = read_limited(path)
     except OSError as exc:
@@ -111,7 +114,7 @@ def read_mapping(path: Path, positions: dict[Loc, Position] | None = None) -> di
     except ValueError as exc:
         raise FileProblem("", f"cannot use the file: {exc}") from None
     try:
-        raw = parse_yaml(data, positions)
+        raw = parse_yaml(data, positions, name=display if display is not None else str(path))
     except RecursionError:
         raise FileProblem("", "invalid YAML: nested too deeply") from None
     except (yaml.YAMLError, ValueError, TypeError) as exc:
@@ -214,7 +217,9 @@ class Loader:
 
     def _read(self, source: Source) -> dict[str, Any] | None:
         try:
-            return read_mapping(source.path, self.positions.setdefault(source.path, {}))
+            return read_mapping(
+                source.path, self.positions.setdefault(source.path, {}), display=source.display
+            )
         except FileProblem as problem:
             self.error(source, problem.field, problem.reason)
             return None
@@ -238,7 +243,9 @@ class Loader:
             )
             return None
         if not builtin.is_builtin_ref(rel) and not target.is_relative_to(root):
-            self.error(source, where, outside_message(rel, "preset", root))
+            self.error(
+                source, where, outside_message(rel, "preset", root) + builtin.moved_hint(rel)
+            )
             return None
         for i, link in enumerate(chain):
             if link.path == target:
@@ -246,7 +253,11 @@ class Loader:
                 self.error(source, where, f"{rel!r} makes an extends cycle: {cycle}")
                 return None
         if not target.is_file():
-            self.error(source, where, f"{rel!r}: no such preset file (looked for {target})")
+            self.error(
+                source,
+                where,
+                f"{rel!r}: no such preset file (looked for {target})" + builtin.moved_hint(rel),
+            )
             return None
         return self.load(Source(display, target), chain)
 

@@ -139,11 +139,13 @@ def _build_file(value: str, info: ValidationInfo, what: str) -> str:
     path = base / value
     root = context.get("root")
     if isinstance(root, Path) and not path.resolve().is_relative_to(root):
-        raise ValueError(outside_message(value, what, root))
+        raise ValueError(outside_message(value, what, root) + builtin.moved_hint(value))
     try:
         st = path.stat()
     except OSError as exc:
-        raise ValueError(f"{show(value)}: cannot use {what} {path}: {os_reason(exc)}") from None
+        raise ValueError(
+            f"{show(value)}: cannot use {what} {path}: {os_reason(exc)}" + builtin.moved_hint(value)
+        ) from None
     if not stat.S_ISREG(st.st_mode):
         raise ValueError(f"{show(value)}: {what} {path} is not a regular file")
     if st.st_size > MAX_FILE_BYTES:

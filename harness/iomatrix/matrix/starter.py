@@ -37,10 +37,20 @@ def starter_text(folder: Path) -> str:
     return STARTER.format(file=STARTER_FILE, name=name if NAME_RE.fullmatch(name) else "my-matrix")
 
 
+# Names a user gives `init` meaning the matrix file itself (`iomatrix init gate.yaml`), which
+# would otherwise become a folder of that name holding matrix.yaml.
+_FILE_SUFFIXES = (".yaml", ".yml")
+
+
 def write_starter(folder: Path) -> Path:
-    """Write the starter matrix into `folder` (made when missing); never replaces a file:
-    IomatrixError naming it when it exists."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write the starter matrix into `folder` (made when missing); never replaces a file.
+    IomatrixError (exit 2) naming the path and the reason when the file exists, `folder` is a
+    file or names one (*.yaml), or the folder or the file cannot be made."""
+    _check_folder(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IomatrixError(f"cannot make the folder {folder}: {exc.strerror}") from None
     path = folder / STARTER_FILE
     try:
         # "x": created here or not at all, even if another process writes it meanwhile.
@@ -51,4 +61,18 @@ def write_starter(folder: Path) -> Path:
             f"{path} already exists; iomatrix init writes new files only (move it away, or "
             "give another FOLDER)"
         ) from None
+    except OSError as exc:
+        raise IomatrixError(f"cannot write {path}: {exc.strerror}") from None
     return path
+
+
+def _check_folder(folder: Path) -> None:
+    """Refuse a FOLDER that is a file, or that does not exist and is named as a matrix file."""
+    how = (
+        f"iomatrix init writes {STARTER_FILE} into a FOLDER (`iomatrix init "
+        f"{folder.parent}` writes {folder.parent / STARTER_FILE})"
+    )
+    if folder.exists() and not folder.is_dir():
+        raise IomatrixError(f"{folder} is a file, not a folder: {how}")
+    if not folder.exists() and folder.suffix.lower() in _FILE_SUFFIXES:
+        raise IomatrixError(f"{folder} names a file, not a folder: {how}")

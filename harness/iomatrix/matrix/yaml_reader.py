@@ -78,8 +78,13 @@ def _positions(node: yaml.Node, loc: Loc, out: dict[Loc, Position]) -> None:
             _positions(item, (*loc, index), out)
 
 
-def parse_yaml(data: bytes, positions: dict[Loc, Position] | None = None) -> object:
+def parse_yaml(
+    data: bytes, positions: dict[Loc, Position] | None = None, *, name: str | None = None
+) -> object:
     loader = _StrictLoader(data)
+    if name is not None:
+        # The file's name in every error mark, which PyYAML would call "<byte string>".
+        loader.name = name
     try:
         node = loader.get_single_node()
         if node is None:

@@ -24,6 +24,9 @@ Format history of run.json (RUN_FORMAT):
      - md, lvm, crypt (applied): the layers under the filesystem as read back (MdApplied,
        LvmApplied, CryptApplied). Written only for a cell that has them.
      - bitmap (MdApplied): the array's write-intent bitmap as read back. Written when known.
+     - matrix_origin (run), iomatrix_commit, iomatrix_changed, iomatrix_image (environment):
+       where the matrix file and the code came from (host/provenance.py), for `iomatrix
+       reproduce`. Written when known.
      - attestation (repetition): the host's verdict on fio's figures against QEMU's counters of
        the test disks (model.attestation); *_total_time_ns, unmap_* (HostDiskDelta). Written
        by the host for every repetition it collects; an older iomatrix refuses them.
@@ -433,6 +436,11 @@ class Environment(Record):
     # the versions of fio, the mkfs tools and everything else the guest runs. Left out by runs
     # made before the guest had a root of its own (they ran the host's tools).
     guest_root: str | None = Field(default=None, exclude_if=is_none)
+    # The commit of the iomatrix that ran (host/provenance.py), whether its package differed
+    # from it, and the runner image it ran in by digest when the image said so (IOMATRIX_IMAGE).
+    iomatrix_commit: str | None = Field(default=None, exclude_if=is_none)
+    iomatrix_changed: bool = Field(default=False, exclude_if=is_empty)
+    iomatrix_image: str | None = Field(default=None, exclude_if=is_none)
 
 
 # The environment fields a measured number depends on, in the one order every check lists them:
@@ -440,6 +448,17 @@ class Environment(Record):
 # resumed run refuses a host where they changed. (host, python and iomatrix do not change what a
 # disk measures; host_kernel is the host's, not the guest's.)
 MEASUREMENT_ENVIRONMENT: tuple[str, ...] = ("accelerator", "host_cpu", "qemu", "fio", "virtme_ng")
+
+
+class MatrixOrigin(Record):
+    """Where the matrix file came from: its git repository (the origin remote's address, or the
+    repository's folder when it has none), the commit checked out, the file's path in it, and
+    whether the file differed from that commit's (changes not committed)."""
+
+    repository: str
+    commit: str
+    path: str
+    changed: bool = Field(default=False, exclude_if=is_empty)
 
 
 class CellEntry(Record):
@@ -458,6 +477,8 @@ class RunRecord(Record):
     matrix_name: str
     matrix_source: str
     matrix_sha256: str
+    # Its repository, commit and path (None: not in a git repository, or a run before it).
+    matrix_origin: MatrixOrigin | None = Field(default=None, exclude_if=is_none)
     shard: str | None = None
     environment: Environment
     kernels: dict[str, KernelInfo] = Field(default_factory=dict)

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 from pathlib import Path
-from typing import NamedTuple
 
-from iomatrix.plain import PlainRecord
+from iomatrix.model.series import HistoryPoint, RunSummary, Series
 from iomatrix.store.index_file import (
     SCHEMA_VERSION,
     FileStamp,
@@ -46,6 +45,7 @@ __all__ = [
     "RunSummary",
     "Series",
     "create_index",
+    "created_at",
     "histories",
     "history",
     "history_rows",
@@ -59,45 +59,13 @@ __all__ = [
     "rebuild_index",
     "run_folders",
     "run_summaries",
+    "series_histories",
     "series_keys",
     "series_of",
     "transaction",
     "update_index",
     "writer_lock",
 ]
-
-
-class HistoryPoint(NamedTuple):
-    """One run's value of one metric of one cell. A NamedTuple rather than a frozen dataclass:
-    a dashboard reads hundreds of thousands of them, and a tuple is made about five times faster."""
-
-    run_id: str
-    created_at: str
-    median: float
-    cov: float | None
-    n: int
-    # The cell's status in that run (a failed cell may still have some repetitions).
-    status: str
-
-
-class RunSummary(PlainRecord):
-    """A run as the archive's index lists it: for an index of runs (the nightly dashboard)."""
-
-    run_id: str
-    created_at: str
-    matrix_name: str
-    status: str
-    shard: str | None
-    # Cells by status in that run: {"ok": 40, "failed": 1}.
-    cells: dict[str, int]
-
-
-class Series(PlainRecord):
-    """One cell x metric whose history the index holds."""
-
-    cell_id: str
-    label: str
-    metric: str
 
 
 # The runs table is joined only for a matrix: every metric row's run is in it (both change in
@@ -413,3 +381,28 @@ def histories(
                 p if p.median is not None else p._replace(median=math.nan) for p in points
             ]
     return out
+
+
+def series_histories(
+    results_dir: Path,
+    *,
+    matrix: str | None = None,
+    limit: int | None = None,
+    wanted: Callable[[Series], bool] | None = None,
+) -> list[tuple[Series, list[HistoryPoint]]]:
+    """Every series the index holds (of runs of `matrix`; those `wanted` says yes to) with its
+    points, oldest first (the `limit` most recent): what the trend scan judges. The index is read
+    as it is (update_index first)."""
+    chosen = [s for s in series_of(results_dir, matrix=matrix) if wanted is None or wanted(s)]
+    with open_index(results_dir) as conn:
+        return [
+            (one, query_history(conn, one.cell_id, one.metric, matrix=matrix, limit=limit))
+            for one in chosen
+        ]
+
+
+def created_at(results_dir: Path, run_id: str) -> str | None:
+    """When the run of that id was made, as the index holds it; None when it holds no such run."""
+    with open_index(results_dir) as conn:
+        row = conn.execute("SELECT created_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else str(row[0])

@@ -31,9 +31,11 @@ from iomatrix.model.result import (
     RepetitionRecord,
     RunRecord,
 )
+from iomatrix.model.session import SESSION_FORMAT, SessionRecord
 from iomatrix.model.units import GIB, MIB
 from iomatrix.store import files, rundir
 from iomatrix.store.files import write_text_atomic
+from iomatrix.store.sessiondir import SessionDir
 
 # A migration takes the raw dict of a file in format n and returns it in format n + 1 (the loader
 # then sets "format" to n + 1). Registered under n; none exist yet, format 1 is the first.
@@ -168,3 +170,19 @@ def finished_repetitions(cell_dir: Path, repeat: int) -> list[RepetitionRecord]:
         except ValidationError as exc:
             raise ResultFormatError(str(path), f"not a repetition record: {exc}") from exc
     return out
+
+
+def load_session(session_dir: Path) -> SessionRecord | None:
+    """An A/B session's session.json; None when the session was made before sessions recorded
+    one."""
+    path = SessionDir(session_dir).record
+    if not os.path.lexists(path):
+        return None
+    data = _read_json(path)
+    _check_format(path, data, SESSION_FORMAT)
+    try:
+        return SessionRecord.model_validate(data)
+    except ValidationError as exc:
+        raise ResultFormatError(
+            str(path), f"does not match session format {SESSION_FORMAT}: {exc}"
+        ) from exc

@@ -20,7 +20,6 @@ import datetime as dt
 import os
 from pathlib import Path
 
-from iomatrix.errors import IomatrixError
 from iomatrix.model.run_id import name_part
 
 # The names of a run folder's files and folders, spelled here only (the constants ending in
@@ -35,6 +34,16 @@ BOOTS_DIR = "boots"
 PLAN_FILE = "plan.json"
 # The run's report site (report/site/build.py), unless written elsewhere.
 REPORT_DIR = "report"
+# The records the host itself writes into a cell's folder, beside the guest's (the guest never
+# may: host/vm/guest_io.py leaves a guest's file of such a name behind): host-disks-NNN.json,
+# QEMU's count of each repetition's disk I/O (host/vm/qmp.py writes it, host/vm/host_disks.py
+# reads it), host-view-NNN.json, the host's attestation of the repetition (the same), and
+# host-insns-NNN.json, the instruction counter's count of the repetition (host/vm/qmp.py writes
+# it, host/vm/host_disks.py reads it); the whole host-* prefix is kept for the host.
+HOST_ONLY_FILE_PREFIX = "host-"
+HOST_DISKS_FILE_PREFIX = f"{HOST_ONLY_FILE_PREFIX}disks-"
+HOST_VIEW_FILE_PREFIX = f"{HOST_ONLY_FILE_PREFIX}view-"
+HOST_INSNS_FILE_PREFIX = f"{HOST_ONLY_FILE_PREFIX}insns-"
 
 
 def run_file(run_dir: Path) -> Path:
@@ -97,6 +106,22 @@ def new_run_id(matrix_name: str) -> str:
     return f"{stamp}-{name_part(matrix_name)}-{os.urandom(2).hex()}"
 
 
+def host_disks_file(cell_folder: Path, repetition: int) -> Path:
+    """QEMU's count of one repetition's disk I/O, written by the host beside the guest's files."""
+    return cell_folder / f"{HOST_DISKS_FILE_PREFIX}{repetition:03d}.json"
+
+
+def host_view_file(cell_folder: Path, repetition: int) -> Path:
+    """The host's attestation of one repetition, written by the host beside the guest's files."""
+    return cell_folder / f"{HOST_VIEW_FILE_PREFIX}{repetition:03d}.json"
+
+
+def host_insns_file(cell_folder: Path, repetition: int) -> Path:
+    """The instruction counter's count of one repetition, written by the host beside the
+    guest's files."""
+    return cell_folder / f"{HOST_INSNS_FILE_PREFIX}{repetition:03d}.json"
+
+
 def rep_path(cell_dir: Path, index: int) -> Path:
     """A finished repetition, kept on its own until its cell's last repetition is done."""
     return cell_dir / f"rep-{index}.json"
@@ -114,72 +139,9 @@ def started_markers(cell_folder: Path) -> list[Path]:
     return sorted(cell_folder.glob("rep-*.started"))
 
 
-# The word that names the newest run of an archive wherever a RUN is asked for.
+# The word that names the newest result wherever an ID is asked for (store/handles.py resolves
+# every ID).
 LATEST = "latest"
-# How many run ids a refusal lists (an archive holds hundreds).
-SHOWN_CANDIDATES = 10
-
-
-def find_run(run: str, results: Path) -> Path:
-    """The run folder a RUN argument names: a run folder, its run.json, a run id under the
-    results folder, `latest` (the newest run there) or a prefix of one run id only. Every
-    command that takes a RUN resolves it here, so they all accept the same spellings and
-    refuse the same way: an unknown or ambiguous RUN is an IomatrixError (exit 2) listing the
-    candidates, with the closest id when there is one."""
-    path = Path(run)
-    if path.name == RUN_FILE and path.is_file():
-        return path.parent
-    if (path / RUN_FILE).is_file():
-        return path
-    return results / resolve_run_id(run, results)
-
-
-def run_ids(results: Path) -> list[str]:
-    """The ids of the run folders under `results` (those with a run.json), oldest first: an id
-    starts with its UTC start time (new_run_id), so their order is the runs' order."""
-    if not results.is_dir():
-        return []
-    return sorted(
-        p.name for p in results.iterdir() if not p.name.startswith(".") and run_file(p).is_file()
-    )
-
-
-def resolve_run_id(run: str, results: Path) -> str:
-    """The id of the run under `results` that `run` names: the id itself, `latest`, or the
-    only id it is a prefix of (see find_run)."""
-    if (results / run / RUN_FILE).is_file():
-        return run
-    known = run_ids(results)
-    if run == LATEST and known:
-        return known[-1]
-    matches = [name for name in known if name.startswith(run)] if run else []
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise IomatrixError(
-            f"{run}: {len(matches)} runs under {results}/ start with it; give more of the id: "
-            + _listed(matches)
-        )
-    import difflib  # noqa: PLC0415 - only a refusal needs it; the guest agent imports this module
-
-    close = difflib.get_close_matches(run, known, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]}?" if close else ""
-    where = (
-        f"the newest runs there: {_listed(known[::-1])}"
-        if known
-        else "it holds no run (--results names another folder)"
-    )
-    raise IomatrixError(
-        f"{run}: no run folder with a {RUN_FILE} there or under {results}/{hint} "
-        f"(a RUN is a run folder, its {RUN_FILE}, a run id, a unique prefix of one, or "
-        f"{LATEST}); {where}"
-    )
-
-
-def _listed(ids: list[str]) -> str:
-    shown = ", ".join(ids[:SHOWN_CANDIDATES])
-    more = len(ids) - SHOWN_CANDIDATES
-    return shown + (f", and {more} more" if more > 0 else "")
 
 
 def resume_lock(run_dir: Path) -> Path:

@@ -5,11 +5,15 @@ Layout of a session folder (results/<session-id>/, the id from rundir.new_run_id
   comparison.json      the comparison as `iomatrix ab` judged it (with the options it was judged by)
   comparison.md        the same, in Markdown (the PR comment)
   sequential.json      a sequential session's rules and decisions (`ab --until-decided` only)
+  session.json         what the session was asked, its pairs and judging, each pair's repetitions
+                       (model/session.py; written before the first boot, for resume and reproduce)
   report/              the session's report site (report/site/build.py)
   boots/               the session's boots (one VM runs both sides' repetitions)
 
 Writers, readers and the checks that a folder is a session all go through SessionDir, so the
-names are spelled here only (tests/project/test_store_owns_paths.py). Stdlib only.
+names are spelled here only (tests/project/test_store_owns_paths.py). Its files are read as
+files someone else may have written (a session folder may be a downloaded artifact): no link
+followed, no FIFO, bounded. Stdlib only.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from pathlib import Path
 from typing import ClassVar
 
 from iomatrix.store import rundir
+from iomatrix.store.files import read_text_if_present
+
+# The most a session's comparison or decisions may take (a comparison of 1,000 cells x 100 metrics
+# is about 40 MiB of JSON).
+MAX_SESSION_FILE_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,7 @@ class SessionDir:
     COMPARISON_FILE: ClassVar[str] = "comparison.json"
     COMPARISON_MD_FILE: ClassVar[str] = "comparison.md"
     SEQUENTIAL_FILE: ClassVar[str] = "sequential.json"
+    SESSION_FILE: ClassVar[str] = "session.json"
     REPORT_DIR: ClassVar[str] = rundir.REPORT_DIR
     BOOTS_DIR: ClassVar[str] = rundir.BOOTS_DIR
 
@@ -64,12 +74,31 @@ class SessionDir:
         return self.path / self.SEQUENTIAL_FILE
 
     @property
+    def record(self) -> Path:
+        """session.json: what the session was asked (model/session.py)."""
+        return self.path / self.SESSION_FILE
+
+    @property
     def report(self) -> Path:
         return self.path / self.REPORT_DIR
 
     @property
     def boots(self) -> Path:
         return self.path / self.BOOTS_DIR
+
+    def read_comparison(self) -> str | None:
+        """comparison.json's text (analysis.compare.Comparison reads it); None when the session
+        has none. Not a regular file (a link, a FIFO), too large or unreadable: an error naming
+        it."""
+        return read_text_if_present(
+            self.comparison, what="comparison", max_bytes=MAX_SESSION_FILE_BYTES
+        )
+
+    def read_sequential(self) -> str | None:
+        """sequential.json's text (a sequential session's decisions); None when there is none."""
+        return read_text_if_present(
+            self.sequential, what="sequential decisions", max_bytes=MAX_SESSION_FILE_BYTES
+        )
 
     @classmethod
     def written(cls, *, sequential: bool) -> tuple[str, ...]:

@@ -14,59 +14,43 @@ sequential session asks for more; compared, and the session's files written:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+from pydantic import ValidationError
 
 from iomatrix.analysis import compare, gate, sequential
 from iomatrix.analysis.compare_records import InconclusivePolicy
 from iomatrix.errors import IomatrixError
 from iomatrix.host import kernels
 from iomatrix.host.preflight import Concurrency
-from iomatrix.host.vm.cell_results import cell_result_path
 from iomatrix.host.vm.execute import (
-    Execution,
     ProgressFactory,
-    RunClock,
-    Side,
     default_scratch_dir,
-    execute,
 )
-from iomatrix.host.vm.rendezvous import Rendezvous
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.matrix.trusted_base import check_trusted_base
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.result import RunRecord
+from iomatrix.model.session import SessionJudging, SessionRecord
 from iomatrix.plan import ab as pairing
-from iomatrix.plan.boots import (
-    BootGroup,
-    Step,
-    cut_into_boots,
-    fresh_boots,
-    interleaved_steps,
-    side_by_side_groups,
-    side_by_side_steps,
-    split_boots,
-)
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.site import build as site
+from iomatrix.store import files
 from iomatrix.store.files import write_text_atomic
-from iomatrix.store.rundir import new_run_id
+from iomatrix.store.records_io import load_run, load_session
 from iomatrix.store.sessiondir import SessionDir
-from iomatrix.workflows import archiving
+from iomatrix.workflows import archiving, prepare
+from iomatrix.workflows.ab_session import SIDE_BY_SIDE, Sides, run_ab, sides_apart
 from iomatrix.workflows.prepare import (
-    Build,
-    Prepared,
     RunOptions,
     check,
-    cores_shared,
-    execution,
-    host_cores,
-    prepare,
-    start_record,
 )
 
 
@@ -87,6 +71,8 @@ class ABRequest:
     # A gate (--trusted-base): BASE is the protected branch's, NEW a stranger's; NEW may not run
     # programs in the guest that BASE does not (matrix/trusted_base.py), nor share its VMs.
     trusted_base: bool = False
+    # --cell ID: only the pairs with a cell of these ids (or id prefixes).
+    cells: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -102,6 +88,8 @@ class PlannedAB:
     sharing: str | None = None
     # --trusted-base: the new side is a stranger's (sides_apart never lets it share a VM).
     trusted_base: bool = False
+    # A split: the axis's two values, base first.
+    split_values: tuple[str, str] | None = None
 
 
 def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
@@ -113,6 +101,7 @@ def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
             "give NEW_MATRIX, not --split (one matrix has one author)"
         )
     base = load_matrix(request.base, allowed_trees=request.allowed_trees)
+    split_values: tuple[str, str] | None = None
     if request.new is not None:
         new = load_matrix(request.new, allowed_trees=request.allowed_trees)
         if request.split is not None:
@@ -121,6 +110,7 @@ def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
     elif request.split is not None:
         new = base
         base_cells, new_cells, first, second = pairing.split_matrix(base, request.split)
+        split_values = (first, second)
         print(f"iomatrix: A/B on {request.split}: base {first}, new {second}", file=out)
     else:
         raise IomatrixError("give NEW_MATRIX, or --split AXIS for one matrix with two values")
@@ -131,6 +121,8 @@ def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
         new_cells = [c.model_copy(update={"repeat": request.repeat}) for c in new_cells]
     split = request.split if request.new is None else None
     pairs = pairing.pair_cells(base_cells, new_cells, split_axis=split)
+    if request.cells:
+        pairs = _only(pairs, request.cells)
     sharing = check(
         [c for pair in pairs for c in pair],
         source=str(request.base),
@@ -138,11 +130,16 @@ def plan(request: ABRequest, *, out: TextIO) -> PlannedAB:
         allowed_host_devices=request.allowed_host_devices,
         concurrency=request.concurrency,
     )
-    return PlannedAB(base, new, pairs, split, sharing, request.trusted_base)
+    return PlannedAB(base, new, pairs, split, sharing, request.trusted_base, split_values)
 
 
-# --sides side-by-side: two VMs at once, the sides alternating between them (run_ab).
-SIDE_BY_SIDE = "side-by-side"
+def _only(pairs: list[tuple[Cell, Cell]], wanted: Sequence[str]) -> list[tuple[Cell, Cell]]:
+    """--cell ID: the pairs one of whose cells has that id (or an id it is a prefix of)."""
+    kept = [p for p in pairs if any(c.id.startswith(w) for c in p for w in wanted)]
+    if not kept:
+        ids = ", ".join(f"{a.id}/{b.id}" for a, b in pairs)
+        raise IomatrixError(f"--cell {' '.join(wanted)}: no pair has such a cell (pairs: {ids})")
+    return kept
 
 
 @dataclass(frozen=True)
@@ -157,7 +154,7 @@ class Judging:
     equivalence: float = compare.DEFAULT_EQUIVALENCE
     until_decided: bool = False
     max_repeat: int | None = None
-    sides: str = "auto"
+    sides: Sides = "auto"
     report_url: str | None = None
     # The gate's policy (analysis/gate.py): whether inconclusive fails, whether any flagged
     # repetition does.
@@ -184,12 +181,19 @@ def run(
     fetch: Callable[[KernelSpec], kernels.Kernel] | None = None,
     progress: ProgressFactory | None = None,
     out: TextIO = sys.stderr,
+    resume: Resumed | None = None,
+    started: Callable[[Path], None] | None = None,
+    argv: Sequence[str] = (),
 ) -> ABOutcome:
     """The session in VMs, compared; comparison.json and .md (and sequential.json) written, and
     the HTML report. Ctrl-C (and SIGTERM, as the command line raises it) goes on as
-    KeyboardInterrupt once both runs are marked interrupted."""
+    KeyboardInterrupt once both runs are marked interrupted; `started` is told the session's
+    folder as soon as it exists (the command line prints its resume line from it). `resume`:
+    an interrupted session's folder and record (workflows/ab_session.py plans it), continued
+    in place: only the repetitions it lacks run, in its interleaving, and its sequential
+    rounds go on from where they were."""
     pairs = planned.pairs
-    rules = sequential_rules(judging, pairs)
+    rules = sequential_rules(judging, pairs, first=resume.record.first if resume else None)
     options = RunOptions(
         results_dir=request.results,
         scratch_dir=default_scratch_dir(),
@@ -197,6 +201,22 @@ def run(
         jobs=request.concurrency.jobs,
         share_cores=request.concurrency.share_cores,
         split_boots=request.concurrency.split_boots,
+    )
+    apart = (
+        resume.record.apart
+        if resume
+        else sides_apart(
+            judging.sides,
+            planned.pairs,
+            planned.split,
+            trusted=planned.trusted_base,
+            out=sys.stderr,
+        )
+    )
+    record = (
+        functools.partial(session_record, planned, request, judging, apart=apart, argv=tuple(argv))
+        if resume is None
+        else (lambda _id: resume.record)
     )
     base_run, new_run, session_dir = run_ab(
         planned.base,
@@ -206,39 +226,20 @@ def run(
         fetch=fetch,
         out=out,
         more=rules.undecided if rules is not None else None,
-        apart=sides_apart(judging.sides, planned, sys.stderr),
+        apart=apart,
         strangers=planned.trusted_base,
+        record=record,
+        resume=resume.folder if resume else None,
+        started=started,
         side_by_side=judging.sides == SIDE_BY_SIDE,
     )
-    result = compare.compare_runs(
-        base_run,
-        new_run,
-        min_effect=judging.min_effect,
-        target_effect=judging.target_effect,
-        alpha=judging.alpha,
-        metrics=judging.metrics,
-        pairs=[(a.id, b.id) for a, b in pairs],
-        equivalence=judging.equivalence,
-        paired=judging.sides == SIDE_BY_SIDE,
-        # Both sides were measured now: a repetition without the host's attestation is not
-        # an old record, it is one whose numbers nobody checked.
-        require_attestation=True,
-    )
     session = SessionDir(session_dir)
-    decisions = None
-    if rules is not None:
-        # The gate of a sequential session is its own decisions: the comparison tests each row
-        # once at alpha, which after repeated looks would not keep alpha.
-        decisions = rules.decisions(base_run, new_run)
+    ids = [(a.id, b.id) for a, b in pairs]
+    # Both sides were measured now: a repetition without the host's attestation is not an old
+    # record, it is one whose numbers nobody checked.
+    result, decisions = judge_runs(base_run, new_run, ids, judging, rules, require_attestation=True)
+    if rules is not None and decisions is not None:
         write_text_atomic(session.sequential, comparison_report.sequential_json(decisions, rules))
-    # The session's one verdict, in every file it writes and every line the command prints.
-    verdict = gate.gate_verdict(
-        result,
-        decisions,
-        inconclusive=judging.inconclusive,
-        fail_on_invalid=judging.fail_on_invalid,
-    )
-    result = result.model_copy(update={"verdict": verdict})
     write_text_atomic(session.comparison, comparison_report.render(result, "json"))
     write_text_atomic(
         session.comparison_md,
@@ -246,6 +247,99 @@ def run(
     )
     report = archiving.report_or_warn(lambda: site.build_session_site(session_dir))
     return ABOutcome(result, session_dir, rules, decisions, report)
+
+
+def judge_runs(
+    base_run: RunRecord,
+    new_run: RunRecord,
+    pairs: Sequence[tuple[str, str]],
+    judging: Judging,
+    rules: sequential.Session | None,
+    *,
+    require_attestation: bool,
+    force: bool = False,
+) -> tuple[compare.Comparison, list[sequential.PairDecision] | None]:
+    """A session's two runs judged as the session judges them: its pairs, its options, and for
+    a sequential session its own decisions (the comparison tests each row once at alpha, which
+    after repeated looks would not keep alpha); the comparison carries the one verdict
+    (analysis/gate.py) that every file and line of the session prints. `require_attestation`:
+    a repetition the host did not attest counts as unconfirmed (sides measured by this
+    iomatrix), not as an old record. `force`: compare sides whose environments differ
+    (`compare --force`); otherwise compare.EnvironmentMismatchError."""
+    result = compare.compare_runs(
+        base_run,
+        new_run,
+        min_effect=judging.min_effect,
+        target_effect=judging.target_effect,
+        alpha=judging.alpha,
+        metrics=judging.metrics,
+        pairs=pairs,
+        equivalence=judging.equivalence,
+        # Side by side, repetition i of each side ran at the same time: judged as pairs.
+        paired=judging.sides == SIDE_BY_SIDE,
+        require_attestation=require_attestation,
+        force=force,
+    )
+    decisions = rules.decisions(base_run, new_run) if rules is not None else None
+    verdict = gate.gate_verdict(
+        result,
+        decisions,
+        inconclusive=judging.inconclusive,
+        fail_on_invalid=judging.fail_on_invalid,
+    )
+    return result.model_copy(update={"verdict": verdict}), decisions
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """An interrupted session to continue: its folder and its record (session.json)."""
+
+    folder: Path
+    record: SessionRecord
+
+
+def session_record(
+    planned: PlannedAB,
+    request: ABRequest,
+    judging: Judging,
+    session_id: str,
+    *,
+    apart: bool,
+    argv: tuple[str, ...] = (),
+) -> SessionRecord:
+    """What session.json holds of a new session (model/session.py)."""
+    pairs = planned.pairs
+    return SessionRecord(
+        session_id=session_id,
+        base_matrix=str(request.base.resolve()),
+        new_matrix=str(request.new.resolve()) if request.new is not None else None,
+        split=planned.split,
+        split_values=planned.split_values,
+        repeat=request.repeat,
+        sides=judging.sides,
+        apart=apart,
+        trusted_base=request.trusted_base,
+        jobs=request.concurrency.jobs,
+        split_boots=request.concurrency.split_boots,
+        share_cores=request.concurrency.share_cores,
+        allowed_trees=tuple(request.allowed_trees),
+        allowed_host_devices=tuple(request.allowed_host_devices),
+        pairs=tuple((a.id, b.id) for a, b in pairs),
+        first=tuple(min(a.repeat, b.repeat) for a, b in pairs),
+        repeats=tuple((a.repeat, b.repeat) for a, b in pairs),
+        judging=SessionJudging(
+            alpha=judging.alpha,
+            min_effect=judging.min_effect,
+            target_effect=judging.target_effect,
+            metrics=tuple(judging.metrics) if judging.metrics else None,
+            equivalence=judging.equivalence,
+            until_decided=judging.until_decided,
+            max_repeat=judging.max_repeat,
+            inconclusive=judging.inconclusive,
+            fail_on_invalid=judging.fail_on_invalid,
+        ),
+        argv=argv,
+    )
 
 
 def repetition_warning(planned: PlannedAB, request: ABRequest, judging: Judging) -> str | None:
@@ -266,48 +360,16 @@ def repetition_warning(planned: PlannedAB, request: ABRequest, judging: Judging)
     )
 
 
-def sides_apart(sides: str, planned: PlannedAB, out: TextIO) -> bool:
-    """--sides, or by default: apart when two matrices make the new side run in the guest what
-    the base side does not (docs/SECURITY.md); one matrix split on an axis has one author."""
-    if (
-        sides in ("shared", SIDE_BY_SIDE)
-        and planned.trusted_base
-        and not pairing.sides_run_the_same_guest_code(planned.pairs)
-    ):
-        # Side by side, each VM runs both sides in turn: the same reach as a shared VM.
-        raise IomatrixError(
-            f"--sides {sides} with --trusted-base: the new side runs in the guest what the base "
-            "side does not, so a VM of both would let it reach the base side's records"
-        )
-    if sides == SIDE_BY_SIDE:
-        print("iomatrix: the sides run side by side, in two VMs at once", file=out)
-        return False
-    if sides != "auto":
-        apart = sides == "apart"
-        why = f"--sides {sides}"
-    elif planned.split is not None:
-        apart, why = False, "one matrix, one author"
-    else:
-        apart = not pairing.sides_run_the_same_guest_code(planned.pairs)
-        why = (
-            "the new side runs in the guest what the base side does not"
-            if apart
-            else "both sides run the same in the guest"
-        )
-    where = "in VMs of their own, a boot per side and round" if apart else "in shared VMs"
-    print(f"iomatrix: the sides run {where} ({why})", file=out)
-    return apart
-
-
 def sequential_rules(
-    judging: Judging, pairs: Sequence[tuple[Cell, Cell]]
+    judging: Judging, pairs: Sequence[tuple[Cell, Cell]], *, first: Sequence[int] | None = None
 ) -> sequential.Session | None:
-    """--until-decided: the rules each round is judged by, or None for a fixed session."""
+    """--until-decided: the rules each round is judged by, or None for a fixed session.
+    `first`: each pair's first look, when the pairs have grown since (a resumed session)."""
     if not judging.until_decided:
         if judging.max_repeat is not None:
             raise IomatrixError("--max-repeat goes with --until-decided")
         return None
-    first = [min(a.repeat, b.repeat) for a, b in pairs]
+    first = list(first) if first is not None else [min(a.repeat, b.repeat) for a, b in pairs]
     cap = judging.max_repeat if judging.max_repeat is not None else 2 * max(first)
     if cap < max(first):
         raise IomatrixError(
@@ -325,264 +387,194 @@ def sequential_rules(
     )
 
 
-# Given both runs so far, the indices of the pairs that need one more repetition each.
-MoreRounds = Callable[[RunRecord, RunRecord], Sequence[int]]
-
-
-def _session_groups(
-    pairs: Sequence[tuple[Cell, Cell]],
-    sides: Sequence[Side],
-    options: RunOptions,
-    *,
-    fresh: bool,
-    apart: bool,
-    side_by_side: bool,
-) -> tuple[list[BootGroup], Rendezvous | None]:
-    """The session's boots: two VMs whose steps meet at a rendezvous (side by side), or both
-    sides interleaved (run_ab)."""
-    if side_by_side:
-        vm0, vm1, keys = side_by_side_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
-        return list(side_by_side_groups(vm0, vm1)), Rendezvous(keys)
-    steps = interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), pairs)
-    groups = _ab_groups(
-        steps,
-        pairs,
-        sides,
-        fresh=fresh,
-        split=options.split_boots,
-        apart=apart,
-        together=options.jobs > 1,
-    )
-    return list(groups), None
-
-
-def run_ab(
-    base: Matrix,
-    new: Matrix,
-    pairs: Sequence[tuple[Cell, Cell]],
-    options: RunOptions,
-    *,
-    out: TextIO = sys.stderr,
-    fetch: Callable[[KernelSpec], kernels.Kernel] | None = None,
-    build: Build | None = None,
-    more: MoreRounds | None = None,
-    apart: bool = False,
-    strangers: bool = False,
-    side_by_side: bool = False,
-) -> tuple[RunRecord, RunRecord, Path]:
-    """An A/B session: both sides' repetitions interleaved ABAB in the same VMs (one VM per
-    kernel while the kernels agree; alternating boots when they differ), written as two runs
-    under one session folder: <results>/<session>/base and .../new.
-
-    `apart`: no VM holds both sides; each round of repetitions runs in a base VM, then a new
-    one (B N B N ...), so that a hostile new side cannot reach the base side's records (its
-    guest writes only into its own boot's folder). It costs a boot per side and round.
-    `strangers`: the new side is a stranger's (a gate): its kernels are built untrusted.
-
-    `more` (a sequential session, `ab --until-decided`): after the repetitions the cells ask
-    for, it is asked which pairs are still undecided; each of those gets one more repetition
-    per side, interleaved AB in the same way, and it is asked again, until it names none.
-
-    `side_by_side`: two VMs at once on cores of their own, the sides alternating between them
-    round by round, each round's two repetitions started together (host/vm/rendezvous.py)."""
-    if base.vm != new.vm or base.timeouts != new.timeouts:
+def plan_resume(session_dir: Path, *, out: TextIO) -> tuple[PlannedAB, ABRequest, Judging, Resumed]:
+    """An interrupted session, ready to continue (`ab --resume`): what it was asked (its
+    session.json), its matrices checked against what its runs recorded before anything is
+    loaded, fetched or built, then planned and preflighted as a new session would be, with
+    each cell at the repetitions it has (a sequential session's rounds grow them)."""
+    session = SessionDir(session_dir)
+    record = load_session(session_dir)
+    if record is None:
         raise IomatrixError(
-            "the two sides of an A/B session must use the same vm and timeouts settings"
+            f"{session_dir}: this session was made before sessions recorded what they were "
+            "asked (it has no session.json), so it cannot be resumed; start it again"
         )
-    if side_by_side:
-        check_side_by_side(pairs)
-        options = dataclasses.replace(options, jobs=2, share_cores=False, split_boots=1)
-    clock = RunClock()
-    host_cpus = host_cores(options, base.vm, out)
-    trusted = _trusted_kernels(pairs, strangers=strangers)
-    prepared = prepare([c for p in pairs for c in p], fetch, build, clock, out, trusted=trusted)
-    session_id = new_run_id(f"ab-{new.name}")
-    session_dir = (options.results_dir / session_id).resolve()
-    sides = [
-        _start_side(
-            name,
-            matrix,
-            cells,
-            session_dir,
-            f"{session_id}-{name}",
-            prepared=prepared,
-            clock=clock,
-            update={
-                "jobs": options.jobs,
-                "shared_cores": cores_shared(options, base.vm, host_cpus),
-            },
+    runs = load_run(session.base), load_run(session.new)
+    if all(r.status == "complete" for r in runs) and session.comparison.is_file():
+        raise IomatrixError(
+            f"{session_dir}: the session is complete, nothing to resume (iomatrix show "
+            f"{session_dir.name})"
         )
-        for name, matrix, cells in (
-            (SessionDir.BASE_DIR, base, [a for a, _ in pairs]),
-            (SessionDir.NEW_DIR, new, [b for _, b in pairs]),
+    matrices = (record.base_matrix, record.new_matrix or record.base_matrix)
+    for matrix, run in zip(matrices, runs, strict=True):
+        prepare.check_matrix_unchanged(Path(matrix), run, session_dir)
+    request = ABRequest(
+        base=Path(record.base_matrix),
+        results=session_dir.parent,
+        new=Path(record.new_matrix) if record.new_matrix else None,
+        split=record.split,
+        repeat=record.repeat,
+        allowed_host_devices=record.allowed_host_devices,
+        allowed_trees=record.allowed_trees,
+        concurrency=Concurrency(
+            jobs=record.jobs, split_boots=record.split_boots, share_cores=record.share_cores
+        ),
+        trusted_base=record.trusted_base,
+    )
+    judging = _judging(record.judging, sides=record.sides)
+    planned = plan(request, out=out)
+    by_ids = {(a.id, b.id): (a, b) for a, b in planned.pairs}
+    lost = [pair for pair in record.pairs if pair not in by_ids]
+    if lost:
+        raise IomatrixError(
+            f"cannot resume {session_dir}: its matrices no longer make the pairs it ran "
+            f"({', '.join('/'.join(p) for p in lost[:3])} ...)"
         )
+    had = [{e.cell.id: e.cell.repeat for e in run.cells} for run in runs]
+    pairs = []
+    for ids, repeats in zip(record.pairs, record.repeats, strict=True):
+        # A cell with a result as it has it; one without at the repetitions it was to reach.
+        a, b = (
+            cell.model_copy(update={"repeat": side.get(cell.id, wanted)})
+            for cell, side, wanted in zip(by_ids[ids], had, repeats, strict=True)
+        )
+        pairs.append((a, b))
+    planned = dataclasses.replace(planned, pairs=pairs)
+    return planned, request, judging, Resumed(session_dir.resolve(), record)
+
+
+def recorded_judging(record: SessionRecord) -> Judging:
+    """How a session's record says it judges."""
+    return _judging(record.judging, sides=record.sides)
+
+
+def _judging(recorded: SessionJudging, *, sides: Sides = "auto") -> Judging:
+    return Judging(
+        alpha=recorded.alpha,
+        min_effect=recorded.min_effect,
+        target_effect=recorded.target_effect,
+        metrics=recorded.metrics,
+        equivalence=recorded.equivalence,
+        until_decided=recorded.until_decided,
+        max_repeat=recorded.max_repeat,
+        sides=sides,
+        inconclusive=recorded.inconclusive,
+        fail_on_invalid=recorded.fail_on_invalid,
+    )
+
+
+@dataclass(frozen=True)
+class SessionAnswer:
+    """A session judged again from its files: the comparison with its one verdict, and a
+    sequential session's decisions and rules."""
+
+    result: compare.Comparison
+    decisions: list[sequential.PairDecision] | None
+    rules: sequential.Session | None
+
+
+def judge(
+    session_dir: Path, *, override: Mapping[str, object] | None = None, force: bool = False
+) -> SessionAnswer:
+    """The session's answer from its two runs (`compare S/base S/new`, `compare S`): its
+    pairs (a split session's cells differ on the split axis, so they are paired as the
+    session paired them, never by id), its judging options unless `override` names others,
+    and a sequential session's own decisions. `force`: as judge_runs."""
+    session = SessionDir(session_dir)
+    base_run, new_run = load_run(session.base), load_run(session.new)
+    judging, pairs, first = _recorded(session, base_run, new_run)
+    judging = dataclasses.replace(judging, **(override or {}))  # type: ignore[arg-type]
+    required = _attestation_required(session)
+    rules = None
+    if judging.until_decided and pairs:
+        cap = judging.max_repeat if judging.max_repeat is not None else 2 * max(first)
+        rules = sequential.Session(
+            pairs=tuple(pairs),
+            first=tuple(first),
+            cap=cap,
+            alpha=judging.alpha,
+            metrics=tuple(judging.metrics) if judging.metrics else None,
+            min_effect=judging.min_effect,
+            equivalence=judging.equivalence,
+            require_attestation=required,
+        )
+    result, decisions = judge_runs(
+        base_run, new_run, pairs, judging, rules, require_attestation=required, force=force
+    )
+    return SessionAnswer(result, decisions, rules)
+
+
+def _attestation_required(session: SessionDir) -> bool:
+    """Whether the session's answer required the host's attestation, as its comparison.json
+    recorded. One with no comparison yet (interrupted) is judged as the `ab` that made it:
+    with a session.json, by an `ab` that requires it (fail closed); without, by one older
+    than session records, as `compare` judges archived runs."""
+    saved = load_comparison(session.comparison)
+    if saved is not None:
+        return saved.settings.require_attestation
+    return session.record.is_file()
+
+
+def _recorded(
+    session: SessionDir, base_run: RunRecord, new_run: RunRecord
+) -> tuple[Judging, list[tuple[str, str]], list[int]]:
+    """How the session judged: its session.json; for a session made before it, its pairs are
+    its runs' cells in order (run_ab writes them in pair order), its options its
+    comparison.json's settings and its sequential.json's rules."""
+    record = load_session(session.path)
+    if record is not None:
+        return _judging(record.judging, sides=record.sides), list(record.pairs), list(record.first)
+    pairs = [(a.cell.id, b.cell.id) for a, b in zip(base_run.cells, new_run.cells, strict=False)]
+    first = [
+        min(a.cell.repeat, b.cell.repeat)
+        for a, b in zip(base_run.cells, new_run.cells, strict=False)
     ]
-    fresh = base.fresh_boot or new.fresh_boot
-    groups, rendezvous = _session_groups(
-        pairs, sides, options, fresh=fresh, apart=apart, side_by_side=side_by_side
-    )
-    session = execution(
-        prepared,
-        options,
-        rw_dir=session_dir,
-        scratch_id=session_id,
-        matrix=base,
-        clock=clock,
-        host_cpus=host_cpus,
-        out=out,
-    )
-    session.rendezvous = rendezvous
-    execute(session, groups, sides)
-    if more is not None:
-        _until_decided(session, list(pairs), sides, more, fresh=fresh, apart=apart)
-    return sides[0].record, sides[1].record, session_dir
+    judging = Judging()
+    saved = load_comparison(session.comparison)
+    if saved is not None:
+        settings = saved.settings
+        judging = Judging(
+            alpha=settings.alpha,
+            min_effect=settings.min_effect,
+            target_effect=settings.target_effect,
+            equivalence=settings.equivalence or compare.DEFAULT_EQUIVALENCE,
+            inconclusive=saved.verdict.inconclusive if saved.verdict else "fail",
+        )
+    rules = load_sequential_rules(session.sequential)
+    if rules is not None:
+        pairs = [(str(a), str(b)) for a, b in rules["pairs"]]
+        first = list(rules["first"])
+        judging = dataclasses.replace(
+            judging,
+            until_decided=True,
+            max_repeat=int(rules["cap"]),
+            metrics=tuple(rules["metrics"]) if rules.get("metrics") else None,
+        )
+    return judging, pairs, first
 
 
-def check_side_by_side(pairs: Sequence[tuple[Cell, Cell]]) -> None:
-    """Side by side, each VM runs both sides (in turn), so every cell of both sides must boot
-    the same kernel with the same command line; kernels that differ run side by side with
-    --jobs 2 (each side's VM at once, not alternated)."""
-    boots = {(c.kernel, c.kernel_build, c.boot_args) for pair in pairs for c in pair}
-    if len(boots) > 1:
+def load_comparison(path: Path) -> compare.Comparison | None:
+    """A session's comparison.json, or None when it has none (an interrupted session)."""
+    text = files.read_text_if_present(path, what="comparison")
+    if text is None:
+        return None
+    try:
+        return compare.Comparison.model_validate_json(text)
+    except ValidationError as exc:
+        raise IomatrixError(f"{path}: not a comparison this iomatrix reads: {exc}") from exc
+
+
+def load_sequential_rules(path: Path) -> dict[str, Any] | None:
+    """A sequential session's rules as its sequential.json holds them; None without one."""
+    text = files.read_text_if_present(path, what="sequential decisions")
+    if text is None:
+        return None
+    try:
+        rules = json.loads(text)["rules"]
+        if not isinstance(rules, dict) or not {"pairs", "first", "cap"} <= set(rules):
+            raise TypeError("no rules with pairs, first and cap")
+    except (ValueError, KeyError, TypeError) as exc:
         raise IomatrixError(
-            "--sides side-by-side alternates the sides between two VMs, so every cell must boot "
-            "the same kernel and command line; these differ (for two kernels, --jobs 2 runs "
-            "each side's VM at the same time)"
-        )
-
-
-def _trusted_kernels(pairs: Sequence[tuple[Cell, Cell]], *, strangers: bool) -> set[str]:
-    """The base side's kernels are built trusted; the new side's too unless it is a stranger's
-    (a gate: `--trusted-base`), or the host trusts no build but a gate's base
-    (host/kernels/build_trust.py)."""
-    trusted = {a.kernel for a, _ in pairs}
-    if not strangers and kernels.own_builds_trusted():
-        trusted |= {b.kernel for _, b in pairs}
-    return trusted
-
-
-def _start_side(
-    name: str,
-    matrix: Matrix,
-    cells: Sequence[Cell],
-    session_dir: Path,
-    run_id: str,
-    *,
-    prepared: Prepared,
-    clock: RunClock,
-    update: dict[str, object],
-) -> Side:
-    """One side's run folder and its first run.json."""
-    run_dir = SessionDir(session_dir).side(name)
-    run_dir.mkdir(parents=True, exist_ok=False)
-    with clock.span(f"environment {name}"):
-        record = start_record(matrix, run_id, shard=None, prepared=prepared).model_copy(
-            update=update
-        )
-    side = Side(record=record, run_dir=run_dir, cells=list(dict.fromkeys(cells)))
-    side.write()
-    return side
-
-
-def _until_decided(
-    session: Execution,
-    pairs: list[tuple[Cell, Cell]],
-    sides: Sequence[Side],
-    more: MoreRounds,
-    *,
-    fresh: bool,
-    apart: bool,
-) -> None:
-    """A sequential session's rounds: one more repetition per side of every pair `more` names,
-    interleaved AB as the first ones were, until it names none."""
-    while True:
-        extend = list(dict.fromkeys(more(sides[0].record, sides[1].record)))
-        if not extend:
-            return
-        print(
-            f"iomatrix: {len(extend)} pair(s) undecided: one more repetition each",
-            file=session.out,
-        )
-        for index in extend:
-            pairs[index] = _one_more(pairs[index], sides)
-        chosen = [pairs[i] for i in extend]
-        if session.rendezvous is not None:
-            first = min(a.repeat for a, _ in chosen) - 1
-            vm0, vm1, keys = side_by_side_steps(
-                str(sides[0].run_dir), str(sides[1].run_dir), chosen, first_round=first
-            )
-            last = [[s for s in vm if s.repetition == s.cell.repeat - 1] for vm in (vm0, vm1)]
-            session.rendezvous = Rendezvous(keys)
-            execute(session, side_by_side_groups(*last), sides)
-            continue
-        latest = [
-            step
-            for step in interleaved_steps(str(sides[0].run_dir), str(sides[1].run_dir), chosen)
-            if step.repetition == step.cell.repeat - 1
-        ]
-        more_groups = _ab_groups(
-            latest, pairs, sides, fresh=fresh, split=1, apart=apart, together=session.jobs > 1
-        )
-        execute(session, more_groups, sides)
-
-
-def _ab_groups(
-    steps: Sequence[Step],
-    pairs: Sequence[tuple[Cell, Cell]],
-    sides: Sequence[Side],
-    *,
-    fresh: bool,
-    split: int,
-    apart: bool = False,
-    together: bool = False,
-) -> list[BootGroup]:
-    """The session's boots, in the order they run. `together`: boots run side by side (--jobs
-    2 or more). Then, when a pair's kernels differ, each side's repetitions of a round run in
-    one boot of its kernel, the base's and the new's at the same time: running at once
-    cancels drift as alternating does, for a boot per side and round instead of one per
-    repetition (under TCG a boot costs more than a repetition). One after the other, the
-    boots alternate per repetition (B N B N). fresh_boot still gives every repetition a VM."""
-    if fresh:
-        return fresh_boots(steps)
-    if apart:
-        # Each round: the base side's steps, then the new side's, each a boot of its own.
-        side = {str(s.run_dir): i for i, s in enumerate(sides)}
-        ordered = sorted(steps, key=lambda s: (s.repetition, side[s.run_dir]))
-        return cut_into_boots(ordered, key=lambda s: (s.cell.kernel, s.run_dir))
-    if together:
-        side = {str(s.run_dir): i for i, s in enumerate(sides)}
-        differ = {
-            (str(sides[1].run_dir), b.id)
-            for a, b in pairs
-            if a.kernel != b.kernel or a.kernel_build != b.kernel_build
-        }
-        # A stable sort: the new side's steps of pairs whose kernels differ move after the base
-        # side's, in their order; everything else keeps its place (its ABAB in one VM).
-        steps = sorted(
-            steps, key=lambda s: side[s.run_dir] if (s.run_dir, s.cell.id) in differ else 0
-        )
-    # A split keeps each pair in one VM: its ABAB interleaving is what makes it fair.
-    pair_of = {
-        key: index
-        for index, (a, b) in enumerate(pairs)
-        for key in ((str(sides[0].run_dir), a.id), (str(sides[1].run_dir), b.id))
-    }
-    return split_boots(
-        cut_into_boots(steps, key=lambda s: s.cell.kernel),
-        split,
-        unit=lambda s: pair_of[(s.run_dir, s.cell.id)],
-    )
-
-
-def _one_more(pair: tuple[Cell, Cell], sides: Sequence[Side]) -> tuple[Cell, Cell]:
-    """The pair's cells with one repetition more, in both runs' records. Each cell's result.json
-    goes (its rep-<n>.json files stay): the agent writes it again, over every repetition, once
-    the new one is done, as it does for a cell's last repetition."""
-    grown = []
-    for cell, side in zip(pair, sides, strict=True):
-        more_cell = cell.model_copy(update={"repeat": cell.repeat + 1})
-        with side.lock:
-            side.cells = [more_cell if c.id == cell.id else c for c in side.cells]
-        cell_result_path(side.run_dir, cell).unlink(missing_ok=True)
-        grown.append(more_cell)
-    return grown[0], grown[1]
+            f"{path}: not sequential decisions this iomatrix reads: {exc!r}"
+        ) from exc
+    return rules

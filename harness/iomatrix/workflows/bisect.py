@@ -17,7 +17,7 @@ import difflib
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
@@ -32,8 +32,8 @@ from iomatrix.model.cell import Cell, KernelBuild, Matrix, cell_id
 from iomatrix.model.result import RunRecord
 from iomatrix.report import bisect_report
 from iomatrix.store.bisect_state import BisectDir
-from iomatrix.store.rundir import new_run_id
-from iomatrix.workflows import ab, runs
+from iomatrix.store.results import ResultsDir, default_results
+from iomatrix.workflows import ab_session, runs
 from iomatrix.workflows.prepare import RunOptions, check, fetcher
 
 
@@ -56,7 +56,7 @@ class BisectRequest:
     cap: int = 10
     per_boot: int = 1
     resume: Path | None = None
-    results: Path = Path("results")
+    results: Path = field(default_factory=default_results)
     offline: bool = False
     allowed_host_devices: Sequence[str] = ()
     # Folders outside the matrix's repository its kernels may be in (--allow-tree).
@@ -194,7 +194,7 @@ def _largest_change(
         f"on {len(pairs)} cells",
         file=sys.stderr,
     )
-    base, new, _session_dir = ab.run_ab(
+    base, new, _session_dir = ab_session.run_ab(
         matrix,
         matrix,
         pairs,
@@ -435,7 +435,7 @@ def start(request: BisectRequest, *, out: TextIO) -> Bisection:
             raise IomatrixError(f"{folder}: that bisection measured another cell ({state.what})")
         cells = on_candidates(matrix, request, measured[0], candidates, recipe=recipe, tree=tree)
     else:
-        folder = (request.results / new_run_id(f"bisect-{matrix.name}")).resolve()
+        folder = ResultsDir(request.results).new_bisection(matrix.name).root
         folder.mkdir(parents=True)
         state, cells, kernels = _new_state(
             matrix,

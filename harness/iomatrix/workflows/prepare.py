@@ -19,7 +19,7 @@ from typing import TextIO
 
 from iomatrix.adapters import kconfig
 from iomatrix.errors import IomatrixError
-from iomatrix.host import environment, kernels, preflight
+from iomatrix.host import environment, kernels, preflight, provenance
 from iomatrix.host.vm import accel, agent_bundle, boot_inputs, cores, guest_root, vng
 from iomatrix.host.vm.cell_results import now_iso
 from iomatrix.host.vm.execute import Execution, ProgressFactory, RunClock
@@ -315,6 +315,7 @@ def start_record(
         matrix_name=matrix.name,
         matrix_source=str(source),
         matrix_sha256=sha256_file(source) if source.is_file() else "",
+        matrix_origin=provenance.matrix_origin(source) if source.is_file() else None,
         shard=shard,
         environment=environment.capture(
             prepared.accelerator, prepared.shared_fs, prepared.guest_root_record
@@ -330,6 +331,17 @@ def start_record(
             for spec, k in prepared.fetched.items()
         },
     )
+
+
+def check_matrix_unchanged(matrix: Path, previous: RunRecord, run_dir: Path) -> None:
+    """Before a resume fetches, builds or probes anything: the matrix file must be the one the
+    run started with (its sha256 as run.json recorded it)."""
+    now = sha256_file(matrix) if matrix.is_file() else "(no such file)"
+    if previous.matrix_sha256 and now != previous.matrix_sha256:
+        raise IomatrixError(
+            f"cannot resume {run_dir}: the matrix file {matrix} changed since the run started "
+            f"(sha256 {now[:16]}, was {previous.matrix_sha256[:16]}); start a new run"
+        )
 
 
 def resumable(previous: RunRecord, fresh: RunRecord, run_dir: Path) -> RunRecord:

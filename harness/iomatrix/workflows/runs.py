@@ -26,15 +26,17 @@ from iomatrix.model.result import RunRecord
 from iomatrix.plan.boots import boot_groups, fresh_boots, sequential_steps, split_boots
 from iomatrix.plan.shards import shard_of
 from iomatrix.report.site import build as site
-from iomatrix.store import rundir
+from iomatrix.store import handles, rundir
 from iomatrix.store.files import locked
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import ResultsDir, default_results
 from iomatrix.store.rundir import new_run_id
 from iomatrix.workflows import archiving, build_plan
 from iomatrix.workflows.prepare import (
     Build,
     RunOptions,
     check,
+    check_matrix_unchanged,
     cores_shared,
     execution,
     host_cores,
@@ -56,6 +58,8 @@ class RunRequest:
     # Folders outside the matrix's repository its kernels may be in (--allow-tree).
     allowed_trees: Sequence[str] = ()
     concurrency: Concurrency = field(default_factory=Concurrency)
+    # --cell ID: only the cells of these ids (or id prefixes).
+    cells: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ def plan(request: RunRequest) -> PlannedRun:
     matrix = load_matrix(request.file, allowed_trees=request.allowed_trees)
     preflight.check_concurrency(request.concurrency, matrix.vm.cpus)
     cells = shard_of(matrix.cells, request.shard)
+    if request.cells:
+        cells = only_cells(cells, request.cells, str(request.file))
     if not cells:
         return PlannedRun(matrix, [])
     # Before anything runs, --show-command included (it would show a scratch image in a host
@@ -87,6 +93,19 @@ def plan(request: RunRequest) -> PlannedRun:
     return PlannedRun(matrix, cells, sharing)
 
 
+def only_cells(cells: Sequence[Cell], wanted: Sequence[str], where: str) -> list[Cell]:
+    """--cell ID: the cells of those ids, or of the one id each is a prefix of."""
+    chosen: list[Cell] = []
+    for text in wanted:
+        found = [c for c in cells if c.id == text] or [c for c in cells if c.id.startswith(text)]
+        if len(found) != 1:
+            listed = ", ".join(f"{c.id} ({c.label})" for c in (found or cells)[:10])
+            what = "is the prefix of several cells" if found else "is no cell"
+            raise IomatrixError(f"--cell {text} {what} of {where}: {listed}")
+        chosen += [c for c in found if c not in chosen]
+    return [c for c in cells if c in chosen]
+
+
 def show_commands(
     planned: PlannedRun, request: RunRequest, fetch: Callable[[KernelSpec], kernels.Kernel]
 ) -> list[str]:
@@ -98,7 +117,7 @@ def show_commands(
     matrix, concurrency = planned.matrix, request.concurrency
     scratch = default_scratch_dir() / "RUN-ID"
     # The default results folder, whatever --results says (as the command always showed it).
-    run_dir = Path("results").resolve() / "RUN-ID"
+    run_dir = ResultsDir(default_results().resolve()).run("RUN-ID")
     slots: list[tuple[int, ...]] = [()]
     if concurrency.jobs > 1:
         pool = cores.CorePool(cores.available_cpus(), matrix.vm.cpus, share=concurrency.share_cores)
@@ -159,7 +178,7 @@ def repetition_advice(
     """Before anything runs (`run` and `ab` alike): the baseline run's noise, per cell."""
     if target_effect is None:
         raise IomatrixError("--baseline needs --target-effect: the change the run must see")
-    base = load_run(rundir.find_run(baseline, results))
+    base = load_run(handles.find_run(baseline, results))
     repeat = {c.id: c.repeat for c in cells}
     plans = [
         p
@@ -189,11 +208,20 @@ def run(
     fetch: Callable[[KernelSpec], kernels.Kernel] | None = None,
     progress: ProgressFactory | None = None,
     out: TextIO = sys.stderr,
+    started: Callable[[Path], None] | None = None,
 ) -> RunOutcome:
     """The planned run in VMs (or the rest of an interrupted one, `resume`: its id or folder),
     then the archive's index and the run's report. Ctrl-C (and SIGTERM, as the command line
     raises it) marks the run interrupted and goes on as KeyboardInterrupt."""
-    resumed = rundir.find_run(resume, request.results) if resume else None
+    resumed = handles.resolve(resume, request.results, handles.ONLY_RUNS).path if resume else None
+    if resumed is not None:
+        # Before anything is fetched, built or probed: the matrix must be the run's.
+        previous = load_run(resumed)
+        check_matrix_unchanged(planned.matrix.source_path(), previous, resumed)
+        if previous.shard != request.shard:
+            raise IomatrixError(
+                f"cannot resume {resumed}: the run was shard {previous.shard}, not {request.shard}"
+            )
     options = RunOptions(
         results_dir=request.results,
         scratch_dir=default_scratch_dir(),
@@ -204,7 +232,13 @@ def run(
         split_boots=request.concurrency.split_boots,
     )
     record, run_dir = run_matrix(
-        planned.matrix, options, cells=planned.cells, resume=resumed, fetch=fetch, out=out
+        planned.matrix,
+        options,
+        cells=planned.cells,
+        resume=resumed,
+        fetch=fetch,
+        out=out,
+        started=started,
     )
     archiving.index_or_warn(request.results)
     report = archiving.report_or_warn(lambda: site.build_run_site(run_dir))
@@ -220,8 +254,10 @@ def run_matrix(
     fetch: Callable[[KernelSpec], kernels.Kernel] | None = None,
     build: Build | None = None,
     resume: Path | None = None,
+    started: Callable[[Path], None] | None = None,
 ) -> tuple[RunRecord, Path]:
-    """Run the matrix (or the given subset of its cells); returns the run record and its folder.
+    """Run the matrix (or the given subset of its cells); returns the run record and its folder
+    (`started` is told the folder as soon as it exists: the command line's resume line).
 
     resume: an earlier run folder of the same matrix (interrupted, or with cells lost to a crash):
     only its cells without a result run, in the same folder, and run.json grows to hold them.
@@ -230,7 +266,9 @@ def run_matrix(
     refused at once.
     """
     if resume is None:
-        return _run_matrix(matrix, options, cells=cells, out=out, fetch=fetch, build=build)
+        return _run_matrix(
+            matrix, options, cells=cells, out=out, fetch=fetch, build=build, started=started
+        )
     folder = resume.resolve()
     with locked(
         rundir.resume_lock(folder),
@@ -238,7 +276,14 @@ def run_matrix(
         timeout_s=0.0,
     ):
         return _run_matrix(
-            matrix, options, cells=cells, out=out, fetch=fetch, build=build, resume=resume
+            matrix,
+            options,
+            cells=cells,
+            out=out,
+            fetch=fetch,
+            build=build,
+            resume=resume,
+            started=started,
         )
 
 
@@ -251,6 +296,7 @@ def _run_matrix(
     fetch: Callable[[KernelSpec], kernels.Kernel] | None = None,
     build: Build | None = None,
     resume: Path | None = None,
+    started: Callable[[Path], None] | None = None,
 ) -> tuple[RunRecord, Path]:
     clock = RunClock()
     host_cpus = host_cores(options, matrix.vm, out)
@@ -283,7 +329,7 @@ def _run_matrix(
             file=out,
         )
     else:
-        run_dir = (options.results_dir / record.run_id).resolve()
+        run_dir = ResultsDir(options.results_dir).run(record.run_id).resolve()
         run_dir.mkdir(parents=True, exist_ok=False)
     record = record.model_copy(
         update={
@@ -299,6 +345,8 @@ def _run_matrix(
         boots=list(record.boots),
     )
     side.write()
+    if started is not None:
+        started(run_dir)
     if matrix.fresh_boot:
         groups = fresh_boots(sequential_steps(str(run_dir), to_run))
     else:

@@ -14,7 +14,7 @@ from iomatrix.cli import main as cli
 from iomatrix.errors import ResultFormatError
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.canaries import canaries_markdown
-from iomatrix.store import canary_ledger
+from iomatrix.store.results import append_canaries, read_canaries
 from support.builders import make_cell
 from support.runs import make_run, ok, sample
 
@@ -52,7 +52,7 @@ def test_an_injected_session_is_right_only_when_it_finds_the_regression() -> Non
 
 
 def load(ledger: Path) -> list[canaries.CanaryOutcome]:
-    return canaries.parse_ledger(canary_ledger.read(ledger), ledger)
+    return canaries.parse_ledger(read_canaries(ledger), ledger)
 
 
 def test_the_ledger_keeps_every_night_and_the_rates_count_them(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_the_ledger_keeps_every_night_and_the_rates_count_them(tmp_path: Path) -
     ]
     nights.append((judged("aa", session(1000, 700, 9)), judged("injected", session(1000, 1000, 9))))
     for night in nights:
-        canary_ledger.append(ledger, canaries.ledger_lines(night))
+        append_canaries(ledger, canaries.ledger_lines(night))
     loaded = load(ledger)
     assert loaded == [o for night in nights for o in night]
     quality = canaries.alert_quality(loaded)
@@ -79,7 +79,7 @@ def test_the_ledger_keeps_every_night_and_the_rates_count_them(tmp_path: Path) -
 
 def test_a_broken_ledger_line_is_an_error_naming_it(tmp_path: Path) -> None:
     ledger = tmp_path / "canaries.jsonl"
-    canary_ledger.append(ledger, canaries.ledger_lines([judged("aa", session(1000, 1000, 1))]))
+    append_canaries(ledger, canaries.ledger_lines([judged("aa", session(1000, 1000, 1))]))
     with ledger.open("a") as handle:
         handle.write('{"kind": "aa"}\n')
     with pytest.raises(ResultFormatError, match=r"canaries.jsonl:2"):

@@ -674,7 +674,11 @@ def test_cli_reports_a_missing_run_as_bad_input(
         ("0%", "must be above 0% and below 100%, not '0%'"),
         ("100%", "must be above 0% and below 100%, not '100%'"),
         ("-5%", "must be above 0% and below 100%, not '-5%'"),
-        ("5", "'5' is ambiguous: write a percentage (e.g. 5%) or a fraction below 1 (0.05)"),
+        (
+            "5",
+            "'5' is ambiguous: did you mean 5%? write a percentage (e.g. 5%) or a fraction below 1 "
+            "(0.05)",
+        ),
         ("five", "'five' is not a percentage (e.g. 5%)"),
     ],
 )

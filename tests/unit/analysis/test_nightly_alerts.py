@@ -1,11 +1,11 @@
 """The nightly's alerts, simulated night by night: a real step is news once, soon after it
 happened, and flat histories stay quiet.
 
-The step case runs the nightly's own alert step (`iomatrix trend --alerts LEDGER --json`, what
-tools/nightly-archive.sh runs) on a real archive folder after each of 60 nights, the ledger
-carried from night to night. The 200 flat histories go through the same functions the alert
-step is made of (trend.series_changes, then alert_ledger.select_new) on in-memory series: 200 x 60
-archive runs would take minutes.
+The step case runs the nightly's own alert step (`iomatrix trend --alerts LEDGER --json`, whose
+workflows/trends.nightly_alerts `iomatrix nightly` runs) on a real archive folder after each of
+60 nights, the ledger carried from night to night. The 200 flat histories go through the same
+functions the alert step is made of (trend.series_changes, then alert_ledger.select_new) on
+in-memory series: 200 x 60 archive runs would take minutes.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pytest
 from iomatrix.analysis import alert_ledger, trend, triage
 from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
-from iomatrix.store import alerts
 from iomatrix.store.archive import HistoryPoint, Series
 from iomatrix.store.records_io import write_record
+from iomatrix.store.results import ResultsDir, read_alerts, write_alerts
 from support.builders import make_cell
 from support.runs import make_run, ok
 from support.triage_files import add_entry
@@ -81,7 +81,7 @@ def test_a_step_is_news_once_within_six_nights_in_a_real_archive_night_by_night(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = tmp_path / "runs"
-    ledger = alerts.default_path(results)
+    ledger = ResultsDir(results).alerts
     values = stepped(seed=2)
     news: list[tuple[int, dict[str, object]]] = []
     for night, value in enumerate(values):
@@ -200,14 +200,14 @@ def test_a_change_is_news_when_no_change_of_its_series_was_reported_within_two_r
 
 
 def load_ledger(path: Path) -> alert_ledger.AlertLedger | None:
-    return alert_ledger.parse_ledger(alerts.read(path), path)
+    return alert_ledger.parse_ledger(read_alerts(path), path)
 
 
 def test_the_ledger_is_versioned_and_a_bad_one_is_refused(tmp_path: Path) -> None:
-    path = alerts.default_path(tmp_path)
+    path = ResultsDir(tmp_path).alerts
     assert load_ledger(path) is None
     _, ledger = alert_ledger.select_new([change_at(20)], {}, alert_ledger.AlertLedger(), night="n1")
-    alerts.write(path, alert_ledger.ledger_json(ledger))
+    write_alerts(path, alert_ledger.ledger_json(ledger))
     assert load_ledger(path) == ledger
     assert json.loads(path.read_text())["schema"] == alert_ledger.ALERTS_SCHEMA
     assert not list(tmp_path.glob(".*.tmp"))  # written through a temporary file, renamed
@@ -223,7 +223,7 @@ def test_an_acknowledged_step_stays_quiet_in_the_archive(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = tmp_path / "runs"
-    ledger = alerts.default_path(results)
+    ledger = ResultsDir(results).alerts
     values = stepped(seed=2)
     for night in range(STEP_AT):
         write_night(results, night, values[night])

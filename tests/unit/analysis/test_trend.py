@@ -11,8 +11,9 @@ import pytest
 from iomatrix.analysis import trend, trend_findings
 from iomatrix.analysis.changepoint import detect_change_points
 from iomatrix.cli import main as cli
-from iomatrix.store import triage_file
 from iomatrix.store.records_io import write_record
+from iomatrix.store.results import ResultsDir
+from iomatrix.workflows import trends
 from support.builders import make_cell
 from support.runs import make_run, ok, sample
 from support.triage_files import load_triage
@@ -50,7 +51,7 @@ def test_one_step_in_iops_is_found_with_the_runs_on_each_side(tmp_path: Path) ->
     iops = [1000.0 if n < STEP_AT else 900.0 for n in range(nights)]
     flat_latency = [500.0] * nights
     run_ids = write_history(tmp_path, iops, flat_latency)
-    changes, examined = trend.find_trends(tmp_path)
+    changes, examined = trends.find_trends(tmp_path)
     iops_changes = [c for c in changes if c.metric == "write_iops"]
     assert len(iops_changes) == 1
     (change,) = iops_changes
@@ -65,7 +66,7 @@ def test_one_step_in_iops_is_found_with_the_runs_on_each_side(tmp_path: Path) ->
 
 def test_a_flat_history_has_no_change_points(tmp_path: Path) -> None:
     write_history(tmp_path, [1000.0] * 30, [500.0] * 30)
-    changes, examined = trend.find_trends(tmp_path, metric_patterns=["write_*"])
+    changes, examined = trends.find_trends(tmp_path, metric_patterns=["write_*"])
     assert examined == 2
     assert changes == []
 
@@ -73,13 +74,13 @@ def test_a_flat_history_has_no_change_points(tmp_path: Path) -> None:
 def test_latency_going_down_is_an_improvement(tmp_path: Path) -> None:
     latency = [500.0 if n < STEP_AT else 400.0 for n in range(40)]
     write_history(tmp_path, [1000.0] * 40, latency)
-    changes, _ = trend.find_trends(tmp_path, metric_patterns=["*_lat_*"])
+    changes, _ = trends.find_trends(tmp_path, metric_patterns=["*_lat_*"])
     assert [c.verdict for c in changes] == ["improved"]
 
 
 def test_too_short_a_history_is_not_judged(tmp_path: Path) -> None:
     write_history(tmp_path, [1000.0] * 5 + [900.0] * 4, [500.0] * 9)
-    changes, examined = trend.find_trends(tmp_path)
+    changes, examined = trends.find_trends(tmp_path)
     assert (changes, examined) == ([], 0)
 
 
@@ -121,9 +122,9 @@ def test_ninety_of_a_hundred_five_percent_steps_are_found_within_two_nights() ->
 def test_a_change_smaller_than_the_minimum_change_is_not_news(tmp_path: Path) -> None:
     # A 2% step on 1% noise is a real change point, but below max(3%, 2 x CoV).
     write_history(tmp_path, [1000.0 if n < STEP_AT else 980.0 for n in range(40)], [500.0] * 40)
-    assert trend.find_trends(tmp_path, metric_patterns=["*_iops"])[0] == []
+    assert trends.find_trends(tmp_path, metric_patterns=["*_iops"])[0] == []
     # A fixed minimum change of 1% lets it through.
-    (change,) = trend.find_trends(tmp_path, metric_patterns=["*_iops"], min_change=0.01)[0]
+    (change,) = trends.find_trends(tmp_path, metric_patterns=["*_iops"], min_change=0.01)[0]
     assert change.median_change == pytest.approx(-0.02, abs=0.01)
     assert change.min_change == 0.01
 
@@ -134,11 +135,11 @@ def test_since_shows_only_what_is_new_and_known_changes_are_set_apart(
     run_ids = write_history(
         tmp_path, [1000.0 if n < STEP_AT else 900.0 for n in range(40)], [500.0] * 40
     )
-    (change,) = trend.find_trends(tmp_path, metric_patterns=["*_iops"])[0]
+    (change,) = trends.find_trends(tmp_path, metric_patterns=["*_iops"])[0]
     after = run_ids.index(change.first_run_after)
     # Asked since a run after the change: nothing new. Since the run before it: the change.
-    assert trend.find_trends(tmp_path, since=run_ids[after + 1])[0] == []
-    assert len(trend.find_trends(tmp_path, since=run_ids[after - 1])[0]) == 1
+    assert trends.find_trends(tmp_path, since=run_ids[after + 1])[0] == []
+    assert len(trends.find_trends(tmp_path, since=run_ids[after - 1])[0]) == 1
     known = tmp_path / "known.yaml"
     known.write_text(
         f"- cell: '*ext4*'\n  metric: '*_iops'\n  first_run_after: {change.first_run_after}\n"
@@ -166,7 +167,7 @@ def test_the_archives_triage_file_acknowledges_or_ignores_a_change(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_history(tmp_path, [1000.0 if n < STEP_AT else 900.0 for n in range(40)], [500.0] * 40)
-    (change,) = trend.find_trends(tmp_path, metric_patterns=["*_iops"])[0]
+    (change,) = trends.find_trends(tmp_path, metric_patterns=["*_iops"])[0]
     assert change.triage is None
     base = ["triage", "--results", str(tmp_path), "--cell", change.cell_id, "--metric"]
     where = ["--first-run-after", change.first_run_after, "--who", "alice"]
@@ -184,7 +185,7 @@ def test_the_archives_triage_file_acknowledges_or_ignores_a_change(
     out = capsys.readouterr().out
     assert "; 1 ignored (triage file)" in out
     assert change.first_run_after not in out
-    assert len(load_triage(triage_file.default_path(tmp_path))) == 2
+    assert len(load_triage(ResultsDir(tmp_path).triage)) == 2
     # An unknown --since run too.
     assert cli.main(["trend", "--results", str(tmp_path), "--since", "nope"]) == 2
 
@@ -291,7 +292,7 @@ def test_a_five_night_dip_that_recovers_is_reported_as_a_dip(tmp_path: Path) -> 
     # Five nights 10% low, then back: a dip, with the runs it lasted and the run it ended at.
     iops = [900.0 if 30 <= n < 35 else 1000.0 for n in range(60)]
     run_ids = write_history(tmp_path, iops, [500.0] * 60)
-    changes, _ = trend.find_trends(tmp_path, metric_patterns=["*_iops"])
+    changes, _ = trends.find_trends(tmp_path, metric_patterns=["*_iops"])
     assert [(c.kind, c.verdict) for c in changes] == [("dip", "regressed")]
     (dip,) = changes
     assert (dip.first_run_after, dip.dip_runs, dip.first_run_back) == (

@@ -19,7 +19,7 @@ from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.cell import Cell, Matrix
 from iomatrix.model.result import KernelBuildInfo, KernelInfo, RunRecord
 from iomatrix.store.bisect_state import BisectDir
-from iomatrix.workflows import ab, prepare, runs
+from iomatrix.workflows import ab_session, prepare, runs
 from iomatrix.workflows import bisect as bisect_workflow
 from support.kernel_trees import commit_all, git, matrix_file, toy_tree
 from support.runs import make_run, ok
@@ -152,7 +152,7 @@ class FakeRuns:
         options: prepare.RunOptions,
         **_kwargs: object,
     ) -> tuple[RunRecord, RunRecord, Path]:
-        """ab.run_ab: each side as a run of its cells."""
+        """ab_session.run_ab: each side as a run of its cells."""
         base, _ = self(_base.model_copy(update={"cells": tuple(a for a, _ in pairs)}), options)
         new, _ = self(_new.model_copy(update={"cells": tuple(b for _, b in pairs)}), options)
         return base, new, options.results_dir
@@ -206,7 +206,7 @@ def test_the_ends_built_by_the_ab_that_chose_the_cell_are_shown_compiled(
     path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]", "[ext4, xfs]")
     fake = FakeRuns(tree, shas[1], shas)
     monkeypatch.setattr(runs, "run_matrix", fake)
-    monkeypatch.setattr(ab, "run_ab", fake.ab)
+    monkeypatch.setattr(ab_session, "run_ab", fake.ab)
     results = tmp_path / "results"
     argv = ["bisect", str(path), "--good", "v1", "--bad", "HEAD", "--first", "5"]
     assert cli_main.main([*argv, "--results", str(results)]) == 0

@@ -350,7 +350,7 @@ def test_top_level_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str
         ("expand", "list the cells of a matrix"),
         ("run", "run a matrix in VMs and archive the results"),
         ("kernels", "list or fetch cached kernels"),
-        ("show", "print the table of an archived run"),
+        ("show", "print an archived run's table, a session's verdict"),
         ("accel", "probe (or show the cached verdict of) KVM vs TCG"),
     ]:
         assert any(
@@ -523,12 +523,11 @@ def test_show_prints_the_run_table(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_show_unknown_run_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["show", "nope", "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(
-        f"iomatrix: error: nope: no run folder with a run.json there or under {tmp_path}/ "
-    )
-    # What a RUN may be, and that the folder holds none to choose from.
-    assert "a unique prefix of one, or latest" in err
-    assert err.endswith("it holds no run (--results names another folder)\n")
+    assert err.startswith(f"iomatrix: error: nope: nothing under {tmp_path}/ is called nope ")
+    # What an ID may be, and that the folder holds none to choose from.
+    assert "a run, an A/B session" in err
+    assert "a unique prefix of one, latest, or its folder" in err
+    assert err.endswith("it holds no results (--results names another folder)\n")
 
 
 def test_show_truncated_run_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -66,3 +66,39 @@ def test_init_never_overwrites_and_names_the_file(
         "away, or give another FOLDER)\n"
     )
     assert mine.read_text() == "format: 1\n# my own work\n"
+
+
+@pytest.mark.parametrize(
+    ("given", "reason"),
+    [
+        # A folder that cannot be made: the kernel's /proc takes no new entries.
+        (Path("/proc/iomatrix-init"), "cannot make the folder /proc/iomatrix-init: "),
+        # Under a file: no folder can be made there.
+        (Path("{tmp}/existing.yaml/sub"), "cannot make the folder {tmp}/existing.yaml/sub: "),
+        # An existing file given as the folder.
+        (
+            Path("{tmp}/existing.yaml"),
+            "{tmp}/existing.yaml is a file, not a folder: iomatrix init writes matrix.yaml into "
+            "a FOLDER",
+        ),
+        # A matrix file's name for a folder that does not exist: no folder named gate.yaml.
+        (
+            Path("{tmp}/gate.yaml"),
+            "{tmp}/gate.yaml names a file, not a folder: iomatrix init writes matrix.yaml into "
+            "a FOLDER",
+        ),
+    ],
+)
+def test_init_refuses_a_bad_path_with_its_reason_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: Path, reason: str
+) -> None:
+    """`init /proc/x` and `init existing.yaml` ended in tracebacks (exit 1), and `init gate.yaml`
+    made a folder named gate.yaml."""
+    (tmp_path / "existing.yaml").write_text("format: 1\n")
+    folder = Path(str(given).format(tmp=tmp_path))
+    assert cli.main(["init", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iomatrix: error: " + reason.format(tmp=tmp_path)), err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.yaml"]
+    assert (tmp_path / "existing.yaml").read_text() == "format: 1\n"

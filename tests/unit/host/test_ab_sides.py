@@ -13,7 +13,7 @@ from iomatrix.cli import main as cli
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.plan import ab
 from iomatrix.plan.boots import interleaved_steps
-from iomatrix.workflows import ab as ab_workflow
+from iomatrix.workflows import ab_session
 from support import fake_vms
 from support.builders import make_cell
 from support.fake_vms import Boot, FakeVms, path_kernel_matrix, write_ok_results
@@ -83,7 +83,7 @@ def test_apart_runs_each_round_base_then_new_in_boots_of_their_own() -> None:
     pairs = list(zip(base, new, strict=True))
     sides = [SimpleNamespace(run_dir=Path("/a")), SimpleNamespace(run_dir=Path("/b"))]
     steps = interleaved_steps("/a", "/b", pairs)
-    apart = ab_workflow._ab_groups(steps, pairs, sides, fresh=False, split=1, apart=True)  # type: ignore[arg-type]
+    apart = ab_session._ab_groups(steps, pairs, sides, fresh=False, split=1, apart=True)  # type: ignore[arg-type]
     assert [{s.run_dir for s in g.steps} for g in apart] == [{"/a"}, {"/b"}] * 3
     assert [sorted({s.repetition for s in g.steps}) for g in apart] == [
         [0],
@@ -96,7 +96,7 @@ def test_apart_runs_each_round_base_then_new_in_boots_of_their_own() -> None:
     key = lambda s: (s.run_dir, s.cell.id, s.repetition)  # noqa: E731
     assert sorted(map(key, (s for g in apart for s in g.steps))) == sorted(map(key, steps))
     assert len({g.boot_id for g in apart}) == 6
-    shared = ab_workflow._ab_groups(steps, pairs, sides, fresh=False, split=1)  # type: ignore[arg-type]
+    shared = ab_session._ab_groups(steps, pairs, sides, fresh=False, split=1)  # type: ignore[arg-type]
     assert [len(g.steps) for g in shared] == [12]
 
 
@@ -148,7 +148,7 @@ def test_side_by_side_a_kernel_ab_boots_each_side_once_per_round() -> None:
     ]
     sides = [SimpleNamespace(run_dir=Path("/a")), SimpleNamespace(run_dir=Path("/b"))]
     steps = interleaved_steps("/a", "/b", pairs)
-    together = ab_workflow._ab_groups(steps, pairs, sides, fresh=False, split=1, together=True)  # type: ignore[arg-type]
+    together = ab_session._ab_groups(steps, pairs, sides, fresh=False, split=1, together=True)  # type: ignore[arg-type]
     assert [(g.kernel, len(g.steps)) for g in together] == [
         ("debian:bookworm", 6),
         ("debian:sid", 6),
@@ -158,10 +158,10 @@ def test_side_by_side_a_kernel_ab_boots_each_side_once_per_round() -> None:
     assert [(s.cell.filesystem.fstype, s.repetition) for s in together[0].steps] == [
         (fs, rep) for rep in range(3) for fs in ("ext4", "xfs")
     ]
-    apart_in_time = ab_workflow._ab_groups(steps, pairs, sides, fresh=False, split=1)  # type: ignore[arg-type]
+    apart_in_time = ab_session._ab_groups(steps, pairs, sides, fresh=False, split=1)  # type: ignore[arg-type]
     assert [g.kernel for g in apart_in_time] == ["debian:bookworm", "debian:sid"] * 6
     # Kernels that agree keep one VM for both sides, side by side or not.
     same = [(a, b.model_copy(update={"kernel": a.kernel})) for a, b in pairs]
     steps = interleaved_steps("/a", "/b", same)
-    (one,) = ab_workflow._ab_groups(steps, same, sides, fresh=False, split=1, together=True)  # type: ignore[arg-type]
+    (one,) = ab_session._ab_groups(steps, same, sides, fresh=False, split=1, together=True)  # type: ignore[arg-type]
     assert [s.run_dir for s in one.steps[:4]] == ["/a", "/b", "/a", "/b"]

@@ -18,7 +18,7 @@ from iomatrix.errors import KernelError
 from iomatrix.host.kernels import build_trust
 from iomatrix.host.kernels.builder import build
 from iomatrix.model.cell import KernelBuild, Matrix
-from iomatrix.workflows import ab as ab_workflow
+from iomatrix.workflows import ab_session as ab_workflow
 from iomatrix.workflows.prepare import RunOptions
 from support import build_sandboxes
 from support.builders import make_cell

@@ -21,7 +21,7 @@ from iomatrix.report import comparison as comparison_report
 from iomatrix.report.site import build
 from iomatrix.store import rundir
 from iomatrix.store.records_io import finished_repetitions, load_run, write_record
-from iomatrix.workflows import ab, prepare
+from iomatrix.workflows import ab_session, prepare
 from support import fake_vms
 from support.builders import make_rep
 from support.fake_vms import Boot, FakeVms, path_kernel_matrix
@@ -100,7 +100,7 @@ def sequential_ab(
     options = prepare.RunOptions(
         results_dir=tmp_path / "results", scratch_dir=tmp_path / "scratch", progress=None
     )
-    _base, _new, folder = ab.run_ab(
+    _base, _new, folder = ab_session.run_ab(
         matrix, matrix, pairs, options, fetch=kernels.fetch, more=rules.undecided
     )
     return agent, rules, folder

@@ -14,7 +14,7 @@ import pytest
 from iomatrix.errors import IomatrixError
 from iomatrix.host.vm.rendezvous import Rendezvous
 from iomatrix.plan.boots import side_by_side_groups, side_by_side_steps
-from iomatrix.workflows.ab import check_side_by_side
+from iomatrix.workflows.ab_session import check_side_by_side
 from support.builders import make_cell
 
 
@@ -135,16 +135,14 @@ def test_a_partner_that_leaves_or_never_comes_releases_the_waiting_vm() -> None:
 def test_a_strangers_new_side_never_shares_a_vm_side_by_side(sides: str) -> None:
     """Side by side, each VM runs both sides in turn: a gate's new side that runs other code in
     the guest (here another scheduler) is refused there as in one shared VM."""
-    from iomatrix.workflows.ab import PlannedAB, sides_apart  # noqa: PLC0415
+    from iomatrix.workflows.ab_session import sides_apart  # noqa: PLC0415
 
     pairs = [(make_cell(), make_cell(scheduler="mq-deadline"))]
-    matrix = object()
-    planned = PlannedAB(matrix, matrix, pairs, None, trusted_base=True)  # type: ignore[arg-type]
     with pytest.raises(IomatrixError, match=f"--sides {sides} with --trusted-base"):
-        sides_apart(sides, planned, io.StringIO())
+        sides_apart(sides, pairs, None, trusted=True, out=io.StringIO())
     # An A/A (the same guest code on both sides) may run side by side.
-    same = PlannedAB(matrix, matrix, [(make_cell(), make_cell())], None, trusted_base=True)  # type: ignore[arg-type]
-    assert sides_apart(sides, same, io.StringIO()) is False
+    same = [(make_cell(), make_cell())]
+    assert sides_apart(sides, same, None, trusted=True, out=io.StringIO()) is False
 
 
 def test_a_side_by_side_session_runs_two_vms_and_writes_every_cells_result(
@@ -161,7 +159,7 @@ def test_a_side_by_side_session_runs_two_vms_and_writes_every_cells_result(
     from iomatrix.matrix.loader import load_matrix  # noqa: PLC0415
     from iomatrix.plan.ab import pair_cells  # noqa: PLC0415
     from iomatrix.store.records_io import load_run  # noqa: PLC0415
-    from iomatrix.workflows import ab, prepare  # noqa: PLC0415
+    from iomatrix.workflows import ab_session, prepare  # noqa: PLC0415
     from support import fake_vms  # noqa: PLC0415
     from support.fake_vms import path_kernel_matrix  # noqa: PLC0415
 
@@ -180,7 +178,7 @@ def test_a_side_by_side_session_runs_two_vms_and_writes_every_cells_result(
     options = prepare.RunOptions(
         results_dir=tmp_path / "results", scratch_dir=tmp_path / "scratch", progress=None
     )
-    base_run, new_run, _folder = ab.run_ab(
+    base_run, new_run, _folder = ab_session.run_ab(
         matrix, matrix, pairs, options, fetch=kernels.fetch, side_by_side=True
     )
     # Two boots, each running every pair once a round, the sides swapping VMs each round.
@@ -198,3 +196,45 @@ def test_a_side_by_side_session_runs_two_vms_and_writes_every_cells_result(
     assert all(row.p_value is not None for row in result.rows), [
         (r.verdict, r.reason) for r in result.rows
     ]
+
+
+def test_a_resumed_side_by_side_session_never_waits_for_a_partner_already_done(
+    tmp_path: Path,
+) -> None:
+    """`ab --resume` of a side-by-side session: the steps an interrupted attempt finished do
+    not run again, and a step whose partner finished meets nobody (it would wait out the
+    rendezvous's bound for a partner that never comes)."""
+    from iomatrix.store import rundir  # noqa: PLC0415
+    from iomatrix.workflows import ab_session  # noqa: PLC0415
+
+    base_dir, new_dir = tmp_path / "base", tmp_path / "new"
+    a, b = make_cell(repeat=3), make_cell(scheduler="mq-deadline", repeat=3)
+    vm0, vm1, keys = side_by_side_steps(str(base_dir), str(new_dir), [(a, b)])
+    # Interrupted in round 1: both of round 0 done, and the base side's step of round 1.
+    for folder, cell, repetitions in ((base_dir, a, (0, 1)), (new_dir, b, (0,))):
+        cell_folder = rundir.cell_dir(folder, cell.id)
+        cell_folder.mkdir(parents=True)
+        for index in repetitions:
+            rundir.rep_path(cell_folder, index).write_text("{}\n")
+    groups, meet = ab_session._side_by_side_left(vm0, vm1, keys)
+    left = [(s.run_dir, s.repetition) for g in groups for s in g.steps]
+    assert sorted(left) == [(str(base_dir), 2), (str(new_dir), 1), (str(new_dir), 2)]
+    assert meet.key(str(new_dir), b.id, 1) is None
+    assert meet.key(str(new_dir), b.id, 2) == meet.key(str(base_dir), a.id, 2) is not None
+    assert len(groups) == 2
+
+
+def test_a_side_by_side_session_is_judged_as_pairs_when_judged_again(tmp_path: Path) -> None:
+    """`compare S` (and `ab --resume`) judge a session as its session.json says it ran: side
+    by side, as pairs."""
+    from iomatrix.store.records_io import load_session, write_record  # noqa: PLC0415
+    from iomatrix.store.sessiondir import SessionDir  # noqa: PLC0415
+    from iomatrix.workflows import ab  # noqa: PLC0415
+    from support.sessions import write_session  # noqa: PLC0415
+
+    folder = write_session(tmp_path / "results", judged=False)
+    assert not ab.judge(folder).result.settings.paired
+    record = load_session(folder)
+    assert record is not None
+    write_record(SessionDir(folder).record, record.model_copy(update={"sides": "side-by-side"}))
+    assert ab.judge(folder).result.settings.paired

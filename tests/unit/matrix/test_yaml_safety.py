@@ -115,6 +115,14 @@ def test_unusable_yaml(ws: Path, text: str, reason: str) -> None:
     assert yaml_error(ws, text).reason.startswith(reason)
 
 
+def test_a_yaml_syntax_error_names_the_file_not_a_byte_string(ws: Path) -> None:
+    """PyYAML marks its errors `in "<byte string>"` (it parsed bytes): the reason names the
+    matrix file as it was given, at the line and column of the problem."""
+    reason = yaml_error(ws, "format: 1\nname: x\nmatrix: [a, b\n").reason
+    assert "<byte string>" not in reason
+    assert f'in "{ws / "m.yaml"}", line 3, column 9' in reason
+
+
 def test_non_utf8_is_refused(ws: Path) -> None:
     path = ws / "m.yaml"
     path.write_bytes(b"format: 1\nname: \xff\xfe\n")

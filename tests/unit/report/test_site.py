@@ -21,6 +21,7 @@ from iomatrix.model.result import KernelInfo
 from iomatrix.report.site import build, history_page, run_page, svg
 from iomatrix.report.site.run_page import headline_metrics, latency_cdf
 from iomatrix.store.records_io import load_run, write_record
+from iomatrix.workflows import trends
 from support.archives import (
     BASE_IOPS,
     matrix_cells,
@@ -197,7 +198,7 @@ def test_report_of_two_runs_from_the_command_line(
 def test_an_archive_site_marks_the_step_and_lists_it_as_a_regression(tmp_path: Path) -> None:
     results = tmp_path / "results"
     nightly = write_nightly_archive(results)
-    site = build.build_archive_site(results, since=nightly.run_ids[-3])
+    site = trends.dashboard(results, since=nightly.run_ids[-3])
     names = [p.relative_to(results / "site").as_posix() for p in site.pages]
     assert names[0] == "index.html"
     assert "history.html" in names
@@ -268,7 +269,7 @@ def test_the_history_is_drawn_over_the_runs_dates_and_names_each_runs_kernel(
     and kernel release."""
     results = tmp_path / "results"
     archive_of(results, [1, 2, 10])
-    build.build_archive_site(results)
+    trends.dashboard(results)
     history = (results / "site" / "history.html").read_text()
     chart = history.split('<svg class="chart"')[1]
     marks = marks_of(chart)
@@ -293,7 +294,7 @@ def test_the_history_is_drawn_over_the_runs_dates_and_names_each_runs_kernel(
 def test_a_one_run_archive_says_it_has_no_trend_yet(tmp_path: Path) -> None:
     results = tmp_path / "results"
     archive_of(results, [20])
-    build.build_archive_site(results)
+    trends.dashboard(results)
     dashboard = (results / "site" / "index.html").read_text()
     assert ">steady<" not in dashboard
     # Every drawn series (4 cells x 3 headline metrics) says why it has no verdict.
@@ -347,7 +348,7 @@ def test_every_link_of_a_nightly_site_stays_inside_it(tmp_path: Path) -> None:
     newest = write_run_with_failure(
         results, "20261231T000000Z-failed", created_at="2026-12-31T00:00:00+00:00"
     )
-    site = build.build_archive_site(results)
+    site = trends.dashboard(results)
     published = tmp_path / "published"
     shutil.copytree(results / "site", published)
     assert links_leaving(published) == []
@@ -365,12 +366,12 @@ def test_a_rebuilt_nightly_site_keeps_only_its_newest_runs_pages_and_logs(
 ) -> None:
     results = tmp_path / "results"
     nightly = write_nightly_archive(results, nights=4, step_at=2)
-    build.build_archive_site(results, run_pages=2)
+    trends.dashboard(results, run_pages=2)
     logs = results / "site" / "logs"
     assert sorted(p.name for p in logs.iterdir()) == list(nightly.run_ids[-2:])
     (logs / "notes").mkdir()  # not a run's: left alone
     newest = write_run_with_failure(results, "z-newest", created_at="2026-12-31T00:00:00+00:00")
-    build.build_archive_site(results, run_pages=2)
+    trends.dashboard(results, run_pages=2)
     assert sorted(p.name for p in logs.iterdir()) == sorted(
         [nightly.run_ids[-1], newest.name, "notes"]
     )
@@ -518,12 +519,12 @@ def test_the_archive_site_respects_the_triage_file(tmp_path: Path) -> None:
         cell=nightly.stepped_cell.id, metric="write_*", first_run_after=step, who="bob", why="known"
     )
     add_entry(results, entry)
-    build.build_archive_site(results)
+    trends.dashboard(results)
     changes = read(results / "site" / "changes.html")
     assert [r["data-status"] for r in changes.rows] == ["known", "known"]
     assert "acknowledged by bob: known" in changes.text
     add_entry(results, entry.model_copy(update={"status": "ignored"}))
-    build.build_archive_site(results)
+    trends.dashboard(results)
     changes = read(results / "site" / "changes.html")
     assert changes.rows == []
     assert "2 ignored by the triage file" in changes.text

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.errors import IomatrixError
-from iomatrix.store import rundir
+from iomatrix.store import handles
 from iomatrix.store.files import locked, sha256_file, write_text_atomic
 
 HOLD = """
@@ -83,8 +83,8 @@ def test_a_run_argument_is_a_folder_its_run_json_or_an_id(tmp_path: Path) -> Non
     run = results / "20261124T000000Z-m-abcd"
     run.mkdir(parents=True)
     (run / "run.json").write_text("{}")
-    assert rundir.find_run(str(run), results) == run
-    assert rundir.find_run(str(run / "run.json"), results) == run
-    assert rundir.find_run(run.name, results) == run
-    with pytest.raises(IomatrixError, match=r"^nope: no run folder with a run.json there or under"):
-        rundir.find_run("nope", results)
+    assert handles.find_run(str(run), results) == run
+    assert handles.find_run(str(run / "run.json"), results) == run
+    assert handles.find_run(run.name, results) == run
+    with pytest.raises(IomatrixError, match=r"^nope: nothing under .*results/ is called nope"):
+        handles.find_run("nope", results)

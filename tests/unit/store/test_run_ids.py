@@ -13,7 +13,7 @@ from iomatrix.cli import main as cli
 from iomatrix.errors import IomatrixError
 from iomatrix.model.result import CellResult, RunRecord
 from iomatrix.model.run_id import RUN_ID_RE
-from iomatrix.store import rundir
+from iomatrix.store import handles, rundir
 from iomatrix.store.merge import merge_runs
 from iomatrix.store.records_io import write_record
 from support.builders import make_cell
@@ -39,22 +39,22 @@ def results(tmp_path: Path) -> Path:
 
 
 def test_latest_is_the_newest_run(results: Path) -> None:
-    assert rundir.find_run("latest", results) == results / "20261125T111111Z-quick-cd34"
+    assert handles.find_run("latest", results) == results / "20261125T111111Z-quick-cd34"
 
 
 def test_a_unique_prefix_names_its_run(results: Path) -> None:
-    assert rundir.find_run("20261124", results) == results / IDS[0]
-    assert rundir.find_run("20261125T101", results) == results / IDS[1]
-    assert rundir.find_run("20261125T111111Z-q", results) == results / IDS[2]
+    assert handles.find_run("20261124", results) == results / IDS[0]
+    assert handles.find_run("20261125T101", results) == results / IDS[1]
+    assert handles.find_run("20261125T111111Z-q", results) == results / IDS[2]
     # The whole id, the folder and its run.json as before.
-    assert rundir.find_run(IDS[3], results) == results / IDS[3]
-    assert rundir.find_run(str(results / IDS[3]), results) == results / IDS[3]
-    assert rundir.find_run(str(results / IDS[3] / "run.json"), results) == results / IDS[3]
+    assert handles.find_run(IDS[3], results) == results / IDS[3]
+    assert handles.find_run(str(results / IDS[3]), results) == results / IDS[3]
+    assert handles.find_run(str(results / IDS[3] / "run.json"), results) == results / IDS[3]
 
 
 def test_an_ambiguous_prefix_lists_the_runs_it_could_be(results: Path) -> None:
     with pytest.raises(IomatrixError) as caught:
-        rundir.find_run("20261125T11", results)
+        handles.find_run("20261125T11", results)
     text = str(caught.value)
     assert "2 runs under" in text
     assert IDS[2] in text
@@ -64,12 +64,10 @@ def test_an_ambiguous_prefix_lists_the_runs_it_could_be(results: Path) -> None:
 
 def test_an_unknown_run_says_the_closest_id_and_the_newest_runs(results: Path) -> None:
     with pytest.raises(IomatrixError) as caught:
-        rundir.find_run("20261125T101010Z-quick-ab13", results)
+        handles.find_run("20261125T101010Z-quick-ab13", results)
     text = str(caught.value)
     assert f"did you mean {IDS[1]}?" in text
-    assert "the newest runs there: 20261125T111111Z-quick-cd34, 20261125T111111Z-nightly-ef56" in (
-        text
-    )
+    assert "the newest there: 20261125T111111Z-quick-cd34, 20261125T111111Z-nightly-ef56" in (text)
     assert "bisect" not in text
 
 
@@ -79,9 +77,9 @@ def test_the_candidates_listed_are_at_most_ten(tmp_path: Path) -> None:
     for run_id in ids:
         write_record(rundir.run_file(results / run_id), make_run([], run_id=run_id))
     with pytest.raises(IomatrixError) as caught:
-        rundir.find_run("2026", results)
+        handles.find_run("2026", results)
     text = str(caught.value)
-    assert sum(run_id in text for run_id in ids) == rundir.SHOWN_CANDIDATES == 10
+    assert sum(run_id in text for run_id in ids) == handles.SHOWN_CANDIDATES == 10
     assert "and 15 more" in text
 
 

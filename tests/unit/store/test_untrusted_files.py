@@ -13,8 +13,9 @@ from iomatrix import proc
 from iomatrix.analysis.triage import parse_triage
 from iomatrix.errors import IomatrixError, ResultFormatError
 from iomatrix.host.vm import cell_results, console, host_disks
-from iomatrix.store import alerts, canary_ledger, files, records_io, rundir, triage_file
+from iomatrix.store import files, records_io, rundir
 from iomatrix.store.records_io import finished_repetitions, load_cell_result
+from iomatrix.store.results import append_canaries, read_alerts, read_canaries, read_triage
 from support.builders import make_cell
 
 
@@ -127,23 +128,23 @@ def test_a_ledger_in_a_results_folder_is_read_as_someone_elses_file(tmp_path: Pa
     # The triage file and the ledgers live on a results branch or come in a pull request: a
     # link to a host file, a FIFO or a huge file is refused naming it, never read or waited on.
     missing = tmp_path / "triage.yaml"
-    assert triage_file.read(missing) is None
+    assert read_triage(missing) is None
     missing.write_text("- run: x\n")
-    assert triage_file.read(missing) == "- run: x\n"
+    assert read_triage(missing) == "- run: x\n"
     secret = tmp_path / "secret"
     secret.write_text("host secret")
     link = tmp_path / "alerts.json"
     link.symlink_to(secret)
     with pytest.raises(IomatrixError, match=r"alerts\.json: cannot read the alert ledger: is a"):
-        alerts.read(link)
+        read_alerts(link)
     fifo = tmp_path / "canaries.jsonl"
     os.mkfifo(fifo)
     with pytest.raises(IomatrixError, match="canary ledger: is not a regular file"):
-        canary_ledger.read(fifo)
+        read_canaries(fifo)
     dangling = tmp_path / "dangling.yaml"
     dangling.symlink_to(tmp_path / "nowhere")
     with pytest.raises(IomatrixError, match="is a symbolic link"):
-        triage_file.read(dangling)
+        read_triage(dangling)
     big = tmp_path / "big.json"
     big.write_bytes(b"x" * 2048)
     with pytest.raises(IomatrixError, match="over the 1024-byte limit"):
@@ -154,22 +155,22 @@ def test_a_canary_ledger_planted_as_a_link_or_fifo_is_never_appended_through(
     tmp_path: Path,
 ) -> None:
     # Issue 43: a results branch's canaries.jsonl committed as a link made the nightly append
-    # to a file outside its worktree. Seen appended through before canary_ledger.append opened
-    # the ledger without following a link.
+    # to a file outside its worktree. Seen appended through before the append opened the ledger
+    # without following a link.
     outside = tmp_path / "outside.txt"
     outside.write_text("the runner's file\n")
     link = tmp_path / "canaries.jsonl"
     link.symlink_to(outside)
     with pytest.raises(IomatrixError, match=r"canaries\.jsonl: cannot append .*symbolic link"):
-        canary_ledger.append(link, '{"kind": "aa"}\n')
+        append_canaries(link, '{"kind": "aa"}\n')
     assert outside.read_text() == "the runner's file\n"
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)
     with pytest.raises(IomatrixError, match="cannot append"):
-        canary_ledger.append(fifo, "{}\n")  # no reader: refused at once, never waited on
+        append_canaries(fifo, "{}\n")  # no reader: refused at once, never waited on
     ledger = tmp_path / "ledger" / "canaries.jsonl"
-    canary_ledger.append(ledger, "a\n")
-    canary_ledger.append(ledger, "b\n")
+    append_canaries(ledger, "a\n")
+    append_canaries(ledger, "b\n")
     assert ledger.read_text() == "a\nb\n"
 
 

@@ -188,6 +188,18 @@ def _probe_boot(probe: ProbeBoot, timeout_s: float) -> tuple[Accelerator, str]:
     return "tcg", "KVM probe boot did not print its marker (no kvm-clock in the guest)"
 
 
+def likely_accelerator(cache_dir: Path, *, cpuinfo: Path | None = None) -> str:
+    """What choose_accelerator would choose, as far as it can tell without a probe boot: "kvm",
+    "tcg", or "kvm or tcg" when only a probe would tell."""
+    forced = os.environ.get("IOMATRIX_ACCEL")
+    if forced in ("kvm", "tcg"):
+        return forced
+    if cpu_without_virtualisation(cpuinfo or CPUINFO) or kvm_device_problem(KVM_DEVICE):
+        return "tcg"
+    cached = _cached(cache_dir / VERDICT_FILE, _host_fingerprint())
+    return cached[0] if cached is not None else "kvm or tcg (a probe boot decides)"
+
+
 def choose_accelerator(
     *,
     cache_dir: Path,

@@ -160,24 +160,26 @@ def write_input(folder: Path, guest: Path, plan: BootPlan) -> None:
 
 
 # The names of the records the host writes into a run folder's cell folders itself (the guest
-# never writes them): host-disks-NNN.json, QEMU's count of each repetition's disk I/O
-# (qmp.host_disks_path), the host's view of the disks beside the guest kernel's. A guest file of
-# such a name, copied out, would replace it and forge that view; the whole host-* prefix is kept
-# for the host. (The host's other records, plans and console logs, are in boot folders, where
-# nothing of the guest's is copied.)
-_HOST_ONLY_PREFIX = "host-"
+# never writes them; store/rundir.py names them): host-disks-NNN.json, QEMU's count of each
+# repetition's disk I/O (qmp.host_disks_path), the host's view of the disks beside the guest
+# kernel's; host-view-NNN.json, its attestation; host-insns-NNN.json, the instruction counter's
+# count. A guest file of such a name, copied out, would replace it and forge that view; the
+# whole host-* prefix is kept for the host. (The host's other records, plans and console logs,
+# are in boot folders, where nothing of the guest's is copied.)
 
 
 def host_only(name: str) -> str | None:
     """What the host's own record of this name in a cell folder is; None for a name the guest
     may give a file."""
-    if not name.startswith(_HOST_ONLY_PREFIX):
+    if not name.startswith(rundir.HOST_ONLY_FILE_PREFIX):
         return None
-    if name.startswith("host-disks-"):
+    if name.startswith(rundir.HOST_DISKS_FILE_PREFIX):
         return "QEMU's disk counters"
-    if name.startswith("host-insns-"):
+    if name.startswith(rundir.HOST_VIEW_FILE_PREFIX):
+        return "the host's attestation of fio's figures"
+    if name.startswith(rundir.HOST_INSNS_FILE_PREFIX):
         return "the host's instruction counts"
-    return f"{_HOST_ONLY_PREFIX}* names are kept for the host's records"
+    return f"{rundir.HOST_ONLY_FILE_PREFIX}* names are kept for the host's records"
 
 
 # Where QEMU keeps the mode the guest gave a file that is a plain one on the host

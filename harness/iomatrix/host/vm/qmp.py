@@ -38,7 +38,7 @@ from typing import Any, TextIO
 
 from iomatrix.host.vm.insn_plugin import InsnCounts, InsnPluginError
 from iomatrix.model.attestation import SAMPLE_COUNTERS
-from iomatrix.store import files
+from iomatrix.store import files, rundir
 
 # A Unix socket path is limited to 107 bytes (sun_path): the run folder can be longer, so the
 # socket lives in a short folder of its own under the temporary directory.
@@ -246,15 +246,15 @@ _WORKLOAD_LINE = re.compile(
 
 
 def host_disks_path(cell_dir: Path, repetition: int) -> Path:
-    return cell_dir / f"host-disks-{repetition:03d}.json"
+    return rundir.host_disks_file(cell_dir, repetition)
 
 
 def host_insns_path(cell_dir: Path, repetition: int) -> Path:
-    return cell_dir / f"host-insns-{repetition:03d}.json"
+    return rundir.host_insns_file(cell_dir, repetition)
 
 
 def host_view_path(cell_dir: Path, repetition: int) -> Path:
-    return cell_dir / f"host-view-{repetition:03d}.json"
+    return rundir.host_view_file(cell_dir, repetition)
 
 
 @dataclass(frozen=True)

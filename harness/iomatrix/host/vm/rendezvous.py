@@ -1,8 +1,9 @@
 """Two VMs side by side, their repetitions started together (`ab --sides side-by-side`).
 
 Each of the two VMs runs, round after round, one side of every pair: VM 0 the base side in even
-rounds and the new side in odd ones, VM 1 the other (workflows/ab.py plans them), so that a
-core that happens to be slower does not always serve the same side. For the two repetitions
+rounds and the new side in odd ones, VM 1 the other (plan/boots.py side_by_side_steps plans
+them, workflows/ab_session.py runs them), so that a core that happens to be slower does not
+always serve the same side. For the two repetitions
 of a round to meet the same host, each starts only when the other is ready: the first VM whose
 agent says its workload starts (the console line host/vm/qmp.py's watcher reads) is paused over
 QMP (`stop`: its vCPUs halt, its guest clock with them) until the other VM says the same of its

@@ -9,23 +9,24 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from iomatrix.analysis import compare, metrics, trend, triage
+from iomatrix.analysis import compare, metrics, trend
 from iomatrix.errors import IomatrixError
 from iomatrix.report import choices
 from iomatrix.report.site import history_page
 from iomatrix.report.site.comparison_page import render_comparison_page, sequential_section
 from iomatrix.report.site.page import NavLink
 from iomatrix.report.site.run_page import DEFAULT_HEATMAP_AXES, render_run_page
-from iomatrix.store import archive, rundir, triage_file
-from iomatrix.store.files import write_text_atomic
+from iomatrix.store import archive, rundir
+from iomatrix.store.files import MAX_JSON_DEPTH, json_depth_exceeds, write_text_atomic
 from iomatrix.store.records_io import load_run
+from iomatrix.store.results import ResultsDir
 from iomatrix.store.sessiondir import SessionDir
 
 # The most recent runs each series' change points are looked for in (report/choices.py).
@@ -112,13 +113,15 @@ def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltS
     """An A/B session's report: its comparison as `iomatrix ab` judged it (comparison.json,
     with the options it was judged with), else judged again with the defaults."""
     session = SessionDir(session_dir)
-    saved = session.comparison
+    saved = session.read_comparison()
     comparison: compare.Comparison
-    if saved.is_file():
+    if saved is not None:
         try:
-            comparison = compare.Comparison.model_validate_json(saved.read_text())
-        except (OSError, ValidationError) as exc:
-            raise IomatrixError(f"{saved}: not a comparison this iomatrix reads: {exc}") from exc
+            comparison = compare.Comparison.model_validate_json(saved)
+        except ValidationError as exc:
+            raise IomatrixError(
+                f"{session.comparison}: not a comparison this iomatrix reads: {exc}"
+            ) from exc
     else:
         base, new = load_run(session.base), load_run(session.new)
         # A session's two runs hold their cells in pair order (workflows/ab.py run_ab): the
@@ -128,15 +131,17 @@ def build_session_site(session_dir: Path, out_dir: Path | None = None) -> BuiltS
         if len(base.cells) == len(new.cells):
             pairs = [(a.cell.id, b.cell.id) for a, b in zip(base.cells, new.cells, strict=True)]
         comparison = compare.compare_runs(base, new, force=True, pairs=pairs)
-    decisions = session.sequential
+    decisions = session.read_sequential()
     sequential = None
-    if decisions.is_file():
+    if decisions is not None:
         try:
-            sequential = json.loads(decisions.read_text())
+            if json_depth_exceeds(decisions):
+                raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+            sequential = json.loads(decisions)
             sequential_section(sequential)  # refuses a file it cannot show, naming it below
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:
             raise IomatrixError(
-                f"{decisions}: not sequential decisions this iomatrix reads: {exc!r}"
+                f"{session.sequential}: not sequential decisions this iomatrix reads: {exc!r}"
             ) from exc
     return build_comparison_site(
         comparison,
@@ -156,7 +161,7 @@ def _kernels(results_dir: Path, run_ids: set[str]) -> dict[str, dict[str, str]]:
     out = {}
     for run_id in sorted(run_ids):
         try:
-            record = load_run(results_dir / run_id)
+            record = load_run(ResultsDir(results_dir).run(run_id))
         except IomatrixError:
             continue
         out[run_id] = {spec: info.release for spec, info in record.kernels.items()}
@@ -184,25 +189,21 @@ def build_archive_site(
     results_dir: Path,
     out_dir: Path | None = None,
     *,
+    found: Sequence[trend.TrendChange],
+    examined: int,
     matrix: str | None = None,
     since: str | None = None,
-    window: int = TREND_WINDOW,
     run_pages: int = ARCHIVE_RUN_PAGES,
-    fdr: bool = False,
 ) -> BuiltSite:
     """The archive's dashboard (index.html), history.html, changes.html, and the newest runs'
-    pages under runs/."""
-    out = out_dir if out_dir is not None else results_dir / "site"
+    pages under runs/. `found`: the changes of its series (workflows/trends.py judges them;
+    `examined` series were), those the triage file ignores left out here."""
+    folder = ResultsDir(results_dir)
+    out = out_dir if out_dir is not None else folder.site
     archive.update_index(results_dir)
     runs = archive.run_summaries(results_dir, matrix=matrix)
     if not runs:
         raise IomatrixError(f"{results_dir}: no runs in the archive to report on")
-    # The archive's triage file: acknowledged changes are shown as known, ignored ones left out.
-    triage_path = triage_file.default_path(results_dir)
-    decided = triage.parse_triage(triage_file.read(triage_path), triage_path)
-    found, examined = trend.find_trends(
-        results_dir, matrix=matrix, limit=window, known=decided, fdr=fdr
-    )
     changes = [c for c in found if c.triage != "ignored"]
     ignored = len(found) - len(changes)
     since_at = None
@@ -210,8 +211,8 @@ def build_archive_site(
         since_at = next((r.created_at for r in runs if r.run_id == since), None)
         if since_at is None:
             raise IomatrixError(f"--since {since}: no such run in the archive at {results_dir}")
-    # Every point only of the series the pages draw (the headline metrics); the rest are judged by
-    # find_trends on their recent runs and listed on the changes page.
+    # Every point only of the series the pages draw (the headline metrics); the rest were judged
+    # on their recent runs and are listed on the changes page.
     all_series = archive.series_of(results_dir, matrix=matrix)
     drawn = [s for s in all_series if metrics.is_headline(s.metric)]
     points_of = archive.histories(results_dir, drawn, matrix=matrix)
@@ -225,8 +226,8 @@ def build_archive_site(
     linked: dict[str, str] = {}
     pages = []
     for run in runs[:run_pages]:
-        run_dir = results_dir / run.run_id
-        if not (run_dir / rundir.RUN_FILE).is_file():
+        run_dir = folder.run(run.run_id)
+        if not rundir.run_file(run_dir).is_file():
             continue
         record = load_run(run_dir)
         # The run pages sit one folder down: the dashboard's links go up one.

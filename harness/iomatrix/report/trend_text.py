@@ -1,0 +1,118 @@
+"""The archive's changes as text: `iomatrix trend`'s summary line and table, and the nightly's
+report of them (workflows/nightly.py), written once for both."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from iomatrix.analysis import trend
+from iomatrix.analysis.trend import TrendChange
+from iomatrix.report.text import format_table
+
+HEADER = ["cell", "metric", "verdict", "median", "change", "p", "runs before | after"]
+
+
+def size_rule(min_change: float | None) -> str:
+    """What a change must measure to count: a fixed --min-change, or the floor's factors."""
+    if min_change is not None:
+        return f"at least {min_change:.1%}"
+    return (
+        f"at least max(3%, {trend.TREND_SIGMA_FACTOR:g} x robust sigma, "
+        f"{trend.TREND_STANDARD_ERRORS:g} standard errors)"
+    )
+
+
+def changes_table(changes: Sequence[TrendChange]) -> str:
+    """The changes, one row each; empty text when there are none."""
+    if not changes:
+        return ""
+    rows = [
+        [
+            c.label,
+            c.metric,
+            c.verdict if c.kind == "step" else f"{c.verdict} (a {c.dip_runs}-run dip)",
+            f"{c.before_median:.6g} -> {c.after_median:.6g}",
+            "-" if c.median_change is None else f"{100 * c.median_change:+.1f}%",
+            f"{c.p_value:.3g}" + ("" if c.q_value is None else f" (q {c.q_value:.2g})"),
+            f"{c.runs_before} | {c.runs_after}",
+            c.first_run_after + (f" (known: {c.known})" if c.known else ""),
+        ]
+        for c in changes
+    ]
+    return format_table([*HEADER, "first run after"], rows)
+
+
+def scan_text(
+    changes: Sequence[TrendChange],
+    examined: int,
+    *,
+    min_size: int,
+    alpha: float,
+    min_change: float | None,
+    since: str | None = None,
+) -> str:
+    """`iomatrix trend`'s answer: how many series were examined and how many changes were found,
+    then the new changes and the known ones (acknowledged in the triage file)."""
+    news = [c for c in changes if c.triage is None]
+    acknowledged = [c for c in changes if c.triage == "acknowledged"]
+    ignored = sum(c.triage == "ignored" for c in changes)
+    after = f" since {since}" if since else ""
+    lines = [
+        f"{examined} series with at least {2 * min_size} ok runs examined; "
+        f"{len(news)} change point(s){after} at alpha {alpha:g} and {size_rule(min_change)}"
+        + (f"; {len(acknowledged)} known" if acknowledged else "")
+        + (f"; {ignored} ignored (triage file)" if ignored else "")
+    ]
+    if news:
+        lines.append(changes_table(news))
+    if acknowledged:
+        lines += ["", "known changes:", changes_table(acknowledged)]
+    return "\n".join(lines) + "\n"
+
+
+def alerts_text(
+    news: Sequence[TrendChange],
+    examined: int,
+    *,
+    alpha: float,
+    min_change: float | None,
+    ledger: str,
+    held: int,
+) -> str:
+    """`iomatrix trend --alerts`'s answer: the changes new tonight, and what the ledger holds."""
+    line = (
+        f"{examined} series examined; {len(news)} new change point(s) at alpha {alpha:g} and "
+        f"{size_rule(min_change)}; the ledger {ledger} holds {held}"
+    )
+    table = changes_table(news)
+    return line + "\n" + (table + "\n" if table else "")
+
+
+def news_markdown(news: Sequence[TrendChange]) -> str:
+    """The nightly report's list of the changes new tonight (the run ids, labels and metrics
+    are the archive's text, shown in code spans only)."""
+    if not news:
+        return (
+            "None: every change point found was reported on an earlier night or is in the "
+            "triage file.\n"
+        )
+    lines = []
+    for c in news:
+        size = "" if c.median_change is None else f" {100 * c.median_change:+.1f}%"
+        what = f"a {c.dip_runs}-run dip" if c.kind == "dip" else "a step"
+        lines.append(
+            f"- {code(c.label)} {code(c.metric)}: {c.verdict}{size} ({what}) from "
+            f"{code(c.first_run_after)}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# What may not be in a code span of one line: a backtick would end it, a line break or another
+# control character break it.
+_NOT_IN_A_SPAN = re.compile(r"[`\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def code(value: object) -> str:
+    """`value` as a Markdown code span of one line that nothing in it can end."""
+    return "`" + _NOT_IN_A_SPAN.sub("?", str(value))[:300] + "`"
