@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -70,6 +71,11 @@ def nights(tmp_path: Path) -> tuple[list[int], list[str]]:
     matrix_file.write_text(MATRIX)
     statuses, outputs = [], []
     for night in (1, 2, 3):
+        # A merged run's id starts with the second it was made in, and runs are ordered by id:
+        # two nights within one second (a fast machine: the bare container) are ordered by
+        # their random suffix, and the "previous night" was the wrong one. Nights are a day
+        # apart; here, at least a second.
+        time.sleep(1.1 if night > 1 else 0)
         shards = tmp_path / f"shards-{night}"
         shard = shards / f"2026112{night}T100000Z-nightly-sim-0001"
         write_shard(shard, matrix_file)

@@ -36,13 +36,23 @@ APPLIED = Applied(
 class Agent(FakeVms):
     """Each step a repetition around its side's level, then the cell's result once all its
     repetitions are there, as the agent does; the `stop_at`-th step (counting from 1, over
-    every boot) is Ctrl-C instead, as if pressed while it ran."""
+    every boot) is Ctrl-C instead, as if pressed while it ran. `resuming=False`: a step of a
+    repetition or cell already done is an error (a session that never stopped must not ask
+    for one), not one to pass over as the agent does after an interruption."""
 
-    def __init__(self, levels: dict[str, float], stop_at: int | None = None) -> None:
+    def __init__(
+        self,
+        levels: dict[str, float],
+        stop_at: int | None = None,
+        *,
+        seed: int = 3,
+        resuming: bool = True,
+    ) -> None:
         super().__init__()
         self.levels = levels
         self.stop_at = stop_at
-        self.rng = random.Random(3)
+        self.resuming = resuming
+        self.rng = random.Random(seed)
         self.steps: list[tuple[str, str, int]] = []
 
     def __call__(self, argv: Sequence[str], **kwargs: Any) -> proc.Completed:
@@ -59,6 +69,7 @@ class Agent(FakeVms):
                 rundir.cell_result(folder).exists()
                 or rundir.rep_path(folder, step.repetition).exists()
             ):
+                assert self.resuming, f"a step already done: {step.cell.id} #{step.repetition}"
                 continue  # as the agent: done in an earlier boot
             if self.stop_at is not None and len(self.steps) + 1 == self.stop_at:
                 raise KeyboardInterrupt

@@ -33,10 +33,14 @@ def test_seed_001_quick_builds_both_kernels_and_compares_them(tmp_path: Path) ->
         "--no-progress",
         timeout_s=3600,
     )
-    # One repetition per side cannot show a significant change, so the gate passes (exit 0);
-    # what this test holds is that both sides ran, each on its own build.
-    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-4000:]
+    # One repetition per side cannot decide anything: inconclusive (exit 3), which says so
+    # (the gate's one verdict, analysis/gate.py); what this test holds is that both sides ran,
+    # each on its own build.
+    assert done.returncode == 3, done.stderr[-4000:] + done.stdout[-4000:]
     (session,) = list(tmp_path.iterdir())
+    verdict = json.loads((session / "comparison.json").read_text())["verdict"]
+    assert verdict["outcome"] == "inconclusive"
+    assert "insufficient repetitions: 1 vs 1" in " ".join(verdict["reasons"])
     base, new = load_run(session / "base"), load_run(session / "new")
     assert [e.cell.kernel for e in base.cells] == ["unpatched"]
     assert [e.cell.kernel for e in new.cells] == ["patched"]

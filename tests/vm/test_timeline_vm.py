@@ -63,8 +63,9 @@ def test_the_timeline_of_a_real_run_adds_up(tmp_path: Path) -> None:
     assert built.covered_s >= 0.95 * waited, (built.covered_s, waited)
     assert [name.split()[0] for name, _, _ in built.spans] == [
         "kernels",
+        "guest",  # the guest root: found in the cache, or built once (a probe boot needs it)
         "accelerator",
-        "guest",  # the guest root: found in the cache, or built once
+        "pinning",
         "environment",
         "boot",
         "cleanup",

@@ -5,86 +5,36 @@ writes what the guest agent writes; tests/vm/test_ab_vm.py does it in real VMs."
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
 
-from iomatrix.adapters import attestation
 from iomatrix.analysis import compare, gate, sequential, validity
 from iomatrix.host import kernels
 from iomatrix.matrix.loader import load_matrix
-from iomatrix.model.result import Applied, CellResult, CpuUsage, RepetitionRecord
+from iomatrix.model.result import CpuUsage
 from iomatrix.plan.ab import pair_cells
-from iomatrix.plan.boots import BootPlan
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.site import build
-from iomatrix.store import rundir
-from iomatrix.store.records_io import finished_repetitions, load_run, write_record
+from iomatrix.store.records_io import load_run
 from iomatrix.workflows import ab_session, prepare
-from support import fake_vms
-from support.builders import make_rep
-from support.fake_vms import Boot, FakeVms, path_kernel_matrix
-
-APPLIED = Applied(
-    kernel_release="6.1.0-fake",
-    device="vda",
-    scheduler="none",
-    schedulers_available=("none",),
-    mount_fstype="ext4",
-    mount_options=("rw",),
-)
+from support import agents, fake_vms
+from support.fake_vms import path_kernel_matrix
 
 
-class Agent(FakeVms):
-    """Each step: a repetition whose write_iops is drawn around the side's level (`levels`, by
-    run folder name), then the cell's result once all its repetitions are there, as the agent."""
-
-    def __init__(self, levels: dict[str, float]) -> None:
-        super().__init__()
-        self.levels = levels
-        self.rng = random.Random(7)
-        self.steps: list[tuple[str, str, int]] = []
-
-    def behave(self, boot: Boot) -> int:
-        plan: BootPlan = boot.plan
-        for step in plan.steps:
-            folder = rundir.cell_dir(step.run_dir, step.cell.id)
-            side = Path(step.run_dir).name
-            self.steps.append((side, step.cell.id, step.repetition))
-            assert not rundir.cell_result(folder).exists(), "a step of a cell already judged"
-            value = self.rng.gauss(self.levels[side], self.levels[side] * 0.01)
-            rep = make_rep(step.repetition, {"write_iops": value})
-            write_record(
-                rundir.rep_path(folder, step.repetition),
-                RepetitionRecord(applied=APPLIED, repetition=rep),
-            )
-            done = finished_repetitions(folder, step.cell.repeat)
-            if len(done) == step.cell.repeat:
-                write_record(
-                    rundir.cell_result(folder),
-                    CellResult(
-                        cell_id=step.cell.id,
-                        status="ok",
-                        repetitions=tuple(r.repetition for r in done),
-                    ),
-                )
-        return 0
+def never_stopping_agent(levels: dict[str, float]) -> agents.Agent:
+    """The fake agent (support/agents.py) of a session that never stops: a step asked for
+    twice fails."""
+    return agents.Agent(levels, seed=7, resuming=False)
 
 
 def sequential_ab(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, levels: dict[str, float], cap: int
-) -> tuple[Agent, sequential.Session, Path]:
+) -> tuple[agents.Agent, sequential.Session, Path]:
     fake_vms.fake_host(tmp_path, monkeypatch)
-    agent = Agent(levels)
+    agent = never_stopping_agent(levels)
     monkeypatch.setattr("iomatrix.proc.run", agent)
-    # The fake agent's repetitions have neither a fio report nor a QEMU behind them: the host
-    # can attest nothing of them, as of a workload that is not fio (unconfirmed, they would
-    # leave every pair missing). tests/vm/test_ab_vm.py decides sessions of attested ones.
-    monkeypatch.setattr(
-        "iomatrix.host.vm.host_disks.job_facts",
-        lambda _cell: attestation.JobFacts(why_not="a fake agent's repetitions"),
-    )
+    agents.unattestable(monkeypatch)
     matrix = load_matrix(path_kernel_matrix(tmp_path, cells=2))
     cells = [c.model_copy(update={"repeat": 3}) for c in matrix.cells]
     pairs = pair_cells(cells, cells, split_axis=None)

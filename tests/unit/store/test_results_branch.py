@@ -5,29 +5,13 @@ but in .git, and names git would take as options refused."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from iomatrix.store import results_branch
 from iomatrix.store.results import BranchDir
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.invalid",
-}
-
-
-def git(*args: str, cwd: Path) -> str:
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True,
-        env={**os.environ, **GIT_ENV},
-    )  # fmt: skip
-    return done.stdout
+from support.nightly_repo import GIT_ENV, git
 
 
 @pytest.fixture
