@@ -151,27 +151,23 @@ def test_a_side_by_side_session_runs_two_vms_and_writes_every_cells_result(
     """Faked VMs (the subprocess seam; tests/vm runs it for real): two boots at once, each holding
     both sides in turn; neither agent sees all of a cell's repetitions, so the host writes each
     result from both VMs' repetitions, and the comparison judges the pairs."""
-    from test_sequential_ab import Agent  # noqa: PLC0415
-
-    from iomatrix.adapters import attestation  # noqa: PLC0415
     from iomatrix.analysis import compare  # noqa: PLC0415
     from iomatrix.host import kernels  # noqa: PLC0415
     from iomatrix.matrix.loader import load_matrix  # noqa: PLC0415
     from iomatrix.plan.ab import pair_cells  # noqa: PLC0415
     from iomatrix.store.records_io import load_run  # noqa: PLC0415
     from iomatrix.workflows import ab_session, prepare  # noqa: PLC0415
-    from support import fake_vms  # noqa: PLC0415
+    from support import agents, fake_vms  # noqa: PLC0415
     from support.fake_vms import path_kernel_matrix  # noqa: PLC0415
 
     fake_vms.fake_host(tmp_path, monkeypatch)
-    agent = Agent({"base": 1000, "new": 1000})
+    # The one fake agent (support/agents.py), of a session that never stops: a step asked for
+    # twice (by both VMs, or again) fails.
+    agent = agents.Agent({"base": 1000, "new": 1000}, seed=7, resuming=False)
     monkeypatch.setattr("iomatrix.proc.run", agent)
-    # As test_sequential_ab's: the fake agent's repetitions have no fio report and no QEMU
-    # behind them, so the host attests nothing of them (tests/vm decides attested sessions).
-    monkeypatch.setattr(
-        "iomatrix.host.vm.host_disks.job_facts",
-        lambda _cell: attestation.JobFacts(why_not="a fake agent's repetitions"),
-    )
+    # The fake agent's repetitions have no fio report and no QEMU behind them, so the host
+    # attests nothing of them (tests/vm decides attested sessions).
+    agents.unattestable(monkeypatch)
     matrix = load_matrix(path_kernel_matrix(tmp_path, cells=2))
     cells = [c.model_copy(update={"repeat": 4}) for c in matrix.cells]
     pairs = pair_cells(cells, cells, split_axis=None)
