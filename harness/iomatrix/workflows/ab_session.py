@@ -190,10 +190,24 @@ def _run_ab(
     )
     session.rendezvous = rendezvous
     execute(session, groups, sides)
+    say_rendezvous(rendezvous, out)
     if more is not None:
         rounds = _Rounds(session, sides, more, fresh=fresh, apart=apart, record=session_record)
         rounds.run(list(pairs))
     return sides[0].record, sides[1].record, session_dir
+
+
+def say_rendezvous(rendezvous: Rendezvous | None, out: TextIO) -> None:
+    """Side by side, how many rounds' two repetitions started together, and what kept the
+    others apart (a partner that left or never came): pairing in time is what the paired
+    test relies on, so a session says when it did not hold."""
+    if rendezvous is None:
+        return
+    met = sum(e.endswith(": both ready") for e in rendezvous.events)
+    print(f"iomatrix: side by side, {met} pair(s) of repetitions started together", file=out)
+    for event in rendezvous.events:
+        if not event.endswith(": both ready"):
+            print(f"iomatrix: side by side, not together: {event}", file=out)
 
 
 def _session_groups(
@@ -414,6 +428,7 @@ class _Rounds:
         last = [[s for s in vm if s.repetition == s.cell.repeat - 1] for vm in (vm0, vm1)]
         self.session.rendezvous = Rendezvous(keys)
         execute(self.session, side_by_side_groups(*last), sides)
+        say_rendezvous(self.session.rendezvous, self.session.out)
 
 
 def _grown(pair: tuple[Cell, Cell]) -> tuple[Cell, Cell]:

@@ -14,7 +14,7 @@ import pytest
 from iomatrix.errors import IomatrixError
 from iomatrix.host.vm.rendezvous import Rendezvous
 from iomatrix.plan.boots import side_by_side_groups, side_by_side_steps
-from iomatrix.workflows.ab_session import check_side_by_side
+from iomatrix.workflows.ab_session import check_side_by_side, say_rendezvous
 from support.builders import make_cell
 
 
@@ -129,6 +129,27 @@ def test_a_partner_that_leaves_or_never_comes_releases_the_waiting_vm() -> None:
     fire()
     assert two.is_running()
     assert "did not come" in other.events[-1]
+
+
+def test_the_session_says_how_many_rounds_started_together_and_why_not_the_rest() -> None:
+    """Pairing in time is what the paired test relies on: a session says whether it held."""
+    timers = Timers()
+    meet = rendezvous(timers)
+    one, two = Vm(), Vm()
+    meet.arrive(0, (0, 0), one.pause, one.resume)
+    meet.arrive(1, (0, 0), two.pause, two.resume)
+    meet.arrive(1, (0, 1), two.pause, two.resume)
+    meet.leave(0)
+    out = io.StringIO()
+    say_rendezvous(meet, out)
+    assert out.getvalue().splitlines() == [
+        "iomatrix: side by side, 1 pair(s) of repetitions started together",
+        "iomatrix: side by side, not together: (0, 1): partner left",
+    ]
+    # Sides interleaved or apart (no rendezvous): nothing to say.
+    quiet = io.StringIO()
+    say_rendezvous(None, quiet)
+    assert quiet.getvalue() == ""
 
 
 @pytest.mark.parametrize("sides", ["shared", "side-by-side"])
