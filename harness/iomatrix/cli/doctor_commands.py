@@ -16,6 +16,9 @@ KVM = Path("/dev/kvm")
 def cmd_doctor(args: argparse.Namespace) -> int:
     needed = host_packages.needed(host_packages.packaged(), args.target)
     lacking = host_packages.missing(args.target, needed)
+    if args.missing:
+        print("\n".join(p.package for p in lacking), end="\n" if lacking else "")
+        return ExitCode.OK
     what = "`iomatrix run`" if args.target == "run" else "`iomatrix run` and `make test`"
     if lacking:
         print(f"missing: {len(lacking)} of the {len(needed)} host packages for {what}")

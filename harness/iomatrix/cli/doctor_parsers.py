@@ -23,6 +23,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         epilog=help_format.examples(
             "iomatrix doctor  # what `iomatrix run` needs",
             "iomatrix doctor --for test  # ... and the test suite of a clone",
+            "sudo apt-get install --no-install-recommends $(iomatrix doctor --missing)",
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
@@ -32,5 +33,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         choices=["run", "test"],
         default="run",
         help="run: what running matrices needs (default); test: also what `make test` needs",
+    )
+    p.add_argument(
+        "--missing",
+        action="store_true",
+        help="print only the names of the missing packages, one a line (for apt-get), exit 0",
     )
     p.set_defaults(func=Handler("doctor_commands", "cmd_doctor"))
