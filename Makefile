@@ -132,7 +132,7 @@ endif
 
 setup: host-packages venv kernel
 
-# harness/iomatrix/host/host-packages.txt: what `make run` needs, and for `make test` a few more.
+# harness/iomatrix/host/debian-packages.txt: what `make run` needs, and for `make test` a few more.
 HOST_PACKAGES ?= run
 test: HOST_PACKAGES = test
 host-packages:

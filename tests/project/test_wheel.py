@@ -72,7 +72,7 @@ def test_the_wheel_holds_the_presets_workloads_license_and_the_parquet_extra(
     assert sorted(set(shipped) - names) == []
     assert "iomatrix/py.typed" in names
     # The host package list travels with the wheel: an installed `iomatrix doctor` reads it.
-    assert "iomatrix/host/host-packages.txt" in names
+    assert "iomatrix/host/debian-packages.txt" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)
     assert meta["License-Expression"] == "MIT"
     requires = meta.get_all("Requires-Dist") or []
