@@ -30,6 +30,11 @@ def _add_repetitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
             "per side a comparison needs to see --target-effect; when repeating cannot get "
             "there (the noise sets the minimum effect), the levers that would help."
         ),
+        epilog=help_format.examples(
+            "iomatrix repetitions latest --target-effect 5%  # from the newest run",
+            "iomatrix repetitions RUN --target-effect 3% --metric write_iops",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("run", metavar="RUN", help=RUN_HELP)
     options.results(p)
@@ -134,6 +139,11 @@ def _add_merge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "a new run folder under --results, and list the matrix's cells no shard reported "
             "(status error in the merged run). Exit 1 when cells are missing."
         ),
+        epilog=help_format.examples(
+            "iomatrix merge SHARD1 SHARD2 SHARD3  # one run of the three",
+            "iomatrix merge shards/*/run.json --matrix-file matrix/nightly.yaml",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
     p.add_argument(
@@ -157,6 +167,12 @@ def _add_archive_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
             "created_at, matrix, cell_id, cell, the axes, status, repetition, metric, value) as "
             "Parquet or CSV, which DuckDB and pandas read directly."
         ),
+        epilog=help_format.examples(
+            "iomatrix archive check  # every file that does not load",
+            "iomatrix archive reindex",
+            "iomatrix archive export --out runs.parquet --matrix nightly",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument(
         "action",

@@ -25,6 +25,7 @@ from iomatrix.cli import (
     bisect_parsers,
     canary_parsers,
     completion,
+    help_format,
     history_parsers,
     kernel_parsers,
     matrix_parsers,
@@ -90,6 +91,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "after compinit. fish: `iomatrix completion fish | source`, or save it as "
             "~/.config/fish/completions/iomatrix.fish."
         ),
+        epilog=help_format.examples(
+            "iomatrix completion bash > /etc/bash_completion.d/iomatrix",
+            "iomatrix completion fish > ~/.config/fish/completions/iomatrix.fish",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("shell", choices=list(SHELLS), help="the shell: bash, zsh or fish")
     p.set_defaults(func=cmd_completion)

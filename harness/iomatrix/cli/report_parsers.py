@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from iomatrix.cli import options
+from iomatrix.cli import help_format, options
 from iomatrix.cli.handlers import Handler
 from iomatrix.model.axes import AXES
 from iomatrix.report.choices import DEFAULT_HEATMAP_AXES, TREND_WINDOW
@@ -35,6 +35,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "archive's dashboard, every series' history with its change points, and the changes "
             f"page (<results>/{ResultsDir.SITE_DIR}/)."
         ),
+        epilog=help_format.examples(
+            "iomatrix report latest  # the newest run's (or session's) pages",
+            "iomatrix report BASE NEW --out ab-report  # two runs",
+            "iomatrix report --matrix nightly  # the archive's dashboard",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument(
         "targets",
