@@ -36,7 +36,7 @@ def _add_repetitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument("run", metavar="RUN", help=RUN_HELP)
+    options.completes_ids(p.add_argument("run", metavar="RUN", help=RUN_HELP), options.RUN_IDS)
     options.results(p)
     options.judging(p, target_required=True)
     options.json_output(p)
@@ -65,15 +65,21 @@ def _add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument(
-        "base", metavar="BASE", help="the baseline: " + RUN_HELP + "; alone, an A/B session"
+    options.completes_ids(
+        p.add_argument(
+            "base", metavar="BASE", help="the baseline: " + RUN_HELP + "; alone, an A/B session"
+        ),
+        ("run", "side", "session"),
     )
-    p.add_argument(
-        "new",
-        nargs="?",
-        metavar="NEW",
-        help="the run to judge, in the same forms as BASE (S/new with S/base: paired and judged "
-        "as the session did it, its options unless given here)",
+    options.completes_ids(
+        p.add_argument(
+            "new",
+            nargs="?",
+            metavar="NEW",
+            help="the run to judge, in the same forms as BASE (S/new with S/base: paired and "
+            "judged as the session did it, its options unless given here)",
+        ),
+        ("run", "side"),
     )
     options.results(p)
     p.add_argument(
@@ -103,7 +109,7 @@ def _add_show_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument("run", metavar="ID", help=SHOWN_HELP)
+    options.completes_ids(p.add_argument("run", metavar="ID", help=SHOWN_HELP), options.ANY_ID)
     options.results(p)
     p.add_argument(
         "--metrics",
@@ -145,7 +151,9 @@ def _add_merge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
+    options.completes_ids(
+        p.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP), options.RUN_IDS
+    )
     p.add_argument(
         "--matrix-file",
         type=Path,

@@ -66,13 +66,16 @@ def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "medians, inflated when nights are autocorrelated))"
         ),
     )
-    p.add_argument(
-        "--since",
-        metavar="RUN",
-        help=(
-            "only changes whose first run after is RUN (an id, a unique prefix, latest) or "
-            "newer: what is new since RUN"
+    options.completes_ids(
+        p.add_argument(
+            "--since",
+            metavar="RUN",
+            help=(
+                "only changes whose first run after is RUN (an id, a unique prefix, latest) or "
+                "newer: what is new since RUN"
+            ),
         ),
+        ("run",),
     )
     options.fdr(p)
     _add_trend_ledger_options(p)
@@ -118,18 +121,22 @@ def _add_triage_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
             "with who decided and why."
         ),
         epilog=help_format.examples(
-            "iomatrix triage ack --cell 'ext4/*' --metric write_iops --first-run-after RUN --who ana --why WHY",
+            "iomatrix triage ack --cell 'ext4/*' --metric write_iops --first-run-after RUN "
+            "--who ana --why WHY",
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("action", choices=["ack", "ignore"], help="ack: known; ignore: not listed")
     p.add_argument("--cell", required=True, metavar="ID|GLOB", help="a cell id or label glob")
     p.add_argument("--metric", required=True, metavar="GLOB", help="e.g. write_iops or '*_iops'")
-    p.add_argument(
-        "--first-run-after",
-        required=True,
-        metavar="RUN",
-        help="the change's first run after (its id, a unique prefix of one, or latest)",
+    options.completes_ids(
+        p.add_argument(
+            "--first-run-after",
+            required=True,
+            metavar="RUN",
+            help="the change's first run after (its id, a unique prefix of one, or latest)",
+        ),
+        ("run",),
     )
     p.add_argument("--who", required=True, metavar="NAME", help="who decided")
     p.add_argument("--why", required=True, metavar="TEXT", help="why")

@@ -45,6 +45,13 @@ def _kernels(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             formatter_class=help_format.ExamplesHelpFormatter,
         )
     )
+    _kernels_fetch(actions)
+    _kernels_build(actions)
+    p.set_defaults(func=Handler("kernel_commands", "cmd_kernels"))
+
+
+def _kernels_fetch(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """kernels fetch: kernels into the cache, by spec or as a matrix names them."""
     fetch = actions.add_parser(
         "fetch",
         help="fetch kernels into the cache (verified if there)",
@@ -83,6 +90,10 @@ def _kernels(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--refresh", action="store_true", help="re-resolve suites against the archive"
     )
     options.offline(network)
+
+
+def _kernels_build(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """kernels build: the kernels a matrix builds from source, ahead of a run."""
     build = actions.add_parser(
         "build",
         help="build the kernels a matrix builds from source (git:, source:, debian-source:)",
@@ -103,7 +114,6 @@ def _kernels(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     options.offline(build)
     options.allow_tree(build)
-    p.set_defaults(func=Handler("kernel_commands", "cmd_kernels"))
 
 
 def _accel_and_guest_root(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -42,12 +42,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument(
-        "targets",
-        nargs="*",
-        metavar="TARGET",
-        help="a run (id, folder or run.json), an A/B session folder, or BASE NEW; none: the "
-        "archive",
+    options.completes_ids(
+        p.add_argument(
+            "targets",
+            nargs="*",
+            metavar="TARGET",
+            help="a run (id, folder or run.json), an A/B session folder, or BASE NEW; none: the "
+            "archive",
+        ),
+        options.ANY_ID,
     )
     options.results(p)
     p.add_argument("--out", type=Path, metavar="DIR", help="the folder to write the pages into")
@@ -64,8 +67,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="the heatmap's metric (default: each workload's first headline one)",
     )
     options.matrix_name(p, only_for="archive")
-    p.add_argument(
-        "--since", metavar="RUN", help="archive: mark the changes that are new since RUN"
+    options.completes_ids(
+        p.add_argument(
+            "--since", metavar="RUN", help="archive: mark the changes that are new since RUN"
+        ),
+        ("run",),
     )
     p.add_argument(
         "--window",
