@@ -115,6 +115,7 @@ def fit_table(
     width: int | None,
     numeric: Iterable[int] = (),
     keep: Iterable[int] = (),
+    labels: Iterable[int] = (),
     same: str = "every row",
 ) -> str:
     """A table laid out for `width` characters (None: no limit), by three rules in order:
@@ -123,7 +124,9 @@ def fit_table(
        once, above the table: "every row: kernel debian:bookworm, device virtio-file" (`same`
        names the rows); a column empty (or "-") in every row is left out silently. Number columns
        (`numeric`, right-aligned) and `keep` columns are never said above: a number is data,
-       not a label.
+       not a label. `labels` columns (a run's axes) are said above also when there is one row:
+       a one-cell run's kernel and mount options are the line above its numbers, never columns
+       cut to `kern/el` and `moun/t`.
     2. When the table is still wider than `width`, columns are narrowed, the widest first and
        to a common cap: every column wider than the cap is narrowed to it, the largest cap that
        fits. First only titles are narrowed (they wrap onto more header lines, after "_", "/",
@@ -139,7 +142,7 @@ def fit_table(
     # Made safe before it is measured: an escape shown as \x1b takes four columns, not none.
     header = [for_terminal(str(h)) for h in header]
     rows = [[for_terminal(str(v)) for v in r] for r in rows]
-    numbers, kept = set(numeric), set(keep)
+    numbers, kept, named = set(numeric), set(keep), set(labels)
     columns = list(range(len(header)))
     constants: list[str] = []
     if rows:
@@ -150,7 +153,7 @@ def fit_table(
                 shown.append(i)
             elif not values - {"", "-"}:
                 continue  # nothing in it
-            elif i in numbers or len(values) > 1 or len(rows) == 1:
+            elif i in numbers or len(values) > 1 or (len(rows) == 1 and i not in named):
                 shown.append(i)
             else:
                 constants.append(f"{header[i]} {values.pop()}")
