@@ -142,22 +142,8 @@ def fit_table(
     # Made safe before it is measured: an escape shown as \x1b takes four columns, not none.
     header = [for_terminal(str(h)) for h in header]
     rows = [[for_terminal(str(v)) for v in r] for r in rows]
-    numbers, kept, named = set(numeric), set(keep), set(labels)
-    columns = list(range(len(header)))
-    constants: list[str] = []
-    if rows:
-        shown = []
-        for i in columns:
-            values = {str(r[i]).strip() for r in rows}
-            if i in kept:
-                shown.append(i)
-            elif not values - {"", "-"}:
-                continue  # nothing in it
-            elif i in numbers or len(values) > 1 or (len(rows) == 1 and i not in named):
-                shown.append(i)
-            else:
-                constants.append(f"{header[i]} {values.pop()}")
-        columns = shown
+    numbers = set(numeric)
+    columns, constants = _said_above(header, rows, numbers, set(keep), set(labels))
     titles = [str(header[i]) for i in columns]
     body = [[str(r[i]) for i in columns] for r in rows]
     right = {k for k, i in enumerate(columns) if i in numbers}
@@ -189,6 +175,31 @@ def fit_table(
     if constants:
         lines.insert(0, wrap(f"{same}: " + ", ".join(constants), width))
     return "\n".join(lines)
+
+
+def _said_above(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    numbers: set[int],
+    kept: set[int],
+    named: set[int],
+) -> tuple[list[int], list[str]]:
+    """Rule 1 of fit_table: the columns shown, and the "title value" of each said above."""
+    columns = list(range(len(header)))
+    if not rows:
+        return columns, []
+    shown, constants = [], []
+    for i in columns:
+        values = {str(r[i]).strip() for r in rows}
+        if i in kept:
+            shown.append(i)
+        elif not values - {"", "-"}:
+            continue  # nothing in it
+        elif i in numbers or len(values) > 1 or (len(rows) == 1 and i not in named):
+            shown.append(i)
+        else:
+            constants.append(f"{header[i]} {values.pop()}")
+    return shown, constants
 
 
 def _narrowed(natural: Sequence[int], floors: Sequence[int], room: int) -> list[int]:

@@ -14,7 +14,8 @@ from iomatrix.cli import main as cli
 from iomatrix.model.result import CellResult
 from iomatrix.report.text import ELLIPSIS
 from iomatrix.store.records_io import write_record
-from support.builders import make_cell
+from support.archives import write_nightly_archive
+from support.builders import fake_kernel, make_cell
 from support.paths import REPO_ROOT
 from support.runs import make_run, ok
 
@@ -110,3 +111,55 @@ def test_a_failed_one_cell_run_keeps_its_status_and_reason_in_the_table(
     lines = printed(capsys, "show", str(tmp_path / "r"))
     assert lines[-1].split()[0] == "failed"
     assert lines[-1].endswith("mount failed (exit 32)")
+
+
+@pytest.fixture(scope="module")
+def nightly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """24 nights of four cells, xfs/mq-deadline 25% slower from night 14 on."""
+    results = tmp_path_factory.mktemp("nightly") / "results"
+    write_nightly_archive(results)
+    return results
+
+
+def test_trend_fits(
+    nightly: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A pipe gets whole lines, as before (the nightly's report holds them): 135 columns.
+    monkeypatch.delenv("COLUMNS", raising=False)
+    whole = printed(capsys, "trend", "--results", str(nightly))
+    assert max(map(len, whole)) > 120
+    assert any("xfs" in line and "regressed" in line for line in whole), "\n".join(whole)
+    for columns in COLUMNS:
+        monkeypatch.setenv("COLUMNS", str(columns))
+        lines = printed(capsys, "trend", "--results", str(nightly))
+        assert not wider(lines, columns), "\n".join(lines)
+        text = "\n".join(lines)
+        # Two changes of one cell: its axes said once above them, the numbers and run whole.
+        assert "every change: kernel debian:bookworm, filesystem xfs" in " ".join(text.split())
+        assert "scheduler mq-deadline" in " ".join(text.split())
+        assert "20261115T000000Z-nightly-0014" in text
+        assert ELLIPSIS not in text
+
+
+def test_kernels_list_fits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IOMATRIX_CACHE", str(tmp_path))
+    fake_kernel(tmp_path / "kernels", release="6.1.0-50-amd64")
+    # A build's source names its tree and commit: 160 columns in all (issue 47: 96 at 80).
+    built = fake_kernel(tmp_path / "kernels", release="6.1.176-iomatrix-c844ca68")
+    long_source = (
+        "built from /root/.cache/iomatrix/test-trees/linux-6.1 at "
+        "c3a3e0427f9ea5a145576741f6a05e7bc14cc2c3 (c3a3e0427f9e)"
+    )
+    manifest = tmp_path / "kernels" / built.release / "manifest.json"
+    manifest.write_text(built.model_copy(update={"source": long_source}).model_dump_json())
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert any(long_source in line for line in printed(capsys, "kernels", "list"))
+    for columns in COLUMNS:
+        monkeypatch.setenv("COLUMNS", str(columns))
+        lines = printed(capsys, "kernels", "list")
+        assert not wider(lines, columns), "\n".join(lines)
+        # The releases and specs whole; the source is what is cut.
+        assert any(line.startswith("6.1.176-iomatrix-c844ca68  debian:6.1.176-") for line in lines)
+        assert any(line.startswith("cache: ") for line in lines)
