@@ -64,11 +64,20 @@ def test_every_commands_help_ends_with_examples_the_parser_accepts(
     assert lines
     parser = cli.build_parser()
     for line in lines:
-        assert line.startswith(f"  iomatrix {command}"), line
         assert len(line) <= reference.WIDTH, line
-        # A line may end in a redirection (`> file`): the command is what comes before it.
-        argv = shlex.split(line.split(" > ", 1)[0], comments=True)[1:]
-        parser.parse_args(argv)  # argparse exits on an option that does not exist
+        parser.parse_args(example_argv(line, command))  # argparse exits on an unknown option
+
+
+def example_argv(line: str, command: str) -> list[str]:
+    """The iomatrix arguments of an example line: the line itself (`iomatrix show RUN`), or
+    the command it substitutes (`apt-get install $(iomatrix doctor --missing)`), without a
+    redirection (`> file`) or a comment."""
+    if line.startswith(f"  iomatrix {command}"):
+        text = line
+    else:
+        assert f"$(iomatrix {command}" in line, line
+        text = line.split("$(", 1)[1].split(")", 1)[0]
+    return shlex.split(text.split(" > ", 1)[0], comments=True)[1:]
 
 
 def test_the_examples_formatter_keeps_example_lines_and_wraps_the_description(
