@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from iomatrix.cli import help_format
 from iomatrix.cli.handlers import Handler
 
 
@@ -24,6 +25,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "missing, or the alert step or the push failed; 2 nothing to merge, the merge was "
             "refused or the results branch holds a link. The report is written in every case."
         ),
+        epilog=help_format.examples(
+            "iomatrix nightly --shards shards --matrix-file matrix/nightly.yaml --report report.md",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("--shards", type=Path, required=True, metavar="DIR", help="the shard runs")
     p.add_argument(
