@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from iomatrix.analysis.compare import Comparison
 from iomatrix.errors import IomatrixError
+from iomatrix.report import reproduce_line
 from iomatrix.report.comparison import render_markdown, verdict_line, verdict_marker
 from iomatrix.report.text import for_markdown
 from iomatrix.store import files
@@ -131,17 +132,38 @@ def body(comparison: Comparison | None, problem: str | None = None) -> str:
     if comparison is None:
         said = for_markdown(problem or "the A/B session did not finish")
         return _checked(f"\nNo comparison: {said} (see the run).\n", NOT_SHOWN)
+    again = reproduce_section(comparison)
     rendered = render_markdown(comparison)
     found = audit(rendered)
-    if found is None and len(rendered) <= COMMENT_LIMIT - 500:
-        return "\n" + rendered
+    if found is None and len(rendered) <= COMMENT_LIMIT - 1500:
+        return "\n" + rendered + again
     why = f"it holds {found}" if found else "it is too large for a comment"
     short = (
         f"\n**iomatrix compare: {verdict_line(comparison)}**\n\n"
         f"The comparison is not shown here: {why}; the run's summary and artifacts have it.\n\n"
         f"{verdict_marker(comparison)}\n"
     )
-    return _checked(short, NOT_SHOWN)
+    return _checked(short + again, NOT_SHOWN)
+
+
+# Where the reproduce line finds the session's records: the gate's `ab-session` artifact holds
+# the results folder (reusable-gate.yml), unpacked into a folder of this name.
+ARTIFACT_FOLDER = "ab-session"
+
+
+def reproduce_section(comparison: Comparison) -> str:
+    """How the comment's reader measures this result again: the pipx line of the iomatrix that
+    measured it and `iomatrix reproduce SESSION`, built from the comparison's validated ids and
+    commit only (report/reproduce_line.py), in a code block; "" when it has no id to give (the
+    audit refuses a section that would carry anything live)."""
+    found = reproduce_line.for_comparison(comparison, results=ARTIFACT_FOLDER)
+    if found is None:
+        return ""
+    text = (
+        f"\n**Reproduce it**: download this run's {ARTIFACT_FOLDER} artifact into a folder "
+        f"{ARTIFACT_FOLDER}, then:\n\n```sh\n" + "\n".join(found.lines()) + "\n```\n"
+    )
+    return text if audit(text) is None else ""
 
 
 # When even iomatrix's own sentence about a comparison would not pass the audit.
