@@ -32,6 +32,7 @@ from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,
     NavLink,
+    change_cell,
     e,
     figure,
     filters,
@@ -247,8 +248,9 @@ def _pivot(rows: Sequence[Row], axes: Sequence[str]) -> str:
         line: list[object] = [*labels[cell_id]]
         for name in names:
             row = found.get(name)
-            ratio = None if row is None or row.ratio is None else row.ratio - 1
-            line.append(percent_cell(ratio) if row is not None else "")
+            line.append(
+                "" if row is None else change_cell(row.ratio, row.base_median, row.new_median)
+            )
         body.append(line)
     return table([*(TITLES.get(a, a) for a in axes), *names], body)
 
@@ -274,7 +276,7 @@ def _verdict_groups(comparison: Comparison) -> str:
         note = "" if needs_said and short else group_note(group, comparison)
         heading = f"{GROUP_TITLES[verdict]}: {len(group)}{note}"
         if verdict in ("noisy", "unchanged"):
-            heading += "; the change of the median (new/base-1):"
+            heading += "; the change of the median (new/base-1), base → new:"
             content = _pivot(group, axes)
         else:
             group.sort(key=lambda r: -abs((r.ratio or 1.0) - 1))

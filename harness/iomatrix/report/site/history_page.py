@@ -15,7 +15,7 @@ from pathlib import Path
 from iomatrix.analysis import metrics
 from iomatrix.analysis.changepoint import DEFAULT_END_MIN_SIZE, DEFAULT_MIN_SIZE
 from iomatrix.analysis.trend import TrendChange
-from iomatrix.model.numbers import compact
+from iomatrix.model.numbers import significant
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,
@@ -165,7 +165,7 @@ def _grid(histories: Sequence[SeriesHistory]) -> str:
             row.append(
                 Cell(
                     html=f'<a href="history.html#{e(h.anchor)}">{spark}</a><br>'
-                    f"{e(compact(recent[-1]))} "
+                    f"{e(significant(recent[-1]))} "
                     f'<span class="{verdict.css}">{e(verdict.text)}</span>'
                 )
             )
