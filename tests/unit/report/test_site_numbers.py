@@ -61,3 +61,26 @@ def test_the_ab_page_shows_base_and_new_beside_each_change() -> None:
     assert "base → new" in page
     assert "+0.0% (13,430 → 13,430)" in page
     assert "e+04" not in page
+
+
+SHA = "0123456789abcdef" * 2 + "01234567"
+
+
+def test_the_run_page_carries_the_command_that_reproduces_it(tmp_path: Path) -> None:
+    # Issue 47: every HTML page carries the command for its result.
+    record = make_run([ok(make_cell(), {"write_iops": LARGE})], run_id="r1", iomatrix_commit=SHA)
+    page = render_run_page(record, tmp_path, tmp_path)
+    block = page.split('<pre class="reproduce">', 1)[1].split("</pre>", 1)[0]
+    assert block.split("\n") == [
+        f"pipx install git+https://github.com/iomatrix/iomatrix@{SHA}",
+        "iomatrix reproduce r1",
+    ]
+
+
+def test_the_ab_page_carries_the_command_that_reproduces_its_session() -> None:
+    cell = make_cell()
+    base = make_run([ok(cell, {"write_iops": LARGE})], run_id="s1-base", iomatrix_commit="HEAD")
+    new = make_run([ok(cell, {"write_iops": LARGE})], run_id="s1-new", iomatrix_commit="HEAD")
+    page = render_comparison_page(compare_runs(base, new, metrics=["write_iops"]))
+    # A commit that is not 40 hex digits gives no install line.
+    assert '<pre class="reproduce">iomatrix reproduce s1</pre>' in page

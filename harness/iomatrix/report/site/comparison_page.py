@@ -28,6 +28,7 @@ from iomatrix.report.comparison_verdict import (
     verdict_line,
     verdict_of,
 )
+from iomatrix.report.reproduce_line import for_comparison
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,
@@ -39,6 +40,7 @@ from iomatrix.report.site.page import (
     number_cell,
     percent_cell,
     render_page,
+    reproduce_block,
     table,
 )
 
@@ -370,6 +372,7 @@ def render_comparison_page(
         f"{settings.alpha:g} and the bootstrap {settings.confidence:.0%} CI of the median ratio "
         f"lies wholly outside the minimum effect ({e(min_effect)}): the blue band.</p>"
     )
+    body.append(reproduce_block(for_comparison(comparison)))
     for note in comparison.notes:
         body.append(f'<p class="note">{e(note)}</p>')
     metrics_seen = sorted({r.metric for r in rows})

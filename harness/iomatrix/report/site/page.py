@@ -11,6 +11,7 @@ from html import escape
 
 from iomatrix import __version__
 from iomatrix.model.numbers import fixed, significant
+from iomatrix.report.reproduce_line import Reproduce
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -204,3 +205,16 @@ def figure(caption: str, chart: str) -> str:
 
 def link(href: str, text: str) -> str:
     return f'<a href="{e(href)}">{e(text)}</a>'
+
+
+def reproduce_block(found: Reproduce | None) -> str:
+    """The commands that measure a page's result again from a bare machine (the pipx line of
+    the iomatrix that made it, then `iomatrix reproduce ID`), or "" without an id to give."""
+    if found is None:
+        return ""
+    lines = "\n".join(found.lines())
+    return (
+        '<p class="note">Measure it again from a bare machine (<code>iomatrix reproduce</code> '
+        "prints every step, <code>--run</code> does them):</p>"
+        f'<pre class="reproduce">{e(lines)}</pre>'
+    )
