@@ -727,3 +727,21 @@ def test_the_action_example_passes_actionlint_with_the_action_called_locally(
     assert local != text
     done = lint(tmp_path, {"storage-gate-action.yml": local})
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("ref", "written"), [("a" * 40, True), ("v1.2.3", False), ("main", False)])
+def test_the_action_writes_the_commit_it_runs_at_into_its_package(
+    tmp_path: Path, ref: str, written: bool
+) -> None:
+    # An action's folder is a download without .git: without the COMMIT file (as `make wheel`
+    # writes it) its runs would record no iomatrix commit, and no report could say what to install.
+    (step,) = [s for s in action()["runs"]["steps"] if s.get("name", "").startswith("The commit")]
+    package = tmp_path / "action" / "harness" / "iomatrix"
+    package.mkdir(parents=True)
+    context = {"github": {"action_path": str(tmp_path / "action"), "action_ref": ref}}
+    env = {k: render(str(v), context) for k, v in step["env"].items()}
+    subprocess.run(["bash", "-c", step["run"]], env={**os.environ, **env}, check=True)
+    commit = package / "COMMIT"
+    assert commit.exists() == written
+    if written:
+        assert commit.read_text().strip() == ref
