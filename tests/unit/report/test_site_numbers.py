@@ -5,6 +5,7 @@ and new medians beside each change."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from iomatrix.analysis.compare import compare_runs
@@ -12,6 +13,8 @@ from iomatrix.report.site import svg
 from iomatrix.report.site.comparison_page import render_comparison_page
 from iomatrix.report.site.page import change_cell, number_cell
 from iomatrix.report.site.run_page import render_run_page
+from iomatrix.workflows import trends
+from support.archives import write_nightly_archive
 from support.builders import make_cell
 from support.runs import make_run, ok
 
@@ -84,3 +87,14 @@ def test_the_ab_page_carries_the_command_that_reproduces_its_session() -> None:
     page = render_comparison_page(compare_runs(base, new, metrics=["write_iops"]))
     # A commit that is not 40 hex digits gives no install line.
     assert '<pre class="reproduce">iomatrix reproduce s1</pre>' in page
+
+
+def test_each_change_point_on_the_changes_page_carries_its_reproduce_line(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    nightly = write_nightly_archive(results)
+    trends.dashboard(results, since=nightly.run_ids[-3])
+    page = (results / "site" / "changes.html").read_text()
+    found = re.findall(r"<code>iomatrix reproduce ([^<]+)</code>", page)
+    # IOPS and p99 latency of the stepped cell: two changes, each in the first run after it.
+    assert len(found) == 2
+    assert all(f.startswith(f"{nightly.first_run_after_step}/") for f in found)
