@@ -228,6 +228,7 @@ def test_the_comment_carries_the_command_that_reproduces_its_session(tmp_path: P
     result = comparison(session="20261207-gate-ab12", commit=SHA)
     text = comment(write_artifact(tmp_path / "ab", json.loads(render_json(result))))
     assert reproduce_block(text) == [
+        "gh run download 42 --repo someone/repo --name ab-session --dir ab-session",
         f"pipx install git+https://github.com/iomatrix/iomatrix@{SHA}",
         "iomatrix reproduce 20261207-gate-ab12 --results ab-session",
     ]
@@ -249,7 +250,7 @@ def test_a_commit_that_is_not_one_is_not_pasted(tmp_path: Path, commit: str) -> 
     # The commit is the fork run's text: only 40 lowercase hex digits become an install line.
     result = comparison(session="s1", commit=commit)
     text = comment(write_artifact(tmp_path / "ab", json.loads(render_json(result))))
-    assert reproduce_block(text) == ["iomatrix reproduce s1 --results ab-session"]
+    assert reproduce_block(text)[1:] == ["iomatrix reproduce s1 --results ab-session"]
     assert commit not in text
     assert_inert(text)
 
@@ -258,3 +259,26 @@ def test_two_runs_of_their_own_reproduce_the_new_one(tmp_path: Path) -> None:
     result = comparison(commit=SHA)
     text = comment(write_artifact(tmp_path / "ab", json.loads(render_json(result))))
     assert reproduce_block(text)[-1] == "iomatrix reproduce new --results ab-session"
+
+
+@pytest.mark.parametrize(
+    ("run_url", "line"),
+    [
+        (
+            "https://ghe.example.com/org/storage/actions/runs/9/attempts/2",
+            "gh run download 9 --repo ghe.example.com/org/storage --name ab-session "
+            "--dir ab-session",
+        ),
+        ("https://github.com/o/r/actions/runs/9`; sh", None),
+        (None, None),
+    ],
+)
+def test_the_artifact_is_fetched_from_githubs_own_run_address_only(
+    run_url: str | None, line: str | None
+) -> None:
+    section = gate_comment.reproduce_section(comparison(session="s1", commit=SHA), run_url)
+    first = reproduce_block(section)[0]
+    if line is None:
+        assert first.startswith("pipx install ")
+    else:
+        assert first == line
