@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.workflows import reproduce
+from iomatrix.report import reproduce_line
 from support.paths import REPO_ROOT
 from support.wheel import (
     SETUPTOOLS_MIN,
@@ -184,7 +184,7 @@ def test_the_documented_pipx_lines_are_the_ones_reproduce_prints() -> None:
     """docs/use-from-your-repository.md installs with pipx from the real address (the one
     `iomatrix reproduce` prints, never an `<owner>` placeholder), or from `make wheel`'s wheel."""
     text = (REPO_ROOT / "docs" / "use-from-your-repository.md").read_text()
-    line = shlex.join(reproduce.install_line("COMMIT")).replace("COMMIT", "")
+    line = shlex.join(reproduce_line.install_line("COMMIT")).replace("COMMIT", "")
     assert line in text
     assert "make wheel" in text
     assert "pipx install dist/iomatrix-" in text
