@@ -396,3 +396,23 @@ def median_history(runs: Sequence[RunRecord], cell_id: str, metric: str) -> list
             if summary is not None:
                 out.append((run.run_id, summary.median))
     return out
+
+
+def fixed_split_p(
+    segment: Sequence[float], t: int, *, alpha: float, permutations: int
+) -> tuple[float, float]:
+    """The permutation p-value (stopped early as permutation_p does) and Q of one split chosen
+    beforehand, at t (an environment change: its place is known, not searched for, so no
+    search's maximum is paid for), on the values clipped as the step search clips them."""
+    values = _winsorized(segment)
+    right = len(values) - t
+    observed = _best_split(values, t, right)[1]
+    p = permutation_p(
+        values,
+        observed,
+        _split_scan(t, right),
+        permutations=permutations,
+        alpha=alpha,
+        seed=seed_for(values, -4),
+    )
+    return p, observed
