@@ -53,3 +53,11 @@ class TrendChange(Record):
     # A change where the runs' environment fingerprint changed: what changed ("qemu 7.2 ->
     # 8.2"); the step is the environment's, not the code's. None: no fingerprint changed there.
     environment: str | None = Field(default=None)
+
+
+def verdict_words(change: TrendChange) -> str:
+    """The verdict as a report, the chart's mark and the new-regressions file show it: an
+    environment change names what changed ("environment changed: qemu 7.2 -> 8.2")."""
+    if change.environment:
+        return f"environment changed: {change.environment}"
+    return change.verdict

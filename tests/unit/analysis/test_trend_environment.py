@@ -11,6 +11,8 @@ import pytest
 
 from iomatrix.analysis import trend_environment
 from iomatrix.analysis.trend_findings import findings
+from iomatrix.report import trend_text
+from iomatrix.report.site import svg
 from iomatrix.store.records_io import write_record
 from iomatrix.workflows import trends
 from support.builders import make_cell
@@ -86,7 +88,7 @@ def write_nights(results: Path, iops: list[float], qemu: list[str]) -> list[str]
     cell = make_cell()
     run_ids = []
     for night, (center, version) in enumerate(zip(iops, qemu, strict=True)):
-        day = f"2026-{11 + night // 28:02d}-{1 + night % 28:02d}"
+        day = f"2026-{1 + night // 28:02d}-{1 + night % 28:02d}"
         run_id = f"{day.replace('-', '')}T000000Z-night-{night:04d}"
         run = make_run(
             [ok(cell, {"write_iops": sample(night, center, 0.01, 5)})],
@@ -125,3 +127,18 @@ def test_the_same_step_without_an_environment_change_is_alerted(tmp_path: Path) 
     (change,) = trends.find_trends(tmp_path)[0]
     assert change.verdict == "regressed"
     assert change.environment is None
+
+
+def test_the_trend_table_and_the_dashboards_chart_name_the_environment_change(
+    tmp_path: Path,
+) -> None:
+    results = tmp_path / "results"
+    write_nights(results, nights(5, (25, 1000.0), (35, 850.0)), ["7.2"] * 25 + ["8.2"] * 35)
+    changes, _examined = trends.find_trends(results)
+    assert "environment changed: qemu 7.2 -> 8.2" in trend_text.changes_table(changes)
+    site = tmp_path / "site"
+    trends.dashboard(results, site)
+    pages = "".join(p.read_text() for p in site.rglob("*.html"))
+    # The chart's mark (its tooltip) and the series' verdict cell.
+    assert pages.count("environment changed: qemu 7.2 -&gt; 8.2") >= 2
+    assert svg.VERDICT_COLOURS["environment"] in pages

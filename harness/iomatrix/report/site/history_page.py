@@ -15,6 +15,7 @@ from pathlib import Path
 from iomatrix.analysis import metrics
 from iomatrix.analysis.changepoint import DEFAULT_END_MIN_SIZE, DEFAULT_MIN_SIZE
 from iomatrix.analysis.trend import TrendChange
+from iomatrix.analysis.trend_change import verdict_words
 from iomatrix.model.numbers import compact
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
@@ -118,7 +119,8 @@ def _verdict_cell(h: SeriesHistory) -> Cell:
     known = ", known" if change.known else ""
     ago = h.runs_since(change)
     when = "in the newest run" if ago == 0 else f"{ago} run(s) ago"
-    return Cell(text=f"{change.verdict}{size} {when}{known}", css=f"verdict-{change.verdict}")
+    text = f"{verdict_words(change)}{size} {when}{known}"
+    return Cell(text=text, css=f"verdict-{change.verdict}")
 
 
 def _runs_table(runs: Sequence[RunSummary], run_pages: dict[str, str]) -> str:
@@ -249,7 +251,7 @@ def _series_block(h: SeriesHistory, kernels: Kernels) -> str:
                 (
                     at,
                     colour,
-                    f"{change.verdict}{size} from {change.first_run_after} "
+                    f"{verdict_words(change)}{size} from {change.first_run_after} "
                     f"(p {change.p_value:.3g})",
                 )
             )
