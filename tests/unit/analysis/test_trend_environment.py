@@ -13,10 +13,8 @@ from iomatrix.analysis import trend_environment
 from iomatrix.analysis.trend_findings import findings
 from iomatrix.report import trend_text
 from iomatrix.report.site import svg
-from iomatrix.store.records_io import write_record
 from iomatrix.workflows import trends
-from support.builders import make_cell
-from support.runs import make_run, ok, sample
+from support.night_series import write_nights
 
 QEMU_7 = {"qemu": "7.2", "host_cpu": "EPYC 7763", "accelerator": "kvm"}
 QEMU_8 = {"qemu": "8.2", "host_cpu": "EPYC 7763", "accelerator": "kvm"}
@@ -80,25 +78,6 @@ def test_a_fingerprint_field_only_one_side_has_is_named() -> None:
 def test_an_environment_list_of_the_wrong_length_is_refused() -> None:
     with pytest.raises(ValueError, match="one environment per value"):
         findings([1.0] * 20, environments=[QEMU_7] * 19)
-
-
-def write_nights(results: Path, iops: list[float], qemu: list[str]) -> list[str]:
-    """One run folder per night: one cell of 5 repetitions around the night's median, the run's
-    environment recording that night's QEMU."""
-    cell = make_cell()
-    run_ids = []
-    for night, (center, version) in enumerate(zip(iops, qemu, strict=True)):
-        day = f"2026-{1 + night // 28:02d}-{1 + night % 28:02d}"
-        run_id = f"{day.replace('-', '')}T000000Z-night-{night:04d}"
-        run = make_run(
-            [ok(cell, {"write_iops": sample(night, center, 0.01, 5)})],
-            run_id=run_id,
-            created_at=f"{day}T00:00:00+00:00",
-            qemu=version,
-        )
-        write_record(results / run_id / "run.json", run)
-        run_ids.append(run_id)
-    return run_ids
 
 
 def test_the_nightly_alert_step_keeps_an_environment_step_quiet(tmp_path: Path) -> None:
