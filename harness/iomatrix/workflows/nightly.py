@@ -167,14 +167,17 @@ def add_run(run_dir: Path, where: BranchDir, canaries_file: Path | None = None) 
 
 
 def alerts(where: BranchDir, matrix: str, new_changes: Path | None = None) -> Step:
-    """The alert step over the branch's runs: the changes no earlier night reported, written to
+    """The alert step over the branch's runs (false discovery rate controlled across every
+    series, as `trend --fdr`): the changes no earlier night reported, written to
     `new_changes` (JSON: the regression issues' input), and the ledger on the branch kept."""
     folder = where.runs
     head = "## New change points tonight\n\n"
     try:
         seen = trend.parse_ledger(read_alerts(folder.alerts), folder.alerts)
+        # With false-discovery control across every series: a nightly examines hundreds, and
+        # each one's test at alpha alone alerts on about one in a hundred flat series a night.
         news, ledger, _examined = trends.nightly_alerts(
-            folder.path, seen, matrix=matrix, known=trends.triage_entries(folder.path)
+            folder.path, seen, matrix=matrix, known=trends.triage_entries(folder.path), fdr=True
         )
         write_alerts(folder.alerts, trend.ledger_json(ledger))
     except IomatrixError as exc:

@@ -4,6 +4,7 @@ changed, and never a regression; a code step in one environment still is."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from iomatrix.analysis import trend_environment
 from iomatrix.analysis.trend_findings import findings
 from iomatrix.report import trend_text
 from iomatrix.report.site import svg
-from iomatrix.workflows import trends
+from iomatrix.store.results import BranchDir
+from iomatrix.workflows import nightly, trends
 from support.night_series import write_nights
 
 QEMU_7 = {"qemu": "7.2", "host_cpu": "EPYC 7763", "accelerator": "kvm"}
@@ -121,3 +123,18 @@ def test_the_trend_table_and_the_dashboards_chart_name_the_environment_change(
     # The chart's mark (its tooltip) and the series' verdict cell.
     assert pages.count("environment changed: qemu 7.2 -&gt; 8.2") >= 2
     assert svg.VERDICT_COLOURS["environment"] in pages
+
+
+def test_the_nightlys_alert_step_controls_the_false_discovery_rate(tmp_path: Path) -> None:
+    # A 10% drop at night 40, the alert step run on the results branch's folder after night 50:
+    # the news carries its q-value (Benjamini-Hochberg across the series: `trend --fdr`).
+    where = BranchDir(tmp_path)
+    values = nights(7, (40, 1000.0), (10, 900.0))
+    write_nights(where.runs.path, values[:30], ["8.2"] * 30)
+    assert nightly.alerts(where, "test").status == 0
+    write_nights(where.runs.path, values, ["8.2"] * 50)
+    news_file = tmp_path / "new.json"
+    assert nightly.alerts(where, "test", news_file).status == 0
+    (news,) = json.loads(news_file.read_text())
+    assert news["verdict"] == "regressed"
+    assert news["q_value"] is not None
