@@ -55,8 +55,7 @@ def ar1(sigma: float, phi: float) -> Noise:
 def bimodal(sigma: float, slow: float, share: float) -> Noise:
     """Two kinds of night (a runner pool of two machines): `share` of them `slow` lower."""
     return lambda rng, n: [
-        (1 + sigma * rng.gauss(0, 1)) * (1 - slow if rng.random() < share else 1)
-        for _ in range(n)
+        (1 + sigma * rng.gauss(0, 1)) * (1 - slow if rng.random() < share else 1) for _ in range(n)
     ]
 
 

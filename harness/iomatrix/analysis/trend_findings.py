@@ -20,9 +20,9 @@ midpoint between the two medians, which a pair of outlier nights is not.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 

@@ -276,7 +276,9 @@ def nights_section(folder: ResultsDir, matrix: str, run_id: str) -> str:
     """Tonight's median of every series against its last nights' (informational: the change
     points above judge whole segments of nights)."""
     try:
-        return nightly_nights.nights_markdown(nightly_nights.night_rows(folder.path, matrix, run_id))
+        return nightly_nights.nights_markdown(
+            nightly_nights.night_rows(folder.path, matrix, run_id)
+        )
     except IomatrixError as exc:
         return "\n## Tonight against the last nights\n\n" + fence(str(exc))
 
@@ -299,8 +301,8 @@ def summary(
     site: Path | None = None,
 ) -> Step:
     """The report's closing sections over the archived history: the change points, the
-    dashboard (with `site`), the canaries (with `canaries_file`), tonight against the last nights, every
-    cell."""
+    dashboard (with `site`), the canaries (with `canaries_file`), tonight against the last
+    nights, every cell."""
     folder = where.runs
     matrix = load_run(folder.run(run_id)).matrix_name
     parts = [history_section(folder, matrix)]

@@ -29,9 +29,7 @@ def night_rows(results_dir: Path, matrix: str, run_id: str) -> list[NightRow]:
         rid: fingerprint(env) for rid, env in archive.run_environments(results_dir).items()
     }
     rows = []
-    for series, points in archive.series_histories(
-        results_dir, matrix=matrix, limit=_READ_NIGHTS
-    ):
+    for series, points in archive.series_histories(results_dir, matrix=matrix, limit=_READ_NIGHTS):
         ok = _up_to(points, run_id)
         if not ok:
             continue

@@ -25,7 +25,9 @@ QEMU_8 = {"qemu": "8.2", "host_cpu": "EPYC 7763", "accelerator": "kvm"}
 def nights(seed: int, *segments: tuple[int, float], noise: float = 0.02) -> list[float]:
     """Nightly medians: segments of (nights, level), each night level x (1 + noise x N(0, 1))."""
     rng = random.Random(seed)
-    return [level * (1 + noise * rng.gauss(0, 1)) for count, level in segments for _ in range(count)]
+    return [
+        level * (1 + noise * rng.gauss(0, 1)) for count, level in segments for _ in range(count)
+    ]
 
 
 def test_a_step_where_qemu_changed_is_the_environments_not_a_regression() -> None:

@@ -47,11 +47,11 @@ def test_alerts_are_matched_to_events_once_and_the_rest_are_false() -> None:
 
 
 def test_a_broken_labelled_file_is_refused_naming_it_and_the_series() -> None:
-    with pytest.raises(IomatrixError, match="f.json: not a labelled set"):
+    with pytest.raises(IomatrixError, match=r"f\.json: not a labelled set"):
         trend_quality.parse_labelled('{"format": 2}', "f.json")
     bad = labelled(Event(kind="step", at=70, size=0.1)).model_dump_json()
     text = '{"format": 1, "description": "d", "series": [' + bad + "]}"
-    with pytest.raises(IomatrixError, match="f.json: series s: event .* outside it"):
+    with pytest.raises(IomatrixError, match=r"f\.json: series s: event .* outside it"):
         trend_quality.parse_labelled(text, "f.json")
 
 
