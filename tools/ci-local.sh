@@ -115,8 +115,17 @@ EOF
     return 0
   fi
   rm -f "$SOCKET"
-  CONTAINERS_CONF=$STATE/containers.conf setsid podman system service --time=0 \
-    "unix://$SOCKET" >"$STATE/podman-service.log" 2>&1 &
+  # The service outlives this script (later runs reuse it), so it must not keep open what this
+  # script inherited: `flock /tmp/iomatrix-vm.lock tools/ci-local.sh` hands its lock down as a
+  # descriptor, and a service holding it held the machine's VM lock until it was killed.
+  (
+    for fd in /proc/"$BASHPID"/fd/*; do
+      fd=${fd##*/}
+      if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
+    done
+    CONTAINERS_CONF=$STATE/containers.conf exec setsid podman system service --time=0 \
+      "unix://$SOCKET"
+  ) >"$STATE/podman-service.log" 2>&1 &
   echo $! >"$STATE/podman-service.pid"
   local _
   for _ in $(seq 50); do
