@@ -236,16 +236,17 @@ def main() -> int:
     syn.add_argument("--out", type=Path, default=DATA / "labelled-synthetic.json")
     args = parser.parse_args()
     if args.what == "synthetic":
-        data = {
+        series = synthetic()
+        data: dict[str, Any] = {
             "format": 1,
             "description": (
                 "Synthetic nightly medians with planted, labelled events "
                 "(benchmarks/labelled_series.py synthetic)"
             ),
-            "series": synthetic(),
+            "series": series,
         }
         args.out.write_text(dumps(data))
-        print(f"{args.out}: {len(data['series'])} series")
+        print(f"{args.out}: {len(series)} series")
     return 0
 
 
