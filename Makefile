@@ -289,6 +289,7 @@ bench: setup venv-dev
 	$(BIN)/python benchmarks/bench_archive.py
 	$(BIN)/python benchmarks/bench_report.py
 	$(BIN)/python benchmarks/bench_trend.py
+	$(BIN)/python benchmarks/bench_labelled.py
 	$(BIN)/python benchmarks/bench_harness.py --rounds $(BENCH_ROUNDS)
 	$(BIN)/python benchmarks/bench_verdict.py
 	$(BIN)/python benchmarks/bench_kernel_build.py

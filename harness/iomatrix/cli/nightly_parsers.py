@@ -21,7 +21,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "symbolic link is refused), keep the alert ledger there and write the changes new "
             "tonight, add tonight's canary outcomes, and write the Markdown report: the change "
             "points over the archived history, the dashboard, the canaries' rates, tonight "
-            "against the previous night, every cell. Exit 0 every cell ran; 1 cells are "
+            "against the last nights, every cell. Exit 0 every cell ran; 1 cells are "
             "missing, or the alert step or the push failed; 2 nothing to merge, the merge was "
             "refused or the results branch holds a link. The report is written in every case."
         ),

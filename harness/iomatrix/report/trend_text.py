@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from iomatrix.analysis import trend
 from iomatrix.analysis.trend import TrendChange
+from iomatrix.analysis.trend_change import verdict_words
 from iomatrix.model.axes import AXES
 from iomatrix.report.text import fit_table, format_table, wrap
 
@@ -60,7 +61,7 @@ def _rows(changes: Sequence[TrendChange]) -> list[list[str]]:
         [
             c.label,
             c.metric,
-            c.verdict if c.kind == "step" else f"{c.verdict} (a {c.dip_runs}-run dip)",
+            verdict_words(c) if c.kind == "step" else f"{c.verdict} (a {c.dip_runs}-run dip)",
             f"{c.before_median:.6g} -> {c.after_median:.6g}",
             "-" if c.median_change is None else f"{100 * c.median_change:+.1f}%",
             f"{c.p_value:.3g}" + ("" if c.q_value is None else f" (q {c.q_value:.2g})"),
@@ -134,7 +135,7 @@ def news_markdown(news: Sequence[TrendChange]) -> str:
         size = "" if c.median_change is None else f" {100 * c.median_change:+.1f}%"
         what = f"a {c.dip_runs}-run dip" if c.kind == "dip" else "a step"
         lines.append(
-            f"- {code(c.label)} {code(c.metric)}: {c.verdict}{size} ({what}) from "
+            f"- {code(c.label)} {code(c.metric)}: {verdict_words(c)}{size} ({what}) from "
             f"{code(c.first_run_after)}"
         )
     return "\n".join(lines) + "\n"

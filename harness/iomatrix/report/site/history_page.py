@@ -15,6 +15,7 @@ from pathlib import Path
 from iomatrix.analysis import metrics
 from iomatrix.analysis.changepoint import DEFAULT_END_MIN_SIZE, DEFAULT_MIN_SIZE
 from iomatrix.analysis.trend import TrendChange
+from iomatrix.analysis.trend_change import verdict_words
 from iomatrix.model.numbers import significant
 from iomatrix.report.reproduce_line import for_handle
 from iomatrix.report.site import svg
@@ -119,7 +120,8 @@ def _verdict_cell(h: SeriesHistory) -> Cell:
     known = ", known" if change.known else ""
     ago = h.runs_since(change)
     when = "in the newest run" if ago == 0 else f"{ago} run(s) ago"
-    return Cell(text=f"{change.verdict}{size} {when}{known}", css=f"verdict-{change.verdict}")
+    text = f"{verdict_words(change)}{size} {when}{known}"
+    return Cell(text=text, css=f"verdict-{change.verdict}")
 
 
 def _runs_table(runs: Sequence[RunSummary], run_pages: dict[str, str]) -> str:
@@ -250,7 +252,7 @@ def _series_block(h: SeriesHistory, kernels: Kernels) -> str:
                 (
                     at,
                     colour,
-                    f"{change.verdict}{size} from {change.first_run_after} "
+                    f"{verdict_words(change)}{size} from {change.first_run_after} "
                     f"(p {change.p_value:.3g})",
                 )
             )

@@ -33,6 +33,8 @@ VERDICT_COLOURS: dict[str, str] = {
     "noisy": "#ef6c00",
     "missing": "#bdbdbd",
     "incomparable": "#8d6e63",
+    # A trend's level change where the run's environment changed (not the code's).
+    "environment": "#1565c0",
 }
 # Lines of a multi-series chart, in order (Tableau 10).
 PALETTE: tuple[str, ...] = (
