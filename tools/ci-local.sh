@@ -45,10 +45,9 @@ SOCKET=$STATE/podman.sock
 # git, sudo, make, the docker CLI that talks to podman's API), built here with mmdebstrap since no
 # registry can be reached. Its tag is a hash of this recipe, so a changed recipe builds anew.
 RUNNER_PACKAGES=git,sudo,make,curl,ca-certificates,python3,python3-venv,zstd,jq,nodejs,docker-cli,xz-utils,procps,file
-# The Python the workflows ask setup-python for (3.11), from bookworm beside trixie's own: filed in
-# act's tool cache under the version it reports (toolcache_python), so setup-python finds it there
-# instead of downloading one (nothing can be downloaded here).
-RUNNER_PYTHON_PACKAGES=python3.11,python3.11-venv
+# The shared libraries a CPython build needs (ssl, sqlite3, ctypes, readline, ...): the Python
+# the workflows ask setup-python for (3.11) is lent from this machine (host_python) and runs here.
+RUNNER_PYTHON_LIBS=libffi8,libsqlite3-0,libssl3t64,libbz2-1.0,liblzma5,libreadline8t64,libncursesw6,libexpat1,libnsl2,libuuid1,zlib1g
 RUNNER_HOOKS=(
   # actions/checkout of another repository or ref fetches https://github.com/OWNER/NAME: here
   # that is a bare repository under /srv/git (mounted into every job container).
@@ -69,7 +68,7 @@ ca_bundle() {
 runner_image() {
   local key bundle
   bundle=$(ca_bundle)
-  key=$( (printf '%s\n' "$RUNNER_PACKAGES" "$RUNNER_PYTHON_PACKAGES" "${RUNNER_HOOKS[@]}"
+  key=$( (printf '%s\n' "$RUNNER_PACKAGES" "$RUNNER_PYTHON_LIBS" "${RUNNER_HOOKS[@]}"
     cat "$REPO/tools/ci-local-gh.py"
     if [ -n "$bundle" ]; then cat "$bundle"; fi) | sha256sum | cut -c1-12)
   echo "localhost/iomatrix-act-runner:$key"
@@ -120,8 +119,17 @@ EOF
     return 0
   fi
   rm -f "$SOCKET"
-  CONTAINERS_CONF=$STATE/containers.conf setsid podman system service --time=0 \
-    "unix://$SOCKET" >"$STATE/podman-service.log" 2>&1 &
+  # The service outlives this script: it must not keep the script's other open files, among them
+  # a lock this script was run under (`flock LOCK tools/ci-local.sh` held the machine's VM lock
+  # for as long as the service ran).
+  (
+    for fd in /proc/self/fd/*; do
+      fd=${fd##*/}
+      if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    CONTAINERS_CONF=$STATE/containers.conf exec setsid podman system service --time=0 \
+      "unix://$SOCKET" >"$STATE/podman-service.log" 2>&1
+  ) &
   echo $! >"$STATE/podman-service.pid"
   local _
   for _ in $(seq 50); do
@@ -151,29 +159,47 @@ build_runner_image() {
   local mirror
   mirror=$(PYTHONPATH=harness "${VENV:-.venv}/bin/python" -c \
     'from iomatrix.host.kernels import debian_mirror; print(debian_mirror("the runner image"))')
-  mmdebstrap --quiet --variant=minbase --include="$RUNNER_PACKAGES,$RUNNER_PYTHON_PACKAGES" \
-    "${hooks[@]}" --format=tar trixie "$work/rootfs.tar" "deb $mirror trixie main" \
-    "deb $mirror bookworm main" >&2
+  mmdebstrap --quiet --variant=minbase --include="$RUNNER_PACKAGES,$RUNNER_PYTHON_LIBS" \
+    "${hooks[@]}" --format=tar trixie "$work/rootfs.tar" "deb $mirror trixie main" >&2
   podman_ import --quiet --change 'CMD ["bash"]' "$work/rootfs.tar" "$image" >/dev/null
   rm -rf "$work"
 }
 
+# The CPython 3.11 this checkout's venv is built on, when it is a build of its own prefix (pyenv's,
+# a hosted tool cache's), not a distribution's /usr: the one the jobs' setup-python is lent.
+host_python() {
+  "${VENV:-.venv}/bin/python" -c 'import sys
+if sys.version_info[:2] == (3, 11) and sys.base_prefix != "/usr":
+    print(sys.base_prefix)'
+}
+
 # act's tool cache (the volume act-toolcache, mounted at /opt/hostedtoolcache in every job) with
-# the runner stand-in's Python 3.11 filed as setup-python looks for it: Python/<version>/x64 and
-# its x64.complete, <version> the one that Python reports. A hosted runner's cache holds Python
-# builds of its own; here the entry points at the image's /usr/bin/python3.11.
+# that Python filed as setup-python looks for it: Python/<version>/x64 (a link to its prefix,
+# which every job container mounts read-only at the same path) and x64.complete, <version> the
+# one it reports; setup-python then finds it instead of downloading one (nothing can be here).
+# A hosted runner's cache holds such builds of its own. The check imports what a venv and pip
+# need, so a library missing from the runner stand-in fails here, not in a job.
 toolcache_python() {
+  local prefix
+  prefix=$(host_python)
+  if [ -z "$prefix" ]; then
+    say "no CPython 3.11 build of its own prefix under ${VENV:-.venv}: jobs with setup-python will fail"
+    return 0
+  fi
   # shellcheck disable=SC2016 # expanded by the bash in the container, not here
   local script='set -eu
-version=$(python3.11 -c "import platform; print(platform.python_version())")
-dir=/opt/hostedtoolcache/Python/$version/x64
-mkdir -p "$dir/bin"
-for name in python python3 python3.11; do ln -sfn /usr/bin/python3.11 "$dir/bin/$name"; done
-touch "$dir.complete"
+version=$("$1/bin/python3.11" -c "import platform; print(platform.python_version())")
+"$1/bin/python3.11" -c "import ssl, sqlite3, ctypes, ensurepip, venv, lzma, bz2, zlib"
+dir=/opt/hostedtoolcache/Python/$version
+mkdir -p "$dir"
+ln -sfn "$1" "$dir/x64"
+touch "$dir/x64.complete"
 echo "$version"'
   local version
-  version=$(podman_ run --rm -v act-toolcache:/opt/hostedtoolcache "$(runner_image)" bash -c "$script")
-  say "act's tool cache: Python $version (the runner stand-in's python3.11)"
+  version=$(podman_ run --rm -v act-toolcache:/opt/hostedtoolcache -v "$prefix:$prefix:ro" \
+    "$(runner_image)" bash -c "$script" toolcache "$prefix")
+  HOST_PYTHON=$prefix
+  say "act's tool cache: Python $version (this machine's $prefix, lent read-only)"
 }
 
 # The base image the runner image's Dockerfile starts FROM, as a GitHub runner would pull it.
@@ -238,7 +264,7 @@ serve() {
 act_args() {
   ACT=("$ACT_BIN" --pull=false --action-offline-mode -b
     -P "ubuntu-24.04=$(runner_image)" -P "ubuntu-latest=$(runner_image)"
-    --container-options "-v $STATE/git:/srv/git:${GIT_SERVER_MODE:-ro} -v $OUT/github:/srv/github${RUNNER_CACHE:+ -v $RUNNER_CACHE:/root/.cache/iomatrix}"
+    --container-options "-v $STATE/git:/srv/git:${GIT_SERVER_MODE:-ro} -v $OUT/github:/srv/github${RUNNER_CACHE:+ -v $RUNNER_CACHE:/root/.cache/iomatrix}${HOST_PYTHON:+ -v $HOST_PYTHON:$HOST_PYTHON:ro}"
     --artifact-server-path "$OUT/artifacts"
     --cache-server-path "$STATE/cache"
     -s GITHUB_TOKEN=ci-local-token)
