@@ -132,7 +132,7 @@ endif
 
 setup: host-packages venv kernel
 
-# tools/host-packages.txt: what `make run` needs, and for `make test` a few more.
+# harness/iomatrix/host/host-packages.txt: what `make run` needs, and for `make test` a few more.
 HOST_PACKAGES ?= run
 test: HOST_PACKAGES = test
 host-packages:

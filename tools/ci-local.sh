@@ -119,17 +119,17 @@ EOF
     return 0
   fi
   rm -f "$SOCKET"
-  # The service outlives this script: it must not keep the script's other open files, among them
-  # a lock this script was run under (`flock LOCK tools/ci-local.sh` held the machine's VM lock
-  # for as long as the service ran).
+  # The service outlives this script (later runs reuse it), so it must not keep open what this
+  # script inherited: `flock /tmp/iomatrix-vm.lock tools/ci-local.sh` hands its lock down as a
+  # descriptor, and a service holding it held the machine's VM lock until it was killed.
   (
-    for fd in /proc/self/fd/*; do
+    for fd in /proc/"$BASHPID"/fd/*; do
       fd=${fd##*/}
-      if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
+      if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
     done
     CONTAINERS_CONF=$STATE/containers.conf exec setsid podman system service --time=0 \
-      "unix://$SOCKET" >"$STATE/podman-service.log" 2>&1
-  ) &
+      "unix://$SOCKET"
+  ) >"$STATE/podman-service.log" 2>&1 &
   echo $! >"$STATE/podman-service.pid"
   local _
   for _ in $(seq 50); do

@@ -90,7 +90,7 @@ def test_the_key_changes_with_the_toolchain_and_not_with_the_code(tmp_path: Path
     first = script(root, "key")
     assert first.returncode == 0, first.stderr
     assert re.fullmatch(r"[0-9a-f]{16}\n", first.stdout)
-    (root / "harness").mkdir()
+    (root / "harness").mkdir(exist_ok=True)
     (root / "harness" / "code.py").write_text("print('a change of code')\n")
     assert script(root, "key").stdout == first.stdout
     with (root / "requirements" / "dev.lock").open("a") as lock:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import subprocess
 import sys
 import zipfile
 from email.parser import Parser
@@ -70,6 +71,8 @@ def test_the_wheel_holds_the_presets_workloads_license_and_the_parquet_extra(
     assert shipped
     assert sorted(set(shipped) - names) == []
     assert "iomatrix/py.typed" in names
+    # The host package list travels with the wheel: an installed `iomatrix doctor` reads it.
+    assert "iomatrix/host/host-packages.txt" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)
     assert meta["License-Expression"] == "MIT"
     requires = meta.get_all("Requires-Dist") or []
@@ -115,6 +118,31 @@ def test_the_installed_init_writes_a_matrix_the_installed_validate_accepts(
     run([iomatrix, "init", "bench"], cwd=tmp_path, env=env)
     out = run([iomatrix, "validate", "bench/matrix.yaml"], cwd=tmp_path, env=env)
     assert out.startswith("bench/matrix.yaml: ok, 4 cells"), out
+
+
+def test_the_installed_doctor_names_what_a_bare_host_lacks_from_the_wheels_list(
+    installed: Path, tmp_path: Path
+) -> None:
+    """Outside the clone, with a PATH that finds none of /usr/bin's tools: the installed doctor
+    reads the list the wheel carries and names QEMU and fio with the apt-get line, exit 1;
+    with the host's PATH (set up by make test) it finds them."""
+    env = clean_env()
+    bare = subprocess.run(
+        [str(installed / "iomatrix"), "doctor"],
+        cwd=tmp_path,
+        env={**env, "PATH": str(tmp_path / "nothing-here")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert bare.returncode == 1, bare.stdout + bare.stderr
+    assert bare.stdout.startswith("missing: "), bare.stdout
+    install = next(line for line in bare.stdout.splitlines() if line.startswith("install them"))
+    assert {"qemu-system-x86", "fio"} <= set(install.split()), install
+    assert "sudo apt-get install --no-install-recommends" in install
+    out = run([str(installed / "iomatrix"), "doctor"], cwd=tmp_path, env=env)
+    assert out.startswith("ok: this host has all "), out
 
 
 def test_make_wheel_builds_the_wheel_offline_into_dist(tmp_path: Path) -> None:

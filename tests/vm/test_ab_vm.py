@@ -1,5 +1,6 @@
 """A/B sessions in real VMs: an A/A session of the unthrottled disk finds nothing, an injected
-slowdown is caught, a sequential session decides a 10% one.
+slowdown is caught, a sequential session decides a 10% one. `.ci/run` runs the A/A (with the
+session's files and HTML page); the other two run in `make test-nightly`.
 
 Both sides run in the same VM (`--sides shared`: the matrices are the test's own), their
 repetitions interleaved ABAB. The slowdowns are real: QEMU
@@ -99,7 +100,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp
 
 
-def test_an_aa_session_finds_no_change(workspace: Path) -> None:
+def test_an_aa_session_finds_no_change(workspace: Path, browser: Browser) -> None:
     """A matrix against the identical matrix, as users first try a gate: both sides have the
     same cell ids. The session finishes, each side's QEMU disk counters land in its own folder
     (the step number names the step on the console: keyed by cell id, the base side's counters
@@ -130,8 +131,19 @@ def test_an_aa_session_finds_no_change(workspace: Path) -> None:
         # says it did (QEMU counts the same writes, on this side's drive).
         assert all(rep.host_disks for rep in entry.result.repetitions), side
         assert all(rep.metrics.get("host_w_per_s", 0) > 0 for rep in entry.result.repetitions)
+    # The session has the files and JSON schemas of an A/B's (issue 26: the same as before the
+    # refactor; tests/data/outputs/ab.json, made by tools/output_manifest.py).
+    assert_matches("ab", workspace / "aa" / "results")
+    # `iomatrix ab` wrote the session's HTML report: its forest plot has the one row.
+    assert browser.load(session / "report" / "index.html") == []
+    (forest,) = [c for c in browser.charts() if c.kind == "forest"]
+    assert forest.points == 1
+    assert browser.visible(f'#rows tr[data-verdict="{row["verdict"]}"]') == 1
 
 
+# The A/A above keeps a real session, its files and its page in .ci/run; the matrix gate under act
+# (tests/container/test_workflows_under_act.py) keeps a real regression found by both sides' VMs.
+@pytest.mark.nightly
 def test_an_injected_slowdown_is_reported_as_a_regression(
     workspace: Path, browser: Browser
 ) -> None:
@@ -163,6 +175,9 @@ def test_an_injected_slowdown_is_reported_as_a_regression(
     browser.screenshot("report-ab-session")
 
 
+# Sequential sessions' rules are proven without VMs (tests/unit/analysis/test_sequential.py,
+# tests/unit/host/test_ab_resume.py); this real one runs nightly, for .ci/run's hour.
+@pytest.mark.nightly
 def test_until_decided_adds_rounds_until_a_ten_percent_slowdown_is_decided(workspace: Path) -> None:
     """Both sides throttled, the new one to 90% of the base's IOPS: the device, not the emulated
     CPU, sets the pace, so the slowdown is a real 10%. Three repetitions per side cannot tell

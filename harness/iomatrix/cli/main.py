@@ -25,6 +25,7 @@ from iomatrix.cli import (
     bisect_parsers,
     canary_parsers,
     completion,
+    doctor_parsers,
     history_parsers,
     kernel_parsers,
     matrix_parsers,
@@ -68,7 +69,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         every if only is None else cast("argparse._SubParsersAction[argparse.ArgumentParser]", only)
     )
 
-    # In the order of the work: a matrix, its runs, their results, the kernels they boot.
+    # In the order of the work: the host, a matrix, its runs, their results, the kernels they boot.
+    doctor_parsers.add_parsers(sub)
     matrix_parsers.add_parsers(sub)
     run_parsers.add_parsers(sub)
     archive_parsers.add_parsers(sub)

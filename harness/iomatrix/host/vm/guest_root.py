@@ -42,8 +42,8 @@ RECIPE_VERSION = 5
 GUEST_ROOT_FORMAT = 1
 DEFAULT_SUITE = "bookworm"
 
-# What the guest runs (tools/host-packages.txt says why each is needed on the host; the guest
-# needs the subset below). python3 runs the agent, which imports the standard library only.
+# What the guest runs (host/host-packages.txt says why each is needed on the host; the guest needs
+# the subset below). python3 runs the agent, which imports the standard library only.
 GUEST_PACKAGES = (
     "base-files",
     "bash",
