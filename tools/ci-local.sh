@@ -491,14 +491,17 @@ PY
 # the shards restore them from the Actions cache, as on a hosted runner. On a hosted runner the
 # jobs and the engine share one file system; under act a job's ~/.cache/iomatrix and the
 # engine's differ, so the image job fetched into the host's cache and saved nothing, and its
-# prune reached the host's kernels. The guest roots (built, not fetched, by any job that boots)
-# are copied from the host's cache when this one has none, to spare every first run their build.
+# prune reached the host's kernels. It starts warm, as a self-hosted runner's would: what it
+# lacks of the host's guest roots (built by any job that boots) and kernels is copied in, never
+# overwritten. The kernels because the image job's fetch of a missing one runs apt-get update in
+# the runner image, which refuses this machine's frozen mirror (sid's Release file expired; the
+# host's apt is told not to check, the image's is not): measured 2026-12-07, docs/ci.md.
 runner_cache() {
-  local cache=$STATE/runner-cache host=${IOMATRIX_CACHE:-$HOME/.cache/iomatrix}
-  mkdir -p "$cache"
-  if [ ! -d "$cache/guest-roots" ] && [ -d "$host/guest-roots" ]; then
-    cp -a "$host/guest-roots" "$cache/guest-roots"
-  fi
+  local cache=$STATE/runner-cache host=${IOMATRIX_CACHE:-$HOME/.cache/iomatrix} part
+  for part in guest-roots kernels; do
+    mkdir -p "$cache/$part"
+    if [ -d "$host/$part" ]; then cp -a -n "$host/$part/." "$cache/$part/"; fi
+  done
   (cd "$cache" && pwd)
 }
 
