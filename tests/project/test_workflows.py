@@ -87,7 +87,7 @@ def test_the_plan_step_runs_expand_shards_into_the_shard_matrix() -> None:
     # ... into a folder of its own, which is what it uploads (shards sharing a work tree, as
     # under act, must not upload each other's runs).
     name = next(s for s in shard["steps"] if s.get("id") == "name")["run"]
-    assert 'artifact=nightly-shard-${SHARD%/*}-of-${SHARD#*/}' in name
+    assert "artifact=nightly-shard-${SHARD%/*}-of-${SHARD#*/}" in name
     upload = next(s for s in shard["steps"] if "upload-artifact" in s.get("uses", ""))
     assert upload["with"]["path"].split() == [
         "results/${{ steps.name.outputs.artifact }}/",
