@@ -60,3 +60,60 @@ def test_make_run_from_a_clean_clone_on_a_bare_debian_ends_with_every_cell_ok(
     assert f"report: /root/iomatrix/results/{runs[0].name}/report/index.html" in log
     assert 'data-kind="strip"' in (runs[0] / "report" / "index.html").read_text()
     print(f"\nmake run on a bare Debian 12, from nothing: {took:.0f} s")
+
+
+@pytest.mark.nightly
+def test_a_one_cell_result_is_reproduced_from_its_handle_on_a_bare_debian(tmp_path: Path) -> None:
+    """`iomatrix reproduce ID --run` on a machine that had nothing (issue 47): make run of the
+    one-cell matrix/pr.yaml, then its reproduction from the run's id alone (the matrix fetched at
+    its recorded commit and checked by sha256, the kernel fetched, the cell run again), which
+    must give the recorded numbers back within their noise band. Nightly: a second bare machine
+    in a run of its own."""
+    container_engine()
+    done = sh(
+        "bash",
+        "tools/fresh-machine.sh",
+        "run",
+        str(tmp_path),
+        "MATRIX=matrix/pr.yaml",
+        timeout_s=3000,
+        FRESH_THEN=".venv/bin/iomatrix reproduce latest --run --no-progress",
+    )
+    log = (tmp_path / "log.txt").read_text(errors="replace")
+    assert done.returncode == 0, log[-6000:] + done.stderr[-2000:]
+    assert "fresh-machine: then exited 0" in log, log[-6000:]
+    reported = [line for line in log.splitlines() if line.startswith("reproduced: ")]
+    assert reported, log[-6000:]
+    # Two runs now: the recorded one and its reproduction, both with the one cell ok.
+    runs = list((tmp_path / "results").rglob("run.json"))
+    assert len(runs) >= 2, runs
+    for path in runs:
+        assert [e.result.status for e in load_run(path.parent).cells] == ["ok"], path
+
+
+@pytest.mark.nightly
+def test_the_out_of_clone_walk_of_getting_started_runs_on_a_bare_debian(tmp_path: Path) -> None:
+    """docs/getting-started.md's "Without a clone", line by line on a machine with nothing
+    installed (tools/fresh-install.sh: pipx installs this tree's wheel where the page installs
+    from GitHub): doctor names what is missing, its --missing list installs it, and the
+    installed command runs the matrix that init wrote, every cell ok."""
+    container_engine()
+    done = sh("bash", "tools/fresh-install.sh", str(tmp_path), timeout_s=3000)
+    log = (
+        (tmp_path / "log.txt").read_text(errors="replace")
+        if (tmp_path / "log.txt").exists()
+        else ""
+    )
+    assert done.returncode == 0, log[-6000:] + done.stderr[-2000:]
+    walk = (tmp_path / "walk.sh").read_text()
+    assert "iomatrix doctor --missing" in walk
+    assert "iomatrix run bench/matrix.yaml" in walk
+    # The bare machine lacked the packages, doctor said so first, then it was satisfied.
+    assert "missing: " in log, log[-6000:]
+    assert "ok: this host has all " in log, log[-6000:]
+    runs = [p for p in (tmp_path / "results").iterdir() if (p / "run.json").exists()]
+    assert len(runs) == 1, runs
+    record = load_run(runs[0])
+    statuses = [(e.cell.label, e.result.status, e.result.reason) for e in record.cells]
+    assert statuses, runs
+    assert all(status == "ok" for _, status, _ in statuses), statuses
