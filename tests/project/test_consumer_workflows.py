@@ -405,7 +405,7 @@ def test_the_nightly_hands_the_matrix_and_shard_to_make(workspace: Path) -> None
         "SHARD=3/4",
         "IN_CONTAINER=1",
         f"NIGHTLY_MATRIX={workspace}/bench/nightly.yaml",
-        f"RESULTS={workspace}/results/nightly",
+        f"RESULTS={workspace}/results/nightly-shard-3-of-4",
     ]
 
 

@@ -91,8 +91,18 @@ def test_the_plan_step_runs_expand_shards_into_the_shard_matrix() -> None:
     runs = [s["run"] for s in shard["steps"] if "run" in s]
     assert (
         'make -C .iomatrix nightly SHARD="$SHARD" IN_CONTAINER=1 '
-        'NIGHTLY_MATRIX="$GITHUB_WORKSPACE/$MATRIX" RESULTS="$GITHUB_WORKSPACE/results/nightly"'
+        'NIGHTLY_MATRIX="$GITHUB_WORKSPACE/$MATRIX" '
+        'RESULTS="$GITHUB_WORKSPACE/results/nightly-shard-${SHARD%/*}-of-${SHARD#*/}"'
     ) in runs
+    # ... into a folder of its own, which is what it uploads (shards sharing a work tree, as
+    # under act, must not upload each other's runs).
+    name = next(s for s in shard["steps"] if s.get("id") == "name")["run"]
+    assert "artifact=nightly-shard-${SHARD%/*}-of-${SHARD#*/}" in name
+    upload = next(s for s in shard["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert upload["with"]["path"].split() == [
+        "results/${{ steps.name.outputs.artifact }}/",
+        "!results/${{ steps.name.outputs.artifact }}/index.sqlite*",
+    ]
 
 
 @pytest.mark.parametrize("shards", ["default", 1, 5, 72, GITHUB_MAX_JOBS])
