@@ -132,7 +132,7 @@ endif
 
 setup: host-packages venv kernel
 
-# harness/iomatrix/host/host-packages.txt: what `make run` needs, and for `make test` a few more.
+# harness/iomatrix/host/debian-packages.txt: what `make run` needs, and for `make test` a few more.
 HOST_PACKAGES ?= run
 test: HOST_PACKAGES = test
 host-packages:
@@ -298,6 +298,7 @@ bench: setup venv-dev
 	$(BIN)/python benchmarks/bench_archive.py
 	$(BIN)/python benchmarks/bench_report.py
 	$(BIN)/python benchmarks/bench_trend.py
+	$(BIN)/python benchmarks/bench_labelled.py
 	$(BIN)/python benchmarks/bench_harness.py --rounds $(BENCH_ROUNDS)
 	$(BIN)/python benchmarks/bench_verdict.py
 	$(BIN)/python benchmarks/bench_kernel_build.py

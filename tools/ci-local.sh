@@ -28,7 +28,8 @@
 # Environment: ACT_VERSION (v0.2.89), CI_LOCAL_STATE (where act, the podman socket and the git
 # server live; default .tools/ci-local), REQUIRE_KVM (passed to the gate as its input; default 0
 # here), SCENARIO_CHANGE (matrix-gate), SCENARIO_BREAK (matrix-gate: kernel-spec-string puts a
-# known script bug back into the clone under test, to show the run turns red), ACT_ARGS (more act
+# known script bug back into the clone under test, to show the run turns red), NIGHTLY_HISTORY
+# (nightly: a repository whose `results` branch the night starts from), ACT_ARGS (more act
 # options, split on spaces).
 set -euo pipefail
 shopt -s inherit_errexit
@@ -44,6 +45,9 @@ SOCKET=$STATE/podman.sock
 # git, sudo, make, the docker CLI that talks to podman's API), built here with mmdebstrap since no
 # registry can be reached. Its tag is a hash of this recipe, so a changed recipe builds anew.
 RUNNER_PACKAGES=git,sudo,make,curl,ca-certificates,python3,python3-venv,zstd,jq,nodejs,docker-cli,xz-utils,procps,file
+# The shared libraries a CPython build needs (ssl, sqlite3, ctypes, readline, ...): the Python
+# the workflows ask setup-python for (3.11) is lent from this machine (host_python) and runs here.
+RUNNER_PYTHON_LIBS=libffi8,libsqlite3-0,libssl3t64,libbz2-1.0,liblzma5,libreadline8t64,libncursesw6,libexpat1,libnsl2,libuuid1,zlib1g
 RUNNER_HOOKS=(
   # actions/checkout of another repository or ref fetches https://github.com/OWNER/NAME: here
   # that is a bare repository under /srv/git (mounted into every job container).
@@ -64,7 +68,7 @@ ca_bundle() {
 runner_image() {
   local key bundle
   bundle=$(ca_bundle)
-  key=$( (printf '%s\n' "$RUNNER_PACKAGES" "${RUNNER_HOOKS[@]}"
+  key=$( (printf '%s\n' "$RUNNER_PACKAGES" "$RUNNER_PYTHON_LIBS" "${RUNNER_HOOKS[@]}"
     cat "$REPO/tools/ci-local-gh.py"
     if [ -n "$bundle" ]; then cat "$bundle"; fi) | sha256sum | cut -c1-12)
   echo "localhost/iomatrix-act-runner:$key"
@@ -155,10 +159,47 @@ build_runner_image() {
   local mirror
   mirror=$(PYTHONPATH=harness "${VENV:-.venv}/bin/python" -c \
     'from iomatrix.host.kernels import debian_mirror; print(debian_mirror("the runner image"))')
-  mmdebstrap --quiet --variant=minbase --include="$RUNNER_PACKAGES" "${hooks[@]}" \
-    --format=tar trixie "$work/rootfs.tar" "deb $mirror trixie main" >&2
+  mmdebstrap --quiet --variant=minbase --include="$RUNNER_PACKAGES,$RUNNER_PYTHON_LIBS" \
+    "${hooks[@]}" --format=tar trixie "$work/rootfs.tar" "deb $mirror trixie main" >&2
   podman_ import --quiet --change 'CMD ["bash"]' "$work/rootfs.tar" "$image" >/dev/null
   rm -rf "$work"
+}
+
+# The CPython 3.11 this checkout's venv is built on, when it is a build of its own prefix (pyenv's,
+# a hosted tool cache's), not a distribution's /usr: the one the jobs' setup-python is lent.
+host_python() {
+  "${VENV:-.venv}/bin/python" -c 'import sys
+if sys.version_info[:2] == (3, 11) and sys.base_prefix != "/usr":
+    print(sys.base_prefix)'
+}
+
+# act's tool cache (the volume act-toolcache, mounted at /opt/hostedtoolcache in every job) with
+# that Python filed as setup-python looks for it: Python/<version>/x64 (a link to its prefix,
+# which every job container mounts read-only at the same path) and x64.complete, <version> the
+# one it reports; setup-python then finds it instead of downloading one (nothing can be here).
+# A hosted runner's cache holds such builds of its own. The check imports what a venv and pip
+# need, so a library missing from the runner stand-in fails here, not in a job.
+toolcache_python() {
+  local prefix
+  prefix=$(host_python)
+  if [ -z "$prefix" ]; then
+    say "no CPython 3.11 build of its own prefix under ${VENV:-.venv}: jobs with setup-python will fail"
+    return 0
+  fi
+  # shellcheck disable=SC2016 # expanded by the bash in the container, not here
+  local script='set -eu
+version=$("$1/bin/python3.11" -c "import platform; print(platform.python_version())")
+"$1/bin/python3.11" -c "import ssl, sqlite3, ctypes, ensurepip, venv, lzma, bz2, zlib"
+dir=/opt/hostedtoolcache/Python/$version
+mkdir -p "$dir"
+ln -sfn "$1" "$dir/x64"
+touch "$dir/x64.complete"
+echo "$version"'
+  local version
+  version=$(podman_ run --rm -v act-toolcache:/opt/hostedtoolcache -v "$prefix:$prefix:ro" \
+    "$(runner_image)" bash -c "$script" toolcache "$prefix")
+  HOST_PYTHON=$prefix
+  say "act's tool cache: Python $version (this machine's $prefix, lent read-only)"
 }
 
 # The base image the runner image's Dockerfile starts FROM, as a GitHub runner would pull it.
@@ -171,6 +212,7 @@ setup() {
   [ -x "${VENV:-.venv}/bin/python" ] || make --no-print-directory venv >&2
   start_service
   build_runner_image
+  toolcache_python
   base_image
 }
 
@@ -222,10 +264,15 @@ serve() {
 act_args() {
   ACT=("$ACT_BIN" --pull=false --action-offline-mode -b
     -P "ubuntu-24.04=$(runner_image)" -P "ubuntu-latest=$(runner_image)"
-    --container-options "-v $STATE/git:/srv/git:${GIT_SERVER_MODE:-ro} -v $OUT/github:/srv/github"
+    --container-options "-v $STATE/git:/srv/git:${GIT_SERVER_MODE:-ro} -v $OUT/github:/srv/github${RUNNER_CACHE:+ -v $RUNNER_CACHE:/root/.cache/iomatrix}${HOST_PYTHON:+ -v $HOST_PYTHON:$HOST_PYTHON:ro}"
     --artifact-server-path "$OUT/artifacts"
     --cache-server-path "$STATE/cache"
     -s GITHUB_TOKEN=ci-local-token)
+  if [ -n "${RUNNER_CACHE:-}" ]; then
+    # The jobs' ~/.cache/iomatrix is this host folder, and tools/container.sh in a job mounts it
+    # by its host path (IOMATRIX_CACHE): the engine is the host's, so a path is the host's.
+    ACT+=(--env "IOMATRIX_CACHE=$RUNNER_CACHE")
+  fi
   if [ -n "$(ca_bundle)" ]; then
     # In the jobs the bundle is the image's own (this machine's, copied in); tools/container.sh
     # lends the same path of the host to the containers it starts.
@@ -439,6 +486,25 @@ PY
   return "$status"
 }
 
+# The runner's own iomatrix cache for the nightly's jobs (kept in STATE between runs), not this
+# host's: the image job fetches the matrix's kernels into it and prunes the others (--prune), and
+# the shards restore them from the Actions cache, as on a hosted runner. On a hosted runner the
+# jobs and the engine share one file system; under act a job's ~/.cache/iomatrix and the
+# engine's differ, so the image job fetched into the host's cache and saved nothing, and its
+# prune reached the host's kernels. It starts warm, as a self-hosted runner's would: what it
+# lacks of the host's guest roots (built by any job that boots) and kernels is copied in, never
+# overwritten. The kernels because the image job's fetch of a missing one runs apt-get update in
+# the runner image, which refuses this machine's frozen mirror (sid's Release file expired; the
+# host's apt is told not to check, the image's is not): measured 2026-12-07, docs/ci.md.
+runner_cache() {
+  local cache=$STATE/runner-cache host=${IOMATRIX_CACHE:-$HOME/.cache/iomatrix} part
+  for part in guest-roots kernels; do
+    mkdir -p "$cache/$part"
+    if [ -d "$host/$part" ]; then cp -a -n "$host/$part/." "$cache/$part/"; fi
+  done
+  (cd "$cache" && pwd)
+}
+
 # The matrix repository's own nightly (storage-nightly.yml, on workflow_dispatch as a schedule
 # would start it) through reusable-nightly.yml at the commit under test: plan, the runner image,
 # two shards in TCG VMs, the merge, the night archived on the results branch and pushed to the
@@ -456,11 +522,21 @@ scenario_nightly() {
   local head
   head=$(commit_all "$repo" "the storage nightly and its matrix")
   serve "$repo" example/storage-matrix
+  if [ -n "${NIGHTLY_HISTORY:-}" ]; then
+    # Earlier nights on the results branch (a repository whose `results` branch holds them, e.g.
+    # the seeded one of tests/support/seeded_history.py): tonight's merge job fetches, extends
+    # and pushes it, and its alert step judges tonight against them.
+    git -C "$STATE/git/example/storage-matrix" fetch --quiet "$NIGHTLY_HISTORY" \
+      "+refs/heads/results:refs/heads/results"
+    say "the results branch starts from $NIGHTLY_HISTORY's ($(git -C "$NIGHTLY_HISTORY" \
+      rev-list --count results) nights)"
+  fi
   printf '%s\n' '{"inputs": {}, "ref": "refs/heads/main",' \
     ' "repository": {"full_name": "example/storage-matrix", "name": "storage-matrix",' \
     '   "owner": {"login": "example"}}}' >"$OUT/event.json"
   git -C "$repo" checkout --quiet "$head"
-  local GIT_SERVER_MODE=rw
+  local GIT_SERVER_MODE=rw RUNNER_CACHE
+  RUNNER_CACHE=$(runner_cache)
   run_act "$repo" workflow_dispatch -W .github/workflows/storage-nightly.yml -e "$OUT/event.json" \
     --var IOMATRIX_REQUIRE_KVM=false \
     --local-repository "iomatrix/iomatrix@$sha=$OUT/iomatrix"

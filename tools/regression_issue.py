@@ -3,6 +3,7 @@
 
     iomatrix trend --results runs --alerts runs/alerts.json --json > new-changes.json
     gh issue list --label performance-regression --json number,title > open.json
+    IOMATRIX_COMMIT=... RESULTS_BRANCH=results \
     tools/regression_issue.py new-changes.json RUN_URL open.json > issues.jsonl
 
 reads the change points `iomatrix trend --json` lists (with --alerts: only the ones no earlier
@@ -10,13 +11,18 @@ night reported, see iomatrix/analysis/alert_ledger.py) and writes one JSON line 
 (verdict "regressed", not in the triage file; a step, or a dip that recovered): its issue title
 and body, and whether to create the issue or comment on the open one of the same title (the title
 is the change's identity: cell, metric, first run after), so a change listed on two nights
-gets one issue even without the ledger. Standard library only: the workflow runs it without a
-virtualenv.
+gets one issue even without the ledger. Each body ends with the commands that measure the change
+again from a bare machine (`iomatrix reproduce alert:RUN:CELL:METRIC` over a clone of the results
+branch, after the pipx line of the iomatrix at IOMATRIX_COMMIT), in a code block, only when every
+part is an id of the safe set (harness/iomatrix/model/run_id.py), the commit 40 hex digits, the
+branch a plain name and the repository the run's own address. Standard library only: the
+workflow runs it without a virtualenv.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -38,7 +44,34 @@ def plain(value: object) -> str:
     return _NOT_IN_A_SPAN.sub("?", str(value))[:120]
 
 
-def issues(changes: list[dict[str, Any]], run_url: str) -> list[dict[str, str]]:
+# The safe set of an id (iomatrix/model/run_id.py), a commit, a branch, the run's repository.
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,99}")
+_REPOSITORY = re.compile(
+    r"https://[A-Za-z0-9.-]{1,253}/[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}"
+)
+IOMATRIX_REPOSITORY = "https://github.com/iomatrix/iomatrix"
+
+
+def reproduce_lines(change: dict[str, Any], run_url: str, commit: str, branch: str) -> list[str]:
+    """The commands that measure `change` again from a bare machine, as a code block; [] when
+    a part is not an id (nothing but iomatrix's checked words goes into the block)."""
+    parts = [str(change.get(k, "")) for k in ("first_run_after", "cell_id", "metric")]
+    repository, is_run, _ = run_url.partition("/actions/runs/")
+    ok = all(_ID.fullmatch(p) for p in parts) and _BRANCH.fullmatch(branch) is not None
+    if not (ok and is_run and _REPOSITORY.fullmatch(repository)) or ".." in branch:
+        return []
+    lines = [f"git clone --depth 1 --branch {branch} {repository}.git iomatrix-results"]
+    if _COMMIT.fullmatch(commit):
+        lines.append(f"pipx install git+{IOMATRIX_REPOSITORY}@{commit}")
+    lines.append(f"iomatrix reproduce alert:{':'.join(parts)} --results iomatrix-results/runs")
+    return ["", "Measure it again from a bare machine:", "", "```sh", *lines, "```"]
+
+
+def issues(
+    changes: list[dict[str, Any]], run_url: str, commit: str = "", branch: str = "results"
+) -> list[dict[str, str]]:
     out = []
     for change in changes:
         if change.get("verdict") != "regressed" or change.get("triage") is not None:
@@ -80,6 +113,7 @@ def issues(changes: list[dict[str, Any]], run_url: str) -> list[dict[str, str]]:
                 *back,
                 "",
                 f"Acknowledge or ignore it with {code(triage_command)} on the results branch.",
+                *reproduce_lines(change, run_url, commit, branch),
             ]
         )
         out.append({"title": title, "body": body})
@@ -109,7 +143,9 @@ def main(argv: list[str]) -> int:
         return 2
     changes = json.loads(Path(argv[1]).read_text() or "[]")
     open_issues = json.loads(Path(argv[3]).read_text() or "[]") if len(argv) == 4 else []
-    for issue in with_actions(issues(changes, argv[2]), open_issues):
+    commit = os.environ.get("IOMATRIX_COMMIT", "")
+    branch = os.environ.get("RESULTS_BRANCH", "results")
+    for issue in with_actions(issues(changes, argv[2], commit, branch), open_issues):
         print(json.dumps(issue))
     return 0
 

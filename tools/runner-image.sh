@@ -36,7 +36,7 @@ MAX_PARTS=6
 # What the image's toolchain is built from: the Dockerfile's COPYs before `COPY . .`, and what the
 # Makefile names its venv stamps after (a mounted checkout with other pins or package metadata
 # would rebuild the venv). tests/project/test_runner_image.py holds this list to the Dockerfile.
-INPUTS=(images/runner/Dockerfile harness/iomatrix/host/host-packages.txt tools/setup-host.sh
+INPUTS=(images/runner/Dockerfile harness/iomatrix/host/debian-packages.txt tools/setup-host.sh
   requirements/runtime.lock requirements/dev.lock pyproject.toml)
 
 key() {

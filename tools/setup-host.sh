@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the host packages iomatrix needs (harness/iomatrix/host/host-packages.txt: package data, so that
+# Install the host packages iomatrix needs (harness/iomatrix/host/debian-packages.txt: package data, so that
 # an installed iomatrix's `doctor` reads the same list), only those missing, and only
 # with apt when root. The guest VMs share the host's root filesystem (virtme-ng), so fio, mkfs.*
 # and the harness must exist here. Not root: print the apt-get command and fail, never sudo
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-LIST=harness/iomatrix/host/host-packages.txt
+LIST=harness/iomatrix/host/debian-packages.txt
 
 # "package probe" for each package whose target is within $1: run (run only), test (run and
 # test) or all.

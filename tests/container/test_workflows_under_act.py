@@ -21,9 +21,12 @@ from pathlib import Path
 import pytest
 
 from support.container import inside_a_container
+from support.nightly_repo import git
 from support.paths import REPO_ROOT
+from support.seeded_history import NIGHTS_AFTER, NIGHTS_BEFORE, seed_results_branch
 
 ACTIONS = REPO_ROOT.parent / "shared" / "external" / "actions"
+MATRIX_REPOSITORY = REPO_ROOT / "docs" / "workflows" / "matrix-repository"
 
 
 def ci_local(scenario: str, out: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -139,10 +142,17 @@ def test_the_matrix_repositorys_nightly_archives_a_night_on_its_results_branch_u
     docs/workflows/matrix-repository's storage-nightly.yml, dispatched: the plan's two shards
     each measure one cell of gate/storage.yaml in a TCG VM, the merge job archives the night on
     the `results` branch and pushes it to the (local) git server with the job's token, and
-    writes the report."""
+    writes the report.
+
+    The results branch starts from a SEEDED history (tests/support/seeded_history.py: 19 nights
+    that never ran, scaled from a real night of this matrix, the first 14 a quarter faster), so
+    tonight's real night is the 20th, six runs after a step: the alert step must report it as
+    new, and the regression-issue step must send GitHub (the gh stand-in) one issue per
+    regressed series, naming the step's first night."""
     needs_act()
+    history = seed_results_branch(tmp_path / "history", MATRIX_REPOSITORY / "gate" / "storage.yaml")
     out = tmp_path / "nightly"
-    done = ci_local("nightly", out)
+    done = ci_local("nightly", out, NIGHTLY_HISTORY=str(history))
     log = (out / "act.log").read_text() if (out / "act.log").exists() else ""
     tail = done.stderr[-3000:] + log[-6000:]
     outcome = json.loads((out / "outcome.json").read_text())
@@ -150,10 +160,41 @@ def test_the_matrix_repositorys_nightly_archives_a_night_on_its_results_branch_u
     for job in ("plan", "image", "merge"):
         assert f"/{job}] 🏁  Job succeeded" in log, job + "\n" + tail
     assert log.count("/shard ") >= 2, tail
-    # The night is on the results branch the merge job pushed: one run folder, both cells in it.
+    # The night is on the results branch the merge job pushed: tonight's run folder beside the
+    # seeded ones, both cells in it.
     assert outcome["results"], tail
     files = (out / "results-branch.txt").read_text().splitlines()
     runs = {f.split("/")[-2] for f in files if f.endswith("/run.json")}
-    assert len(runs) == 1, files[:50]
-    # ... and the report the merge job left as its artifact.
-    assert list((out / "artifacts").glob("*/nightly-report/*")), tail
+    assert len(runs) == NIGHTS_BEFORE + NIGHTS_AFTER + 1, files[:50]
+    # ... and the report the merge job left as its artifact, with tonight's alert in it.
+    reports = list((out / "artifacts").glob("*/nightly-report/*"))
+    assert reports, tail
+    # The regression-issue step: what `gh issue create` would have sent, one per new regression:
+    # each a step located at the seeded one (its first night after, give or take a night of
+    # jitter), write_iops of both cells among them, about the seeded 20% (1 - 1/1.25) lower.
+    calls = [json.loads(line) for line in (out / "github" / "calls.jsonl").read_text().splitlines()]
+    created = [c for c in calls if c["argv"][:2] == ["issue", "create"]]
+    assert created, calls
+    seeded = git("log", "--reverse", "--format=%s", "results", cwd=history).splitlines()
+    near_step = {
+        line.split()[2].rstrip(":") for line in seeded[NIGHTS_BEFORE - 1 : NIGHTS_BEFORE + 2]
+    }
+    titles = [c["argv"][c["argv"].index("--title") + 1] for c in created]
+    for title in titles:
+        assert " regressed " in title, titles
+        assert title.rsplit(" from ", 1)[1] in near_step, (title, near_step)
+    iops = [t for t in titles if t.startswith("iomatrix nightly: write_iops of ")]
+    assert len(iops) == 2, titles
+    for title in iops:
+        change = float(title.split(" regressed ", 1)[1].split("%", 1)[0])
+        assert -25.0 < change < -15.0, title
+    for call in created:
+        assert call["repository"] == "example/storage-matrix"
+        assert "performance-regression" in call["argv"]
+        (body,) = call["bodies"].values()
+        assert "iomatrix triage ack|ignore --cell" in body, body
+        assert "/example/storage-matrix/actions/runs/" in body, body
+    # ... and the night's report names the same changes as new tonight.
+    report = next(p for p in reports if p.name == "nightly.md").read_text()
+    assert "## New change points tonight" in report
+    assert "write_iops`: regressed -" in report, report[:3000]

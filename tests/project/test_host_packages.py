@@ -1,4 +1,4 @@
-"""One list of host packages (harness/iomatrix/host/host-packages.txt) for the host set-up and
+"""One list of host packages (harness/iomatrix/host/debian-packages.txt) for the host set-up and
 the runner image (and, packaged, for `iomatrix doctor`).
 
 tools/setup-host.sh installs what is missing of it on a host; images/runner/Dockerfile installs
@@ -19,7 +19,7 @@ from iomatrix.model.filesystems import MKFS_PACKAGES
 from support.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
-LIST = ROOT / "harness" / "iomatrix" / "host" / "host-packages.txt"
+LIST = ROOT / "harness" / "iomatrix" / "host" / "debian-packages.txt"
 DOCKERFILE = ROOT / "images" / "runner" / "Dockerfile"
 
 
@@ -62,7 +62,7 @@ def test_the_list_has_no_duplicates_and_test_adds_to_run() -> None:
 
 def test_the_image_installs_the_packages_of_the_list() -> None:
     text = DOCKERFILE.read_text()
-    listed_at = "harness/iomatrix/host/host-packages.txt"
+    listed_at = "harness/iomatrix/host/debian-packages.txt"
     assert f"COPY {listed_at} /opt/iomatrix/{listed_at}" in text
     assert "COPY tools/setup-host.sh /opt/iomatrix/tools/setup-host.sh" in text
     assert "setup-host.sh --list all >/opt/iomatrix/host-packages" in text

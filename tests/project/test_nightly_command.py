@@ -6,7 +6,10 @@ at the end, compared with the same outputs of the script recorded in tests/data/
 ids, commit ids and scratch folders replaced by placeholders in order of appearance).
 
 The golden files were written by running tools/nightly-archive.sh (removed since; its last
-version is in git history) through this module's `nights` in place of the command.
+version is in git history) through this module's `nights` in place of the command. Since then
+one section differs on purpose: "Compared with the previous night" (compare of two nights'
+repetitions, which headlined "regressed" on flat nights) became "Tonight against the last
+nights" (workflows/nightly_nights.py, issue 45), written by the command itself.
 No VM: shard run folders are written as the runner leaves them (test_nightly_results_branch.py).
 """
 

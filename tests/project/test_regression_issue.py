@@ -3,12 +3,15 @@ from `iomatrix trend --json` of a real (synthetic) archive."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from iomatrix.analysis import triage
+from iomatrix.report import reproduce_line
 from support.archives import write_nightly_archive
 from support.paths import REPO_ROOT
 from support.triage_files import add_entry
@@ -17,7 +20,11 @@ SCRIPT = REPO_ROOT / "tools" / "regression_issue.py"
 
 
 def issues_of(
-    results: Path, tmp_path: Path, open_issues: list[dict[str, object]] | None = None
+    results: Path,
+    tmp_path: Path,
+    open_issues: list[dict[str, object]] | None = None,
+    env: dict[str, str] | None = None,
+    run_url: str = "https://example.invalid/run/1",
 ) -> list[dict[str, str]]:
     trend_json = tmp_path / "trend.json"
     done = subprocess.run(
@@ -33,12 +40,13 @@ def issues_of(
             sys.executable,
             str(SCRIPT),
             str(trend_json),
-            "https://example.invalid/run/1",
+            run_url,
             str(tmp_path / "open.json"),
         ],
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, **(env or {})},
     ).stdout
     return [json.loads(line) for line in out.splitlines()]
 
@@ -146,3 +154,79 @@ def test_text_from_the_archive_reaches_an_issue_only_inside_code_spans(tmp_path:
     assert "](" not in outside.replace("](https://example.invalid/run/1)", "")
     assert "\n@other" not in body
     assert "\n" not in issue["title"]
+
+
+SHA = "0123456789abcdef" * 2 + "01234567"
+RUN_URL = "https://github.com/someone/storage/actions/runs/42"
+
+
+def run_script(tmp_path: Path, changes: list[dict[str, object]], env: dict[str, str]) -> str:
+    trend_json = tmp_path / "trend.json"
+    trend_json.write_text(json.dumps(changes))
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), str(trend_json), RUN_URL],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **env},
+    ).stdout
+
+
+def test_an_issue_ends_with_the_commands_that_reproduce_its_alert(tmp_path: Path) -> None:
+    # Issue 47: a verdict in a nightly issue could not be rerun without reading the workflow.
+    results = tmp_path / "results"
+    nightly = write_nightly_archive(results)
+    env = {"IOMATRIX_COMMIT": SHA, "RESULTS_BRANCH": "perf"}
+    found = issues_of(results, tmp_path, env=env, run_url=RUN_URL)
+    assert len(found) == 2
+    for issue in found:
+        block = issue["body"].split("```sh\n", 1)[1].split("\n```", 1)[0].split("\n")
+        assert block[0] == (
+            "git clone --depth 1 --branch perf https://github.com/someone/storage.git "
+            "iomatrix-results"
+        )
+        assert block[1] == f"pipx install git+https://github.com/iomatrix/iomatrix@{SHA}"
+        assert block[2].startswith(f"iomatrix reproduce alert:{nightly.first_run_after_step}:")
+        assert block[2].endswith(" --results iomatrix-results/runs")
+
+
+def test_the_reproduce_block_takes_only_checked_parts(tmp_path: Path) -> None:
+    change = {
+        "verdict": "regressed",
+        "kind": "step",
+        "label": "ext4 randwrite",
+        "cell_id": "c0ffee",
+        "metric": "write_iops",
+        "median_change": -0.2,
+        "before_median": 1000.0,
+        "after_median": 800.0,
+        "p_value": 0.001,
+        "runs_before": 5,
+        "runs_after": 5,
+        "last_run_before": "n1",
+        "first_run_after": "n2",
+    }
+    out = run_script(tmp_path, [change], {"IOMATRIX_COMMIT": SHA})
+    (issue,) = map(json.loads, out.splitlines())
+    assert issue["body"].endswith(
+        "```sh\ngit clone --depth 1 --branch results https://github.com/someone/storage.git "
+        f"iomatrix-results\npipx install git+https://github.com/iomatrix/iomatrix@{SHA}\n"
+        "iomatrix reproduce alert:n2:c0ffee:write_iops --results iomatrix-results/runs\n```"
+    )
+    # A commit that is not one: no install line; a part or branch that is not an id: no block.
+    env = {"IOMATRIX_COMMIT": "`x` @someone"}
+    assert "pipx" not in json.loads(run_script(tmp_path, [change], env))["body"]
+    for bad in ({"first_run_after": "n2`; sh"}, {"metric": "a b"}, {"cell_id": "-x"}):
+        body = json.loads(run_script(tmp_path, [{**change, **bad}], {}))["body"]
+        assert "```" not in body
+    body = json.loads(run_script(tmp_path, [change], {"RESULTS_BRANCH": "x y"}))["body"]
+    assert "```" not in body
+
+
+def test_the_issue_installs_from_the_one_spelling_of_iomatrixs_repository() -> None:
+    spec = importlib.util.spec_from_file_location("regression_issue", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.IOMATRIX_REPOSITORY == reproduce_line.IOMATRIX_REPOSITORY

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from iomatrix.workflows import reproduce
+from iomatrix.report import reproduce_line
 from support.paths import REPO_ROOT
 from support.wheel import (
     SETUPTOOLS_MIN,
@@ -72,7 +72,7 @@ def test_the_wheel_holds_the_presets_workloads_license_and_the_parquet_extra(
     assert sorted(set(shipped) - names) == []
     assert "iomatrix/py.typed" in names
     # The host package list travels with the wheel: an installed `iomatrix doctor` reads it.
-    assert "iomatrix/host/host-packages.txt" in names
+    assert "iomatrix/host/debian-packages.txt" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)
     assert meta["License-Expression"] == "MIT"
     requires = meta.get_all("Requires-Dist") or []
@@ -184,7 +184,7 @@ def test_the_documented_pipx_lines_are_the_ones_reproduce_prints() -> None:
     """docs/use-from-your-repository.md installs with pipx from the real address (the one
     `iomatrix reproduce` prints, never an `<owner>` placeholder), or from `make wheel`'s wheel."""
     text = (REPO_ROOT / "docs" / "use-from-your-repository.md").read_text()
-    line = shlex.join(reproduce.install_line("COMMIT")).replace("COMMIT", "")
+    line = shlex.join(reproduce_line.install_line("COMMIT")).replace("COMMIT", "")
     assert line in text
     assert "make wheel" in text
     assert "pipx install dist/iomatrix-" in text

@@ -23,7 +23,17 @@ import yaml
 from iomatrix.cli import main as cli
 from iomatrix.matrix.loader import load_matrix
 from support.paths import REPO_ROOT
-from support.workflows import VENV_BIN, WORKFLOWS, actionlint, lint, shellcheck, workflow
+from support.workflows import (
+    VENV_BIN,
+    WORKFLOWS,
+    actionlint,
+    lint,
+    recorded,
+    recorder,
+    render,
+    shellcheck,
+    workflow,
+)
 
 REPO = REPO_ROOT
 NIGHTLY = REPO / "matrix" / "nightly.yaml"
@@ -81,8 +91,18 @@ def test_the_plan_step_runs_expand_shards_into_the_shard_matrix() -> None:
     runs = [s["run"] for s in shard["steps"] if "run" in s]
     assert (
         'make -C .iomatrix nightly SHARD="$SHARD" IN_CONTAINER=1 '
-        'NIGHTLY_MATRIX="$GITHUB_WORKSPACE/$MATRIX" RESULTS="$GITHUB_WORKSPACE/results/nightly"'
+        'NIGHTLY_MATRIX="$GITHUB_WORKSPACE/$MATRIX" '
+        'RESULTS="$GITHUB_WORKSPACE/results/nightly-shard-${SHARD%/*}-of-${SHARD#*/}"'
     ) in runs
+    # ... into a folder of its own, which is what it uploads (shards sharing a work tree, as
+    # under act, must not upload each other's runs).
+    name = next(s for s in shard["steps"] if s.get("id") == "name")["run"]
+    assert "artifact=nightly-shard-${SHARD%/*}-of-${SHARD#*/}" in name
+    upload = next(s for s in shard["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert upload["with"]["path"].split() == [
+        "results/${{ steps.name.outputs.artifact }}/",
+        "!results/${{ steps.name.outputs.artifact }}/index.sqlite*",
+    ]
 
 
 @pytest.mark.parametrize("shards", ["default", 1, 5, 72, GITHUB_MAX_JOBS])
@@ -522,3 +542,216 @@ def test_the_runner_image_is_published_on_tags_and_main_with_a_layer_cache() -> 
         image = workflow(name)["on"]["workflow_call"]["inputs"]["image"]
         assert "@sha256:" in image["description"]
         assert "publish-image.yml" in image["description"]
+
+
+# --- the composite action (action.yml) and its consumer example ----------------------------------
+
+ACTION = REPO / "action.yml"
+ACTION_EXAMPLE = REPO / "docs" / "workflows" / "matrix-action" / ".github" / "workflows"
+SHA_PIN = re.compile(r"[0-9a-f]{40}")
+
+
+def action() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(ACTION.read_text())
+    return data
+
+
+def action_inputs(given: dict[str, str]) -> dict[str, str]:
+    declared: dict[str, dict[str, Any]] = action()["inputs"]
+    assert set(given) <= set(declared), set(given) - set(declared)
+    return {key: given.get(key, str(spec.get("default", ""))) for key, spec in declared.items()}
+
+
+def test_the_action_is_a_composite_action_whose_every_input_is_used() -> None:
+    spec = action()
+    assert spec["runs"]["using"] == "composite"
+    assert spec["name"]
+    assert spec["description"]
+    text = ACTION.read_text()
+    for name, declared in spec["inputs"].items():
+        assert declared["description"], name
+        assert f"inputs.{name} " in text or f"inputs.{name}}}" in text, f"{name} reaches no step"
+    for used in re.findall(r"inputs\.([\w-]+)", text):
+        assert used in spec["inputs"], f"{used} is used but not declared"
+    for step in spec["runs"]["steps"]:
+        # A composite action's run step has no default shell: GitHub refuses one without it.
+        assert ("uses" in step) != ("run" in step), step
+        if "run" in step:
+            assert step["shell"] == "bash", step.get("name")
+    for ref, rest in USES.findall(text):
+        problem = pin_problem(ref, rest)
+        assert problem is None, f"action.yml: {problem}"
+
+
+def action_caller(inputs: str) -> str:
+    return (
+        "name: gate\non: pull_request\npermissions: {}\n"
+        "concurrency: {group: g}\njobs:\n  gate:\n    runs-on: ubuntu-24.04\n"
+        "    timeout-minutes: 60\n    steps:\n      - uses: ./\n        with:\n"
+        f"          {inputs}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("inputs", "error"),
+    [
+        ("matrix: m.yaml\n          repetitions: 6", None),
+        ("matrix: m.yaml\n          repetition: 6", 'input "repetition" is not defined'),
+        ("repetitions: 6", 'missing input "matrix"'),
+    ],
+)
+def test_actionlint_reads_the_action_as_a_caller_uses_it(
+    tmp_path: Path, inputs: str, error: str | None
+) -> None:
+    # Called by path, actionlint reads action.yml (it must parse) and checks a caller's inputs.
+    (tmp_path / "action.yml").write_text(ACTION.read_text())
+    done = lint(tmp_path, {"gate.yml": action_caller(inputs)})
+    if error is None:
+        assert done.returncode == 0, done.stdout + done.stderr
+    else:
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert error in done.stdout
+
+
+def test_the_actions_scripts_pass_shellcheck(tmp_path: Path) -> None:
+    # actionlint checks a workflow's scripts, not a composite action's: each is checked here,
+    # its expressions rendered as a word as GitHub renders them before bash runs.
+    for i, step in enumerate(s for s in action()["runs"]["steps"] if "run" in s):
+        script = tmp_path / f"step-{i}.sh"
+        script.write_text("#!/usr/bin/env bash\n" + re.sub(r"\$\{\{.*?\}\}", "x", step["run"]))
+        done = subprocess.run(
+            [str(shellcheck()), "-s", "bash", str(script)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, f"{step['name']}:\n{done.stdout}"
+
+
+def run_action_step(name: str, given: dict[str, str], workspace: Path) -> list[list[str]]:
+    """The action's step `name` run by bash as GitHub would, with `given` inputs and the
+    action's own folder holding a stand-in container.sh; the argv it was called with."""
+    (step,) = [s for s in action()["runs"]["steps"] if s.get("name") == name]
+    log = workspace / "container.jsonl"
+    recorder(workspace / "action" / "tools" / "container.sh", log, "tools/container.sh")
+    github = {
+        "workspace": str(workspace),
+        "action_path": str(workspace / "action"),
+        "server_url": "https://github.com",
+        "repository": "someone/storage",
+        "run_id": "42",
+    }
+    context = {"inputs": action_inputs(given), "github": github}
+    env = {k: render(str(v), context) for k, v in step.get("env", {}).items()}
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", render(step["run"], context)],
+        cwd=workspace,
+        env={**os.environ, **env, "GITHUB_WORKSPACE": str(workspace)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return recorded(log)
+
+
+def test_the_actions_inputs_reach_iomatrix_ab(tmp_path: Path) -> None:
+    (tmp_path / ".ab-base" / "gate").mkdir(parents=True)
+    (tmp_path / ".ab-base" / "gate" / "storage.yaml").write_text("format: 1\n")
+    given = {
+        "matrix": "gate/storage.yaml",
+        "repetitions": "7",
+        "min-effect": "0.03",
+        "alpha": "0.01",
+        "metrics": "write_iops *_lat_p99_us",
+        "inconclusive-blocks": "false",
+    }
+    ((run, shell, flag, script, name, *argv),) = run_action_step("iomatrix ab", given, tmp_path)
+    assert (run, shell, flag, name) == ("run", "bash", "-c", "gate")
+    assert 'bash tools/check-accel.sh && exec "$@"' in script
+    ws = str(tmp_path)
+    assert argv[:4] == [
+        "iomatrix",
+        "ab",
+        f"{ws}/.ab-base/gate/storage.yaml",
+        f"{ws}/gate/storage.yaml",
+    ]
+    assert "--trusted-base" in argv
+    assert argv[argv.index("--repeat") + 1] == "7"
+    assert argv[argv.index("--min-effect") + 1] == "0.03"
+    assert argv[argv.index("--alpha") + 1] == "0.01"
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--metric"] == [
+        "write_iops",
+        "*_lat_p99_us",
+    ]
+    assert argv[argv.index("--inconclusive") + 1] == "pass"
+    assert argv[argv.index("--report-url") + 1] == (
+        "https://github.com/someone/storage/actions/runs/42"
+    )
+
+
+def test_the_action_with_only_a_matrix_passes_nothing_else(tmp_path: Path) -> None:
+    (tmp_path / ".ab-base").mkdir()
+    (tmp_path / ".ab-base" / "m.yaml").write_text("format: 1\n")
+    (argv,) = run_action_step("iomatrix ab", {"matrix": "m.yaml"}, tmp_path)
+    assert "--trusted-base" in argv
+    for flag in ("--repeat", "--min-effect", "--alpha", "--metric", "--inconclusive"):
+        assert flag not in argv
+
+
+def example_files() -> list[Path]:
+    docs = REPO / "docs" / "workflows"
+    return sorted([*docs.glob("*.yml"), *docs.glob("*/.github/workflows/*.yml")])
+
+
+def test_every_example_pins_iomatrix_by_commit_spelled_one_way() -> None:
+    # The action's example is among them; each calls iomatrix (action or workflow) by commit.
+    assert ACTION_EXAMPLE / "storage-gate-action.yml" in example_files()
+    snippets = REPO / "docs" / "use-from-your-repository.md"
+    assert "uses: iomatrix/iomatrix@" in snippets.read_text()  # the action's snippet
+    for path in [*example_files(), snippets]:
+        text = path.read_text()
+        calls = re.findall(r"uses:\s*([\w.-]+)/([\w.-]+)(/\S*)?@(\S+)", text)
+        assert calls, path
+        for owner, name, _, ref in calls:
+            if (owner, name) in (("actions", "checkout"), ("actions", "upload-artifact")):
+                continue
+            assert (owner, name) == ("iomatrix", "iomatrix"), f"{path}: {owner}/{name}"
+            assert SHA_PIN.fullmatch(ref), f"{path}: {ref} is not a commit"
+        for ref in re.findall(r"iomatrix-ref:\s*(\S+)", text):
+            assert SHA_PIN.fullmatch(ref), f"{path}: iomatrix-ref {ref}"
+    spellings = set()
+    for path in [*example_files(), ACTION, REPO / "docs" / "use-from-your-repository.md"]:
+        spellings |= set(re.findall(r"([\w.-]+/iomatrix)(?:/\.github|@)", path.read_text()))
+    assert spellings == {"iomatrix/iomatrix"}
+
+
+def test_the_action_example_passes_actionlint_with_the_action_called_locally(
+    tmp_path: Path,
+) -> None:
+    # The example as written, the action by path beside it: its inputs are checked.
+    (tmp_path / "action.yml").write_text(ACTION.read_text())
+    text = (ACTION_EXAMPLE / "storage-gate-action.yml").read_text()
+    local = re.sub(r"uses: iomatrix/iomatrix@[0-9a-f]{40}", "uses: ./", text)
+    assert local != text
+    done = lint(tmp_path, {"storage-gate-action.yml": local})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("ref", "written"), [("a" * 40, True), ("v1.2.3", False), ("main", False)])
+def test_the_action_writes_the_commit_it_runs_at_into_its_package(
+    tmp_path: Path, ref: str, written: bool
+) -> None:
+    # An action's folder is a download without .git: without the COMMIT file (as `make wheel`
+    # writes it) its runs would record no iomatrix commit, and no report could say what to install.
+    (step,) = [s for s in action()["runs"]["steps"] if s.get("name", "").startswith("The commit")]
+    package = tmp_path / "action" / "harness" / "iomatrix"
+    package.mkdir(parents=True)
+    context = {"github": {"action_path": str(tmp_path / "action"), "action_ref": ref}}
+    env = {k: render(str(v), context) for k, v in step["env"].items()}
+    subprocess.run(["bash", "-c", step["run"]], env={**os.environ, **env}, check=True)
+    commit = package / "COMMIT"
+    assert commit.exists() == written
+    if written:
+        assert commit.read_text().strip() == ref

@@ -135,7 +135,7 @@ class Browser:
 
 def start() -> Iterator[Browser]:
     """A headless chromium for the test session; it fails (never skips) without chromium: `make
-    test` installs it (harness/iomatrix/host/host-packages.txt)."""
+    test` installs it (harness/iomatrix/host/debian-packages.txt)."""
     for program in (CHROMIUM, CHROMEDRIVER):
         assert shutil.which(program), f"{program} is missing: make test installs it"
     options = webdriver.ChromeOptions()

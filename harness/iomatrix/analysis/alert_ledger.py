@@ -33,6 +33,9 @@ ALERT_MIN_RUNS = 20
 ALERTS_SCHEMA = 1
 
 
+Outcome = Literal["alerted", "triaged", "baseline", "environment"]
+
+
 class AlertEntry(Record):
     """One change the alert step has seen: its series, where it was, what was done."""
 
@@ -48,8 +51,9 @@ class AlertEntry(Record):
     # The newest run of the archive the night it was seen first.
     seen_in: str
     # alerted: news that night; triaged: acknowledged or ignored already, kept quiet; baseline:
-    # found when the ledger was started (an archive's history before its first alert step).
-    outcome: Literal["alerted", "triaged", "baseline"]
+    # found when the ledger was started (an archive's history before its first alert step);
+    # environment: a level change where the environment fingerprint changed, kept quiet.
+    outcome: Outcome
 
 
 class AlertLedger(Record):
@@ -84,6 +88,18 @@ def ledger_json(ledger: AlertLedger) -> str:
     return json.dumps(data, indent=1) + "\n"
 
 
+def _outcome(change: TrendChange, *, first: bool) -> Outcome:
+    """What a change no earlier night saw is: the baseline of a new ledger, the environment's,
+    decided by the triage file, or news."""
+    if first:
+        return "baseline"
+    if change.environment is not None:
+        return "environment"
+    if change.triage is not None:
+        return "triaged"
+    return "alerted"
+
+
 def select_new(
     changes: Sequence[TrendChange],
     times: Mapping[tuple[str, str], Sequence[str]],
@@ -96,8 +112,9 @@ def select_new(
     A change is news when the ledger has no change of its series within ALERT_TOLERANCE_RUNS
     runs of it (positions counted in `times`, each series' run times oldest first), nor one of
     the same verdict among the runs a step spans (its runs after it and the min_size before:
-    the same shift, located anew), the series has ALERT_MIN_RUNS runs, and the triage file has
-    not decided about it. Every change
+    the same shift, located anew), the series has ALERT_MIN_RUNS runs, the triage file has
+    not decided about it, and it is not the environment's (a level change where the
+    environment fingerprint changed is recorded, never news). Every change
     seen is kept in the ledger; one that matches an entry at another place is kept there too
     (a copy of the entry where it is now), so a location that drifts a run a night, or moves and
     moves back, stays the same change. No ledger yet (None): every change found is history,
@@ -140,12 +157,8 @@ def select_new(
                 }
                 entries.append(entries[i].model_copy(update=moved_to))
             continue
-        if ledger is None:
-            outcome: Literal["alerted", "triaged", "baseline"] = "baseline"
-        elif change.triage is not None:
-            outcome = "triaged"
-        else:
-            outcome = "alerted"
+        outcome = _outcome(change, first=ledger is None)
+        if outcome == "alerted":
             news.append(change)
         entries.append(
             AlertEntry(

@@ -27,7 +27,7 @@ workflows/trends.py) and the changes go out; nothing here reads or writes a file
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from iomatrix.analysis import metrics, stats, triage
@@ -84,16 +84,24 @@ def series_changes(
     end_min_size: int = DEFAULT_END_MIN_SIZE,
     min_change: float | None = None,
     known: Sequence[TriageEntry] = (),
+    environments: Sequence[Mapping[str, str] | None] | None = None,
 ) -> list[tuple[TrendChange, Finding]]:
     """The changes of one series' ok points (oldest first), as the trend command and the
     nightly's alerts list them, each with the finding it came from; none with fewer than
-    2 x min_size points."""
+    2 x min_size points. `environments`: each point's environment fingerprint (None where
+    unknown), when the caller has them: a level change where it changed is the environment's
+    (verdict "environment", `environment` says what changed), never a regression."""
     if len(points) < 2 * min_size:
         return []
     values = [p.median for p in points]
     out = []
     for finding in findings(
-        values, alpha=alpha, min_size=min_size, end_min_size=end_min_size, min_change=min_change
+        values,
+        alpha=alpha,
+        min_size=min_size,
+        end_min_size=end_min_size,
+        min_change=min_change,
+        environments=environments,
     ):
         cp = finding.change
         back = cp.index + (cp.length or 0)
@@ -111,13 +119,18 @@ def series_changes(
             after_median=cp.after_median,
             relative_change=cp.relative_change,
             p_value=cp.p_value,
-            verdict=_verdict(series.metric, finding.median_change),
+            verdict=(
+                "environment"
+                if finding.environment
+                else _verdict(series.metric, finding.median_change)
+            ),
             median_change=finding.median_change,
             min_change=finding.floor,
             kind=cp.kind,
             dip_runs=cp.length,
             first_run_back=points[back].run_id if cp.kind == "dip" and back < len(points) else None,
             block=cp.block,
+            environment=finding.environment,
         )
         entry = _triage_near(known, series, points, cp.index)
         if entry is not None:
@@ -162,6 +175,7 @@ def scan(
     since_at: str | None = None,
     known: Sequence[TriageEntry] = (),
     fdr: bool = False,
+    environments: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Trends:
     """The changes of every series given (each with its points, oldest first: the ok ones are
     judged), how many series were examined (those with at least 2 x min_size ok points), each
@@ -171,7 +185,9 @@ def scan(
     `min_change`: a fixed smallest relative change of the median; default per change, the floor
     of trend_findings.py. `since_at`: a run's time; only changes whose first run after is no
     older. `known`: changes to mark as known (see the module). `fdr`: control the false
-    discovery rate across every series examined (fdr_filter)."""
+    discovery rate across every series examined (fdr_filter). `environments`: each run's
+    fingerprint by run id (trend_environment.fingerprint); a series is then cut where it
+    changes, and a level change there is the environment's, not alerted."""
     changes: list[TrendChange] = []
     found: list[Finding] = []
     times: dict[tuple[str, str], list[str]] = {}
@@ -193,6 +209,7 @@ def scan(
             end_min_size=end_min_size,
             min_change=min_change,
             known=known,
+            environments=_environments_of(points, environments),
         ):
             if since_at is not None and change.first_after_at < since_at:
                 continue
@@ -208,6 +225,15 @@ def scan(
             min_after=[f.min_after for f in found],
         )
     return Trends(changes, examined, times, newest[1] if newest else None)
+
+
+def _environments_of(
+    points: Sequence[HistoryPoint], environments: Mapping[str, Mapping[str, str]] | None
+) -> list[Mapping[str, str] | None] | None:
+    """Each point's run's fingerprint (None where unknown); None without fingerprints at all."""
+    if not environments:
+        return None
+    return [environments.get(p.run_id) for p in points]
 
 
 def nightly_alerts(

@@ -29,7 +29,8 @@ class TrendChange(Record):
     after_median: float
     relative_change: float | None
     p_value: float
-    # improved / regressed by the metric's direction; "changed" for informational metrics.
+    # improved / regressed by the metric's direction; "changed" for informational metrics;
+    # "environment" for a level change where the environment fingerprint changed (never news).
     verdict: str
     # after_median / before_median - 1, and the smallest change that counted (trend_findings.py).
     median_change: float | None = None
@@ -49,3 +50,14 @@ class TrendChange(Record):
     first_run_back: str | None = None
     # Consecutive runs the permutation test kept together (dependent nights); 1: independent.
     block: int = 1
+    # A change where the runs' environment fingerprint changed: what changed ("qemu 7.2 ->
+    # 8.2"); the step is the environment's, not the code's. None: no fingerprint changed there.
+    environment: str | None = Field(default=None)
+
+
+def verdict_words(change: TrendChange) -> str:
+    """The verdict as a report, the chart's mark and the new-regressions file show it: an
+    environment change names what changed ("environment changed: qemu 7.2 -> 8.2")."""
+    if change.environment:
+        return f"environment changed: {change.environment}"
+    return change.verdict

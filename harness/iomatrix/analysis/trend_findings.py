@@ -20,9 +20,10 @@ midpoint between the two medians, which a pair of outlier nights is not.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from iomatrix.analysis import defaults, stats
@@ -30,6 +31,7 @@ from iomatrix.analysis.changepoint import (
     DEFAULT_ALPHA,
     DEFAULT_END_MIN_SIZE,
     DEFAULT_MIN_SIZE,
+    DEFAULT_PERMUTATIONS,
     DIP_MAX_RUNS,
     ChangePoint,
     change_point,
@@ -37,6 +39,7 @@ from iomatrix.analysis.changepoint import (
 )
 from iomatrix.analysis.changepoint_dips import detect_dips
 from iomatrix.analysis.permutation_test import lag1_autocorrelation, robust_sigma
+from iomatrix.analysis.trend_environment import across, environment_cuts
 
 # The floor (see the module): the smallest change, times sigma, standard errors.
 TREND_MIN_CHANGE = stats.MIN_EFFECT_FLOOR
@@ -58,6 +61,9 @@ class Finding(NamedTuple):
     floor: float
     segment: tuple[float, ...]
     min_after: int
+    # A level change where the environment fingerprint changed (what changed: "qemu 7.2 ->
+    # 8.2"), the environment's doing, never a regression; None for a step or dip of the code.
+    environment: str | None = None
 
 
 def floor_sigma(groups: Sequence[Sequence[float]]) -> float:
@@ -112,9 +118,81 @@ def findings(
     min_size: int = DEFAULT_MIN_SIZE,
     end_min_size: int = DEFAULT_END_MIN_SIZE,
     min_change: float | None = None,
+    environments: Sequence[Mapping[str, str] | None] | None = None,
 ) -> list[Finding]:
-    """The large steps and dips of a series, oldest first (see the module)."""
+    """The large steps and dips of a series, oldest first (see the module).
+
+    `environments`: one fingerprint per value (None where unknown). The series is then cut where
+    a known fingerprint changes (trend_environment.py): steps and dips are looked for within
+    each stretch of one environment, and the level change across a cut, when it counts, is a
+    finding of its own with `environment` saying what changed."""
     values = [float(v) for v in series]
+    if environments is not None and len(environments) != len(values):
+        raise ValueError("one environment per value")
+    cuts = environment_cuts(environments) if environments is not None else []
+    bounds = [0, *(cut for cut, _ in cuts), len(values)]
+    options = Options(alpha, min_size, end_min_size, min_change)
+    out: list[Finding] = []
+    for lo, hi in itertools.pairwise(bounds):
+        out += [_shifted(f, lo) for f in _stretch_findings(values[lo:hi], options)]
+    for k, (cut, what) in enumerate(cuts, start=1):
+        steps = [f.change.index for f in out if f.change.kind == "step" and not f.environment]
+        lo = max([i for i in steps if bounds[k - 1] < i < cut], default=bounds[k - 1])
+        hi = min([i for i in steps if cut < i < bounds[k + 1]], default=bounds[k + 1])
+        found = _across(values, (lo, cut, hi), what, options)
+        if found is not None:
+            out.append(found)
+    return sorted(out, key=lambda f: f.change.index)
+
+
+class Options(NamedTuple):
+    """findings' settings, passed on to the stretches and the cuts between them."""
+
+    alpha: float
+    min_size: int
+    end_min_size: int
+    min_change: float | None
+
+
+def _shifted(finding: Finding, lo: int) -> Finding:
+    """A stretch's finding at its place in the whole series."""
+    if not lo:
+        return finding
+    return finding._replace(
+        change=finding.change.model_copy(update={"index": finding.change.index + lo})
+    )
+
+
+def _across(
+    values: Sequence[float], span: tuple[int, int, int], what: str, options: Options
+) -> Finding | None:
+    """The level change across an environment cut as a finding, when it counts as a step would:
+    significant at the cut, above the floor, and at the end of the history sustained. `span`:
+    the runs before the cut (from lo, the nearest step or cut before), the cut, and the runs
+    after it (up to hi)."""
+    lo, cut, hi = span
+    before, after = values[lo:cut], values[cut:hi]
+    if len(before) < options.min_size or len(after) < min(options.end_min_size, options.min_size):
+        return None
+    cp = across(values, cut, lo, hi, alpha=options.alpha, permutations=DEFAULT_PERMUTATIONS)
+    if cp is None or not cp.before_median:
+        return None
+    change = cp.after_median / cp.before_median - 1
+    floor = options.min_change
+    if floor is None:
+        floor = change_floor(before, after, cp.before_median)
+    if abs(change) < floor:
+        return None
+    recent = hi == len(values) and len(after) < 2 * options.min_size
+    if recent and not _sustained(after, cp.before_median, cp.after_median):
+        return None
+    room = min(options.min_size, len(after))
+    return Finding(cp, change, floor, tuple(values[lo:hi]), room, what)
+
+
+def _stretch_findings(values: list[float], options: Options) -> list[Finding]:
+    """findings of one stretch of one environment."""
+    alpha, min_size, end_min_size, min_change = options
     n = len(values)
     out: list[Finding] = []
     steps = detect_change_points(

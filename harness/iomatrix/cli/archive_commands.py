@@ -131,6 +131,7 @@ def _show_bisection(folder: Path, args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    output.refuse_ignored(args, report_url=True)
     results = Path(args.results)
     accept: tuple[handles.Kind, ...] = ("run", "side", "session")
     base = handles.resolve(args.base, results, accept)
@@ -236,6 +237,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_archive(args: argparse.Namespace) -> int:
     results = Path(args.results)
+    if args.action != "export":
+        options.refuse_given(args, ["out", "format", "matrix"], "they are for archive export")
+    if args.action != "check":
+        options.refuse_given(args, ["json"], f"archive {args.action} prints one line")
     if args.action == "export":
         if args.out is None:
             raise IomatrixError("archive export: --out FILE is required (e.g. results.parquet)")

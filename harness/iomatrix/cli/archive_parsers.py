@@ -30,8 +30,13 @@ def _add_repetitions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
             "per side a comparison needs to see --target-effect; when repeating cannot get "
             "there (the noise sets the minimum effect), the levers that would help."
         ),
+        epilog=help_format.examples(
+            "iomatrix repetitions latest --target-effect 5%  # from the newest run",
+            "iomatrix repetitions RUN --target-effect 3% --metric write_iops",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument("run", metavar="RUN", help=RUN_HELP)
+    options.completes_ids(p.add_argument("run", metavar="RUN", help=RUN_HELP), options.RUN_IDS)
     options.results(p)
     options.judging(p, target_required=True)
     options.json_output(p)
@@ -60,15 +65,21 @@ def _add_compare_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument(
-        "base", metavar="BASE", help="the baseline: " + RUN_HELP + "; alone, an A/B session"
+    options.completes_ids(
+        p.add_argument(
+            "base", metavar="BASE", help="the baseline: " + RUN_HELP + "; alone, an A/B session"
+        ),
+        ("run", "side", "session"),
     )
-    p.add_argument(
-        "new",
-        nargs="?",
-        metavar="NEW",
-        help="the run to judge, in the same forms as BASE (S/new with S/base: paired and judged "
-        "as the session did it, its options unless given here)",
+    options.completes_ids(
+        p.add_argument(
+            "new",
+            nargs="?",
+            metavar="NEW",
+            help="the run to judge, in the same forms as BASE (S/new with S/base: paired and "
+            "judged as the session did it, its options unless given here)",
+        ),
+        ("run", "side"),
     )
     options.results(p)
     p.add_argument(
@@ -98,7 +109,7 @@ def _add_show_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument("run", metavar="ID", help=SHOWN_HELP)
+    options.completes_ids(p.add_argument("run", metavar="ID", help=SHOWN_HELP), options.ANY_ID)
     options.results(p)
     p.add_argument(
         "--metrics",
@@ -134,8 +145,15 @@ def _add_merge_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "a new run folder under --results, and list the matrix's cells no shard reported "
             "(status error in the merged run). Exit 1 when cells are missing."
         ),
+        epilog=help_format.examples(
+            "iomatrix merge SHARD1 SHARD2 SHARD3  # one run of the three",
+            "iomatrix merge shards/*/run.json --matrix-file matrix/nightly.yaml",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
+    options.completes_ids(
+        p.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP), options.RUN_IDS
+    )
     p.add_argument(
         "--matrix-file",
         type=Path,
@@ -157,6 +175,12 @@ def _add_archive_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
             "created_at, matrix, cell_id, cell, the axes, status, repetition, metric, value) as "
             "Parquet or CSV, which DuckDB and pandas read directly."
         ),
+        epilog=help_format.examples(
+            "iomatrix archive check  # every file that does not load",
+            "iomatrix archive reindex",
+            "iomatrix archive export --out runs.parquet --matrix nightly",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument(
         "action",

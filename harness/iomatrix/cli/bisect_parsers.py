@@ -62,10 +62,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="repetitions of a candidate per boot (default 1: every repetition interleaved; "
         "more saves boots where a boot costs more than a repetition, as under TCG)",
     )
-    p.add_argument(
-        "--resume",
-        metavar="BISECTION",
-        help="continue an interrupted bisection (its id, a prefix of one, latest, or its folder)",
+    options.completes_ids(
+        p.add_argument(
+            "--resume",
+            metavar="BISECTION",
+            help="continue an interrupted bisection (its id, a prefix of one, latest, or its "
+            "folder)",
+        ),
+        ("bisection",),
     )
     options.results(p)
     options.offline(p)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from iomatrix.analysis import canaries
 from iomatrix.analysis.compare import Comparison
+from iomatrix.cli import options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.report import comparison as comparison_report
@@ -56,6 +57,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     every = _load(args.ledger)
     if args.json:
+        options.refuse_given(args, ["latest"], "--json prints the rates; it is for the Markdown")
         quality = canaries.alert_quality(every)
         rates = {
             "false_positive_rate": quality.false_positive_rate,

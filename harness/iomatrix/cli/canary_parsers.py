@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from iomatrix.cli import help_format
 from iomatrix.cli.handlers import Handler
 
 
@@ -20,6 +21,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "regression is a miss). `make canaries` runs both; these commands keep their "
             "outcomes in a JSON-lines ledger and report the rates over it."
         ),
+        epilog=help_format.examples(
+            "iomatrix canaries record --aa AA --injected INJ --ledger canaries.jsonl",
+            "iomatrix canaries report --ledger canaries.jsonl --json",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     commands = p.add_subparsers(dest="canary_command", required=True, metavar="COMMAND")
     record = commands.add_parser(
@@ -29,6 +35,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "Read the comparison.json of the A/A and the injected session, append their "
             "outcomes to LEDGER and print the report section. Exit 1 when a canary was wrong."
         ),
+        epilog=help_format.examples(
+            "iomatrix canaries record --aa AA --injected INJ --ledger canaries.jsonl",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     record.add_argument("--aa", type=Path, required=True, metavar="SESSION", help="A/A session")
     record.add_argument(
@@ -43,6 +53,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "report",
         help="the false-positive and miss rates over the ledger",
         description="The canaries' rates over every night in LEDGER, as Markdown (or --json).",
+        epilog=help_format.examples(
+            "iomatrix canaries report --ledger canaries.jsonl  # Markdown",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     report.add_argument("--ledger", type=Path, required=True, metavar="FILE", help="the ledger")
     report.add_argument(

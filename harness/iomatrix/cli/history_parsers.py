@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from iomatrix.analysis import defaults
-from iomatrix.cli import options
+from iomatrix.cli import help_format, options
 from iomatrix.cli.handlers import Handler
 
 
@@ -22,6 +22,12 @@ def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "one. A change is judged on whole segments of runs, never against the single previous "
             "run."
         ),
+        epilog=help_format.examples(
+            "iomatrix trend  # every change point in the archive",
+            "iomatrix trend --matrix nightly --metric '*_iops' --since latest",
+            "iomatrix trend --min-change 5% --json",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     options.results(p)
     options.matrix_name(p)
@@ -60,13 +66,16 @@ def _add_trend_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "medians, inflated when nights are autocorrelated))"
         ),
     )
-    p.add_argument(
-        "--since",
-        metavar="RUN",
-        help=(
-            "only changes whose first run after is RUN (an id, a unique prefix, latest) or "
-            "newer: what is new since RUN"
+    options.completes_ids(
+        p.add_argument(
+            "--since",
+            metavar="RUN",
+            help=(
+                "only changes whose first run after is RUN (an id, a unique prefix, latest) or "
+                "newer: what is new since RUN"
+            ),
         ),
+        ("run",),
     )
     options.fdr(p)
     _add_trend_ledger_options(p)
@@ -111,15 +120,23 @@ def _add_triage_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
             "the HTML report then list the change as known (ack) or leave it out (ignore), "
             "with who decided and why."
         ),
+        epilog=help_format.examples(
+            "iomatrix triage ack --cell 'ext4/*' --metric write_iops --first-run-after RUN "
+            "--who ana --why WHY",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("action", choices=["ack", "ignore"], help="ack: known; ignore: not listed")
     p.add_argument("--cell", required=True, metavar="ID|GLOB", help="a cell id or label glob")
     p.add_argument("--metric", required=True, metavar="GLOB", help="e.g. write_iops or '*_iops'")
-    p.add_argument(
-        "--first-run-after",
-        required=True,
-        metavar="RUN",
-        help="the change's first run after (its id, a unique prefix of one, or latest)",
+    options.completes_ids(
+        p.add_argument(
+            "--first-run-after",
+            required=True,
+            metavar="RUN",
+            help="the change's first run after (its id, a unique prefix of one, or latest)",
+        ),
+        ("run",),
     )
     p.add_argument("--who", required=True, metavar="NAME", help="who decided")
     p.add_argument("--why", required=True, metavar="TEXT", help="why")
@@ -142,6 +159,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "(<results>/index.sqlite), brought up to date with the run folders first. "
             "Exit 1 when there is no such history."
         ),
+        epilog=help_format.examples(
+            "iomatrix history --cell CELL --metric write_iops",
+            "iomatrix history --cell CELL --metric write_iops --limit 10 --json",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("--cell", required=True, metavar="ID", help="a cell id (iomatrix expand)")
     p.add_argument("--metric", required=True, metavar="NAME", help="e.g. write_iops")

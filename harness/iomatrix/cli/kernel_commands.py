@@ -15,7 +15,7 @@ from iomatrix.host.vm import accel, guest_root
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.filesystems import MKFS_PACKAGES
 from iomatrix.model.kernel_spec import parse_spec
-from iomatrix.report.text import format_table
+from iomatrix.report.text import fit_table, output_width, wrap
 
 
 def _build_matrix_kernels(args: argparse.Namespace) -> int:
@@ -92,9 +92,14 @@ def cmd_kernels(args: argparse.Namespace) -> int:
         print(json.dumps([k.model_dump(mode="json") for k in cached], indent=1))
         return ExitCode.OK
     rows = [[k.release, k.spec, k.source] for k in cached]
-    print(format_table(["release", "spec", "source"], rows) if rows else "no kernels cached")
+    # Laid out for the terminal: a build's source (its tree and commit) is what is cut first;
+    # --json, or a pipe, has it whole.
+    width = output_width()
+    table = fit_table(["release", "spec", "source"], rows, width=width, keep=(0, 1, 2))
+    print(table if rows else "no kernels cached")
     root = kernels.cache_root()
-    print(f"\ncache: {root / 'kernels'} (fetched), {root / 'builds'} (built from source)")
+    where = f"cache: {root / 'kernels'} (fetched), {root / 'builds'} (built from source)"
+    print("\n" + wrap(where, width))
     return ExitCode.OK
 
 

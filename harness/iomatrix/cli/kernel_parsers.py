@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from iomatrix.cli import options
+from iomatrix.cli import help_format, options
 from iomatrix.cli.handlers import Handler
 
 
@@ -26,13 +26,42 @@ def _kernels(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "A suite is resolved again once its resolution is a day old; when the archive cannot "
             "be reached, the newest cached kernel the spec resolved to is used, with a warning."
         ),
+        epilog=help_format.examples(
+            "iomatrix kernels list",
+            "iomatrix kernels fetch debian:bookworm",
+            "iomatrix kernels build MATRIX --kernel patched  # one of its kernels",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     # list and fetch are sub-commands, not one positional choice beside SPEC...: argparse fills a
     # "*" positional as soon as it meets its neighbour, so `kernels fetch --offline SPEC` would
     # leave SPEC unrecognized.
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    options.json_output(actions.add_parser("list", help="the cached kernels"))
-    fetch = actions.add_parser("fetch", help="fetch kernels into the cache (verified if there)")
+    options.json_output(
+        actions.add_parser(
+            "list",
+            help="the cached kernels",
+            epilog=help_format.examples("iomatrix kernels list --json"),
+            formatter_class=help_format.ExamplesHelpFormatter,
+        )
+    )
+    _kernels_fetch(actions)
+    _kernels_build(actions)
+    p.set_defaults(func=Handler("kernel_commands", "cmd_kernels"))
+
+
+def _kernels_fetch(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """kernels fetch: kernels into the cache, by spec or as a matrix names them."""
+    fetch = actions.add_parser(
+        "fetch",
+        help="fetch kernels into the cache (verified if there)",
+        epilog=help_format.examples(
+            "iomatrix kernels fetch debian:bookworm debian:trixie",
+            "iomatrix kernels fetch --matrix-file matrix/nightly.yaml --releases  # a cache key",
+            "iomatrix kernels fetch path:/boot/vmlinuz-6.1.0-13-amd64",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
+    )
     fetch.add_argument(
         "specs",
         nargs="*",
@@ -61,6 +90,10 @@ def _kernels(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--refresh", action="store_true", help="re-resolve suites against the archive"
     )
     options.offline(network)
+
+
+def _kernels_build(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """kernels build: the kernels a matrix builds from source, ahead of a run."""
     build = actions.add_parser(
         "build",
         help="build the kernels a matrix builds from source (git:, source:, debian-source:)",
@@ -69,6 +102,11 @@ def _kernels(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "(~/.cache/iomatrix/builds/<key>/); a build that is there already is not made again. "
             "run and ab build them too; this builds them ahead (a CI job's first step)."
         ),
+        epilog=help_format.examples(
+            "iomatrix kernels build MATRIX  # every kernel it builds",
+            "iomatrix kernels build MATRIX --kernel patched --allow-tree ~/src/linux",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     build.add_argument("matrix", type=Path, metavar="MATRIX", help="the matrix file")
     build.add_argument(
@@ -76,7 +114,6 @@ def _kernels(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     options.offline(build)
     options.allow_tree(build)
-    p.set_defaults(func=Handler("kernel_commands", "cmd_kernels"))
 
 
 def _accel_and_guest_root(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -89,6 +126,11 @@ def _accel_and_guest_root(sub: argparse._SubParsersAction[argparse.ArgumentParse
             "boot of a trusted kernel on the guest's own root proves it works, a verdict cached "
             "per host. IOMATRIX_ACCEL=kvm|tcg overrides it."
         ),
+        epilog=help_format.examples(
+            "iomatrix accel  # kvm or tcg, and why",
+            "iomatrix accel --offline  # no download for a probe boot",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument(
         "--kernel",
@@ -110,6 +152,11 @@ def _accel_and_guest_root(sub: argparse._SubParsersAction[argparse.ArgumentParse
             "IOMATRIX_GUEST_SUITE picks the Debian suite (default bookworm); "
             "IOMATRIX_GUEST_ROOT names a tree of your own instead."
         ),
+        epilog=help_format.examples(
+            "iomatrix guest-root  # built when missing; its versions",
+            "iomatrix guest-root --json",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     options.json_output(p)
     options.offline(p)

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
 from iomatrix import __version__
@@ -26,6 +27,7 @@ from iomatrix.cli import (
     canary_parsers,
     completion,
     doctor_parsers,
+    help_format,
     history_parsers,
     kernel_parsers,
     matrix_parsers,
@@ -43,7 +45,21 @@ SHELLS = {"bash": completion.bash, "zsh": completion.zsh, "fish": completion.fis
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    print(SHELLS[args.shell](build_parser()), end="")
+    if args.ids is None:
+        if args.shell is None:
+            raise IomatrixError("give a SHELL (bash, zsh or fish), or --ids KINDS")
+        options.refuse_given(args, ["results"], "it is for --ids; the scripts read it when run")
+        print(SHELLS[args.shell](build_parser()), end="")
+        return ExitCode.OK
+    if args.shell is not None:
+        raise IomatrixError("--ids lists the ids a script offers: no SHELL with it")
+    from iomatrix.store import handles  # noqa: PLC0415 - only the scripts' call needs it
+
+    kinds = args.ids.split(",")
+    unknown = [k for k in kinds if k not in options.ANY_ID]
+    if unknown:
+        raise IomatrixError(f"--ids {args.ids}: no kind {', '.join(unknown)}")
+    print("\n".join(handles.completions(Path(args.results), kinds)))
     return ExitCode.OK
 
 
@@ -92,8 +108,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "after compinit. fish: `iomatrix completion fish | source`, or save it as "
             "~/.config/fish/completions/iomatrix.fish."
         ),
+        epilog=help_format.examples(
+            "iomatrix completion bash > /etc/bash_completion.d/iomatrix",
+            "iomatrix completion fish > ~/.config/fish/completions/iomatrix.fish",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument("shell", choices=list(SHELLS), help="the shell: bash, zsh or fish")
+    p.add_argument("shell", nargs="?", choices=list(SHELLS), help="the shell: bash, zsh or fish")
+    p.add_argument(
+        "--ids",
+        metavar="KINDS",
+        help="instead: print what the scripts offer where an ID is taken, one a line: latest "
+        "and the ids under --results of these kinds (run,side,session,bisection)",
+    )
+    options.results(p)
     p.set_defaults(func=cmd_completion)
     if only is not None and not only.declared:
         return build_parser()

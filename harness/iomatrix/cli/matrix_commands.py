@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import shlex
+from collections.abc import Sequence
 
 from iomatrix.cli import inputs
 from iomatrix.cli.exit_codes import ExitCode
@@ -13,11 +14,10 @@ from iomatrix.host import preflight
 from iomatrix.matrix.loader import json_schema as matrix_json_schema
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.matrix.starter import write_starter
-from iomatrix.model.cell import Cell, Matrix, axes_of
+from iomatrix.model.cell import REPETITION_SETUP_S, Cell, Matrix, axes_of
 from iomatrix.model.result import RunRecord
-from iomatrix.plan.boots import boot_groups
-from iomatrix.plan.shards import github_shards, shard_of
-from iomatrix.report.text import format_table
+from iomatrix.plan.shards import BOOT_COST_S, estimate, github_shards, shard_of
+from iomatrix.report.text import fit_table, format_table, output_width, wrap
 from iomatrix.workflows import build_plan
 
 
@@ -90,16 +90,51 @@ def cmd_expand(args: argparse.Namespace) -> int:
     axes = axes_of(cells)
     header = ["id", *axes, "repeat"]
     rows = [[c.id, *(c.axis_value(a) for a in axes), str(c.repeat)] for c in cells]
-    print(format_table(header, rows))
-    total = sum(c.estimated_s for c in cells)
-    print(
-        f"\n{len(cells)} cells in {len(boot_groups(cells))} boot(s), "
-        f"about {total / 60:.0f} min of workload"
-    )
+    # Axes with one value go into the "every cell" line above: the table fits the terminal.
+    width = output_width()
+    labels = range(1, len(header))
+    print(fit_table(header, rows, width=width, keep={0}, labels=labels, same="every cell"))
+    print("\n" + wrap(_estimate_line(cells), width))
     builds = build_plan.kernel_build_plan(cells)
     if builds:
         print("\n" + "\n".join(builds))
     return ExitCode.OK
+
+
+def _estimate_line(cells: Sequence[Cell]) -> str:
+    """How many cells, boots and repetitions, and about how long they take, saying what is
+    counted (plan/shards.py Estimate): `about 0 min` of a 2-cell matrix was its rounding."""
+    found = estimate(cells)
+    boots = _count(found.boots, "boot")
+    return "\n".join(
+        [
+            f"{_count(len(cells), 'cell')} in {boots}, about {_duration(found.total_s)} of "
+            "running:",
+            f"  {_count(found.repetitions, 'repetition')}, {_duration(found.repetitions_s)} "
+            f"(each its workload's runtime and {REPETITION_SETUP_S:.0f}s to make and mount the "
+            "filesystem)",
+            f"  {boots}, {_duration(found.boots_s)} ({BOOT_COST_S:.0f}s each under TCG); kernel "
+            "downloads and builds not counted",
+        ]
+    )
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _duration(seconds: float) -> str:
+    """`45s`, `2 min 30s`, `25 min`, `3 h 10 min`: the seconds said up to 10 minutes."""
+    whole = round(seconds)
+    if whole < 120:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 10:
+        return f"{minutes} min {secs}s" if secs else f"{minutes} min"
+    if whole < 3600:
+        return f"{round(whole / 60)} min"
+    hours, minutes = divmod(round(whole / 60), 60)
+    return f"{hours} h {minutes} min"
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

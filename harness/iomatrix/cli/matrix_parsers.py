@@ -23,6 +23,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "file is never replaced; a FOLDER that is a file, is named like one (gate.yaml) or "
             "cannot be made is refused with its reason (exit 2)."
         ),
+        epilog=help_format.examples(
+            "iomatrix init  # matrix.yaml here",
+            "iomatrix init perf  # perf/matrix.yaml, perf/ made when missing",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument(
         "folder",
@@ -98,6 +103,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "`iomatrix schema run`: the schema of run.json as iomatrix writes it "
             "(docs/run.schema.json), for tools that read results."
         ),
+        epilog=help_format.examples(
+            "iomatrix schema > matrix.schema.json  # for an editor",
+            "iomatrix schema run  # run.json's schema",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument(
         "what",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from iomatrix.cli import help_format
 from iomatrix.cli.handlers import Handler
 
 
@@ -20,10 +21,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "symbolic link is refused), keep the alert ledger there and write the changes new "
             "tonight, add tonight's canary outcomes, and write the Markdown report: the change "
             "points over the archived history, the dashboard, the canaries' rates, tonight "
-            "against the previous night, every cell. Exit 0 every cell ran; 1 cells are "
+            "against the last nights, every cell. Exit 0 every cell ran; 1 cells are "
             "missing, or the alert step or the push failed; 2 nothing to merge, the merge was "
             "refused or the results branch holds a link. The report is written in every case."
         ),
+        epilog=help_format.examples(
+            "iomatrix nightly --shards shards --matrix-file matrix/nightly.yaml --report report.md",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
     p.add_argument("--shards", type=Path, required=True, metavar="DIR", help="the shard runs")
     p.add_argument(

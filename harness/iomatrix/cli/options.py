@@ -122,6 +122,20 @@ def percentage(text: str) -> float:
 
 RESULTS_FLAG = "--results"
 
+# The attribute an action that takes an ID carries for shell completion (cli/completion.py):
+# the kinds of result it accepts (store/handles.py), comma-separated, which the scripts pass to
+# `iomatrix completion --ids KINDS` to be offered latest and the ids of that --results folder.
+COMPLETER = "iomatrix_ids"
+# Every kind an ID can name as a folder; what a command that takes only runs takes.
+ANY_ID = ("run", "side", "session", "bisection")
+RUN_IDS = ("run", "side")
+
+
+def completes_ids(action: argparse.Action, kinds: Sequence[str]) -> argparse.Action:
+    """Mark `action` as taking an ID of these kinds (the completion scripts offer them)."""
+    setattr(action, COMPLETER, ",".join(kinds))
+    return action
+
 
 def results(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -348,7 +362,7 @@ def comparison(p: argparse.ArgumentParser) -> None:
 def baseline(p: argparse.ArgumentParser) -> None:
     """--baseline RUN: the repetitions each cell needs to see --target-effect, printed before
     anything runs."""
-    p.add_argument(
+    baseline_run = p.add_argument(
         "--baseline",
         metavar="RUN",
         help=(
@@ -356,6 +370,7 @@ def baseline(p: argparse.ArgumentParser) -> None:
             "--target-effect (as `iomatrix repetitions` does), and warn about cells with fewer"
         ),
     )
+    completes_ids(baseline_run, RUN_IDS)
 
 
 def fdr(p: argparse.ArgumentParser) -> None:

@@ -10,9 +10,24 @@ from collections.abc import Sequence
 
 from iomatrix.analysis import sequential
 from iomatrix.analysis.compare import Comparison
+from iomatrix.cli import options
 from iomatrix.report import comparison as comparison_report
 from iomatrix.report.site import build
 from iomatrix.report.text import output_width, wrap
+
+
+def refuse_ignored(args: argparse.Namespace, *, report_url: bool) -> None:
+    """The comparison's options its --format would drop without a word: --all-metrics is the
+    table's (the other formats hold every row); and, where nothing else reads it (`report_url`:
+    compare; ab also writes the session's Markdown), --report-url is the Markdown's."""
+    if args.format != "table":
+        options.refuse_given(
+            args, ["all_metrics"], f"--format {args.format} holds every row; it is for the table"
+        )
+    if report_url and args.format != "markdown":
+        options.refuse_given(
+            args, ["report_url"], f"only --format markdown links a report, not {args.format}"
+        )
 
 
 def print_comparison(result: Comparison, args: argparse.Namespace) -> None:

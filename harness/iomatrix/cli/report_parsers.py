@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from iomatrix.cli import options
+from iomatrix.cli import help_format, options
 from iomatrix.cli.handlers import Handler
 from iomatrix.model.axes import AXES
 from iomatrix.report.choices import DEFAULT_HEATMAP_AXES, TREND_WINDOW
@@ -35,13 +35,22 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "archive's dashboard, every series' history with its change points, and the changes "
             f"page (<results>/{ResultsDir.SITE_DIR}/)."
         ),
+        epilog=help_format.examples(
+            "iomatrix report latest  # the newest run's (or session's) pages",
+            "iomatrix report BASE NEW --out ab-report  # two runs",
+            "iomatrix report --matrix nightly  # the archive's dashboard",
+        ),
+        formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument(
-        "targets",
-        nargs="*",
-        metavar="TARGET",
-        help="a run (id, folder or run.json), an A/B session folder, or BASE NEW; none: the "
-        "archive",
+    options.completes_ids(
+        p.add_argument(
+            "targets",
+            nargs="*",
+            metavar="TARGET",
+            help="a run (id, folder or run.json), an A/B session folder, or BASE NEW; none: the "
+            "archive",
+        ),
+        options.ANY_ID,
     )
     options.results(p)
     p.add_argument("--out", type=Path, metavar="DIR", help="the folder to write the pages into")
@@ -58,8 +67,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="the heatmap's metric (default: each workload's first headline one)",
     )
     options.matrix_name(p, only_for="archive")
-    p.add_argument(
-        "--since", metavar="RUN", help="archive: mark the changes that are new since RUN"
+    options.completes_ids(
+        p.add_argument(
+            "--since", metavar="RUN", help="archive: mark the changes that are new since RUN"
+        ),
+        ("run",),
     )
     p.add_argument(
         "--window",

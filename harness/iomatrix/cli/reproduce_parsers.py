@@ -34,12 +34,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
-    p.add_argument(
-        "id",
-        metavar="ID",
-        help="a run, an A/B session, a side or a cell of either (RUN/CELL, SESSION/CELL), a "
-        "bisection's step (BISECTION/step-N) or a nightly alert (alert:RUN:CELL:METRIC, as the "
-        "nightly's issue prints it)",
+    options.completes_ids(
+        p.add_argument(
+            "id",
+            metavar="ID",
+            help="a run, an A/B session, a side or a cell of either (RUN/CELL, SESSION/CELL), a "
+            "bisection's step (BISECTION/step-N) or a nightly alert (alert:RUN:CELL:METRIC, as the "
+            "nightly's issue prints it)",
+        ),
+        options.ANY_ID,
     )
     options.results(p)
     p.add_argument(

@@ -135,6 +135,7 @@ _SESSION_DEFINED = [
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
+    output.refuse_ignored(args, report_url=False)
     if args.resume is not None:
         options.refuse_given(
             args, _SESSION_DEFINED, "--resume continues the session as it was asked"

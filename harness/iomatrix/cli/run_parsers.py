@@ -42,11 +42,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     options.no_progress(p)
     options.offline(p)
-    p.add_argument(
-        "--resume",
-        metavar="RUN",
-        help="continue an interrupted run (its id, a prefix of one, latest, or its folder): only "
-        "cells without a result run, in the same folder; the matrix must be unchanged",
+    options.completes_ids(
+        p.add_argument(
+            "--resume",
+            metavar="RUN",
+            help="continue an interrupted run (its id, a prefix of one, latest, or its folder): "
+            "only cells without a result run, in the same folder; the matrix must be unchanged",
+        ),
+        ("run",),
     )
     options.only_cells(p)
     options.allow_host_device(p)
@@ -140,12 +143,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="N",
         help="with --until-decided: the most repetitions per side (default: twice --repeat)",
     )
-    p.add_argument(
-        "--resume",
-        metavar="SESSION",
-        help="continue an interrupted session (its id, a prefix of one, latest, or its folder) "
-        "as it was asked (session.json): only the repetitions it lacks run, in its "
-        "interleaving, and a sequential session's rounds go on; its matrices must be unchanged",
+    options.completes_ids(
+        p.add_argument(
+            "--resume",
+            metavar="SESSION",
+            help="continue an interrupted session (its id, a prefix of one, latest, or its folder) "
+            "as it was asked (session.json): only the repetitions it lacks run, in its "
+            "interleaving, and a sequential session's rounds go on; its matrices must be unchanged",
+        ),
+        ("session",),
     )
     options.only_cells(p, pairs=True)
     options.results(p)

@@ -14,6 +14,7 @@ from iomatrix.cli import series_names
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
 from iomatrix.report import trend_text
+from iomatrix.report.text import output_width
 from iomatrix.store import archive, handles
 from iomatrix.store.records_io import load_run
 from iomatrix.store.results import ResultsDir, read_alerts, read_triage, write_alerts, write_triage
@@ -50,6 +51,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
             min_change=args.min_change,
             ledger=str(args.alerts),
             held=len(ledger.alerts),
+            width=output_width(),
         )
         sys.stdout.write(shown)
         return ExitCode.OK
@@ -81,6 +83,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             min_change=args.min_change,
             since=since_run,
+            width=output_width(),
         )
     )
     return ExitCode.OK

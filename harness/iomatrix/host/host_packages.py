@@ -1,4 +1,4 @@
-"""The host packages iomatrix needs (host-packages.txt, beside this module) and which of them this
+"""The host packages iomatrix needs (debian-packages.txt, beside this module) and which of them this
 host lacks: what `iomatrix doctor` prints.
 
 The list is package data, so an iomatrix installed from its wheel (pipx, outside the clone) reads
@@ -20,7 +20,7 @@ from pathlib import Path
 from iomatrix.errors import IomatrixError
 from iomatrix.plain import PlainRecord
 
-LIST_NAME = "host-packages.txt"
+LIST_NAME = "debian-packages.txt"
 TARGETS = ("run", "test")
 # Where a system command lives when PATH is a user's (Debian's mkfs.* and losetup are in sbin).
 SBIN = (Path("/usr/sbin"), Path("/sbin"))
@@ -30,7 +30,7 @@ class HostPackage(PlainRecord):
     package: str
     probe: str  # a command, an absolute path, or import:<module>
     target: str  # run or test
-    line: int  # in host-packages.txt, for the error that names it
+    line: int  # in debian-packages.txt, for the error that names it
 
 
 class HostPackageListError(IomatrixError):

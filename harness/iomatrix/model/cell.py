@@ -485,8 +485,11 @@ class Cell(Record, CellNaming):
 
     @property
     def estimated_s(self) -> float:
-        # mkfs + mount + unmount per repetition, on top of the workload itself.
-        return self.repeat * (self.workload.estimated_s + 8.0)
+        return self.repeat * (self.workload.estimated_s + REPETITION_SETUP_S)
+
+
+# mkfs + mount + unmount per repetition, on top of the workload itself (estimates only).
+REPETITION_SETUP_S = 8.0
 
 
 def axes_of(cells: Iterable[Cell]) -> tuple[str, ...]:

@@ -2,12 +2,13 @@
 only, under model/ so that analysis (its verdicts' reasons) and report alike import it.
 
 `significant` is the formatter for a table of measured values (about three significant digits,
-thousands separated). The others differ from it on purpose, each for one use:
+thousands separated), and of every number the HTML pages print (tables, tooltips, heatmap squares
+and legend). The others differ from it on purpose, each for one use:
 - `fixed`: a column with a set number of decimals (the run table's iops, MiB/s, p99);
 - `comparable`: the base and new medians side by side in a comparison, a digit more from 10 to
   1000 so that a change of a percent shows;
-- `compact`: a chart's axis and tooltips (k and M, no separators);
-- `four_digits`: an HTML table's cell (sorted by the raw value) and a bisection's medians;
+- `compact`: a chart's axis ticks (k and M, no separators);
+- `four_digits`: a bisection's medians;
 - `format_percent`, `format_p`: a ratio and a p-value in a sentence.
 """
 

@@ -121,3 +121,32 @@ def shard_of(cells: Sequence[Cell], shard: str | None) -> list[Cell]:
         return list(cells)
     index, count = shard_spec.parse_shard(shard)
     return shard_cells(cells, index, count)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """About how long a set of cells takes to run, and of what: each repetition's workload
+    (its runtime, as the workload states it, plus the making and mounting of its filesystem:
+    Cell.estimated_s) and one boot per (kernel, device) group. Kernel downloads and builds
+    are not counted."""
+
+    repetitions: int
+    repetitions_s: float
+    boots: int
+
+    @property
+    def boots_s(self) -> float:
+        return BOOT_COST_S * self.boots
+
+    @property
+    def total_s(self) -> float:
+        return self.repetitions_s + self.boots_s
+
+
+def estimate(cells: Sequence[Cell]) -> Estimate:
+    """The estimate of running `cells` (one after another, as `run` does without --jobs)."""
+    return Estimate(
+        repetitions=sum(c.repeat for c in cells),
+        repetitions_s=sum(c.estimated_s for c in cells),
+        boots=len(boot_groups(cells)),
+    )

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from iomatrix.analysis.compare import Comparison
 from iomatrix.errors import IomatrixError
+from iomatrix.report import reproduce_line
 from iomatrix.report.comparison import render_markdown, verdict_line, verdict_marker
 from iomatrix.report.text import for_markdown
 from iomatrix.store import files
@@ -124,24 +125,62 @@ def header(*, conclusion: str, head_sha: str, run_url: str) -> str:
     return f"{MARKER}\n### iomatrix A/B gate: {conclusion} at {head_sha[:12]} ([run]({run_url}))\n"
 
 
-def body(comparison: Comparison | None, problem: str | None = None) -> str:
+def body(
+    comparison: Comparison | None, problem: str | None = None, *, run_url: str | None = None
+) -> str:
     """The comment below its header: the rendered comparison when it passes the audit and fits,
     else iomatrix's own sentence saying why not (with the verdict line and its marker when they
-    pass the audit themselves). Whatever is returned has passed it."""
+    pass the audit themselves), and how to reproduce it (the artifact fetched from `run_url`,
+    GitHub's). Whatever is returned has passed it."""
     if comparison is None:
         said = for_markdown(problem or "the A/B session did not finish")
         return _checked(f"\nNo comparison: {said} (see the run).\n", NOT_SHOWN)
+    again = reproduce_section(comparison, run_url)
     rendered = render_markdown(comparison)
     found = audit(rendered)
-    if found is None and len(rendered) <= COMMENT_LIMIT - 500:
-        return "\n" + rendered
+    if found is None and len(rendered) <= COMMENT_LIMIT - 1500:
+        return "\n" + rendered + again
     why = f"it holds {found}" if found else "it is too large for a comment"
     short = (
         f"\n**iomatrix compare: {verdict_line(comparison)}**\n\n"
         f"The comparison is not shown here: {why}; the run's summary and artifacts have it.\n\n"
         f"{verdict_marker(comparison)}\n"
     )
-    return _checked(short, NOT_SHOWN)
+    return _checked(short + again, NOT_SHOWN)
+
+
+# Where the reproduce line finds the session's records: the gate's `ab-session` artifact holds
+# the results folder (reusable-gate.yml), unpacked into a folder of this name.
+ARTIFACT_FOLDER = "ab-session"
+
+
+def reproduce_section(comparison: Comparison, run_url: str | None = None) -> str:
+    """How the comment's reader measures this result again: fetch the run's session (`gh run
+    download`, when `run_url` is a workflow run's address), the pipx line of the iomatrix that
+    measured it and `iomatrix reproduce SESSION`, built from the comparison's validated ids and
+    commit only (report/reproduce_line.py), in a code block; "" when it has no id to give (the
+    audit refuses a section that would carry anything live)."""
+    found = reproduce_line.for_comparison(comparison, results=ARTIFACT_FOLDER)
+    if found is None:
+        return ""
+    fetch = _download_line(run_url)
+    text = (
+        f"\n**Reproduce it**: download this run's {ARTIFACT_FOLDER} artifact into a folder "
+        f"{ARTIFACT_FOLDER}, then:\n\n```sh\n" + "\n".join([*fetch, *found.lines()]) + "\n```\n"
+    )
+    return text if audit(text) is None else ""
+
+
+def _download_line(run_url: str | None) -> list[str]:
+    """`gh run download` of the session's artifact, from a workflow run's address (GitHub's
+    own, checked); [] for anything else."""
+    if run_url is None or not _RUN_URL.fullmatch(run_url):
+        return []
+    host, owner, name, _, _, run_id = run_url.removeprefix("https://").split("/")[:6]
+    repo = f"{owner}/{name}" if host == "github.com" else f"{host}/{owner}/{name}"
+    return [
+        f"gh run download {run_id} --repo {repo} --name {ARTIFACT_FOLDER} --dir {ARTIFACT_FOLDER}"
+    ]
 
 
 # When even iomatrix's own sentence about a comparison would not pass the audit.
@@ -217,7 +256,7 @@ def write_comment(
         text = body(None, "the A/B session did not get as far as a comparison")
     else:
         try:
-            text = body(load_comparison(comparison_file))
+            text = body(load_comparison(comparison_file), run_url=run_url)
         except CommentInputError as exc:
             text = body(None, str(exc))
     files.write_text_atomic(output, top + text)

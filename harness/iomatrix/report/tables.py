@@ -153,6 +153,7 @@ def run_table(record: RunRecord, *, width: int | None = None) -> str:
         table_rows(record.cells),
         width=width,
         numeric={i for i, h in enumerate(names) if h in _NUMBER_COLUMNS},
+        labels=range(len(names) - len(_RESULT_COLUMNS)),
         same="every cell",
     )
     flags = wrap(flags_text(record.cells), width)

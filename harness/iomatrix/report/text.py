@@ -115,6 +115,7 @@ def fit_table(
     width: int | None,
     numeric: Iterable[int] = (),
     keep: Iterable[int] = (),
+    labels: Iterable[int] = (),
     same: str = "every row",
 ) -> str:
     """A table laid out for `width` characters (None: no limit), by three rules in order:
@@ -123,7 +124,9 @@ def fit_table(
        once, above the table: "every row: kernel debian:bookworm, device virtio-file" (`same`
        names the rows); a column empty (or "-") in every row is left out silently. Number columns
        (`numeric`, right-aligned) and `keep` columns are never said above: a number is data,
-       not a label.
+       not a label. `labels` columns (a run's axes) are said above also when there is one row:
+       a one-cell run's kernel and mount options are the line above its numbers, never columns
+       cut to `kern/el` and `moun/t`.
     2. When the table is still wider than `width`, columns are narrowed, the widest first and
        to a common cap: every column wider than the cap is narrowed to it, the largest cap that
        fits. First only titles are narrowed (they wrap onto more header lines, after "_", "/",
@@ -139,22 +142,8 @@ def fit_table(
     # Made safe before it is measured: an escape shown as \x1b takes four columns, not none.
     header = [for_terminal(str(h)) for h in header]
     rows = [[for_terminal(str(v)) for v in r] for r in rows]
-    numbers, kept = set(numeric), set(keep)
-    columns = list(range(len(header)))
-    constants: list[str] = []
-    if rows:
-        shown = []
-        for i in columns:
-            values = {str(r[i]).strip() for r in rows}
-            if i in kept:
-                shown.append(i)
-            elif not values - {"", "-"}:
-                continue  # nothing in it
-            elif i in numbers or len(values) > 1 or len(rows) == 1:
-                shown.append(i)
-            else:
-                constants.append(f"{header[i]} {values.pop()}")
-        columns = shown
+    numbers = set(numeric)
+    columns, constants = _said_above(header, rows, numbers, set(keep), set(labels))
     titles = [str(header[i]) for i in columns]
     body = [[str(r[i]) for i in columns] for r in rows]
     right = {k for k, i in enumerate(columns) if i in numbers}
@@ -186,6 +175,31 @@ def fit_table(
     if constants:
         lines.insert(0, wrap(f"{same}: " + ", ".join(constants), width))
     return "\n".join(lines)
+
+
+def _said_above(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    numbers: set[int],
+    kept: set[int],
+    named: set[int],
+) -> tuple[list[int], list[str]]:
+    """Rule 1 of fit_table: the columns shown, and the "title value" of each said above."""
+    columns = list(range(len(header)))
+    if not rows:
+        return columns, []
+    shown, constants = [], []
+    for i in columns:
+        values = {str(r[i]).strip() for r in rows}
+        if i in kept:
+            shown.append(i)
+        elif not values - {"", "-"}:
+            continue  # nothing in it
+        elif i in numbers or len(values) > 1 or (len(rows) == 1 and i not in named):
+            shown.append(i)
+        else:
+            constants.append(f"{header[i]} {values.pop()}")
+    return shown, constants
 
 
 def _narrowed(natural: Sequence[int], floors: Sequence[int], room: int) -> list[int]:

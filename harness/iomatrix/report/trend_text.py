@@ -8,7 +8,9 @@ from collections.abc import Sequence
 
 from iomatrix.analysis import trend
 from iomatrix.analysis.trend import TrendChange
-from iomatrix.report.text import format_table
+from iomatrix.analysis.trend_change import verdict_words
+from iomatrix.model.axes import AXES
+from iomatrix.report.text import fit_table, format_table, wrap
 
 HEADER = ["cell", "metric", "verdict", "median", "change", "p", "runs before | after"]
 
@@ -23,15 +25,43 @@ def size_rule(min_change: float | None) -> str:
     )
 
 
-def changes_table(changes: Sequence[TrendChange]) -> str:
-    """The changes, one row each; empty text when there are none."""
+def changes_table(changes: Sequence[TrendChange], width: int | None = None) -> str:
+    """The changes, one row each; empty text when there are none. With a `width` (a terminal),
+    laid out for it: each cell's label split into its axes, those every change shares said once
+    above the table (fit_table), as a run's table does; without, whole lines (a pipe, the
+    nightly's report)."""
     if not changes:
         return ""
-    rows = [
+    rows = _rows(changes)
+    if width is None:
+        return format_table([*HEADER, "first run after"], rows)
+    labels = [c.label.split("/") for c in changes]
+    by_axis = all(len(parts) == len(AXES) for parts in labels)
+    head = list(AXES) if by_axis else ["cell"]
+    header = [*head, *HEADER[1:], "first run after"]
+    return fit_table(
+        header,
+        [
+            [*(parts if by_axis else row[:1]), *row[1:]]
+            for parts, row in zip(labels, rows, strict=True)
+        ],
+        width=width,
+        # The figures stay in the table (a number is data, never said above it).
+        numeric={i for i, h in enumerate(header) if h in _FIGURES},
+        labels=range(len(head)),
+        same="every change",
+    )
+
+
+_FIGURES = frozenset({"median", "change", "p", "runs before | after"})
+
+
+def _rows(changes: Sequence[TrendChange]) -> list[list[str]]:
+    return [
         [
             c.label,
             c.metric,
-            c.verdict if c.kind == "step" else f"{c.verdict} (a {c.dip_runs}-run dip)",
+            verdict_words(c) if c.kind == "step" else f"{c.verdict} (a {c.dip_runs}-run dip)",
             f"{c.before_median:.6g} -> {c.after_median:.6g}",
             "-" if c.median_change is None else f"{100 * c.median_change:+.1f}%",
             f"{c.p_value:.3g}" + ("" if c.q_value is None else f" (q {c.q_value:.2g})"),
@@ -40,7 +70,6 @@ def changes_table(changes: Sequence[TrendChange]) -> str:
         ]
         for c in changes
     ]
-    return format_table([*HEADER, "first run after"], rows)
 
 
 def scan_text(
@@ -51,6 +80,7 @@ def scan_text(
     alpha: float,
     min_change: float | None,
     since: str | None = None,
+    width: int | None = None,
 ) -> str:
     """`iomatrix trend`'s answer: how many series were examined and how many changes were found,
     then the new changes and the known ones (acknowledged in the triage file)."""
@@ -64,10 +94,12 @@ def scan_text(
         + (f"; {len(acknowledged)} known" if acknowledged else "")
         + (f"; {ignored} ignored (triage file)" if ignored else "")
     ]
+    if width is not None:
+        lines = [wrap(lines[0], width)]
     if news:
-        lines.append(changes_table(news))
+        lines.append(changes_table(news, width))
     if acknowledged:
-        lines += ["", "known changes:", changes_table(acknowledged)]
+        lines += ["", "known changes:", changes_table(acknowledged, width)]
     return "\n".join(lines) + "\n"
 
 
@@ -79,14 +111,15 @@ def alerts_text(
     min_change: float | None,
     ledger: str,
     held: int,
+    width: int | None = None,
 ) -> str:
     """`iomatrix trend --alerts`'s answer: the changes new tonight, and what the ledger holds."""
     line = (
         f"{examined} series examined; {len(news)} new change point(s) at alpha {alpha:g} and "
         f"{size_rule(min_change)}; the ledger {ledger} holds {held}"
     )
-    table = changes_table(news)
-    return line + "\n" + (table + "\n" if table else "")
+    table = changes_table(news, width)
+    return wrap(line, width) + "\n" + (table + "\n" if table else "")
 
 
 def news_markdown(news: Sequence[TrendChange]) -> str:
@@ -102,7 +135,7 @@ def news_markdown(news: Sequence[TrendChange]) -> str:
         size = "" if c.median_change is None else f" {100 * c.median_change:+.1f}%"
         what = f"a {c.dip_runs}-run dip" if c.kind == "dip" else "a step"
         lines.append(
-            f"- {code(c.label)} {code(c.metric)}: {c.verdict}{size} ({what}) from "
+            f"- {code(c.label)} {code(c.metric)}: {verdict_words(c)}{size} ({what}) from "
             f"{code(c.first_run_after)}"
         )
     return "\n".join(lines) + "\n"

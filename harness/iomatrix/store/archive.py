@@ -15,6 +15,7 @@ runs) and is the archive's one face: the names the rest of iomatrix uses are imp
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -406,3 +407,17 @@ def created_at(results_dir: Path, run_id: str) -> str | None:
     with open_index(results_dir) as conn:
         row = conn.execute("SELECT created_at FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     return None if row is None else str(row[0])
+
+
+def run_environments(results_dir: Path) -> dict[str, dict[str, object]]:
+    """Every indexed run's environment as its run.json recorded it (model/result.py Environment
+    as a dict), by run id: what the trend scan keys its series by (analysis/trend_environment.py).
+    The index holds it as JSON it wrote itself from a validated record."""
+    with open_index(results_dir) as conn:
+        rows = conn.execute("SELECT run_id, environment FROM runs").fetchall()
+    out: dict[str, dict[str, object]] = {}
+    for run_id, text in rows:
+        data = json.loads(text)
+        if isinstance(data, dict):
+            out[str(run_id)] = data
+    return out

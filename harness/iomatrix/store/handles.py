@@ -139,6 +139,20 @@ def ids_of(results: Path, kinds: Collection[Kind] = FOLDER_KINDS) -> list[str]:
     return [n for n in folder_ids(results) if _as_folder_kind(results / n) in kinds]
 
 
+def completions(results: Path, kinds: Collection[str]) -> list[str]:
+    """What shell completion offers where an ID of these kinds is taken: latest, then the ids
+    under `results` of those kinds, newest first, each session followed by its sides
+    (S/base, S/new) where a side is taken. Folder names only, as ids_of reads them."""
+    words = [LATEST]
+    for name in reversed(folder_ids(results)):
+        kind = _as_folder_kind(results / name)
+        if kind in kinds:
+            words.append(name)
+        if kind == "session" and "side" in kinds:
+            words += [f"{name}/{SessionDir.BASE_DIR}", f"{name}/{SessionDir.NEW_DIR}"]
+    return words
+
+
 def describe(kinds: Collection[str]) -> str:
     """The kinds as a refusal names them: "a run, an A/B session or a bisection"."""
     words = [_WORDS[k] for k in KINDS if k in kinds]

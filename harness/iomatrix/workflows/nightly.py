@@ -8,7 +8,7 @@ reusable-nightly.yml runs, and a person can run by hand with the same options):
              the workflow opens an issue for each regression of) and the ledger kept
   commit     the worktree committed on the branch (pushed with --push)
   summary    the change points over the archived history, the dashboard, the canaries' alert
-             quality, tonight against the previous night, every cell
+             quality, tonight against the last nights, every cell
 
 Each step returns its exit status and its part of the night's Markdown report, which is
 appended to --report as the steps go. Exit statuses, as tools/nightly-archive.sh had them
@@ -32,12 +32,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iomatrix.analysis import canaries, compare, gate, trend
+from iomatrix.analysis import canaries, trend
 from iomatrix.analysis.changepoint import DEFAULT_ALPHA, DEFAULT_MIN_SIZE
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
 from iomatrix.model.result import RunRecord
-from iomatrix.report import comparison as comparison_report
 from iomatrix.report import trend_text
 from iomatrix.report.canaries import canaries_markdown
 from iomatrix.report.tables import metric_tables, run_table
@@ -52,7 +51,7 @@ from iomatrix.store.results import (
     read_canaries,
     write_alerts,
 )
-from iomatrix.workflows import trends
+from iomatrix.workflows import nightly_nights, trends
 
 OK, NOT_OK, REFUSED = 0, 1, 2
 
@@ -168,14 +167,17 @@ def add_run(run_dir: Path, where: BranchDir, canaries_file: Path | None = None) 
 
 
 def alerts(where: BranchDir, matrix: str, new_changes: Path | None = None) -> Step:
-    """The alert step over the branch's runs: the changes no earlier night reported, written to
+    """The alert step over the branch's runs (false discovery rate controlled across every
+    series, as `trend --fdr`): the changes no earlier night reported, written to
     `new_changes` (JSON: the regression issues' input), and the ledger on the branch kept."""
     folder = where.runs
     head = "## New change points tonight\n\n"
     try:
         seen = trend.parse_ledger(read_alerts(folder.alerts), folder.alerts)
+        # With false-discovery control across every series: a nightly examines hundreds, and
+        # each one's test at alpha alone alerts on about one in a hundred flat series a night.
         news, ledger, _examined = trends.nightly_alerts(
-            folder.path, seen, matrix=matrix, known=trends.triage_entries(folder.path)
+            folder.path, seen, matrix=matrix, known=trends.triage_entries(folder.path), fdr=True
         )
         write_alerts(folder.alerts, trend.ledger_json(ledger))
     except IomatrixError as exc:
@@ -217,22 +219,6 @@ def commit(where: BranchDir, branch: str, run_dir: Path, *, push: bool) -> Step:
 
 
 # --- the summary -----------------------------------------------------------------------------
-
-
-def previous_night(folder: ResultsDir, run_id: str) -> str | None:
-    """The newest archived run of the same matrix before `run_id`, by the index's times."""
-    archive.update_index(folder.path)
-    runs = archive.run_summaries(folder.path)
-    tonight = next((r for r in runs if r.run_id == run_id), None)
-    if tonight is None:
-        raise IomatrixError(f"{run_id}: no such run in the archive at {folder.path}")
-    earlier = [
-        r
-        for r in runs
-        if r.matrix_name == tonight.matrix_name
-        and (r.created_at, r.run_id) < (tonight.created_at, tonight.run_id)
-    ]
-    return max(earlier, key=lambda r: (r.created_at, r.run_id)).run_id if earlier else None
 
 
 def history_section(folder: ResultsDir, matrix: str) -> str:
@@ -286,29 +272,15 @@ def canaries_section(where: BranchDir, tonight: Path) -> str:
     return "\n" + canaries_markdown(every, latest)
 
 
-def previous_section(folder: ResultsDir, run_id: str) -> str:
-    """Tonight against the previous night of the matrix (informational: one night is no
-    baseline)."""
-    head = "\n## Compared with the previous night\n\n"
-    previous = previous_night(folder, run_id)
-    tonight = load_run(folder.run(run_id))
-    if previous is None:
-        return head + f"No earlier night of `{tonight.matrix_name}` in the archive.\n"
-    intro = (
-        f"Against `{previous}` (informational: one night is no baseline; the change points "
-        "above are\njudged on whole segments of nights).\n\n"
-    )
+def nights_section(folder: ResultsDir, matrix: str, run_id: str) -> str:
+    """Tonight's median of every series against its last nights' (informational: the change
+    points above judge whole segments of nights)."""
     try:
-        result = compare.compare_runs(load_run(folder.run(previous)), tonight)
-    except compare.EnvironmentMismatchError as exc:
-        shown = comparison_report.render(exc.comparison, "markdown")
-        return head + intro + shown + "\n(compare exited 2)\n"
+        return nightly_nights.nights_markdown(
+            nightly_nights.night_rows(folder.path, matrix, run_id)
+        )
     except IomatrixError as exc:
-        return head + intro + fence(str(exc)) + "\n(compare exited 2)\n"
-    # Informational: an inconclusive night is no failure to note.
-    verdict = gate.gate_verdict(result, inconclusive="pass")
-    result = result.model_copy(update={"verdict": verdict})
-    return head + intro + comparison_report.render(result, "markdown")
+        return "\n## Tonight against the last nights\n\n" + fence(str(exc))
 
 
 def cells_section(folder: ResultsDir, run_id: str) -> str:
@@ -329,8 +301,8 @@ def summary(
     site: Path | None = None,
 ) -> Step:
     """The report's closing sections over the archived history: the change points, the
-    dashboard (with `site`), the canaries (with `canaries_file`), the previous night, every
-    cell."""
+    dashboard (with `site`), the canaries (with `canaries_file`), tonight against the last
+    nights, every cell."""
     folder = where.runs
     matrix = load_run(folder.run(run_id)).matrix_name
     parts = [history_section(folder, matrix)]
@@ -338,7 +310,7 @@ def summary(
         parts.append(dashboard_section(folder, matrix, run_id, site))
     if canaries_file is not None:
         parts.append(canaries_section(where, canaries_file))
-    parts.append(previous_section(folder, run_id))
+    parts.append(nights_section(folder, matrix, run_id))
     parts.append(cells_section(folder, run_id))
     return Step(OK, "".join(parts))
 

@@ -30,6 +30,7 @@ from iomatrix.errors import IomatrixError
 from iomatrix.host import environment
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, CellEntry, MatrixOrigin, RunRecord
 from iomatrix.model.session import SessionRecord
+from iomatrix.report.reproduce_line import install_line
 from iomatrix.report.text import wrap
 from iomatrix.store import handles
 from iomatrix.store.bisect_state import BisectDir
@@ -37,19 +38,12 @@ from iomatrix.store.records_io import load_run, load_session
 from iomatrix.store.results import ResultsDir, read_alerts
 from iomatrix.store.sessiondir import SessionDir
 
-# Where iomatrix is published: the pipx line installs a commit from there.
-IOMATRIX_REPOSITORY = "https://github.com/iomatrix/iomatrix"
 # The matrix's checkout, under the work folder.
 CHECKOUT = "matrix"
 # The environment fields `reproduce` compares, in the order it lists them.
 COMPARED = (*MEASUREMENT_ENVIRONMENT, "guest_root", "iomatrix_commit")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _REMOTE = re.compile(r"(https?|git|ssh)://[^\s]+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+")
-
-
-def install_line(commit: str) -> list[str]:
-    """The pipx line that installs iomatrix at `commit` (docs/getting-started.md)."""
-    return ["pipx", "install", f"git+{IOMATRIX_REPOSITORY}@{commit}"]
 
 
 @dataclass(frozen=True)

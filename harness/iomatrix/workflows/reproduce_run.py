@@ -26,6 +26,7 @@ from iomatrix.host.kernels.sources import git
 from iomatrix.host.vm.execute import ProgressFactory
 from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.result import RunRecord
+from iomatrix.report.reproduce_line import install_line
 from iomatrix.store import handles
 from iomatrix.store.files import sha256_file
 from iomatrix.store.results import ResultsDir
@@ -127,7 +128,7 @@ def check_version(record: RunRecord) -> str | None:
     if recorded and mine not in ("unknown", recorded):
         return (
             f"this iomatrix is {mine[:12]}, the result was made by {recorded[:12]}: install "
-            f"that one ({shlex.join(reproduce.install_line(recorded))}) and run this command "
+            f"that one ({shlex.join(install_line(recorded))}) and run this command "
             "with it"
         )
     if not recorded and record.environment.iomatrix != __version__:

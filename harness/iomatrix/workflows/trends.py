@@ -16,6 +16,7 @@ from iomatrix.analysis import trend, triage
 from iomatrix.analysis.alert_ledger import AlertLedger
 from iomatrix.analysis.changepoint import DEFAULT_ALPHA, DEFAULT_END_MIN_SIZE, DEFAULT_MIN_SIZE
 from iomatrix.analysis.trend import TrendChange, Trends
+from iomatrix.analysis.trend_environment import fingerprint
 from iomatrix.errors import IomatrixError
 from iomatrix.model.series import Series
 from iomatrix.report.site import build
@@ -63,6 +64,9 @@ def scan_archive(
         )
 
     histories = archive.series_histories(results_dir, matrix=matrix, limit=limit, wanted=wanted)
+    environments = {
+        run_id: fingerprint(env) for run_id, env in archive.run_environments(results_dir).items()
+    }
     return trend.scan(
         histories,
         alpha=alpha,
@@ -72,6 +76,7 @@ def scan_archive(
         since_at=since_at,
         known=known,
         fdr=fdr,
+        environments=environments,
     )
 
 

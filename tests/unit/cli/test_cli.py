@@ -135,22 +135,19 @@ def test_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_expand_table(matrix_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["expand", str(matrix_dir / "good.yaml")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == [
-        "id",
-        "kernel",
-        "filesystem",
-        "mount_options",
-        "scheduler",
-        "device",
-        "workload",
-        "repeat",
-    ]
-    rows = [line.split() for line in lines[2:6]]
+    # The axes with one value are said once above the table (issue 47: a column each made it
+    # 104 columns wide at 80).
+    assert lines[0] == (
+        "every cell: mount_options default, scheduler none, device d, workload randwrite-4k, "
+        "repeat 1"
+    )
+    assert lines[1].split() == ["id", "kernel", "filesystem"]
+    rows = [line.split() for line in lines[3:7]]
     assert [r[1:] for r in rows] == [
-        ["debian:bookworm", "ext4", "default", "none", "d", "randwrite-4k", "1"],
-        ["debian:bookworm", "xfs", "default", "none", "d", "randwrite-4k", "1"],
-        ["debian:trixie", "ext4", "default", "none", "d", "randwrite-4k", "1"],
-        ["debian:trixie", "xfs", "default", "none", "d", "randwrite-4k", "1"],
+        ["debian:bookworm", "ext4"],
+        ["debian:bookworm", "xfs"],
+        ["debian:trixie", "ext4"],
+        ["debian:trixie", "xfs"],
     ]
     expected_first = cell_id(
         {
@@ -163,7 +160,15 @@ def test_expand_table(matrix_dir: Path, capsys: pytest.CaptureFixture[str]) -> N
         }
     )
     assert rows[0][0] == expected_first
-    assert lines[6:] == ["", "4 cells in 2 boot(s), about 1 min of workload"]
+    # 4 repetitions of randwrite-4k (runtime=5, estimated at 6 s) and 8 s of mkfs and mount each,
+    # and two boots (a kernel each) of 30 s: 116 s, which "about 1 min" was (issue 47).
+    assert lines[7:] == [
+        "",
+        "4 cells in 2 boots, about 116s of running:",
+        "  4 repetitions, 56s (each its workload's runtime and 8s to make and mount the "
+        "filesystem)",
+        "  2 boots, 60s (30s each under TCG); kernel downloads and builds not counted",
+    ]
 
 
 def test_expand_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -508,15 +513,15 @@ def test_show_prints_the_run_table(tmp_path: Path, capsys: pytest.CaptureFixture
     assert cli.main(["show", "r1", "--results", str(tmp_path / "results")]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "run r1 (complete): 1 failed"
-    assert lines[-1].split()[:7] == [
-        "debian:bookworm",
-        "xfs",
-        "default",
-        "none?",  # asked for: the cell failed before the read-back
-        "virtio-file",
-        "randwrite-4k",
-        "failed",
-    ]
+    # One cell: its axes are the line above the table, not columns (issue 47: at 80 columns
+    # they were cut to `kern/el`, `moun/t`).
+    assert lines[3] == (
+        "every cell: kernel debian:bookworm, fs xfs, mount default, "
+        "sched none?, "  # asked for: the cell failed before the read-back
+        "device virtio-file, workload randwrite-4k"
+    )
+    assert lines[4].split() == ["status", "note"]
+    assert lines[-1].split()[0] == "failed"
     assert lines[-1].endswith("mount failed (exit 32)")
 
 

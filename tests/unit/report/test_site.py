@@ -16,7 +16,7 @@ import pytest
 
 from iomatrix.analysis import compare, triage
 from iomatrix.cli import main as cli
-from iomatrix.model.numbers import compact
+from iomatrix.model.numbers import significant
 from iomatrix.model.result import KernelInfo
 from iomatrix.report.site import build, history_page, run_page, svg
 from iomatrix.report.site.run_page import headline_metrics, latency_cdf
@@ -118,7 +118,7 @@ def test_the_heatmap_values_are_the_medians_of_each_pair(run_dir: Path) -> None:
         if entry.result.status != "ok":
             continue
         median = statistics.median(r.metrics["write_iops"] for r in entry.result.repetitions)
-        title = f"{entry.cell.scheduler} x {entry.cell.filesystem.name}: {compact(median)}"
+        title = f"{entry.cell.scheduler} x {entry.cell.filesystem.name}: {significant(median)}"
         assert title in page
 
 

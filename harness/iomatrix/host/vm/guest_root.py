@@ -42,7 +42,7 @@ RECIPE_VERSION = 5
 GUEST_ROOT_FORMAT = 1
 DEFAULT_SUITE = "bookworm"
 
-# What the guest runs (host/host-packages.txt says why each is needed on the host; the guest needs
+# What the guest runs (host/debian-packages.txt says why each is needed on the host; the guest needs
 # the subset below). python3 runs the agent, which imports the standard library only.
 GUEST_PACKAGES = (
     "base-files",

@@ -28,16 +28,19 @@ from iomatrix.report.comparison_verdict import (
     verdict_line,
     verdict_of,
 )
+from iomatrix.report.reproduce_line import for_comparison
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,
     NavLink,
+    change_cell,
     e,
     figure,
     filters,
     number_cell,
     percent_cell,
     render_page,
+    reproduce_block,
     table,
 )
 
@@ -247,8 +250,9 @@ def _pivot(rows: Sequence[Row], axes: Sequence[str]) -> str:
         line: list[object] = [*labels[cell_id]]
         for name in names:
             row = found.get(name)
-            ratio = None if row is None or row.ratio is None else row.ratio - 1
-            line.append(percent_cell(ratio) if row is not None else "")
+            line.append(
+                "" if row is None else change_cell(row.ratio, row.base_median, row.new_median)
+            )
         body.append(line)
     return table([*(TITLES.get(a, a) for a in axes), *names], body)
 
@@ -274,7 +278,7 @@ def _verdict_groups(comparison: Comparison) -> str:
         note = "" if needs_said and short else group_note(group, comparison)
         heading = f"{GROUP_TITLES[verdict]}: {len(group)}{note}"
         if verdict in ("noisy", "unchanged"):
-            heading += "; the change of the median (new/base-1):"
+            heading += "; the change of the median (new/base-1), base → new:"
             content = _pivot(group, axes)
         else:
             group.sort(key=lambda r: -abs((r.ratio or 1.0) - 1))
@@ -368,6 +372,7 @@ def render_comparison_page(
         f"{settings.alpha:g} and the bootstrap {settings.confidence:.0%} CI of the median ratio "
         f"lies wholly outside the minimum effect ({e(min_effect)}): the blue band.</p>"
     )
+    body.append(reproduce_block(for_comparison(comparison)))
     for note in comparison.notes:
         body.append(f'<p class="note">{e(note)}</p>')
     metrics_seen = sorted({r.metric for r in rows})

@@ -15,7 +15,9 @@ from pathlib import Path
 from iomatrix.analysis import metrics
 from iomatrix.analysis.changepoint import DEFAULT_END_MIN_SIZE, DEFAULT_MIN_SIZE
 from iomatrix.analysis.trend import TrendChange
-from iomatrix.model.numbers import compact
+from iomatrix.analysis.trend_change import verdict_words
+from iomatrix.model.numbers import significant
+from iomatrix.report.reproduce_line import for_handle
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,
@@ -118,7 +120,8 @@ def _verdict_cell(h: SeriesHistory) -> Cell:
     known = ", known" if change.known else ""
     ago = h.runs_since(change)
     when = "in the newest run" if ago == 0 else f"{ago} run(s) ago"
-    return Cell(text=f"{change.verdict}{size} {when}{known}", css=f"verdict-{change.verdict}")
+    text = f"{verdict_words(change)}{size} {when}{known}"
+    return Cell(text=text, css=f"verdict-{change.verdict}")
 
 
 def _runs_table(runs: Sequence[RunSummary], run_pages: dict[str, str]) -> str:
@@ -165,7 +168,7 @@ def _grid(histories: Sequence[SeriesHistory]) -> str:
             row.append(
                 Cell(
                     html=f'<a href="history.html#{e(h.anchor)}">{spark}</a><br>'
-                    f"{e(compact(recent[-1]))} "
+                    f"{e(significant(recent[-1]))} "
                     f'<span class="{verdict.css}">{e(verdict.text)}</span>'
                 )
             )
@@ -249,7 +252,7 @@ def _series_block(h: SeriesHistory, kernels: Kernels) -> str:
                 (
                     at,
                     colour,
-                    f"{change.verdict}{size} from {change.first_run_after} "
+                    f"{verdict_words(change)}{size} from {change.first_run_after} "
                     f"(p {change.p_value:.3g})",
                 )
             )
@@ -332,6 +335,7 @@ def _change_rows(changes: Sequence[TrendChange], since_at: str | None) -> str:
                 c.first_after_at,
                 "new" if new else "",
                 c.known or "",
+                Cell(html=_reproduce(c)),
             ]
         )
         attributes.append(
@@ -355,8 +359,16 @@ def _change_rows(changes: Sequence[TrendChange], since_at: str | None) -> str:
         "at",
         "since",
         "triage",
+        "measure it again",
     ]
     return table(header, rows, row_attributes=attributes, css_id="changes")
+
+
+def _reproduce(change: TrendChange) -> str:
+    """The command that measures the change's cell again, in the first run after it (its
+    `iomatrix reproduce` prints the install line of the iomatrix that made that run)."""
+    found = for_handle(f"{change.first_run_after}/{change.cell_id}", None)
+    return "" if found is None else f"<code>{e(found.reproduce)}</code>"
 
 
 def render_changes(

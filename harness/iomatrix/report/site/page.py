@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from html import escape
 
 from iomatrix import __version__
-from iomatrix.model.numbers import fixed, four_digits
+from iomatrix.model.numbers import fixed, significant
+from iomatrix.report.reproduce_line import Reproduce
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
@@ -178,8 +179,17 @@ def filters(choices: Sequence[tuple[str, str, Sequence[str]]], *, text: bool = T
 def number_cell(value: float | None, *, digits: int | None = None, suffix: str = "") -> Cell:
     if value is None:
         return Cell(text="-", sort="", numeric=True)
-    text = fixed(value, digits) if digits is not None else four_digits(value)
+    text = fixed(value, digits) if digits is not None else significant(value)
     return Cell(text=text + suffix, sort=repr(value), numeric=True)
+
+
+def change_cell(ratio: float | None, base: float | None, new: float | None) -> Cell:
+    """A change (ratio new/base) with the two medians it is of: "-2.0% (1,234 -> 1,209)",
+    sorted by the change."""
+    if ratio is None:
+        return number_cell(None)
+    medians = "" if base is None or new is None else f" ({significant(base)} → {significant(new)})"
+    return Cell(text=f"{ratio - 1:+.1%}{medians}", sort=repr(ratio - 1), numeric=True)
 
 
 def percent_cell(value: float | None) -> Cell:
@@ -195,3 +205,16 @@ def figure(caption: str, chart: str) -> str:
 
 def link(href: str, text: str) -> str:
     return f'<a href="{e(href)}">{e(text)}</a>'
+
+
+def reproduce_block(found: Reproduce | None) -> str:
+    """The commands that measure a page's result again from a bare machine (the pipx line of
+    the iomatrix that made it, then `iomatrix reproduce ID`), or "" without an id to give."""
+    if found is None:
+        return ""
+    lines = "\n".join(found.lines())
+    return (
+        '<p class="note">Measure it again from a bare machine (<code>iomatrix reproduce</code> '
+        "prints every step, <code>--run</code> does them):</p>"
+        f'<pre class="reproduce">{e(lines)}</pre>'
+    )

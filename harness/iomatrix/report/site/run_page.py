@@ -21,6 +21,7 @@ from iomatrix.model.result import CellEntry, Repetition, RunRecord
 from iomatrix.model.units import MIB
 from iomatrix.report import attestation as attestation_report
 from iomatrix.report import choices
+from iomatrix.report.reproduce_line import for_handle
 from iomatrix.report.site import svg
 from iomatrix.report.site.page import (
     Cell,
@@ -30,6 +31,7 @@ from iomatrix.report.site.page import (
     link,
     number_cell,
     render_page,
+    reproduce_block,
     table,
 )
 from iomatrix.store import rundir
@@ -526,6 +528,7 @@ def render_run_page(
         f"<p>Run <b>{e(record.run_id)}</b> of matrix <b>{e(record.matrix_name)}</b> "
         f"({e(record.matrix_source)}), {e(record.status)}: {e(counts) or 'no cells'}. "
         f"Started {e(record.created_at)}, finished {e(record.finished_at or '-')}.</p>",
+        reproduce_block(for_handle(record.run_id, record.environment.iomatrix_commit)),
     ]
     workloads = _by_workload(record.cells)
     # The answer first: every workload's headline table, then why any cell has no numbers.

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from html import escape
 
-from iomatrix.model.numbers import compact
+from iomatrix.model.numbers import compact, significant
 
 # Verdict colours (colour-blind safe pairs: blue/orange for good/bad would hide "regressed"
 # conventions; red/green are kept but every mark also says its verdict in its tooltip and the
@@ -33,6 +33,8 @@ VERDICT_COLOURS: dict[str, str] = {
     "noisy": "#ef6c00",
     "missing": "#bdbdbd",
     "incomparable": "#8d6e63",
+    # A trend's level change where the run's environment changed (not the code's).
+    "environment": "#1565c0",
 }
 # Lines of a multi-series chart, in order (Tableau 10).
 PALETTE: tuple[str, ...] = (
@@ -218,7 +220,7 @@ def strip_plot(groups: Sequence[StripGroup], *, title: str, width: float = 760) 
             out.append(
                 f'<line class="median" x1="{_f(mx)}" x2="{_f(mx)}" y1="{_f(y - 8)}" '
                 f'y2="{_f(y + 8)}" stroke="#222" stroke-width="2"><title>{name}: median '
-                f"{escape(compact(median))}</title></line>"
+                f"{escape(significant(median))}</title></line>"
             )
         for index, value in enumerate(group.values):
             # A small vertical jitter by repetition index keeps equal values apart.
@@ -226,7 +228,7 @@ def strip_plot(groups: Sequence[StripGroup], *, title: str, width: float = 760) 
             out.append(
                 f'<circle class="mark" cx="{_f(scale(value))}" cy="{_f(y + jitter)}" r="3.5" '
                 f'fill="#4e79a7" fill-opacity="0.75"><title>{name}, repetition {index + 1}: '
-                f"{escape(compact(value))}</title></circle>"
+                f"{escape(significant(value))}</title></circle>"
             )
     out.extend(_x_axis(scale, height - 26, ticks(low, high)))
     out.append("</svg>")
@@ -329,8 +331,8 @@ def heatmap(
 ) -> str:
     """A value per (row, column) pair of two axes; an empty square where no cell ran."""
     label_w, cell_w, cell_h, top = 160.0, 110.0, 32.0, 24.0
-    width = label_w + cell_w * len(columns) + 10
-    height = top + cell_h * len(rows) + 6
+    width = max(label_w + cell_w * len(columns) + 10, label_w + LEGEND_WIDTH + 150)
+    height = top + cell_h * len(rows) + 6 + LEGEND_HEIGHT
     out = [_open("heatmap", width, height, len(values), title)]
     present = list(values.values())
     low, high = (min(present), max(present)) if present else (0.0, 1.0)
@@ -362,12 +364,39 @@ def heatmap(
             out.append(
                 f'<rect class="mark" x="{_f(x)}" y="{_f(y)}" width="{_f(cell_w - 2)}" '
                 f'height="{_f(cell_h - 2)}" fill="{_heat_colour(fraction)}"><title>'
-                f"{escape(row)} x {escape(column)}: {escape(compact(value))}</title></rect>"
+                f"{escape(row)} x {escape(column)}: {escape(significant(value))}</title></rect>"
                 f'<text x="{_f(x + cell_w / 2)}" y="{_f(y + cell_h / 2 + 4)}" '
-                f'text-anchor="middle" fill="{ink}">{escape(compact(value))}</text>'
+                f'text-anchor="middle" fill="{ink}">{escape(significant(value))}</text>'
             )
+    if present:
+        out += _heat_legend(label_w, top + cell_h * len(rows) + 6, low, high)
     out.append("</svg>")
     return "".join(out)
+
+
+# The heatmap's legend: a ramp of LEGEND_STEPS squares under the squares, its ends labelled.
+LEGEND_WIDTH, LEGEND_HEIGHT, LEGEND_STEPS = 200.0, 30.0, 10
+
+
+def _heat_legend(x: float, y: float, low: float, high: float) -> list[str]:
+    """What the shading means: the colour ramp from the scale's low end to its high end, each
+    end's value beside it (the low end is below the smallest value when the values are close:
+    HEAT_MIN_SPAN), so a square's shade reads as a number."""
+    step = LEGEND_WIDTH / LEGEND_STEPS
+    out = [
+        f'<g class="legend"><text x="{_f(x - 6)}" y="{_f(y + 16)}" text-anchor="end">'
+        f"{escape(significant(low))}</text>"
+    ]
+    for i in range(LEGEND_STEPS):
+        out.append(
+            f'<rect x="{_f(x + step * i)}" y="{_f(y + 4)}" width="{_f(step)}" height="16" '
+            f'fill="{_heat_colour(i / (LEGEND_STEPS - 1))}"/>'
+        )
+    out.append(
+        f'<text x="{_f(x + LEGEND_WIDTH + 6)}" y="{_f(y + 16)}">{escape(significant(high))} '
+        "(darker: more)</text></g>"
+    )
+    return out
 
 
 @dataclass(frozen=True)
@@ -465,7 +494,7 @@ def line_chart(
         out.append(
             f'<line class="segment" x1="{_f(sx(segment.x_start))}" x2="{_f(sx(segment.x_end))}" '
             f'y1="{_f(sy(segment.median))}" y2="{_f(sy(segment.median))}" stroke="#222" '
-            f'stroke-width="2"><title>segment median {escape(compact(segment.median))}'
+            f'stroke-width="2"><title>segment median {escape(significant(segment.median))}'
             "</title></line>"
         )
     for index, line in enumerate(lines):
@@ -488,7 +517,7 @@ def line_chart(
                 out.append(
                     f'<circle class="mark" cx="{_f(sx(x))}" cy="{_f(sy(y))}" r="2.5" '
                     f'fill="{colour}"><title>{escape(line.label)}: {escape(name)}: '
-                    f"{escape(compact(y))}</title></circle>"
+                    f"{escape(significant(y))}</title></circle>"
                 )
         if len(lines) > 1:
             lx = left + (index % 3) * (width - left - right) / 3
