@@ -99,7 +99,7 @@ def test_the_plan_step_runs_expand_shards_into_the_shard_matrix() -> None:
     name = next(s for s in shard["steps"] if s.get("id") == "name")["run"]
     assert "artifact=nightly-shard-${SHARD%/*}-of-${SHARD#*/}" in name
     upload = next(s for s in shard["steps"] if "upload-artifact" in s.get("uses", ""))
-    assert upload["with"]["path"].split() == [
+    assert upload["with"]["path"].splitlines() == [
         "results/${{ steps.name.outputs.artifact }}/",
         "!results/${{ steps.name.outputs.artifact }}/index.sqlite*",
     ]
