@@ -6,7 +6,6 @@ refused; and a real run whose repetitions carry the cost metrics, steady where t
 from __future__ import annotations
 
 import shutil
-import statistics
 import subprocess
 from pathlib import Path
 
@@ -80,7 +79,10 @@ def test_the_plugin_never_writes_through_a_name_it_did_not_make(tmp_path: Path) 
 
 def test_a_runs_repetitions_carry_the_guests_cost_in_instructions(tmp_path: Path) -> None:
     """One quick cell, four repetitions: every repetition has the cost metrics, counted by the
-    host over the I/Os it saw reach the disk, and they vary far less than IOPS."""
+    host over the I/Os it saw reach the disk. How much they vary is measured, not asserted
+    (benchmarks/bench_insns.py; docs/comparing.md): on this very cell, ext4 under none, kernel
+    instructions per I/O varied 21% between repetitions where IOPS varied 9% (2026-12-07), and
+    an assertion that they vary less than IOPS failed .ci/run the same evening."""
     matrix = tmp_path / "one.yaml"
     text = (REPO_ROOT / "matrix" / "quick.yaml").read_text()
     text = text.replace("filesystem: [ext4, xfs, btrfs]", "filesystem: [ext4]")
@@ -96,9 +98,6 @@ def test_a_runs_repetitions_carry_the_guests_cost_in_instructions(tmp_path: Path
     assert all(r.metrics["user_insns_per_io"] > 0 for r in reps)
     assert all(r.metrics["kernel_insns_per_mib"] > 0 for r in reps)
     assert all(1_000 < v < 10_000_000 for v in per_io), per_io
-    spread = statistics.stdev(per_io) / statistics.mean(per_io)
-    iops = [r.metrics["write_iops"] for r in reps]
-    assert spread < statistics.stdev(iops) / statistics.mean(iops), (per_io, iops)
     cell = run_dir / "cells" / entry.cell.id
     assert sorted(p.name for p in cell.glob("host-insns-*.json")) == [
         f"host-insns-{i:03d}.json" for i in range(4)
