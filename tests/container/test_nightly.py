@@ -142,7 +142,10 @@ def test_two_nights_are_merged_archived_on_the_results_branch_trended_and_report
     assert "Archived on branch `results` as `runs/" in report
     assert "## Change points over the archived history" in report
     assert "series with at least 10 ok runs examined" in report
-    assert "No earlier night of `nightly-sim` in the archive." in report
+    # Tonight is judged against earlier nights' medians, never against one night's repetitions
+    # (analysis/night_to_night.py): the first night has none to be judged against.
+    assert "## Tonight against the last nights" in report
+    assert "tonight: no series has 5 earlier nights to be judged against" in report
 
     # The results branch on the origin holds the merged run, and not the (rebuildable) index.
     files = git("ls-tree", "-r", "--name-only", "results", cwd=bare).split()
@@ -176,7 +179,7 @@ def test_two_nights_are_merged_archived_on_the_results_branch_trended_and_report
     )
     assert second.returncode == 0, second.stdout + second.stderr
     report = (tmp_path / "night-2.md").read_text()
-    assert f"Against `{first_id}`" in report
+    assert "tonight: no series has 5 earlier nights to be judged against" in report
     # The HTML dashboard of the branch's whole history: both nights, the newest run's page.
     assert (
         f"The HTML dashboard (history of every series, the changes new tonight) is in `{site}/`"

@@ -127,11 +127,15 @@ def test_sync_write_reports_real_user_sys_and_rate(suite_run: tuple[RunRecord, P
     assert_plausible(rep)
     m = rep.metrics
     # The workload's own figures; the rest is the guest's and the host's view, informational.
+    # (and the guest's cost in instructions per I/O, counted by the host for every workload)
     assert {k for k in m if metrics.direction(k) != "informational"} == {
         "real_s",
         "user_s",
         "sys_s",
         "mb_s",
+        "kernel_insns_per_io",
+        "kernel_insns_per_mib",
+        "user_insns_per_io",
     }
     # The guest kernel saw the 16 MiB of O_SYNC writes reach the disk (and the journal's), and
     # so did QEMU.
