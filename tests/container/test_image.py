@@ -19,7 +19,10 @@ from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.store.records_io import load_run
 from support.container import REPO, container_engine, sh
 
-pytestmark = [pytest.mark.image, pytest.mark.vm]
+# Nightly (make test-nightly), for .ci/run's hour: .ci/run builds the same image and runs both sides
+# of a gate's `iomatrix ab` in VMs inside it in the matrix gate under act
+# (tests/container/test_workflows_under_act.py).
+pytestmark = [pytest.mark.image, pytest.mark.vm, pytest.mark.nightly]
 
 # The short random write the spine VM tests use (3 s): proof that fio ran in the guest.
 TINY_FIO = REPO / "tests" / "data" / "vm" / "randwrite-short.fio"

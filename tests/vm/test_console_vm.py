@@ -19,7 +19,9 @@ from iomatrix.store import rundir
 from support.paths import REPO_ROOT, TESTS_DIR
 from support.vm import only_run
 
-pytestmark = pytest.mark.vm
+# Nightly, for .ci/run's hour: a reader that raises is shown not to stop the copy without a VM in
+# tests/unit/host/test_proc.py, and every VM test of .ci/run reads its console through that code.
+pytestmark = [pytest.mark.vm, pytest.mark.nightly]
 
 MATRIX = """\
 format: 1

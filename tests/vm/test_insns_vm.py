@@ -77,6 +77,9 @@ def test_the_plugin_never_writes_through_a_name_it_did_not_make(tmp_path: Path) 
     assert target.read_text() == "keep\n"
 
 
+# Nightly, for .ci/run's hour: .ci/run sees the instruction metrics on every repetition of both
+# VMs in tests/vm/test_side_by_side_vm.py.
+@pytest.mark.nightly
 def test_a_runs_repetitions_carry_the_guests_cost_in_instructions(tmp_path: Path) -> None:
     """One quick cell, four repetitions: every repetition has the cost metrics, counted by the
     host over the I/Os it saw reach the disk. How much they vary is measured, not asserted
