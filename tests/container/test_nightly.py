@@ -201,7 +201,7 @@ def test_two_nights_are_merged_archived_on_the_results_branch_trended_and_report
     alerted = {a["first_run_after"] for a in ledger["alerts"] if a["seen_in"] == tonight}
     assert {c["first_run_after"] for c in json.loads(new_changes.read_text())} == alerted
     assert "## New change points tonight" in report
-    assert "| cell | metric | base | new |" in report
+    assert "## Tonight against the last nights" in report
     log = git("log", "--format=%s", "results", cwd=bare).splitlines()
     assert len(log) == 2
     assert all(line.startswith("nightly nightly-sim ") and line.endswith(": 2 ok") for line in log)
