@@ -633,7 +633,7 @@ def run_action_step(name: str, given: dict[str, str], workspace: Path) -> list[l
     action's own folder holding a stand-in container.sh; the argv it was called with."""
     (step,) = [s for s in action()["runs"]["steps"] if s.get("name") == name]
     log = workspace / "container.jsonl"
-    recorder(workspace / "action" / "tools" / "container.sh", log, "tools/container.sh")
+    recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
     github = {
         "workspace": str(workspace),
         "action_path": str(workspace / "action"),
