@@ -2,7 +2,7 @@
 # This repository's real workflow files, run under nektos/act (a local GitHub Actions runner) over
 # a local podman, offline, from a clean clone: what GitHub would run, on this machine.
 #
-#   tools/ci-local.sh SCENARIO        matrix-gate (default), kernel-gate, nightly (below)
+#   tools/ci-local.sh SCENARIO        matrix-gate (default), matrix-action, kernel-gate, nightly
 #   tools/ci-local.sh job             one job or event of this repository's own workflows:
 #                                     WORKFLOW (e.g. pr.yml), JOB (optional), EVENT (pull_request)
 #   tools/ci-local.sh setup           only install act and podman, start nothing
@@ -13,6 +13,9 @@
 #                 half its IOPS limit; "none": an A/A). The gate runs both sides of `iomatrix ab`
 #                 on TCG; then the comment the comment workflow would post is rendered from the
 #                 gate's artifact, by this clone's code, as reusable-comment.yml does.
+#   matrix-action the same pull request, gated by iomatrix's composite action in a job of the
+#                 repository's own (docs/workflows/matrix-action/: `uses: iomatrix/iomatrix@SHA`,
+#                 mapped to the clone under test with act's --local-repository)
 #   kernel-gate   a kernel tree's pull request with a one-file patch (docs/workflows/kernel-*.yml)
 #   nightly       reusable-nightly.yml over a tiny matrix: plan, two shards, merge, the results
 #                 branch in a local bare repository, alerts, the regression issue's text
@@ -347,6 +350,7 @@ example_repo() {
   git -C "$dest" remote add origin "https://github.com/$4"
   grep -rlE 'iomatrix/iomatrix|iomatrix-ref' "$dest/.github" | while read -r file; do
     sed -i -E "s#(iomatrix/iomatrix/\.github/workflows/[A-Za-z0-9_.-]+\.yml)@[0-9a-f]{40}#\1@$sha#;
+      s#(uses: iomatrix/iomatrix)@[0-9a-f]{40}#\1@$sha#;
       s#(iomatrix-ref: )[0-9a-f]{40}#\1$sha#" "$file"
   done
 }
@@ -360,8 +364,12 @@ event_json() {
 EOF
 }
 
+# matrix-gate: the example repository calls the reusable gate; matrix-action: the action's example
+# (its workflow, with the matrix-repository example's matrix, as its README says to copy).
 scenario_matrix_gate() {
-  new_out matrix-gate
+  local scenario=${1:-matrix-gate} example=matrix-repository workflow=storage-gate.yml
+  if [ "$scenario" = matrix-action ]; then example=matrix-action workflow=storage-gate-action.yml; fi
+  new_out "$scenario"
   setup
   clean_clone "$OUT/iomatrix"
   local sha
@@ -369,7 +377,11 @@ scenario_matrix_gate() {
   sha=$(git -C "$OUT/iomatrix" rev-parse HEAD)
   serve "$OUT/iomatrix" iomatrix/iomatrix
   local repo=$OUT/storage-matrix
-  example_repo matrix-repository "$repo" "$sha" example/storage-matrix
+  example_repo "$example" "$repo" "$sha" example/storage-matrix
+  if [ ! -e "$repo/gate/storage.yaml" ]; then
+    mkdir -p "$repo/gate"
+    cp "$REPO/docs/workflows/matrix-repository/gate/storage.yaml" "$repo/gate/"
+  fi
   local base head
   base=$(commit_all "$repo" "the storage gate and its matrix")
   case "${SCENARIO_CHANGE:-throttle}" in
@@ -385,12 +397,12 @@ scenario_matrix_gate() {
   serve "$repo" example/storage-matrix
   event_json 7 "$base" "$head" example/storage-matrix
   git -C "$repo" checkout --quiet "$head"
-  run_act "$repo" pull_request -W .github/workflows/storage-gate.yml -e "$OUT/event.json" \
+  run_act "$repo" pull_request -W ".github/workflows/$workflow" -e "$OUT/event.json" \
     --var IOMATRIX_REQUIRE_KVM=false \
     --local-repository "iomatrix/iomatrix@$sha=$OUT/iomatrix"
   local status=$ACT_STATUS
   comment "$status" "$head"
-  outcome "$status" "scenario=matrix-gate" "base=$base" "head=$head" "iomatrix=$sha" \
+  outcome "$status" "scenario=$scenario" "base=$base" "head=$head" "iomatrix=$sha" \
     "comment=$OUT/comment.md" "break=${SCENARIO_BREAK:-}"
   return "$status"
 }
@@ -572,6 +584,7 @@ scenario_job() {
 case "${1:-matrix-gate}" in
   setup) setup ;;
   matrix-gate) scenario_matrix_gate ;;
+  matrix-action) scenario_matrix_gate matrix-action ;;
   job) scenario_job ;;
   kernel-gate) scenario_kernel_gate ;;
   nightly) scenario_nightly ;;

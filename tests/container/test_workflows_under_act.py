@@ -7,7 +7,8 @@ The matrix repository's pull request (docs/workflows/matrix-repository/) halves 
 IOPS limit: a known regression. The gate must run both sides, fail the check with the
 regression's exit code, and leave the artifact from which the comment workflow renders what it
 would post, which must say so. In `.ci/run` (the VM stream); the kernel gate and the nightly run
-in `make test-nightly`, as does the run with a deliberately broken script (SCENARIO_BREAK).
+in `make test-nightly`, as do the run with a deliberately broken script (SCENARIO_BREAK) and the
+composite action's example (docs/workflows/matrix-action/, SCENARIO=matrix-action).
 """
 
 from __future__ import annotations
@@ -50,20 +51,16 @@ def needs_act() -> None:
         pytest.skip("act is built with Go, which is not installed")
 
 
-@pytest.mark.vm
-@pytest.mark.image
-def test_a_pull_request_that_halves_the_disk_fails_the_matrix_gate_under_act(
-    tmp_path: Path,
-) -> None:
-    needs_act()
-    out = tmp_path / "gate"
-    done = ci_local("matrix-gate", out)
+def halved_disk_fails_the_gate(scenario: str, out: Path, job: str) -> str:
+    """The matrix repository's pull request (tools/ci-local.sh SCENARIO, its throttle change) run
+    under act: the gate fails on the regression, and the comment says so. Returns act's log."""
+    done = ci_local(scenario, out)
     log = (out / "act.log").read_text() if (out / "act.log").exists() else ""
     tail = done.stderr[-3000:] + log[-6000:]
     outcome = json.loads((out / "outcome.json").read_text())
     # The job ran every step the gate has, up to the verdict: both sides measured.
     assert "Run Main iomatrix ab" in log, tail
-    assert "(reusable)/A/B performance gate] 🏁  Job failed" in log, tail
+    assert f"{job}] 🏁  Job failed" in log, tail
     assert outcome["exit"] != 0, tail
     session = next((out / "storage-matrix" / "iomatrix-gate" / "results").glob("*/comparison.json"))
     comparison = json.loads(session.read_text())
@@ -80,6 +77,40 @@ def test_a_pull_request_that_halves_the_disk_fails_the_matrix_gate_under_act(
     lead = next(line for line in comment.splitlines() if line.startswith("**"))
     assert lead.startswith("**iomatrix compare: regressed: "), comment[:2000]
     assert "write\\_iops" in comment
+    return log
+
+
+@pytest.mark.vm
+@pytest.mark.image
+def test_a_pull_request_that_halves_the_disk_fails_the_matrix_gate_under_act(
+    tmp_path: Path,
+) -> None:
+    needs_act()
+    log = halved_disk_fails_the_gate(
+        "matrix-gate", tmp_path / "gate", "(reusable)/A/B performance gate"
+    )
+    # The reusable gate's matrix mode is the composite action (action.yml), run from its
+    # checkout of iomatrix: this run is the action's test too.
+    assert "Run Main The matrix gate (iomatrix's composite action" in log
+
+
+@pytest.mark.vm
+@pytest.mark.image
+@pytest.mark.nightly
+def test_a_pull_request_that_halves_the_disk_fails_the_composite_action_under_act(
+    tmp_path: Path,
+) -> None:
+    """Nightly only (the same two sides as the matrix gate's run, which already runs the
+    action's steps in .ci/run): docs/workflows/matrix-action/'s workflow as written, its
+    `uses: iomatrix/iomatrix@<commit>` mapped to the clone under test; the action copies itself
+    into the workspace and writes no COMMIT where its folder is a git checkout."""
+    needs_act()
+    out = tmp_path / "action"
+    log = halved_disk_fails_the_gate(
+        "matrix-action", out, "storage performance gate/A/B performance gate"
+    )
+    assert "Run Main iomatrix/iomatrix@" in log
+    assert (out / "storage-matrix" / ".iomatrix" / "action.yml").is_file()
 
 
 @pytest.mark.vm
