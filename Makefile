@@ -253,7 +253,13 @@ validate: venv
 WHEEL_DIR ?= dist
 wheel: venv
 	rm -rf build $(WHEEL_DIR)/iomatrix-*.whl
-	$(PIP) wheel --quiet --no-deps --no-build-isolation --no-index --wheel-dir $(WHEEL_DIR) .
+	@# The commit it is built from, in the package (host/provenance.py): only of a package folder
+	@# with no changes, as a changed one is no commit's.
+	rm -f harness/iomatrix/COMMIT
+	if [ -z "$$(git status --porcelain --untracked-files=no -- harness 2>/dev/null)" ] \
+	  && git rev-parse HEAD >/dev/null 2>&1; then git rev-parse HEAD > harness/iomatrix/COMMIT; fi
+	$(PIP) wheel --quiet --no-deps --no-build-isolation --no-index --wheel-dir $(WHEEL_DIR) .; \
+	  status=$$?; rm -f harness/iomatrix/COMMIT; exit $$status
 	@ls $(WHEEL_DIR)/iomatrix-*.whl
 
 # docs/commands.md, generated from the parser (tests/project/test_commands_reference.py fails
