@@ -30,6 +30,7 @@ from support.kernel_trees import GIT_ENV, git
 from support.paths import REPO_ROOT
 from support.runs import failed, make_run, ok
 from support.workflows import (
+    ACTION,
     WORKFLOWS,
     actionlint,
     context_for,
@@ -151,7 +152,7 @@ def test_the_gate_hands_the_matrices_and_repetitions_to_iomatrix_ab(workspace: P
     log = workspace / "container.jsonl"
     recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
     given = {"matrix": "bench/gate.yaml", "repetitions": 7}
-    run_step(GATE, "ab", "iomatrix ab", context_for(GATE, given), workspace)
+    run_step(ACTION, "", "iomatrix ab", context_for(ACTION, given), workspace)
     ((run, shell, flag, script, name, *argv),) = recorded(log)
     assert (run, shell, flag, name) == ("run", "bash", "-c", "gate")
     # The accelerator is checked in the image before any cell runs (REQUIRE_KVM=1 makes TCG fail).
@@ -172,7 +173,7 @@ def test_the_gate_without_repetitions_keeps_the_matrix_repeat(workspace: Path) -
     base_matrix(workspace, "m.yaml")
     log = workspace / "container.jsonl"
     recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
-    run_step(GATE, "ab", "iomatrix ab", context_for(GATE, {"matrix": "m.yaml"}), workspace)
+    run_step(ACTION, "", "iomatrix ab", context_for(ACTION, {"matrix": "m.yaml"}), workspace)
     (argv,) = recorded(log)
     assert "--repeat" not in argv
     # Nothing given, nothing passed: ab's own defaults, and an inconclusive session blocks.
@@ -191,7 +192,7 @@ def test_the_thresholds_reach_iomatrix_ab(workspace: Path) -> None:
         "metrics": "write_iops *_lat_p99_us",
         "inconclusive-blocks": False,
     }
-    run_step(GATE, "ab", "iomatrix ab", context_for(GATE, given), workspace)
+    run_step(ACTION, "", "iomatrix ab", context_for(ACTION, given), workspace)
     (argv,) = recorded(log)
     assert argv[argv.index("--min-effect") + 1] == "0.03"
     assert argv[argv.index("--alpha") + 1] == "0.01"
@@ -209,7 +210,9 @@ def test_the_pull_request_that_adds_the_gate_passes_after_one_run_of_its_matrix(
     # adopter saw. The head's matrix runs once (it must work), and the check passes with a note.
     log = workspace / "container.jsonl"
     recorder(workspace / ".iomatrix" / "tools" / "container.sh", log, "tools/container.sh")
-    run_step(GATE, "ab", "iomatrix ab", context_for(GATE, {"matrix": "bench/gate.yaml"}), workspace)
+    run_step(
+        ACTION, "", "iomatrix ab", context_for(ACTION, {"matrix": "bench/gate.yaml"}), workspace
+    )
     ((run, _shell, _flag, script, name, *argv),) = recorded(log)
     assert (run, name) == ("run", "gate")
     assert "check-accel.sh" in script
@@ -367,28 +370,73 @@ def test_the_kernel_gates_base_side_is_the_base_refs_matrix_job_files_and_config
     )
 
 
-@pytest.mark.parametrize("name", [".ab-base", "iomatrix-gate", ".iomatrix-kernel-gate.yaml"])
-def test_a_head_that_holds_a_name_the_gate_writes_is_refused(workspace: Path, name: str) -> None:
+@pytest.mark.parametrize("where", [(GATE, "ab"), (ACTION, "")])
+@pytest.mark.parametrize(
+    "name", [".ab-base", ".iomatrix", "iomatrix-gate", ".iomatrix-kernel-gate.yaml"]
+)
+def test_a_head_that_holds_a_name_the_gate_writes_is_refused(
+    workspace: Path, name: str, where: tuple[str, str]
+) -> None:
     """A head commit's `.ab-base` link to `.` would make the base side the head's own files
-    (actions/checkout would clone the base into the workspace root's place)."""
+    (actions/checkout would clone the base into the workspace root's place); its `.iomatrix`
+    would be the iomatrix the composite action runs. Both the reusable gate and the action
+    check (the action runs alone in a matrix repository's job)."""
+    flow, job = where
     git(workspace, "init", "-q", "-b", "master")
     (workspace / name).symlink_to(".")
     git(workspace, "add", "-A")
     git(workspace, "commit", "-q", "-m", "head")
     with pytest.raises(AssertionError, match="holds names the gate uses for its own files"):
         run_step(
-            GATE,
-            "ab",
+            flow,
+            job,
             "The head's tree holds none",
-            context_for(GATE, {"matrix": "m.yaml"}),
+            context_for(flow, {"matrix": "m.yaml"}),
             workspace,
         )
     (workspace / name).unlink()
     git(workspace, "add", "-A")
     git(workspace, "commit", "-q", "-m", "head without it")
     run_step(
-        GATE, "ab", "The head's tree holds none", context_for(GATE, {"matrix": "m.yaml"}), workspace
+        flow, job, "The head's tree holds none", context_for(flow, {"matrix": "m.yaml"}), workspace
     )
+
+
+def test_the_reusable_gates_matrix_mode_is_the_composite_action(tmp_path: Path) -> None:
+    """One code path: a matrix gate of reusable-gate.yml runs action.yml from its checkout of
+    iomatrix, with every input the action takes but `checkout` handed on as the gate got it, and
+    none of the gate's own steps but the checkouts runs in matrix mode (they are the kernel
+    gate's). actionlint, given the action where the gate checks iomatrix out, checks the call;
+    a call with an input the action does not take fails it."""
+    steps = workflow(GATE)["jobs"]["ab"]["steps"]
+    (call,) = [s for s in steps if s.get("uses") == "./.iomatrix"]
+    assert call["if"] == "inputs.kernel-tree == ''"
+    given = call["with"]
+    action_inputs = set(inputs_of(ACTION, {"matrix": "m"}))
+    assert set(given) == action_inputs
+    assert given["checkout"] is False
+    for key in action_inputs - {"checkout", "base-ref", "head-ref"}:
+        assert given[key] == f"${{{{ inputs.{key} }}}}", key
+    assert (given["base-ref"], given["head-ref"]) == ("${{ env.BASE_REF }}", "${{ env.HEAD_REF }}")
+    checkout = steps[: steps.index(call)]
+    assert all("actions/checkout@" in s.get("uses", "") or "run" in s for s in checkout)
+    for step in steps[steps.index(call) + 1 :]:
+        assert "inputs.kernel-tree != ''" in step.get("if", ""), step.get("name", step.get("uses"))
+    (tmp_path / ".iomatrix").mkdir()
+    (tmp_path / ".iomatrix" / "action.yml").write_text(by_tag((REPO_ROOT / ACTION).read_text()))
+    done = lint(tmp_path, {GATE: by_tag((WORKFLOWS / GATE).read_text())})
+    assert done.returncode == 0, done.stdout + done.stderr
+    wrong = tmp_path / "wrong"
+    (wrong / ".iomatrix").mkdir(parents=True)
+    (wrong / ".iomatrix" / "action.yml").write_text(
+        (tmp_path / ".iomatrix" / "action.yml").read_text()
+    )
+    text = by_tag((WORKFLOWS / GATE).read_text()).replace(
+        "          checkout: false", "          check-out: false"
+    )
+    done = lint(wrong, {GATE: text})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert 'input "check-out" is not defined' in done.stdout
 
 
 def test_the_nightly_hands_the_matrix_and_shard_to_make(workspace: Path) -> None:
@@ -438,7 +486,7 @@ def test_every_reusable_workflow_declares_what_its_steps_read() -> None:
         assert yaml.safe_load(text)
 
 
-@pytest.mark.parametrize(("name", "job"), [(GATE, "ab"), (NIGHTLY, "image")])
+@pytest.mark.parametrize(("name", "job"), [(GATE, "ab"), (ACTION, ""), (NIGHTLY, "image")])
 def test_the_image_input_is_pulled_by_digest_only(name: str, job: str, tmp_path: Path) -> None:
     digest = "ghcr.io/someone/iomatrix-runner@sha256:" + "a" * 64
     for image, pulled in ((digest, True), ("ghcr.io/someone/iomatrix-runner:main", False)):

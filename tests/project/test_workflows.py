@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -745,13 +746,66 @@ def test_the_action_writes_the_commit_it_runs_at_into_its_package(
 ) -> None:
     # An action's folder is a download without .git: without the COMMIT file (as `make wheel`
     # writes it) its runs would record no iomatrix commit, and no report could say what to install.
+    # (tests/unit/host/test_provenance_commit.py: an iomatrix without .git reads it.)
     (step,) = [s for s in action()["runs"]["steps"] if s.get("name", "").startswith("The commit")]
-    package = tmp_path / "action" / "harness" / "iomatrix"
+    package = tmp_path / ".iomatrix" / "harness" / "iomatrix"
     package.mkdir(parents=True)
-    context = {"github": {"action_path": str(tmp_path / "action"), "action_ref": ref}}
+    context = {"github": {"action_ref": ref}}
     env = {k: render(str(v), context) for k, v in step["env"].items()}
-    subprocess.run(["bash", "-c", step["run"]], env={**os.environ, **env}, check=True)
+    subprocess.run(["bash", "-c", step["run"]], env={**os.environ, **env}, cwd=tmp_path, check=True)
     commit = package / "COMMIT"
     assert commit.exists() == written
     if written:
         assert commit.read_text().strip() == ref
+    # A checkout (reusable-gate.yml's, with .git) tells its own commit: nothing is written.
+    (tmp_path / ".iomatrix" / ".git").mkdir()
+    commit.unlink(missing_ok=True)
+    subprocess.run(["bash", "-c", step["run"]], env={**os.environ, **env}, cwd=tmp_path, check=True)
+    assert not commit.exists()
+
+
+def place_iomatrix(
+    workspace: Path, action_path: Path, checkout: str
+) -> subprocess.CompletedProcess[str]:
+    (step,) = [
+        s
+        for s in action()["runs"]["steps"]
+        if s.get("name", "").startswith("The iomatrix that runs")
+    ]
+    context = {
+        "github": {"action_path": str(action_path)},
+        "inputs": action_inputs({"matrix": "m", "checkout": checkout}),
+    }
+    env = {k: render(str(v), context) for k, v in step["env"].items()}
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+        env={**os.environ, **env, "GITHUB_WORKSPACE": str(workspace)},
+        cwd=workspace, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+
+
+def test_the_action_runs_its_own_iomatrix_from_the_workspace(tmp_path: Path) -> None:
+    """The runner image mounts iomatrix from the workspace (under act an action's folder is in
+    the job container only): the action's own folder is copied to .iomatrix/, replacing
+    whatever an earlier step of the job left there; run from reusable-gate.yml's checkout in
+    .iomatrix/ (checkout false), that checkout is used as it is, and must be there."""
+    workspace, action_dir = tmp_path / "ws", tmp_path / "actions" / "iomatrix"
+    (action_dir / "tools").mkdir(parents=True)
+    (action_dir / "action.yml").write_text("name: x\n")
+    (action_dir / "tools" / "container.sh").write_text("the action's\n")
+    (workspace / ".iomatrix" / "tools").mkdir(parents=True)
+    (workspace / ".iomatrix" / "tools" / "container.sh").write_text("someone else's\n")
+    (workspace / ".iomatrix" / "planted").write_text("x\n")
+    done = place_iomatrix(workspace, action_dir, "true")
+    assert done.returncode == 0, done.stderr
+    assert (workspace / ".iomatrix" / "tools" / "container.sh").read_text() == "the action's\n"
+    assert not (workspace / ".iomatrix" / "planted").exists()
+    # From the gate's checkout: the same folder, nothing copied or removed.
+    done = place_iomatrix(workspace, workspace / ".iomatrix", "false")
+    assert done.returncode == 0, done.stderr
+    assert (workspace / ".iomatrix" / "action.yml").exists()
+    # checkout false without iomatrix in .iomatrix/: refused, not run from elsewhere.
+    shutil.rmtree(workspace / ".iomatrix")
+    done = place_iomatrix(workspace, action_dir, "false")
+    assert done.returncode == 2
+    assert "no iomatrix checked out in .iomatrix/" in done.stdout

@@ -21,11 +21,21 @@ import yaml
 from support.paths import REPO_ROOT
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
+# The composite action (the root's action.yml): run_step, inputs_of and context_for take this name
+# as a workflow's, its steps those of runs.steps (the job is ignored).
+ACTION = "action.yml"
 # The venv these tests run in: the development venv, whose shellcheck comes from dev.lock.
 VENV_BIN = Path(sys.prefix) / "bin"
 
 
 def workflow(name: str) -> dict[str, Any]:
+    if name == ACTION:
+        action: dict[str, Any] = yaml.safe_load((REPO_ROOT / ACTION).read_text())
+        # As a one-job workflow with the action's inputs: what run_step and inputs_of read.
+        return {
+            "on": {"workflow_call": {"inputs": action["inputs"]}},
+            "jobs": {"": {"steps": action["runs"]["steps"]}},
+        }
     raw: dict[Any, Any] = yaml.safe_load((WORKFLOWS / name).read_text())
     # YAML 1.1 reads the key `on` as True.
     return {("on" if key is True else key): value for key, value in raw.items()}
@@ -126,7 +136,7 @@ def run_step(
     """Run one step's script as GitHub would, with bash -e, its env (workflow's, job's, step's)
     rendered from context; returns what it wrote to $GITHUB_OUTPUT."""
     wf = workflow(name)
-    job_spec = wf["jobs"][job]
+    job_spec = wf["jobs"]["" if name == ACTION else job]
     (step,) = [s for s in job_spec["steps"] if s.get("name", "").startswith(step_name)]
     env_spec = {**wf.get("env", {}), **job_spec.get("env", {}), **step.get("env", {})}
     # Job and step env may read the workflow's and job's env: rendered in that order.
