@@ -66,7 +66,7 @@ help:
 	@echo "make bench                                       side by side: archive index vs files, report vs its targets, harness vs script"
 	@echo "make canaries                                    the nightly's A/A and injected canary sessions, into the ledger"
 	@echo "make test-nightly                                the tests too slow for make test (a whole kernel bisection)"
-	@echo "make ci-local [SCENARIO=matrix-gate|kernel-gate|nightly]  the real workflows under nektos/act, offline"
+	@echo "make ci-local [SCENARIO=matrix-gate|matrix-action|kernel-gate|nightly]  the real workflows under nektos/act, offline"
 	@echo "make ci-local WORKFLOW=pr.yml [JOB=checks] [EVENT=pull_request]  one job or event of this repository's"
 	@echo "make lint|typecheck|unit [PYTEST_ARGS=...]       parts of make test: ruff, actionlint, shellcheck, imports / mypy / pytest"
 	@echo "make shellcheck [SHELL_SCRIPTS=...]              shellcheck every shell script (or the ones named)"
