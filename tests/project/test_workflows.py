@@ -205,8 +205,10 @@ def test_workflow_rules(name: str) -> None:
 def pin_problem(ref: str, rest: str) -> str | None:
     """Why a `uses:` is not pinned as this repository pins them, or None: a full commit SHA with
     its version in a comment (what Dependabot updates, both together), or this repository's own
-    reusable workflow by path (the same commit as its caller, by definition)."""
-    if ref.startswith("./.github/workflows/"):
+    reusable workflow by path (the same commit as its caller, by definition), or the composite
+    action from the gate's own checkout of iomatrix (`./.iomatrix`, at the iomatrix-ref its caller
+    pins)."""
+    if ref.startswith("./.github/workflows/") or ref == "./.iomatrix":
         return None if not rest.strip() else f"{ref}: a local workflow needs no version comment"
     _, _, version = ref.partition("@")
     if not re.fullmatch(r"[0-9a-f]{40}", version):
@@ -221,6 +223,8 @@ def pin_problem(ref: str, rest: str) -> str | None:
     [
         ("uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2", None),
         ("- uses: ./.github/workflows/reusable-gate.yml", None),
+        ("- uses: ./.iomatrix", None),
+        ("- uses: ./.iomatrix2", "not pinned to a full commit SHA"),
         ("uses: actions/checkout@v4", "not pinned to a full commit SHA"),
         ("uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af68 # v4.2.2", "full commit"),
         ("uses: actions/checkout@main # v4.2.2", "not pinned to a full commit SHA"),
