@@ -204,24 +204,43 @@ def test_an_alert_the_ledger_does_not_hold_is_refused(
     assert "holds no such alert" in capsys.readouterr().err
 
 
+def test_the_matrix_can_turn_the_nightlys_bisection_off(
+    tmp_path: Path, history: tuple[Path, Path, list[str], Cell]
+) -> None:
+    _tree, path, shas, cell = history
+    path.write_text(path.read_text() + "nightly: {bisect: false}\n")
+    folder = archive(tmp_path, cell, built(cell, shas[0]), built(cell, shas[4]))
+    assert bisect_alert(tmp_path, path, folder, cell) == 1
+    found = outcome(tmp_path)
+    assert found["status"] == "not-bisectable"
+    assert "turns the nightly's bisection off" in found["summary"]
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("bound", ["--time-limit", "the matrix's nightly.bisect_minutes"])
 def test_the_time_limit_stops_the_bisection_where_it_can_be_resumed(
     tmp_path: Path,
     history: tuple[Path, Path, list[str], Cell],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    bound: str,
 ) -> None:
     tree, path, shas, cell = history
+    extra = ["--time-limit", "1"] if bound == "--time-limit" else []
+    if not extra:
+        path.write_text(path.read_text() + "nightly: {bisect_minutes: 1}\n")
     folder = archive(tmp_path, cell, built(cell, shas[0]), built(cell, shas[4]))
     fake = FakeRuns(tree, shas[2], shas)
 
     def slow(*args: Any, **kwargs: Any) -> tuple[RunRecord, Path]:
-        time.sleep(0.3)
+        time.sleep(1.0)
         return fake(*args, **kwargs)
 
     monkeypatch.setattr(runs, "run_matrix", slow)
-    # A minute of the limit is a tenth of a second here: the confirmation alone takes longer.
-    monkeypatch.setattr(bisect_commands, "SECONDS_PER_MINUTE", 0.1)
-    assert bisect_alert(tmp_path, path, folder, cell, "--time-limit", "1") == 1
+    # A minute of the limit is two seconds here: more than the start (a few git commands), less
+    # than the confirmation's runs (a second each).
+    monkeypatch.setattr(bisect_commands, "SECONDS_PER_MINUTE", 2.0)
+    assert bisect_alert(tmp_path, path, folder, cell, *extra) == 1
     err = capsys.readouterr().err
     assert "stopped at its time limit (1 min); resume it with --resume" in err
     found = outcome(tmp_path)
