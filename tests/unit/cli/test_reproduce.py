@@ -230,3 +230,4 @@ def test_record_text_never_leaves_its_line_and_only_a_commit_is_installed(
     err = capsys.readouterr().err
     assert "the result was made by refs/pull/66: install that one and run" in err
     assert "pipx" not in err
+    assert "iomatrix: qemu: recorded 8.2\\u000arm -rf ~/qemu, here" in err
