@@ -69,6 +69,24 @@ def reproduce_lines(change: dict[str, Any], run_url: str, commit: str, branch: s
     return ["", "Measure it again from a bare machine:", "", "```sh", *lines, "```"]
 
 
+def triage_line(change: dict[str, Any]) -> str:
+    """How to acknowledge or ignore the change: the command a reader pastes, only when its
+    parts are ids of the safe set (a cell id like `$(...)` is the archive's text, and went into
+    it unquoted); else the same in words."""
+    parts = [str(change.get(k, "")) for k in ("cell_id", "metric", "first_run_after")]
+    if not all(_ID.fullmatch(p) for p in parts):
+        return (
+            "Acknowledge or ignore it with `iomatrix triage` on the results branch (the cell, "
+            "metric and first run after are above; one of them is not a plain id)."
+        )
+    cell, metric, after = parts
+    command = (
+        f"iomatrix triage ack|ignore --cell {cell} --metric {metric} "
+        f"--first-run-after {after} --who NAME --why TEXT"
+    )
+    return f"Acknowledge or ignore it with {code(command)} on the results branch."
+
+
 def issues(
     changes: list[dict[str, Any]], run_url: str, commit: str = "", branch: str = "results"
 ) -> list[dict[str, str]]:
@@ -93,10 +111,7 @@ def issues(
             if dip and change.get("first_run_back")
             else []
         )
-        triage_command = (
-            f"iomatrix triage ack|ignore --cell {change['cell_id']} --metric {change['metric']} "
-            f"--first-run-after {change['first_run_after']} --who NAME --why TEXT"
-        )
+        triage = triage_line(change)
         body = "\n".join(
             [
                 f"A change point in the nightly history ([run]({run_url})):",
@@ -112,7 +127,7 @@ def issues(
                 f"{code(change['first_run_after'])}",
                 *back,
                 "",
-                f"Acknowledge or ignore it with {code(triage_command)} on the results branch.",
+                triage,
                 *reproduce_lines(change, run_url, commit, branch),
             ]
         )

@@ -230,3 +230,33 @@ def test_the_issue_installs_from_the_one_spelling_of_iomatrixs_repository() -> N
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.IOMATRIX_REPOSITORY == reproduce_line.IOMATRIX_REPOSITORY
+
+
+def test_the_triage_command_takes_only_checked_parts(tmp_path: Path) -> None:
+    """The triage line is a command a reader pastes (after choosing ack or ignore): a cell id,
+    metric or run id from the archive went into it unquoted, `$(...)` and `;` included."""
+    change = {
+        "verdict": "regressed",
+        "kind": "step",
+        "label": "ext4 randwrite",
+        "cell_id": "c0ffee",
+        "metric": "write_iops",
+        "median_change": -0.2,
+        "before_median": 1000.0,
+        "after_median": 800.0,
+        "p_value": 0.001,
+        "runs_before": 5,
+        "runs_after": 5,
+        "last_run_before": "n1",
+        "first_run_after": "n2",
+    }
+    body = json.loads(run_script(tmp_path, [change], {}))["body"]
+    assert "`iomatrix triage ack|ignore --cell c0ffee --metric write_iops" in body
+    for bad in (
+        {"cell_id": "c0ffee$(touch x)"},
+        {"metric": "write_iops;touch x"},
+        {"first_run_after": "n2 --who x"},
+    ):
+        body = json.loads(run_script(tmp_path, [{**change, **bad}], {}))["body"]
+        assert "iomatrix triage ack" not in body and "touch" not in body.split("Acknowledge")[1]
+        assert "`iomatrix triage` on the results branch" in body  # said how, in words
