@@ -217,11 +217,18 @@ def checked_origin(origin: MatrixOrigin) -> MatrixOrigin:
     return origin
 
 
-def _matrix_in(work: Path, record: RunRecord) -> Path:
-    """Where the reproduction's copy of the run's matrix file is."""
+def recorded_source(record: RunRecord) -> str:
+    """The matrix file a run without a repository recorded, as a command's word that is never
+    an option (a stranger's run.json may say `--allow-tree=/`): `./` before a leading `-`."""
+    source = record.matrix_source
+    return f"./{source}" if source.startswith("-") else source
+
+
+def _matrix_in(work: Path, record: RunRecord) -> str:
+    """Where the reproduction's copy of the run's matrix file is, as a command's word."""
     if record.matrix_origin is None:
-        return Path(record.matrix_source)
-    return work / CHECKOUT / checked_origin(record.matrix_origin).path
+        return recorded_source(record)
+    return str(work / CHECKOUT / checked_origin(record.matrix_origin).path)
 
 
 def _steps(targets: Sequence[Target], work: Path) -> tuple[Step, ...]:
@@ -285,7 +292,7 @@ def _matrix_step(record: RunRecord, work: Path) -> Step:
     if origin is None:
         return Step(
             "the matrix file",
-            (("sha256sum", record.matrix_source),),
+            (("sha256sum", recorded_source(record)),),
             (
                 f"the run recorded no repository for {record.matrix_source} (it was in none, or "
                 f"the run was made before iomatrix recorded it): copy it here; its sha256 must "
@@ -317,7 +324,7 @@ def _kernel_step(targets: Sequence[Target], work: Path) -> Step:
     notes = []
     for target in targets:
         for record in records_of(target):
-            matrix = str(_matrix_in(work, record))
+            matrix = _matrix_in(work, record)
             cells = _cells(target, record)
             specs = {e.cell.kernel for e in cells}
             built = {e.cell.kernel for e in cells if e.cell.kernel_build is not None}
@@ -353,7 +360,7 @@ def _cells(target: Target, record: RunRecord) -> list[CellEntry]:
 def _run_step(target: Target, work: Path) -> Step:
     if target.session_dir is not None:
         return Step("the A/B session", (tuple(ab_argv(target, work)),))
-    argv = ["iomatrix", "run", str(_matrix_in(work, target.record))]
+    argv = ["iomatrix", "run", _matrix_in(work, target.record)]
     if target.record.shard:
         argv += ["--shard", target.record.shard]
     for cell in target.cells:
@@ -369,12 +376,12 @@ def ab_argv(target: Target, work: Path) -> list[str]:
     assert target.session_dir is not None
     base_run = load_run(SessionDir(target.session_dir).base)
     new_run = load_run(SessionDir(target.session_dir).new)
-    argv = ["iomatrix", "ab", str(_matrix_in(work, base_run))]
+    argv = ["iomatrix", "ab", _matrix_in(work, base_run)]
     if record is None:
-        argv.append(str(_matrix_in(work, new_run)))
+        argv.append(_matrix_in(work, new_run))
         return argv
     if record.new_matrix is not None:
-        argv.append(str(_matrix_in(work, new_run)))
+        argv.append(_matrix_in(work, new_run))
     if record.split is not None:
         argv += ["--split", record.split]
     if record.repeat is not None:

@@ -97,7 +97,7 @@ def fetch_matrix(record: RunRecord, work: Path, out: TextIO) -> Path:
     was in no repository, the recorded file itself), checked against its sha256."""
     origin = record.matrix_origin
     if origin is None:
-        matrix = Path(record.matrix_source)
+        matrix = Path(reproduce.recorded_source(record))
     else:
         origin = reproduce.checked_origin(origin)
         checkout = work / reproduce.CHECKOUT

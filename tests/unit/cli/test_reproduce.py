@@ -231,3 +231,19 @@ def test_record_text_never_leaves_its_line_and_only_a_commit_is_installed(
     assert "the result was made by refs/pull/66: install that one and run" in err
     assert "pipx" not in err
     assert "iomatrix: qemu: recorded 8.2\\u000arm -rf ~/qemu, here" in err
+
+
+def test_a_recorded_matrix_path_is_never_an_option(
+    recorded: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a recorded repository the plan names the run's matrix file as it was recorded:
+    a run.json's `--allow-tree=/` became an option of the pasted `iomatrix run` line."""
+    results, run_dir, _commit = recorded
+    record = load_run(run_dir)
+    hostile = record.model_copy(update={"matrix_origin": None, "matrix_source": "--allow-tree=/"})
+    write_record(run_dir / "run.json", hostile)
+    assert cli.main(["reproduce", "latest", "--results", str(results)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    words = [w for line in lines if not line.lstrip().startswith("#") for w in line.split()]
+    assert "--allow-tree=/" not in words
+    assert "./--allow-tree=/" in words
