@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from iomatrix.analysis import triage
-from iomatrix.report import reproduce_line
+from iomatrix.model.run_id import RUN_ID_RE
+from iomatrix.report import reproduce_line, trend_text
 from support.archives import write_nightly_archive
 from support.paths import REPO_ROOT
 from support.triage_files import add_entry
@@ -260,3 +261,16 @@ def test_the_triage_command_takes_only_checked_parts(tmp_path: Path) -> None:
         body = json.loads(run_script(tmp_path, [{**change, **bad}], {}))["body"]
         assert "iomatrix triage ack" not in body and "touch" not in body.split("Acknowledge")[1]
         assert "`iomatrix triage` on the results branch" in body  # said how, in words
+
+
+def test_the_issues_checks_are_iomatrixs_own() -> None:
+    """The script runs without a virtualenv, so it holds copies of iomatrix's checks: they must
+    stay the same (the run-id set, what may not be in a code span, a commit)."""
+    spec = importlib.util.spec_from_file_location("regression_issue", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module._ID.pattern == RUN_ID_RE.pattern
+    assert module._NOT_IN_A_SPAN.pattern == trend_text._NOT_IN_A_SPAN.pattern
+    assert module._COMMIT.pattern == reproduce_line._COMMIT.pattern
