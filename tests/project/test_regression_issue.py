@@ -259,7 +259,8 @@ def test_the_triage_command_takes_only_checked_parts(tmp_path: Path) -> None:
         {"first_run_after": "n2 --who x"},
     ):
         body = json.loads(run_script(tmp_path, [{**change, **bad}], {}))["body"]
-        assert "iomatrix triage ack" not in body and "touch" not in body.split("Acknowledge")[1]
+        assert "iomatrix triage ack" not in body
+        assert "touch" not in body.split("Acknowledge")[1]
         assert "`iomatrix triage` on the results branch" in body  # said how, in words
 
 

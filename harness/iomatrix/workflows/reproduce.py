@@ -265,9 +265,7 @@ def _install_step(record: RunRecord) -> Step:
     if commit is not None:
         commands.append(tuple(install_line(commit)))
         if env.iomatrix_changed:
-            notes.append(
-                f"the run's iomatrix had changes over {commit[:12]} that no commit holds"
-            )
+            notes.append(f"the run's iomatrix had changes over {commit[:12]} that no commit holds")
     elif env.iomatrix_commit:
         # Only 40 hex digits is installed: pip fetches any ref (refs/pull/N/head is a
         # stranger's pull request), and the record may be a stranger's.

@@ -151,7 +151,8 @@ def test_a_fingerprint_is_shown_on_one_line_and_cut(tmp_path: Path) -> None:
     write_nights(results, nights(5, (25, 1000.0), (35, 850.0)), ["7.2"] * 25 + [hostile] * 35)
     (change,) = trends.find_trends(results)[0]
     assert change.environment is not None
-    assert change.environment.isprintable() and len(change.environment) < 200
+    assert change.environment.isprintable()
+    assert len(change.environment) < 200
     table = trend_text.changes_table([change])
     assert not [line for line in table.splitlines() if line.startswith("| fake")]
     site = tmp_path / "site"

@@ -222,7 +222,8 @@ def test_record_text_never_leaves_its_line_and_only_a_commit_is_installed(
         assert cli.main(["reproduce", "latest", "--results", str(results)]) == 0
         out = capsys.readouterr().out
         starts = [line.lstrip().split(" ")[0] for line in out.splitlines()]
-        assert "curl" not in starts and "rm" not in starts, out
+        assert "curl" not in starts, out
+        assert "rm" not in starts, out
         pipx = [line for line in out.splitlines() if line.lstrip().startswith("pipx")]
         assert not [line for line in pipx if "refs/" in line]
         assert "refs/pull/666/head" in out  # said, as the record's, in a note
