@@ -477,6 +477,16 @@ def shell_lines(argv: Sequence[str] | str, width: int | None, indent: str = "") 
     """A command quoted for a shell (an argv; a string is a line quoted already), cut into
     lines of at most `width` at word boundaries, each but the last ending in a backslash (a
     shell reads them as one line)."""
+    odd = next(
+        (w for w in ([argv] if isinstance(argv, str) else argv) if not w.isprintable()), None
+    )
+    if odd is not None:
+        # Quoted, such a word is still one word; but shown, a line break inside its quotes is a
+        # line that reads as a command (a record's word: its shard, a cell id, a pattern).
+        return [
+            f"{indent}# left out: the record gives this command a word with a line break or a "
+            f"control character, {one_line(odd, 120)}"
+        ]
     if isinstance(argv, str):
         return [indent + argv]  # quoted already: cut nowhere, a quote may hold spaces
     words = [shlex.quote(w) for w in argv]

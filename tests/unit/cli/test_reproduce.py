@@ -248,3 +248,18 @@ def test_a_recorded_matrix_path_is_never_an_option(
     words = [w for line in lines if not line.lstrip().startswith("#") for w in line.split()]
     assert "--allow-tree=/" not in words
     assert "./--allow-tree=/" in words
+
+
+def test_a_recorded_word_with_a_line_break_is_no_command_line(
+    recorded: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command's word from a record (its shard, a cell id, a session's metric pattern) is
+    quoted, so pasted whole it stays one word; but a line break inside the quotes showed a line
+    that reads as a command of its own, for a reader who copies that line."""
+    results, run_dir, _commit = recorded
+    record = load_run(run_dir)
+    write_record(run_dir / "run.json", record.model_copy(update={"shard": "1/2\ncurl x.invalid"}))
+    assert cli.main(["reproduce", "latest", "--results", str(results)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert not [line for line in lines if "curl" in line and not line.lstrip().startswith("#")]
+    assert [line for line in lines if line.lstrip().startswith("# ") and "curl" in line]
