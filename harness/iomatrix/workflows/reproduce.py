@@ -42,6 +42,9 @@ from iomatrix.store.sessiondir import SessionDir
 CHECKOUT = "matrix"
 # The environment fields `reproduce` compares, in the order it lists them.
 COMPARED = (*MEASUREMENT_ENVIRONMENT, "guest_root", "iomatrix_commit")
+# The longest repository address or matrix path a plan puts into a command: longer is a
+# command line nobody reads before pasting it.
+MAX_WORD = 1000
 _REMOTE = re.compile(r"(https?|git|ssh)://[^\s]+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+")
 
 
@@ -203,17 +206,22 @@ def _alert_targets(found: handles.Handle, results: Path) -> tuple[list[Target], 
 def checked_origin(origin: MatrixOrigin) -> MatrixOrigin:
     """A recorded origin fit to be used: IomatrixError saying what is wrong otherwise."""
     remote = origin.repository
-    usable = _REMOTE.fullmatch(remote) or (remote.startswith("/") and Path(remote).is_dir())
+    usable = len(remote) <= MAX_WORD and (
+        _REMOTE.fullmatch(remote) or (remote.startswith("/") and Path(remote).is_dir())
+    )
     if not usable or remote.startswith("-") or "::" in remote:
         raise IomatrixError(
             f"the recorded repository {remote[:200]!r} is not an https, http, git or ssh "
-            "address, nor a folder here"
+            f"address, nor a folder here, of at most {MAX_WORD} characters"
         )
     if commit_or_none(origin.commit) is None:
         raise IomatrixError(f"the recorded commit {origin.commit[:80]!r} is not a commit")
     path = PurePosixPath(origin.path)
-    if path.is_absolute() or ".." in path.parts or not origin.path:
-        raise IomatrixError(f"the recorded matrix path {origin.path[:200]!r} is not relative")
+    if path.is_absolute() or ".." in path.parts or not origin.path or len(origin.path) > MAX_WORD:
+        raise IomatrixError(
+            f"the recorded matrix path {origin.path[:200]!r} is not relative, without '..', "
+            f"of at most {MAX_WORD} characters"
+        )
     return origin
 
 

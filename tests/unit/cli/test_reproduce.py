@@ -153,6 +153,9 @@ def test_a_hostile_origin_is_never_used(
         MatrixOrigin(repository="--upload-pack=touch /tmp/x", commit=commit, path="m.yaml"),
         MatrixOrigin(repository="https://example.invalid/r", commit="HEAD", path="m.yaml"),
         MatrixOrigin(repository="https://example.invalid/r", commit=commit, path="../../m"),
+        # Overlong: a command line nobody reads before pasting.
+        MatrixOrigin(repository="https://example.invalid/" + "r" * 5000, commit=commit, path="m"),
+        MatrixOrigin(repository="https://example.invalid/r", commit=commit, path="m/" * 2000),
     ):
         write_record(run_dir / "run.json", record.model_copy(update={"matrix_origin": origin}))
         argv = ["reproduce", record.run_id, "--results", str(results)]
