@@ -231,7 +231,8 @@ def read_outcomes(folder: Path) -> list[dict[str, Any]]:
             continue
         try:
             data = json.loads(path.read_text())
-        except ValueError:
+        except (ValueError, RecursionError):
+            # Nested past Python's limit, json raises RecursionError, not ValueError.
             print(f"regression_issue: skipped {path.name}: not JSON", file=sys.stderr)
             continue
         if isinstance(data, dict):

@@ -353,3 +353,20 @@ def test_a_bisection_outcome_reaches_the_issue_only_inside_code_spans(tmp_path: 
     assert "`??## Fixed @everyone [click](https://evil.example)`" in body
     assert "`x?<script>`" in body
     assert "<img" not in body
+
+
+def test_an_outcome_file_nested_past_pythons_limit_is_skipped_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """json.loads raises RecursionError, not ValueError, for 60,000 nested brackets (60 KB,
+    within the reader's 64 KiB): the script stopped with a traceback and posted nothing."""
+    folder = tmp_path / "outcomes"
+    folder.mkdir()
+    (folder / "deep.json").write_text("[" * 60000)
+    (tmp_path / "trend.json").write_text("[]")
+    (tmp_path / "open.json").write_text("[]")
+    argv = [sys.executable, str(SCRIPT), "--bisected", str(folder)]
+    argv += [str(tmp_path / "trend.json"), str(tmp_path / "open.json")]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "skipped deep.json" in done.stderr
