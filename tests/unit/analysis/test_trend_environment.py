@@ -140,3 +140,13 @@ def test_the_nightlys_alert_step_controls_the_false_discovery_rate(tmp_path: Pat
     (news,) = json.loads(news_file.read_text())
     assert news["verdict"] == "regressed"
     assert news["q_value"] is not None
+
+
+def test_a_kernel_change_between_two_nights_is_named_as_a_code_change() -> None:
+    from iomatrix.analysis.trend_change import code_change  # noqa: PLC0415
+
+    assert code_change("debian:bookworm", "6.1.0-27-amd64", "6.1.0-28-amd64") == (
+        "kernel debian:bookworm 6.1.0-27-amd64 -> 6.1.0-28-amd64"
+    )
+    assert code_change("git:x", "6.13 (commit 1a2b)", "6.13 (commit 1a2b)") is None
+    assert code_change("debian:bookworm", None, "6.1.0-28-amd64") is None
