@@ -136,6 +136,11 @@ def issues(
                 f"- last run before: {code(change['last_run_before'])}, first run after: "
                 f"{code(change['first_run_after'])}",
                 *back,
+                *(
+                    [f"- code changed between those two nights: {code(change['code_change'])}"]
+                    if change.get("code_change")
+                    else []
+                ),
                 "",
                 triage,
                 *reproduce_lines(change, run_url, commit, branch),

@@ -3,7 +3,6 @@ from `iomatrix trend --json` of a real (synthetic) archive."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ from iomatrix.analysis import triage
 from iomatrix.model.run_id import RUN_ID_RE
 from iomatrix.report import reproduce_line, trend_text
 from iomatrix.workflows import alert_bisect
+from support import regression_issue
 from support.archives import write_nightly_archive
 from support.paths import REPO_ROOT
 from support.triage_files import add_entry
@@ -227,12 +227,7 @@ def test_the_reproduce_block_takes_only_checked_parts(tmp_path: Path) -> None:
 
 
 def test_the_issue_installs_from_the_one_spelling_of_iomatrixs_repository() -> None:
-    spec = importlib.util.spec_from_file_location("regression_issue", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.IOMATRIX_REPOSITORY == reproduce_line.IOMATRIX_REPOSITORY
+    assert regression_issue.module().IOMATRIX_REPOSITORY == reproduce_line.IOMATRIX_REPOSITORY
 
 
 def test_the_triage_command_takes_only_checked_parts(tmp_path: Path) -> None:
@@ -285,10 +280,9 @@ def bisected(tmp_path: Path, outcomes: list[dict[str, object]], open_issues: obj
     for n, outcome in enumerate(outcomes):
         (folder / f"{n}.json").write_text(json.dumps(outcome))
     (tmp_path / "open.json").write_text(json.dumps(open_issues))
-    argv = [sys.executable, str(SCRIPT), "--bisected", str(folder)]
-    argv += [str(tmp_path / "trend.json"), str(tmp_path / "open.json")]
-    done = subprocess.run(argv, capture_output=True, text=True, check=True)
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    return regression_issue.bisected_comments(
+        folder, tmp_path / "trend.json", tmp_path / "open.json"
+    )
 
 
 def test_the_open_issue_is_told_what_its_bisection_found(tmp_path: Path) -> None:

@@ -159,3 +159,13 @@ def test_a_fingerprint_is_shown_on_one_line_and_cut(tmp_path: Path) -> None:
     trends.dashboard(results, site)
     pages = "".join(p.read_text() for p in site.rglob("*.html"))
     assert "<script>x" not in pages
+
+
+def test_a_kernel_change_between_two_nights_is_named_as_a_code_change() -> None:
+    from iomatrix.analysis.trend_change import code_change  # noqa: PLC0415
+
+    assert code_change("debian:bookworm", "6.1.0-27-amd64", "6.1.0-28-amd64") == (
+        "kernel debian:bookworm 6.1.0-27-amd64 -> 6.1.0-28-amd64"
+    )
+    assert code_change("git:x", "6.13 (commit 1a2b)", "6.13 (commit 1a2b)") is None
+    assert code_change("debian:bookworm", None, "6.1.0-28-amd64") is None
