@@ -264,11 +264,7 @@ def test_the_triage_command_takes_only_checked_parts(tmp_path: Path) -> None:
 def test_the_issues_checks_are_iomatrixs_own() -> None:
     """The script runs without a virtualenv, so it holds copies of iomatrix's checks: they must
     stay the same (the run-id set, what may not be in a code span, a commit)."""
-    spec = importlib.util.spec_from_file_location("regression_issue", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = regression_issue.module()
     assert module._ID.pattern == RUN_ID_RE.pattern
     assert module._NOT_IN_A_SPAN.pattern == trend_text._NOT_IN_A_SPAN.pattern
     assert module._COMMIT.pattern == reproduce_line._COMMIT.pattern
