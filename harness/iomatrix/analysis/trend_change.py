@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from iomatrix.analysis.trend_environment import shown
 from iomatrix.model.cell import Record
 
 
@@ -65,7 +66,8 @@ def code_change(spec: str, before: str | None, after: str | None) -> str | None:
     and the first night after (kernel_identity): None when either is unknown or they agree."""
     if before is None or after is None or before == after:
         return None
-    return f"kernel {spec} {before} -> {after}"
+    # Recorded text (a stranger's run.json): one printable line each, cut, as fingerprints are.
+    return f"kernel {shown(spec)} {shown(before)} -> {shown(after)}"
 
 
 def verdict_words(change: TrendChange) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.analysis import trend_environment
+from iomatrix.analysis.trend_change import code_change
 from iomatrix.analysis.trend_findings import findings
 from iomatrix.report import trend_text
 from iomatrix.report.site import svg
@@ -162,10 +163,19 @@ def test_a_fingerprint_is_shown_on_one_line_and_cut(tmp_path: Path) -> None:
 
 
 def test_a_kernel_change_between_two_nights_is_named_as_a_code_change() -> None:
-    from iomatrix.analysis.trend_change import code_change  # noqa: PLC0415
 
     assert code_change("debian:bookworm", "6.1.0-27-amd64", "6.1.0-28-amd64") == (
         "kernel debian:bookworm 6.1.0-27-amd64 -> 6.1.0-28-amd64"
     )
     assert code_change("git:x", "6.13 (commit 1a2b)", "6.13 (commit 1a2b)") is None
     assert code_change("debian:bookworm", None, "6.1.0-28-amd64") is None
+
+
+def test_a_kernel_change_is_named_on_one_line_and_cut() -> None:
+    """The kernel identities come from run.json (a stranger's may hold anything): a line break
+    would start a forged line in the trend table and the nightly report."""
+    named = code_change("debian:bookworm", "6.1.0-27\n## fixed", "6.1.0-28" + "x" * 200)
+    assert named is not None
+    assert "\n" not in named
+    assert named.startswith("kernel debian:bookworm 6.1.0-27?## fixed -> 6.1.0-28")
+    assert len(named) < 200
