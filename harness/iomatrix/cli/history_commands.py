@@ -64,7 +64,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     note, header, widths, lines = _narrowed(widths, lines)
     if note:
         print(note)
-    print(history_table(header, widths, lines))
+    print(history_table(widths, lines, header))
     return ExitCode.OK
 
 
@@ -112,7 +112,9 @@ def _narrowed(
     return note, header, sizes, laid
 
 
-def history_table(header: Sequence[str], widths: Sequence[int], lines: Sequence[str]) -> str:
+def history_table(
+    widths: Sequence[int], lines: Sequence[str], header: Sequence[str] = HISTORY_HEADER
+) -> str:
     """format_table(HISTORY_HEADER, a row per point), the same text, from the lines the index
     laid out (archive.history_table_lines): the header, its rule and the lines, none ending in
     whitespace. (Formatting and padding 10,000 points here took 11 ms of CPU, and the query

@@ -938,10 +938,7 @@ def test_cli_history_table_is_format_tables_text(
             matrix="spine",
             limit=limit,
         )
-        assert (
-            history_commands.history_table(history_commands.HISTORY_HEADER, widths, lines)
-            == expected
-        )
+        assert history_commands.history_table(widths, lines) == expected
     assert archive.history_table_lines(
         results, "no-such-cell", "write_iops", history_commands.HISTORY_HEADER
     ) == ([3, 4, 6, 3, 1, 6], [])
