@@ -14,6 +14,7 @@ from pathlib import Path
 
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.errors import IomatrixError
+from iomatrix.matrix.loader import load_matrix
 from iomatrix.report import bisect_report
 from iomatrix.report.text import output_width
 from iomatrix.store import bisect_state, handles
@@ -49,6 +50,20 @@ def _suspect(args: argparse.Namespace) -> alert_bisect.Suspect | None:
     return alert_bisect.for_alert(args.alert, Path(args.archive or args.results))
 
 
+def _nightly_allows(args: argparse.Namespace, found: alert_bisect.Suspect) -> bool:
+    """The matrix's `nightly:` settings: whether it bisects its alerts at all, and the time
+    bound when the command line gives none."""
+    settings = load_matrix(args.matrix, allowed_trees=args.allow_tree or ()).nightly
+    if not settings.bisect:
+        why = "the matrix turns the nightly's bisection off (nightly: {bisect: false})"
+        print(f"iomatrix: not bisected: {why}", file=sys.stderr)
+        _write(args, alert_bisect.Outcome(alert=found.alert, status="not-bisectable", summary=why))
+        return False
+    if args.time_limit is None:
+        args.time_limit = settings.bisect_minutes
+    return True
+
+
 def _request(
     args: argparse.Namespace, found: alert_bisect.Suspect | None
 ) -> bisect_workflow.BisectRequest:
@@ -80,6 +95,8 @@ def _request(
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     found = _suspect(args)
+    if found is not None and not _nightly_allows(args, found):
+        return ExitCode.NOT_OK
     if found is not None:
         print(
             f"iomatrix: {found.alert}: {found.metric} of {found.label}; its kernel "

@@ -7,7 +7,11 @@ test_bisect_command.py does. The self-bisection in real VMs runs nightly
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +31,16 @@ from iomatrix.store.results import ResultsDir, write_alerts
 from iomatrix.workflows import runs
 from support.bisect_runs import FakeRuns
 from support.kernel_trees import commit_all, git, matrix_file, toy_tree
+from support.paths import REPO_ROOT
 from support.runs import make_run, ok
+
+_SPEC = importlib.util.spec_from_file_location(
+    "regression_issue", REPO_ROOT / "tools" / "regression_issue.py"
+)
+assert _SPEC is not None
+assert _SPEC.loader is not None
+regression_issue = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(regression_issue)
 
 GOOD_NIGHT = "20261201T020000Z-nightly-0001"
 BAD_NIGHT = "20261202T020000Z-nightly-0002"
@@ -204,24 +217,43 @@ def test_an_alert_the_ledger_does_not_hold_is_refused(
     assert "holds no such alert" in capsys.readouterr().err
 
 
+def test_the_matrix_can_turn_the_nightlys_bisection_off(
+    tmp_path: Path, history: tuple[Path, Path, list[str], Cell]
+) -> None:
+    _tree, path, shas, cell = history
+    path.write_text(path.read_text() + "nightly: {bisect: false}\n")
+    folder = archive(tmp_path, cell, built(cell, shas[0]), built(cell, shas[4]))
+    assert bisect_alert(tmp_path, path, folder, cell) == 1
+    found = outcome(tmp_path)
+    assert found["status"] == "not-bisectable"
+    assert "turns the nightly's bisection off" in found["summary"]
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("bound", ["--time-limit", "the matrix's nightly.bisect_minutes"])
 def test_the_time_limit_stops_the_bisection_where_it_can_be_resumed(
     tmp_path: Path,
     history: tuple[Path, Path, list[str], Cell],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    bound: str,
 ) -> None:
     tree, path, shas, cell = history
+    extra = ["--time-limit", "1"] if bound == "--time-limit" else []
+    if not extra:
+        path.write_text(path.read_text() + "nightly: {bisect_minutes: 1}\n")
     folder = archive(tmp_path, cell, built(cell, shas[0]), built(cell, shas[4]))
     fake = FakeRuns(tree, shas[2], shas)
 
     def slow(*args: Any, **kwargs: Any) -> tuple[RunRecord, Path]:
-        time.sleep(0.3)
+        time.sleep(1.0)
         return fake(*args, **kwargs)
 
     monkeypatch.setattr(runs, "run_matrix", slow)
-    # A minute of the limit is a tenth of a second here: the confirmation alone takes longer.
-    monkeypatch.setattr(bisect_commands, "SECONDS_PER_MINUTE", 0.1)
-    assert bisect_alert(tmp_path, path, folder, cell, "--time-limit", "1") == 1
+    # A minute of the limit is two seconds here: more than the start (a few git commands), less
+    # than the confirmation's runs (a second each).
+    monkeypatch.setattr(bisect_commands, "SECONDS_PER_MINUTE", 2.0)
+    assert bisect_alert(tmp_path, path, folder, cell, *extra) == 1
     err = capsys.readouterr().err
     assert "stopped at its time limit (1 min); resume it with --resume" in err
     found = outcome(tmp_path)
@@ -234,3 +266,63 @@ def test_the_time_limit_stops_the_bisection_where_it_can_be_resumed(
     argv += ["--metric", "write_iops", "--resume", str(bisection)]
     assert cli_main.main([*argv, "--results", str(tmp_path / "results")]) == 0
     assert f"the first bad is {shas[2]}" in capsys.readouterr().out
+
+
+def test_from_the_nightlys_alert_to_the_issue_that_names_the_first_bad_commit(
+    tmp_path: Path,
+    history: tuple[Path, Path, list[str], Cell],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The chain the nightly runs, command by command, without VMs: 20 nights of the cell at
+    the branch's old commit and 6 after it moved four commits on, each night's numbers seeded
+    noise; the alert step (`trend --alerts --fdr --json`, as the nightly's) raises the
+    regression; `bisect --alert` bisects it (the runs faked, one commit of the four slow);
+    `tools/regression_issue.py --bisected` names that commit on the regression's issue."""
+    tree, path, shas, cell = history
+    rng = random.Random(3)
+    archive_dir = tmp_path / "archive"
+    ledger = ResultsDir(archive_dir).alerts
+    argv = ["trend", "--results", str(archive_dir), "--alerts", str(ledger), "--fdr", "--json"]
+    news: list[dict[str, Any]] = []
+    for n in range(26):
+        sha, level = (shas[0], 1000.0) if n < 20 else (shas[4], 750.0)
+        values = [rng.gauss(level, level * 0.02) for _ in range(3)]
+        run_id = f"202611{1 + n // 24:02d}T{n % 24:02d}0000Z-nightly-{n:04d}"
+        at = f"2026-11-{1 + n // 24:02d}T{n % 24:02d}:00:00+00:00"
+        record = make_run([ok(cell, {"write_iops": values})], run_id=run_id, created_at=at)
+        record = record.model_copy(update={"kernels": {cell.kernel: built(cell, sha)}})
+        write_record(archive_dir / run_id / "run.json", record)
+        if n < 19:
+            continue
+        # Night by night from the 20th on, as the nightly's alert step runs.
+        assert cli_main.main(argv) == 0
+        tonight = json.loads(capsys.readouterr().out)
+        assert not tonight or n >= 20, tonight
+        news += tonight
+    changes = news
+    found = [c for c in changes if c["metric"] == "write_iops"]
+    assert len(found) == 1, changes
+    change = found[0]
+    assert change["verdict"] == "regressed"
+    (tmp_path / "new-changes.json").write_text(json.dumps(changes))
+    alert = f"alert:{change['first_run_after']}:{change['cell_id']}:{change['metric']}"
+    monkeypatch.setattr(runs, "run_matrix", FakeRuns(tree, shas[2], shas))
+    outcomes = tmp_path / "outcomes"
+    argv = ["bisect", str(path), "--alert", alert, "--archive", str(archive_dir)]
+    argv += ["--results", str(tmp_path / "bisections"), "--outcome", str(outcomes / "1.json")]
+    assert cli_main.main(argv) == 0
+    capsys.readouterr()
+    title = regression_issue.issue_title(change)
+    (tmp_path / "open.json").write_text(json.dumps([{"number": 12, "title": title}]))
+    script = str(REPO_ROOT / "tools" / "regression_issue.py")
+    files = [str(outcomes), str(tmp_path / "new-changes.json"), str(tmp_path / "open.json")]
+    done = subprocess.run(
+        [sys.executable, script, "--bisected", *files],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (comment,) = [json.loads(line) for line in done.stdout.splitlines()]
+    assert comment["number"] == 12
+    assert f"First bad commit: `{shas[2]}`" in comment["body"]
