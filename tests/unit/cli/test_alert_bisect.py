@@ -7,11 +7,8 @@ test_bisect_command.py does. The self-bisection in real VMs runs nightly
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,18 +26,10 @@ from iomatrix.store.bisect_state import BisectDir
 from iomatrix.store.records_io import write_record
 from iomatrix.store.results import ResultsDir, write_alerts
 from iomatrix.workflows import runs
+from support import regression_issue
 from support.bisect_runs import FakeRuns
 from support.kernel_trees import commit_all, git, matrix_file, toy_tree
-from support.paths import REPO_ROOT
 from support.runs import make_run, ok
-
-_SPEC = importlib.util.spec_from_file_location(
-    "regression_issue", REPO_ROOT / "tools" / "regression_issue.py"
-)
-assert _SPEC is not None
-assert _SPEC.loader is not None
-regression_issue = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(regression_issue)
 
 GOOD_NIGHT = "20261201T020000Z-nightly-0001"
 BAD_NIGHT = "20261202T020000Z-nightly-0002"
@@ -313,16 +302,10 @@ def test_from_the_nightlys_alert_to_the_issue_that_names_the_first_bad_commit(
     argv += ["--results", str(tmp_path / "bisections"), "--outcome", str(outcomes / "1.json")]
     assert cli_main.main(argv) == 0
     capsys.readouterr()
-    title = regression_issue.issue_title(change)
+    title = regression_issue.module().issue_title(change)
     (tmp_path / "open.json").write_text(json.dumps([{"number": 12, "title": title}]))
-    script = str(REPO_ROOT / "tools" / "regression_issue.py")
-    files = [str(outcomes), str(tmp_path / "new-changes.json"), str(tmp_path / "open.json")]
-    done = subprocess.run(
-        [sys.executable, script, "--bisected", *files],
-        capture_output=True,
-        text=True,
-        check=True,
+    (comment,) = regression_issue.bisected_comments(
+        outcomes, tmp_path / "new-changes.json", tmp_path / "open.json"
     )
-    (comment,) = [json.loads(line) for line in done.stdout.splitlines()]
     assert comment["number"] == 12
     assert f"First bad commit: `{shas[2]}`" in comment["body"]
