@@ -291,6 +291,33 @@ act_args() {
   fi
 }
 
+# act names a job's container (and its volumes) after the caller job, the workflow and the job,
+# its own way (createContainerName in act's pkg/runner): every character but [A-Za-z0-9] a dash,
+# then each "--" one dash. The same scenario gives the same names run after run.
+act_name_prefix() {
+  local name="act-$1-$2-"
+  name=${name//[^A-Za-z0-9]/-}
+  echo "${name//--/-}"
+}
+
+# act leaves its job containers running after a run, and the next run of the same scenario then
+# fails at "Set up job" (it removes the job's volumes first: "volume ... is being used"). Before a
+# run, the containers this scenario's jobs will be named after are removed; those of other
+# scenarios are left alone. Act runs one at a time on a machine (under the VM lock), so a
+# container of this scenario's names is a previous run's, and would collide with this one anyway.
+remove_stale_jobs() {
+  local prefix name
+  prefix=$(act_name_prefix "$1" "$2")
+  podman_ ps -a --format '{{.Names}}' | while read -r name; do
+    case "$name" in
+      "$prefix"*)
+        say "removing act's container of a previous run: $name"
+        podman_ rm -f -t 5 "$name" >/dev/null
+        ;;
+    esac
+  done
+}
+
 # Run act in folder $1 with the rest of the arguments; its log in OUT/act.log, its status kept.
 run_act() {
   local where=$1
@@ -383,6 +410,7 @@ scenario_matrix_gate() {
   esac
   head=$(commit_all "$repo" "retune the gate's disk")
   serve "$repo" example/storage-matrix
+  remove_stale_jobs gate "iomatrix gate (reusable)"
   event_json 7 "$base" "$head" example/storage-matrix
   git -C "$repo" checkout --quiet "$head"
   run_act "$repo" pull_request -W .github/workflows/storage-gate.yml -e "$OUT/event.json" \
@@ -475,6 +503,7 @@ open(path, "w").write(text.replace(old, new, 1))
 PY
   head=$(commit_all "$repo" "ext4: a slower direct write (3 ms each)")
   serve "$repo" example/linux
+  remove_stale_jobs gate "iomatrix gate (reusable)"
   event_json 11 "$base" "$head" example/linux
   run_act "$repo" pull_request -W .github/workflows/kernel-pr-gate.yml -e "$OUT/event.json" \
     --var IOMATRIX_REQUIRE_KVM=false \
@@ -535,6 +564,7 @@ scenario_nightly() {
     ' "repository": {"full_name": "example/storage-matrix", "name": "storage-matrix",' \
     '   "owner": {"login": "example"}}}' >"$OUT/event.json"
   git -C "$repo" checkout --quiet "$head"
+  remove_stale_jobs nightly "iomatrix nightly (reusable)"
   local GIT_SERVER_MODE=rw RUNNER_CACHE
   RUNNER_CACHE=$(runner_cache)
   run_act "$repo" workflow_dispatch -W .github/workflows/storage-nightly.yml -e "$OUT/event.json" \
