@@ -65,10 +65,20 @@ ca_bundle() {
   if [ -n "$bundle" ] && [ -s "$bundle" ]; then echo "$bundle"; fi
 }
 
+# apt's date checks as this machine's apt has them (Acquire::Check-Valid-Until, Check-Date; only
+# where set), for the runner stand-in: it is this machine's runner and uses its mirror, whose
+# Release files a frozen snapshot lets expire. tools/container.sh lends the job's settings on to
+# the containers a job starts (the kernel fetch's apt), as it lends this machine's to its own.
+# GitHub's runners set none (their mirror is live): a workflow that needs them fails there too.
+host_apt_dates() {
+  apt-config dump 2>/dev/null | grep -E '^Acquire::Check-(Valid-Until|Date) ' || true
+}
+
 runner_image() {
   local key bundle
   bundle=$(ca_bundle)
   key=$( (printf '%s\n' "$RUNNER_PACKAGES" "$RUNNER_PYTHON_LIBS" "${RUNNER_HOOKS[@]}"
+    host_apt_dates
     cat "$REPO/tools/ci-local-gh.py"
     if [ -n "$bundle" ]; then cat "$bundle"; fi) | sha256sum | cut -c1-12)
   echo "localhost/iomatrix-act-runner:$key"
@@ -153,6 +163,9 @@ build_runner_image() {
   if [ -n "$bundle" ]; then
     hooks+=(--customize-hook="upload $bundle /etc/ssl/certs/ca-certificates.crt")
   fi
+  host_apt_dates >"$work/apt-dates.conf"
+  hooks+=(--customize-hook="upload $work/apt-dates.conf /etc/apt/apt.conf.d/99iomatrix-host"
+    --customize-hook="chmod 644 \"\$1/etc/apt/apt.conf.d/99iomatrix-host\"")
   # GitHub's gh, recording what a workflow would send (tools/ci-local-gh.py).
   hooks+=(--customize-hook="upload $REPO/tools/ci-local-gh.py /usr/local/bin/gh"
     --customize-hook="chmod 755 \"\$1/usr/local/bin/gh\"")
@@ -520,17 +533,16 @@ PY
 # the shards restore them from the Actions cache, as on a hosted runner. On a hosted runner the
 # jobs and the engine share one file system; under act a job's ~/.cache/iomatrix and the
 # engine's differ, so the image job fetched into the host's cache and saved nothing, and its
-# prune reached the host's kernels. It starts warm, as a self-hosted runner's would: what it
-# lacks of the host's guest roots (built by any job that boots) and kernels is copied in, never
-# overwritten. The kernels because the image job's fetch of a missing one runs apt-get update in
-# the runner image, which refuses this machine's frozen mirror (sid's Release file expired; the
-# host's apt is told not to check, the image's is not): measured 2026-12-07, docs/ci.md.
+# prune reached the host's kernels. The kernels are fetched, as a hosted runner's nightly fetches
+# them (a first run downloads them from the mirror). The guest roots (built, not fetched, by any
+# job that boots) are copied from the host's cache when this one has none, to spare every first
+# run their build.
 runner_cache() {
-  local cache=$STATE/runner-cache host=${IOMATRIX_CACHE:-$HOME/.cache/iomatrix} part
-  for part in guest-roots kernels; do
-    mkdir -p "$cache/$part"
-    if [ -d "$host/$part" ]; then cp -a -n "$host/$part/." "$cache/$part/"; fi
-  done
+  local cache=$STATE/runner-cache host=${IOMATRIX_CACHE:-$HOME/.cache/iomatrix}
+  mkdir -p "$cache"
+  if [ ! -d "$cache/guest-roots" ] && [ -d "$host/guest-roots" ]; then
+    cp -a "$host/guest-roots" "$cache/guest-roots"
+  fi
   (cd "$cache" && pwd)
 }
 
