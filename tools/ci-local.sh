@@ -277,13 +277,16 @@ serve() {
 act_args() {
   ACT=("$ACT_BIN" --pull=false --action-offline-mode -b
     -P "ubuntu-24.04=$(runner_image)" -P "ubuntu-latest=$(runner_image)"
-    --container-options "-v $STATE/git:/srv/git:${GIT_SERVER_MODE:-ro} -v $OUT/github:/srv/github${RUNNER_CACHE:+ -v $RUNNER_CACHE:/root/.cache/iomatrix}${HOST_PYTHON:+ -v $HOST_PYTHON:$HOST_PYTHON:ro}"
+    --container-options "-v $STATE/git:/srv/git:${GIT_SERVER_MODE:-ro} -v $OUT/github:/srv/github${RUNNER_CACHE:+ -v $RUNNER_CACHE:/root/.cache/iomatrix -v $RUNNER_CACHE:$RUNNER_CACHE}${HOST_PYTHON:+ -v $HOST_PYTHON:$HOST_PYTHON:ro}"
     --artifact-server-path "$OUT/artifacts"
     --cache-server-path "$STATE/cache"
     -s GITHUB_TOKEN=ci-local-token)
   if [ -n "${RUNNER_CACHE:-}" ]; then
     # The jobs' ~/.cache/iomatrix is this host folder, and tools/container.sh in a job mounts it
-    # by its host path (IOMATRIX_CACHE): the engine is the host's, so a path is the host's.
+    # by its host path (IOMATRIX_CACHE): the engine is the host's, so a path is the host's. The
+    # job sees it at that path too: what a job writes there for a container it starts (this
+    # machine's apt settings) was written into the job's own file system, and the engine made
+    # an empty folder of the same name on the host.
     ACT+=(--env "IOMATRIX_CACHE=$RUNNER_CACHE")
   fi
   if [ -n "$(ca_bundle)" ]; then

@@ -298,7 +298,7 @@ cmd_run() {
   local aptconf=$cache/host-apt.conf
   host_apt_dates >"$aptconf.$$"
   chmod 644 "$aptconf.$$"
-  mv -f "$aptconf.$$" "$aptconf"
+  mv -fT "$aptconf.$$" "$aptconf"
   args+=(-v "$aptconf:/etc/apt/apt.conf.d/99iomatrix-host:ro")
   local var
   for var in IOMATRIX_ACCEL IOMATRIX_DEBIAN_MIRROR REQUIRE_KVM CI GITHUB_ACTIONS; do
