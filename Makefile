@@ -49,7 +49,7 @@ ACTIONLINT := $(ACTIONLINT_DIR)/actionlint
 .PHONY: run test setup host-packages venv venv-dev lock kernel insn-counter lint actionlint shellcheck typecheck \
 	unit test-nightly expand validate docs bench clean help venv-stamps image container-tools container-image nightly \
 	canaries samples guest-records \
-	nightly-shard fresh-machine ci-local wheel
+	nightly-shard fresh-machine ci-local wheel bisect-alert bisect-alert-args
 
 help:
 	@echo "make run [MATRIX=matrix/quick.yaml] [SHARD=i/N]  run a matrix in VMs, print the results"
@@ -58,6 +58,7 @@ help:
 	@echo "make test                                        lint, type-check and run every test"
 	@echo "make wheel [WHEEL_DIR=dist]                      build the wheel (pipx install dist/iomatrix-*.whl)"
 	@echo "make nightly SHARD=i/N                           exactly what nightly CI shard i of N runs"
+	@echo "make bisect-alert ALERT=alert:RUN:CELL:METRIC ARCHIVE=DIR OUTCOME=FILE  the nightly's self-bisection of an alert"
 	@echo "make image                                       build the runner image (docker or podman)"
 	@echo "make fresh-machine [FRESH_TARGET=run|test]       make run (or test) from nothing, in a bare container"
 	@echo "make run|test|nightly IN_CONTAINER=1             the same, inside the runner image"
@@ -82,7 +83,8 @@ ifeq ($(IN_CONTAINER),1)
 CONTAINER_MAKE = bash tools/container.sh run make $@ MATRIX='$(MATRIX)' \
 	NIGHTLY_MATRIX='$(NIGHTLY_MATRIX)' SHARD='$(SHARD)' RESULTS='$(RESULTS)' QUICK='$(QUICK)' \
 	JOBS='$(JOBS)' SPLIT_BOOTS='$(SPLIT_BOOTS)' \
-	DEFAULT_KERNEL='$(DEFAULT_KERNEL)' PYTEST_ARGS='$(PYTEST_ARGS)'
+	DEFAULT_KERNEL='$(DEFAULT_KERNEL)' PYTEST_ARGS='$(PYTEST_ARGS)' \
+	ALERT='$(ALERT)' ARCHIVE='$(ARCHIVE)' OUTCOME='$(OUTCOME)' TIME_LIMIT='$(TIME_LIMIT)'
 
 run: container-image
 	$(CONTAINER_MAKE)
@@ -91,6 +93,9 @@ nightly: nightly-shard container-image
 	$(CONTAINER_MAKE)
 
 canaries: container-image
+	$(CONTAINER_MAKE)
+
+bisect-alert: bisect-alert-args container-image
 	$(CONTAINER_MAKE)
 
 test-nightly: container-image
@@ -123,6 +128,14 @@ nightly: nightly-shard setup
 	$(BIN)/iomatrix validate $(NIGHTLY_MATRIX)
 	BIN=$(BIN) DEFAULT_KERNEL=$(DEFAULT_KERNEL) bash tools/check-accel.sh
 	$(BIN)/iomatrix run $(NIGHTLY_MATRIX) --shard $(SHARD) --results $(RESULTS) --no-progress
+
+# The nightly's self-bisection of one new regression (docs/ci.md, "An alert bisects itself"):
+# ALERT=alert:RUN:CELL:METRIC as the nightly's issue names it, ARCHIVE= the results branch's runs/
+# folder, OUTCOME= where the issue's comment is read from; TIME_LIMIT= minutes (default: the
+# matrix's nightly.bisect_minutes). Exit 1 when nothing was found or there was nothing to bisect.
+bisect-alert: bisect-alert-args setup
+	$(BIN)/iomatrix bisect $(NIGHTLY_MATRIX) --alert '$(ALERT)' --archive '$(ARCHIVE)' \
+		--outcome '$(OUTCOME)' --results $(RESULTS) $(if $(TIME_LIMIT),--time-limit $(TIME_LIMIT))
 
 # The nightly's canaries (tools/canaries.sh): an A/A and an injected-slowdown session, judged and
 # appended to the ledger $(RESULTS)/canaries.jsonl; exit 1 when a canary was wrong.
@@ -304,6 +317,10 @@ bench: setup venv-dev
 	$(BIN)/python benchmarks/bench_kernel_build.py
 	$(BIN)/python benchmarks/bench_sensitivity.py --sessions $(BENCH_SESSIONS)
 	$(BIN)/python benchmarks/targets.py .bench/summary.jsonl
+
+bisect-alert-args:
+	@test -n "$(ALERT)" && test -n "$(ARCHIVE)" && test -n "$(OUTCOME)" || { echo "make" \
+		"bisect-alert needs ALERT=alert:RUN:CELL:METRIC ARCHIVE=DIR OUTCOME=FILE" >&2; exit 2; }
 
 nightly-shard:
 	@test -n "$(SHARD)" || { echo "make nightly needs SHARD=I/N;" \

@@ -5,6 +5,7 @@
     gh issue list --label performance-regression --json number,title > open.json
     IOMATRIX_COMMIT=... RESULTS_BRANCH=results \
     tools/regression_issue.py new-changes.json RUN_URL open.json > issues.jsonl
+    tools/regression_issue.py --bisected outcomes/ new-changes.json open.json > comments.jsonl
 
 reads the change points `iomatrix trend --json` lists (with --alerts: only the ones no earlier
 night reported, see iomatrix/analysis/alert_ledger.py) and writes one JSON line per regression
@@ -15,7 +16,9 @@ gets one issue even without the ledger. Each body ends with the commands that me
 again from a bare machine (`iomatrix reproduce alert:RUN:CELL:METRIC` over a clone of the results
 branch, after the pipx line of the iomatrix at IOMATRIX_COMMIT), in a code block, only when every
 part is an id of the safe set (harness/iomatrix/model/run_id.py), the commit 40 hex digits, the
-branch a plain name and the repository the run's own address. Standard library only: the
+branch a plain name and the repository the run's own address. With --bisected, the comments
+that tell each open issue what `iomatrix bisect --alert ... --outcome FILE` found (the first bad
+commit, or why there was none). Standard library only: the
 workflow runs it without a virtualenv.
 """
 
@@ -69,6 +72,21 @@ def reproduce_lines(change: dict[str, Any], run_url: str, commit: str, branch: s
     return ["", "Measure it again from a bare machine:", "", "```sh", *lines, "```"]
 
 
+def issue_title(change: dict[str, Any]) -> str:
+    """A change's issue title, its identity: the issue a later comment goes to has it."""
+    size = change.get("median_change")
+    how_much = "" if size is None else f" {100 * size:+.1f}%"
+    what = (
+        f"dipped{how_much} for {int(change.get('dip_runs') or 0)} runs"
+        if change.get("kind") == "dip"
+        else f"regressed{how_much}"
+    )
+    return (
+        f"iomatrix nightly: {plain(change['metric'])} of {plain(change['label'])} {what} "
+        f"from {plain(change['first_run_after'])}"
+    )[:256]
+
+
 def issues(
     changes: list[dict[str, Any]], run_url: str, commit: str = "", branch: str = "results"
 ) -> list[dict[str, str]]:
@@ -79,15 +97,7 @@ def issues(
         size = change.get("median_change")
         how_much = "" if size is None else f" {100 * size:+.1f}%"
         dip = change.get("kind") == "dip"
-        what = (
-            f"dipped{how_much} for {int(change.get('dip_runs') or 0)} runs"
-            if dip
-            else f"regressed{how_much}"
-        )
-        title = (
-            f"iomatrix nightly: {plain(change['metric'])} of {plain(change['label'])} {what} "
-            f"from {plain(change['first_run_after'])}"
-        )[:256]
+        title = issue_title(change)
         back = (
             [f"- back at the earlier level from {code(change['first_run_back'])}"]
             if dip and change.get("first_run_back")
@@ -134,10 +144,98 @@ def with_actions(
     return out
 
 
+def alert_id(change: dict[str, Any]) -> str:
+    """The change's alert handle, as `iomatrix bisect --alert` and `reproduce` take it."""
+    parts = [str(change.get(k, "")) for k in ("first_run_after", "cell_id", "metric")]
+    return "alert:" + ":".join(parts)
+
+
+_BISECTED = {
+    "found": "found the first bad commit",
+    "ambiguous": "narrowed it down without a single first bad commit",
+    "refused": "did not bisect: the two ends did not differ when measured again",
+    "failed": "failed",
+    "time-limit": "stopped at its time limit before it was decided",
+    "not-bisectable": "had nothing to bisect",
+}
+
+
+def bisection_body(outcome: dict[str, Any]) -> str:
+    """What `iomatrix bisect --alert --outcome` found, as the issue's comment: the words are
+    this tool's, every value from the file inside a code span."""
+    status = str(outcome.get("status", ""))
+    first_bad = str(outcome.get("first_bad") or "")
+    if status == "found" and not _COMMIT.fullmatch(first_bad):
+        status = "not-a-commit"
+    said = _BISECTED.get(status, "ended, but what it found is not a commit (not shown)")
+    lines = [f"The nightly's bisection of this alert {said}."]
+    if status == "found":
+        lines += ["", f"First bad commit: {code(first_bad)}"]
+    lines += ["", f"- {code(outcome.get('summary', ''))}"]
+    if outcome.get("bisection"):
+        lines.append(
+            f"- bisection: {code(outcome['bisection'])} (its state and runs are in the job's "
+            "artifacts; `iomatrix show` and `reproduce` take its id)"
+        )
+    return "\n".join(lines)
+
+
+def bisection_comments(
+    changes: list[dict[str, Any]],
+    outcomes: list[dict[str, Any]],
+    open_issues: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """A comment per bisection outcome on the open issue of its alert (found by its title);
+    an outcome of no alert tonight, or of an issue not open, is left out."""
+    numbers = {str(i["title"]): int(i["number"]) for i in open_issues}
+    by_alert = {alert_id(c): c for c in changes}
+    out: list[dict[str, Any]] = []
+    for outcome in outcomes:
+        change = by_alert.get(str(outcome.get("alert", "")))
+        number = numbers.get(issue_title(change)) if change is not None else None
+        if change is None or number is None:
+            continue
+        out.append(
+            {
+                "title": issue_title(change),
+                "body": bisection_body(outcome),
+                "action": "comment",
+                "number": number,
+            }
+        )
+    return out
+
+
+def read_outcomes(folder: Path) -> list[dict[str, Any]]:
+    """The outcome files of `bisect --outcome` in a folder (small JSON objects; a file that is
+    not one, a link or a large file is skipped and said)."""
+    found = []
+    for path in sorted(folder.glob("*.json")):
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 * 1024:
+            print(f"regression_issue: skipped {path.name}: not a small file", file=sys.stderr)
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:
+            print(f"regression_issue: skipped {path.name}: not JSON", file=sys.stderr)
+            continue
+        if isinstance(data, dict):
+            found.append(data)
+    return found
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 5 and argv[1] == "--bisected":
+        # tools/regression_issue.py --bisected OUTCOMES_DIR TREND_JSON OPEN_ISSUES_JSON
+        changes = json.loads(Path(argv[3]).read_text() or "[]")
+        open_issues = json.loads(Path(argv[4]).read_text() or "[]")
+        for comment in bisection_comments(changes, read_outcomes(Path(argv[2])), open_issues):
+            print(json.dumps(comment))
+        return 0
     if len(argv) not in (3, 4):
         print(
-            "usage: tools/regression_issue.py TREND_JSON RUN_URL [OPEN_ISSUES_JSON]",
+            "usage: tools/regression_issue.py TREND_JSON RUN_URL [OPEN_ISSUES_JSON]\n"
+            "       tools/regression_issue.py --bisected OUTCOMES_DIR TREND_JSON OPEN_ISSUES_JSON",
             file=sys.stderr,
         )
         return 2

@@ -3,15 +3,17 @@ from `iomatrix trend --json` of a real (synthetic) archive."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from iomatrix.analysis import triage
 from iomatrix.report import reproduce_line
+from iomatrix.workflows import alert_bisect
+from support import regression_issue
 from support.archives import write_nightly_archive
 from support.paths import REPO_ROOT
 from support.triage_files import add_entry
@@ -224,9 +226,79 @@ def test_the_reproduce_block_takes_only_checked_parts(tmp_path: Path) -> None:
 
 
 def test_the_issue_installs_from_the_one_spelling_of_iomatrixs_repository() -> None:
-    spec = importlib.util.spec_from_file_location("regression_issue", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.IOMATRIX_REPOSITORY == reproduce_line.IOMATRIX_REPOSITORY
+    assert regression_issue.module().IOMATRIX_REPOSITORY == reproduce_line.IOMATRIX_REPOSITORY
+
+
+def bisected(tmp_path: Path, outcomes: list[dict[str, object]], open_issues: object) -> list[Any]:
+    folder = tmp_path / "outcomes"
+    folder.mkdir(exist_ok=True)
+    for n, outcome in enumerate(outcomes):
+        (folder / f"{n}.json").write_text(json.dumps(outcome))
+    (tmp_path / "open.json").write_text(json.dumps(open_issues))
+    return regression_issue.bisected_comments(
+        folder, tmp_path / "trend.json", tmp_path / "open.json"
+    )
+
+
+def test_the_open_issue_is_told_what_its_bisection_found(tmp_path: Path) -> None:
+    """`iomatrix bisect --alert ... --outcome FILE` (workflows/alert_bisect.py) ran after the
+    issue was opened: a comment on that issue names the first bad commit, or why there was
+    none; an outcome whose alert has no open issue is left out."""
+    results = tmp_path / "results"
+    write_nightly_archive(results)
+    found = issues_of(results, tmp_path)
+    changes = json.loads((tmp_path / "trend.json").read_text())
+    regressed = [c for c in changes if c["verdict"] == "regressed"]
+    titles = {i["title"] for i in found}
+    first, second = regressed[:2]
+    alert = f"alert:{first['first_run_after']}:{first['cell_id']}:{first['metric']}"
+    other = f"alert:{second['first_run_after']}:{second['cell_id']}:{second['metric']}"
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    outcomes: list[dict[str, object]] = [
+        alert_bisect.Outcome(
+            alert=alert,
+            status="found",
+            summary=f"the first bad is {sha} (the last good is fedcba98)",
+            first_bad=sha,
+            bisection="20261208T020000Z-bisect-nightly-0001",
+        ).model_dump(mode="json"),
+        {"alert": other, "status": "not-bisectable", "summary": "both nights ran 6.1.0-50"},
+        {"alert": "alert:no:such:alert", "status": "found", "first_bad": sha, "summary": ""},
+    ]
+    open_issues = [{"number": 7 + n, "title": t} for n, t in enumerate(sorted(titles))]
+    comments = bisected(tmp_path, outcomes, open_issues)
+    assert len(comments) == 2
+    by_number = {c["number"]: c for c in comments}
+    assert all(c["action"] == "comment" for c in comments)
+    bodies = " ".join(c["body"] for c in comments)
+    assert f"First bad commit: `{sha}`" in bodies
+    assert "had nothing to bisect" in bodies
+    assert "`both nights ran 6.1.0-50`" in bodies
+    assert len(by_number) == 2
+    # No open issue: nothing to comment on.
+    assert bisected(tmp_path, outcomes, []) == []
+
+
+def test_a_bisection_outcome_reaches_the_issue_only_inside_code_spans(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    write_nightly_archive(results)
+    found = issues_of(results, tmp_path)
+    change = next(c for c in json.loads((tmp_path / "trend.json").read_text()))
+    alert = f"alert:{change['first_run_after']}:{change['cell_id']}:{change['metric']}"
+    title = next(i["title"] for i in found if change["first_run_after"] in i["title"])
+    hostile: dict[str, object] = {
+        "alert": alert,
+        "status": "found",
+        "first_bad": "@maintainer <img src=x>",
+        "summary": "`\n## Fixed @everyone [click](https://evil.example)",
+        "bisection": "x`<script>",
+    }
+    (comment,) = bisected(tmp_path, [hostile], [{"number": 3, "title": title}])
+    body = comment["body"]
+    # Not a commit: no "First bad commit" line; the rest only inside spans nothing can end.
+    assert "First bad commit" not in body
+    assert "what it found is not a commit" in body
+    assert "\n## Fixed" not in body
+    assert "`??## Fixed @everyone [click](https://evil.example)`" in body
+    assert "`x?<script>`" in body
+    assert "<img" not in body

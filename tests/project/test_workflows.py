@@ -250,6 +250,8 @@ def test_only_the_jobs_that_write_have_write_permissions() -> None:
         # The callers grant what the called jobs below ask for, and no more.
         ("nightly.yml", "nightly"): {"contents": "write", "issues": "write"},
         ("reusable-nightly.yml", "merge"): {"contents": "write", "issues": "write"},
+        # A comment on the regression's issue with what its bisection found; reads the branch.
+        ("reusable-nightly.yml", "bisect"): {"contents": "read", "issues": "write"},
         # Deploys the dashboard the merge job built; it checks out and runs nothing.
         ("nightly.yml", "pages"): {"pages": "write", "id-token": "write"},
         ("pr-comment.yml", "comment"): {"actions": "read", "pull-requests": "write"},

@@ -11,6 +11,7 @@ build in the range (README, "Kernels from source").
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from iomatrix.host.kernels import cache_root, sources
 from iomatrix.matrix import builtin
 from iomatrix.model.kernel_spec import parse_spec
 from iomatrix.store.files import locked
+from support import regression_issue
 from support.kernel_trees import (
     EXT4_DIO_WRITE,
     SLOW_DIO_WRITE,
@@ -197,3 +199,85 @@ def test_a_whole_search_skips_a_commit_that_does_not_build(tmp_path: Path, base_
     (skipped,) = [s for s in state["steps"] if s["verdict"] == "skip"]
     assert "error:" in skipped["reason"]  # the compiler's own words
     assert verdicts[slow] == "bad"
+
+
+def night_copies(real: Path, archive: Path, first: int, count: int, rng: random.Random) -> None:
+    """`count` nights made from one real night (run.json copied under new ids and dates, each
+    repetition's numbers jittered by 1%, the host named as seeded): the alert step judges a
+    series from its 20th night on, and two real nights cannot make 20. The kernel records stay
+    the real night's, which is what the bisection reads."""
+    (run_json,) = real.glob("*/run.json")
+    data = json.loads(run_json.read_text())
+    for n in range(first, first + count):
+        run_id = f"202611{1 + n // 24:02d}T{n % 24:02d}0000Z-nightly-{n:04d}"
+        copy = json.loads(json.dumps(data))
+        copy["run_id"] = run_id
+        copy["created_at"] = f"2026-11-{1 + n // 24:02d}T{n % 24:02d}:00:00+00:00"
+        copy["environment"]["host"] = "seeded from a real night (tests/vm/test_bisect_vm.py)"
+        for entry in copy["cells"]:
+            for rep in entry["result"]["repetitions"]:
+                rep["metrics"] = {k: v * rng.gauss(1, 0.01) for k, v in rep["metrics"].items()}
+        (archive / run_id).mkdir(parents=True)
+        (archive / run_id / "run.json").write_text(json.dumps(copy))
+
+
+@pytest.mark.nightly
+def test_a_nightly_alert_bisects_itself_to_the_commit_that_slowed_writes(
+    tmp_path: Path, base_tree: Path
+) -> None:
+    """Issue 45's self-bisection in real VMs: the matrix's `git:` kernel at HEAD ran one night
+    at the base commit and, once the branch moved four commits on (one of them slowing ext4's
+    direct writes), another night. Around those two real nights, seeded copies make the 26
+    nights the alert step needs; the step, night by night, raises the regression; `bisect
+    --alert` bisects it in real VMs between the two nights' recorded commits; and the issue's
+    comment (tools/regression_issue.py --bisected) names the slow commit."""
+    git(base_tree, "checkout", "--quiet", "-B", "nightly-series", "base")
+    matrix = write_matrix(tmp_path, base_tree)
+    allow = ("--allow-tree", str(base_tree))
+    done = iomatrix("run", str(matrix), "--results", str(tmp_path / "good"), *allow, timeout_s=3600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    edit = "fs/ext4/file.c"
+    marker = "/* iomatrix self-bisection test */\n"
+    commit_edit(base_tree, edit, EXT4_DIO_WRITE, marker + EXT4_DIO_WRITE, "ext4: comment 1")
+    slow = commit_edit(base_tree, edit, EXT4_DIO_WRITE, SLOW_DIO_WRITE, "ext4: a slower dio write")
+    commit_edit(base_tree, edit, marker, "/* iomatrix self-bisection test, 2 */\n", "comment 2")
+    commit_edit(base_tree, edit, "a slower write path", "a slower write", "comment 3")
+    done = iomatrix("run", str(matrix), "--results", str(tmp_path / "bad"), *allow, timeout_s=3600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    archive = tmp_path / "archive"
+    rng = random.Random(45)
+    night_copies(tmp_path / "good", archive, 0, 20, rng)
+    ledger = archive / "alerts.json"
+    # The ledger starts on the 20th night, before the branch moved: nothing is news.
+    done = iomatrix("trend", "--results", str(archive), "--alerts", str(ledger), "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == []
+    news: list[dict[str, Any]] = []
+    for n in range(20, 26):
+        night_copies(tmp_path / "bad", archive, n, 1, rng)
+        done = iomatrix(
+            "trend", "--results", str(archive), "--alerts", str(ledger), "--fdr", "--json"
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        news += json.loads(done.stdout)
+    (change,) = [c for c in news if c["metric"] == "write_iops"]
+    assert change["verdict"] == "regressed", change
+    alert = f"alert:{change['first_run_after']}:{change['cell_id']}:{change['metric']}"
+    outcome = tmp_path / "outcomes" / "1.json"
+    done = iomatrix(
+        *("bisect", str(matrix), "--alert", alert, "--archive", str(archive), *allow),
+        *("--first", "5", "--per-boot", "5", "--time-limit", "90"),
+        *("--results", str(tmp_path / "bisections"), "--outcome", str(outcome)),
+        timeout_s=6000,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-4000:]
+    found = json.loads(outcome.read_text())
+    assert found["status"] == "found", found
+    assert found["first_bad"] == slow
+    (tmp_path / "new-changes.json").write_text(json.dumps(news))
+    title = regression_issue.module().issue_title(change)
+    (tmp_path / "open.json").write_text(json.dumps([{"number": 1, "title": title}]))
+    (comment,) = regression_issue.bisected_comments(
+        outcome.parent, tmp_path / "new-changes.json", tmp_path / "open.json"
+    )
+    assert f"First bad commit: `{slow}`" in comment["body"]

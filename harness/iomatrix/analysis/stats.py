@@ -465,6 +465,35 @@ class _MedianSampler:
         return [medians[find(cumulative, uniform())] for _ in range(count)]
 
 
+# Student's t at 0.975 (two-sided 95%) by degrees of freedom, 1 to 30; beyond, the normal's 1.96
+# is within 2% of it. The standard tables' values (the stdlib has no t distribution).
+_T_975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def same_number_band(
+    recorded: Sequence[float], again: Sequence[float], *, floor: float = DEFAULT_EQUIVALENCE
+) -> float:
+    """How far the median of a second, independent run may lie from the first's and still be
+    the same number (95% of the time when nothing changed): the difference of two medians,
+    each with its own sampling error, sqrt(pi / 2) x CoV / sqrt(n) a side, at Student's t for
+    the two sides' degrees of freedom (3 repetitions a side: 2.78, not 1.96). Never below
+    `floor`, the comparison's own bar for "unchanged". A side with fewer than two values has
+    no spread of its own: it borrows the other side's."""
+    covs = [c for c in (cov(recorded), cov(again)) if c is not None]
+    if not covs:
+        return floor
+    recorded_cov = cov(recorded) or max(covs)
+    again_cov = cov(again) or max(covs)
+    spread = math.sqrt(recorded_cov**2 / max(len(recorded), 1) + again_cov**2 / max(len(again), 1))
+    df = len(recorded) + len(again) - 2
+    t = _T_975[df - 1] if 1 <= df <= len(_T_975) else statistics.NormalDist().inv_cdf(0.975)
+    return max(floor, t * _MEDIAN_SE_FACTOR * spread)
+
+
 def quantile(sorted_values: Sequence[float], q: float) -> float:
     """The q-quantile by linear interpolation between order statistics (Hyndman-Fan type 7)."""
     position = q * (len(sorted_values) - 1)

@@ -25,6 +25,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "iomatrix bisect MATRIX --good v6.1 --bad HEAD --metric write_iops",
             "iomatrix bisect MATRIX --axis kernel --metric write_iops  # axis values",
             "iomatrix bisect MATRIX --good v6.1 --bad HEAD --resume latest  # after Ctrl-C",
+            "iomatrix bisect MATRIX --alert alert:RUN:CELL:write_iops --archive runs  # an alert",
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
     )
@@ -71,8 +72,41 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         ),
         ("bisection",),
     )
+    _alert_options(p)
     options.results(p)
     options.offline(p)
     options.allow_host_device(p)
     options.allow_tree(p)
     p.set_defaults(func=Handler("bisect_commands", "cmd_bisect"))
+
+
+def _alert_options(p: argparse.ArgumentParser) -> None:
+    """A nightly alert's bisection: where its ends come from, its time bound, its outcome."""
+    p.add_argument(
+        "--alert",
+        metavar="ALERT",
+        help="bisect a nightly alert (alert:RUN:CELL:METRIC, as the nightly's issue prints "
+        "it): the cell, the metric and the commits its kernel ran on the last good and the "
+        "first bad night come from the archive's records (instead of --good, --bad, --cell, "
+        "--metric)",
+    )
+    p.add_argument(
+        "--archive",
+        type=Path,
+        metavar="DIR",
+        help="with --alert: the archive holding the alert ledger and the nights (the nightly's "
+        "results branch's runs/ folder; default: --results)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=options.at_least(1),
+        metavar="MINUTES",
+        help="stop after this many minutes, the state kept to --resume (exit 1)",
+    )
+    p.add_argument(
+        "--outcome",
+        type=Path,
+        metavar="FILE",
+        help="write what was found as JSON (the nightly's regression issue reads it): the first "
+        "bad commit, or why there was nothing to bisect or it was not found",
+    )

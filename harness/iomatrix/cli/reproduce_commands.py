@@ -50,6 +50,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return ExitCode.OK if outcome.agrees else ExitCode.NOT_OK
 
 
+# A band wider than this is said to be wide: within it, a reproduction shows little.
+WIDE_BAND = 0.25
+
+
 def _report(found: reproduce.Plan, outcome: reproduce_run.Outcome, width: int | None) -> str:
     lines = [
         wrap(
@@ -73,6 +77,18 @@ def _report(found: reproduce.Plan, outcome: reproduce_run.Outcome, width: int | 
             for a in outcome.agreements
         ]
         lines += ["", fit_table(header, rows, width=width, numeric={2, 3, 4, 5}, keep={1, 6})]
+        widest = max(a.band for a in outcome.agreements)
+        if widest > WIDE_BAND:
+            # Under a loaded host the repetitions can spread so far that "within the band"
+            # says little (+-77% on this 2-core machine beside four other jobs): say so.
+            lines.append(
+                wrap(
+                    f"note: the noise allows up to +-{format_percent(widest)}: this only shows "
+                    "the result is not far off; more repetitions (the matrix's repeat) on a "
+                    "quieter host narrow it",
+                    width,
+                )
+            )
     for was, now in outcome.verdicts:
         lines.append(f"the session's verdict: recorded {was}, again {now}")
     return "\n".join(lines)

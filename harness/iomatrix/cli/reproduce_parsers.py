@@ -22,7 +22,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "(CPU, accelerator, QEMU, virtme-ng, the guest's root, iomatrix). With --run, do "
             "them from this machine, with this iomatrix (it must be the recorded one), and "
             "compare each gated headline metric with the recorded one within its noise band "
-            "(the larger of the 5% equivalence margin and twice the recorded CoV). Exit 0 "
+            "(the difference two runs of that noise stay within 95% of the time, from both "
+            "runs' repetitions, at least the 5% equivalence margin). Exit 0 "
             "when every metric (a session: its verdict) comes back, 1 when one does not."
         ),
         epilog=help_format.examples(

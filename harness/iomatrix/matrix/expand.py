@@ -43,6 +43,7 @@ from iomatrix.model.cell import (
     KnobSet,
     Matrix,
     MountOptionSet,
+    NightlySettings,
     VmSettings,
     Workload,
     axis_values,
@@ -177,6 +178,9 @@ class Expander:
             vm=self._vm(),
             timeouts=self.ctx.timeouts(),
             fresh_boot=bool(spec.fresh_boot),
+            nightly=NightlySettings(
+                **(spec.nightly.model_dump(exclude_none=True) if spec.nightly else {})
+            ),
             cells=cells,
         )
 

@@ -272,6 +272,13 @@ def _check_format(value: int) -> int:
     return value
 
 
+class NightlySpec(_Schema):
+    # The nightly's self-bisection of a new regression whose kernel moved (iomatrix bisect
+    # --alert): false turns it off; bisect_minutes bounds each one.
+    bisect: bool | None = None
+    bisect_minutes: Annotated[int, Field(ge=1, le=1440)] | None = None
+
+
 class FileSpec(_Schema):
     format: Annotated[int, AfterValidator(_check_format)]  # required in every file, presets too
     name: Name | None = None
@@ -289,6 +296,7 @@ class FileSpec(_Schema):
     timeouts: TimeoutsSpec | None = None
     repeat: Repeat | None = None
     fresh_boot: bool | None = None
+    nightly: NightlySpec | None = None
     max_cells: Annotated[int, Field(ge=1, le=MAX_CELLS_LIMIT)] | None = None
     devices: dict[Name, _DeviceSpec] | None = None
     workloads: dict[Name, WorkloadSpec] | None = None

@@ -519,6 +519,15 @@ def cell_id(values: dict[str, str]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
+class NightlySettings(Record):
+    """What the nightly does beyond running the matrix: bisect a new regression whose kernel
+    moved between its last good and first bad night (iomatrix bisect --alert), within a time
+    bound per bisection."""
+
+    bisect: bool = True
+    bisect_minutes: int = Field(default=240, ge=1, le=1440)
+
+
 class Matrix(Record):
     """A validated, expanded matrix: where it came from, the VM it needs and its cells."""
 
@@ -529,6 +538,7 @@ class Matrix(Record):
     # Every repetition in a VM of its own, so no repetition inherits the guest state (page
     # cache, slab, allocator) of the one before; costs one boot per repetition.
     fresh_boot: bool = False
+    nightly: NightlySettings = NightlySettings()
     cells: tuple[Cell, ...]
 
     @property

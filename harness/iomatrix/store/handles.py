@@ -171,6 +171,13 @@ def resolve(text: str, results: Path, accept: Collection[str] = ("run", "side"))
     found = _by_path(Path(text))
     if found is not None:
         return _checked(found, wanted, text)
+    if text.startswith("/") and Path(text).is_dir():
+        # A folder by its path that holds none of ours (an empty one, a bisection stopped
+        # before its state was first saved), said as such rather than as an id called "".
+        raise IomatrixError(
+            f"{text}: a folder, but not {describe(wanted)} (it holds no run.json, session "
+            "record or bisection state)"
+        )
     head, *rest = text.rstrip("/").split("/")
     head, rest = _side_run_id(head, rest, results)
     folder_kinds = [k for k, leads in _LEADS_TO.items() if leads & wanted and _fits(k, rest)]

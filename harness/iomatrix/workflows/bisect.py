@@ -447,6 +447,9 @@ def start(request: BisectRequest, *, out: TextIO) -> Bisection:
             where=where,
             folder=folder,
         )
+        # Saved before the first step: a Ctrl-C (or --time-limit) during the confirmation or
+        # the first step's builds left an empty folder that --resume could not name.
+        BisectDir(folder).write_state(bisect.state_json(state))
     print(
         f"iomatrix: bisecting {state.settings.metric} of {state.what}: {len(candidates)} "
         f"candidates, state in {BisectDir(folder).state}",

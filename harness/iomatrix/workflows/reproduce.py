@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from iomatrix.analysis.alert_ledger import parse_ledger
 from iomatrix.analysis.bisect import parse_state
 from iomatrix.errors import IomatrixError
 from iomatrix.host import environment
@@ -35,8 +34,8 @@ from iomatrix.report.text import wrap
 from iomatrix.store import handles
 from iomatrix.store.bisect_state import BisectDir
 from iomatrix.store.records_io import load_run, load_session
-from iomatrix.store.results import ResultsDir, read_alerts
 from iomatrix.store.sessiondir import SessionDir
+from iomatrix.workflows import alert_bisect
 
 # The matrix's checkout, under the work folder.
 CHECKOUT = "matrix"
@@ -174,19 +173,7 @@ def _step_target(found: handles.Handle) -> tuple[list[Target], str, list[str]]:
 
 def _alert_targets(found: handles.Handle, results: Path) -> tuple[list[Target], str, list[str]]:
     """A nightly alert: the cell in the last run before the change and in the first after."""
-    path = ResultsDir(results).alerts
-    ledger = parse_ledger(read_alerts(path), path)
-    entries = [
-        a
-        for a in (ledger.alerts if ledger is not None else ())
-        if (a.first_run_after, a.cell_id, a.metric) == (found.run, found.cell, found.metric)
-    ]
-    if not entries:
-        raise IomatrixError(
-            f"{found.text}: {path} holds no such alert (the nightly's results branch has it: "
-            "give its runs/ folder as --results)"
-        )
-    alert = entries[0]
+    alert = alert_bisect.alert_entry(found, results)
     targets = []
     for run_id in (alert.last_run_before, alert.first_run_after):
         run_dir = handles.find_run(run_id, results)

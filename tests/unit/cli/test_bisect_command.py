@@ -5,8 +5,6 @@ tests/vm/test_bisect_vm.py."""
 
 from __future__ import annotations
 
-import random
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +14,11 @@ from iomatrix.analysis import bisect
 from iomatrix.cli import main as cli_main
 from iomatrix.errors import IomatrixError
 from iomatrix.matrix.loader import load_matrix
-from iomatrix.model.cell import Cell, Matrix
-from iomatrix.model.result import KernelBuildInfo, KernelInfo, RunRecord
 from iomatrix.store.bisect_state import BisectDir
-from iomatrix.workflows import ab_session, prepare, runs
+from iomatrix.workflows import ab_session, runs
 from iomatrix.workflows import bisect as bisect_workflow
+from support.bisect_runs import FakeRuns
 from support.kernel_trees import commit_all, git, matrix_file, toy_tree
-from support.runs import make_run, ok
 
 
 def args(path: Path, **extra: Any) -> bisect_workflow.BisectRequest:
@@ -97,65 +93,6 @@ def test_each_candidate_is_a_cell_of_its_own(tmp_path: Path) -> None:
     for label, cell in on.items():
         assert cell.kernel_build is not None
         assert cell.kernel_build.source.raw == f"git:{tree}@{label}"
-
-
-class FakeRuns:
-    """runs.run_matrix without VMs or builds: each candidate's write_iops around 1000, or 750
-    from the first bad commit on, and its kernel in the run's `kernels` map as a real run records
-    it: compiled in 123.4 s the first time a run has it, from the build cache (build_s 0) after."""
-
-    def __init__(self, tree: Path, first_bad: str, order: list[str]) -> None:
-        self.tree = tree
-        self.slow = set(order[order.index(first_bad) :])
-        self.built: set[str] = set()
-        self.rng = random.Random(5)
-
-    def __call__(
-        self, matrix: Matrix, options: prepare.RunOptions, **_kwargs: object
-    ) -> tuple[RunRecord, Path]:
-        results = []
-        kernels = {}
-        for cell in matrix.cells:
-            assert cell.kernel_build is not None
-            sha = cell.kernel_build.source.raw.rsplit("@", 1)[1]
-            level = 750.0 if sha in self.slow else 1000.0
-            values = [self.rng.gauss(level, level * 0.01) for _ in range(cell.repeat)]
-            results.append(ok(cell, {"write_iops": values}))
-            if cell.kernel in kernels:
-                # One record per kernel, as a run has, however many cells boot it.
-                continue
-            kernels[cell.kernel] = KernelInfo(
-                spec=cell.kernel,
-                release=f"6.99.0-iomatrix-{sha[:8]}",
-                source=f"built from {self.tree}",
-                vmlinuz_sha256="0" * 64,
-                build=KernelBuildInfo(
-                    commit=sha,
-                    origin=str(self.tree),
-                    key=sha[:24],
-                    compiler="gcc",
-                    config_sha256="0" * 64,
-                    build_s=0.0 if sha in self.built else 123.4,
-                    log="/cache/build.log",
-                    config="/cache/config",
-                ),
-            )
-            self.built.add(sha)
-        record = make_run(results).model_copy(update={"kernels": kernels})
-        return record, options.results_dir
-
-    def ab(
-        self,
-        _base: Matrix,
-        _new: Matrix,
-        pairs: Sequence[tuple[Cell, Cell]],
-        options: prepare.RunOptions,
-        **_kwargs: object,
-    ) -> tuple[RunRecord, RunRecord, Path]:
-        """ab_session.run_ab: each side as a run of its cells."""
-        base, _ = self(_base.model_copy(update={"cells": tuple(a for a, _ in pairs)}), options)
-        new, _ = self(_new.model_copy(update={"cells": tuple(b for _, b in pairs)}), options)
-        return base, new, options.results_dir
 
 
 def test_each_steps_build_time_comes_from_its_runs_kernel_record(

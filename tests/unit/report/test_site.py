@@ -550,3 +550,24 @@ def test_a_split_session_without_its_comparison_is_judged_with_its_pairs(tmp_pat
     page = site.index.read_text()
     assert "missing" not in page
     assert 'data-verdict="regressed"' in page
+
+
+def test_every_chart_marks_where_the_runs_environment_changed(tmp_path: Path) -> None:
+    """Issue 45: a QEMU upgrade halfway through the history, with no step in most series, is
+    marked on every series' chart (the pages show which stretches measured the same machine);
+    the hostile-looking version string is escaped like every other text."""
+    results = tmp_path / "results"
+    nightly = write_nightly_archive(results, nights=12, step_at=11)
+    for run_id in nightly.run_ids[6:]:
+        path = results / run_id
+        record = load_run(path)
+        newer = record.environment.model_copy(update={"qemu": "8.2.2 <b>"})
+        write_record(path / "run.json", record.model_copy(update={"environment": newer}))
+    trends.dashboard(results)
+    history = (results / "site" / "history.html").read_text()
+    charts = history.split('<svg class="chart"')[1:]
+    assert len(charts) == 12
+    before = load_run(results / nightly.run_ids[0]).environment.qemu
+    said = f"environment changed: qemu {before} -&gt; 8.2.2 &lt;b&gt; from {nightly.run_ids[6]}"
+    assert all(chart.count(said) == 1 for chart in charts), charts[0][:3000]
+    assert "<b>" not in history

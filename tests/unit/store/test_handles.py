@@ -227,3 +227,10 @@ def test_report_of_a_session_by_its_id_is_its_verdict_page(
     code, _out, err = run_cli(capsys, "report", "--results", str(results), BISECTION)
     assert code == 2
     assert "is a bisection: it has no HTML report" in err
+
+
+def test_a_folder_of_none_of_ours_is_said_to_be_one(results: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "stopped-bisection"
+    empty.mkdir()
+    with pytest.raises(IomatrixError, match=r"stopped-bisection: a folder, but not a bisection"):
+        handles.resolve(str(empty), results, ("bisection",))

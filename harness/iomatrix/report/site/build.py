@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from iomatrix.analysis import compare, metrics, trend
+from iomatrix.analysis.trend_environment import fingerprint
 from iomatrix.errors import IomatrixError
 from iomatrix.report import choices
 from iomatrix.report.site import history_page
@@ -255,7 +256,11 @@ def build_archive_site(
     )
     pages.insert(0, index)
     kernels = _kernels(results_dir, {p.run_id for h in histories for p in h.points})
-    pages.append(_write(out, "history.html", history_page.render_history(histories, kernels)))
+    environments = {
+        run_id: fingerprint(env) for run_id, env in archive.run_environments(results_dir).items()
+    }
+    page = history_page.render_history(histories, kernels, environments)
+    pages.append(_write(out, "history.html", page))
     pages.append(
         _write(
             out,

@@ -16,6 +16,7 @@ from iomatrix.analysis import metrics
 from iomatrix.analysis.changepoint import DEFAULT_END_MIN_SIZE, DEFAULT_MIN_SIZE
 from iomatrix.analysis.trend import TrendChange
 from iomatrix.analysis.trend_change import verdict_words
+from iomatrix.analysis.trend_environment import environment_cuts
 from iomatrix.model.numbers import significant
 from iomatrix.report.reproduce_line import for_handle
 from iomatrix.report.site import svg
@@ -223,6 +224,8 @@ def render_dashboard(
 
 # A run's kernels: run id -> kernel spec -> the release it booted.
 Kernels = Mapping[str, Mapping[str, str]]
+# A run's environment fingerprint (analysis/trend_environment.py): run id -> field -> value.
+Environments = Mapping[str, Mapping[str, str]]
 
 
 def _point_name(point: HistoryPoint, label: str, kernels: Kernels) -> str:
@@ -234,7 +237,30 @@ def _point_name(point: HistoryPoint, label: str, kernels: Kernels) -> str:
     return f"{point.run_id} ({point.created_at}{kernel})"
 
 
-def _series_block(h: SeriesHistory, kernels: Kernels) -> str:
+def _between(times: Sequence[float], index: int) -> float:
+    """Between the last run before `index` and the run at it (where a change begins)."""
+    return (times[index - 1] + times[index]) / 2 if index > 0 else times[index]
+
+
+def _environment_markers(
+    h: SeriesHistory, times: Sequence[float], environments: Environments, taken: set[int]
+) -> list[tuple[float, str, str]]:
+    """A mark wherever the runs' environment fingerprint changed (QEMU, host kernel, CPU, guest
+    root...), step or not: a reader sees which stretches measured the same machine. Not where
+    a change point is already drawn (its label names the environment change)."""
+    fingerprints = [environments.get(p.run_id) for p in h.points]
+    return [
+        (
+            _between(times, index),
+            svg.VERDICT_COLOURS["environment"],
+            f"environment changed: {what} from {h.points[index].run_id}",
+        )
+        for index, what in environment_cuts(fingerprints)
+        if index not in taken
+    ]
+
+
+def _series_block(h: SeriesHistory, kernels: Kernels, environments: Environments) -> str:
     times = h.times()
     points = tuple((t, p.median) for t, p in zip(times, h.points, strict=True))
     label = h.series.label
@@ -244,18 +270,18 @@ def _series_block(h: SeriesHistory, kernels: Kernels) -> str:
     for change in h.changes:
         if change.first_run_after in where:
             index = where[change.first_run_after]
-            # Between the last run before the change and the first after it.
-            at = (times[index - 1] + times[index]) / 2 if index > 0 else times[index]
             colour = svg.VERDICT_COLOURS.get(change.verdict, "#333")
             size = "" if change.median_change is None else f" {change.median_change:+.1%}"
             markers.append(
                 (
-                    at,
+                    _between(times, index),
                     colour,
                     f"{verdict_words(change)}{size} from {change.first_run_after} "
                     f"(p {change.p_value:.3g})",
                 )
             )
+    taken = {where[c.first_run_after] for c in h.changes if c.first_run_after in where}
+    markers += _environment_markers(h, times, environments, taken)
     chart = svg.line_chart(
         [svg.Line(label=h.series.metric, points=points)],
         title=f"{h.series.label} {h.series.metric}",
@@ -275,9 +301,13 @@ def _series_block(h: SeriesHistory, kernels: Kernels) -> str:
     )
 
 
-def render_history(histories: Sequence[SeriesHistory], kernels: Kernels | None = None) -> str:
+def render_history(
+    histories: Sequence[SeriesHistory],
+    kernels: Kernels | None = None,
+    environments: Environments | None = None,
+) -> str:
     """Every headline series over time; `kernels` names each run's kernel in its points'
-    tooltips where it is known."""
+    tooltips where it is known; `environments` marks where the runs' fingerprint changed."""
     shown = [h for h in histories if metrics.is_headline(h.series.metric) and h.points]
     if not shown:
         empty = (
@@ -299,7 +329,7 @@ def render_history(histories: Sequence[SeriesHistory], kernels: Kernels | None =
         f"histories are drawn in {svg.MAX_DRAWN_POINTS} buckets: the line is each bucket's "
         "median, the pale bars its range.</p>",
         filters(choices, text=False),
-        *(_series_block(h, kernels or {}) for h in shown),
+        *(_series_block(h, kernels or {}, environments or {}) for h in shown),
     ]
     return render_page("iomatrix history", "".join(body), NAV)
 
