@@ -280,7 +280,12 @@ act_args() {
     --container-options "-v $STATE/git:/srv/git:${GIT_SERVER_MODE:-ro} -v $OUT/github:/srv/github${RUNNER_CACHE:+ -v $RUNNER_CACHE:/root/.cache/iomatrix -v $RUNNER_CACHE:$RUNNER_CACHE}${HOST_PYTHON:+ -v $HOST_PYTHON:$HOST_PYTHON:ro}"
     --artifact-server-path "$OUT/artifacts"
     --cache-server-path "$STATE/cache"
-    -s GITHUB_TOKEN=ci-local-token)
+    -s GITHUB_TOKEN=ci-local-token
+    # One job at a time: with -b every job works in the one work tree, where GitHub gives each
+    # its own, and the nightly's two shards checking out .iomatrix at once broke each other's
+    # ("could not lock config file .iomatrix/.git/config"). A self-hosted runner with one work
+    # folder also runs its jobs one after another.
+    --concurrent-jobs 1)
   if [ -n "${RUNNER_CACHE:-}" ]; then
     # The jobs' ~/.cache/iomatrix is this host folder, and tools/container.sh in a job mounts it
     # by its host path (IOMATRIX_CACHE): the engine is the host's, so a path is the host's. The
