@@ -68,10 +68,20 @@ ca_bundle() {
   if [ -n "$bundle" ] && [ -s "$bundle" ]; then echo "$bundle"; fi
 }
 
+# apt's date checks as this machine's apt has them (Acquire::Check-Valid-Until, Check-Date; only
+# where set), for the runner stand-in: it is this machine's runner and uses its mirror, whose
+# Release files a frozen snapshot lets expire. tools/container.sh lends the job's settings on to
+# the containers a job starts (the kernel fetch's apt), as it lends this machine's to its own.
+# GitHub's runners set none (their mirror is live): a workflow that needs them fails there too.
+host_apt_dates() {
+  apt-config dump 2>/dev/null | grep -E '^Acquire::Check-(Valid-Until|Date) ' || true
+}
+
 runner_image() {
   local key bundle
   bundle=$(ca_bundle)
   key=$( (printf '%s\n' "$RUNNER_PACKAGES" "$RUNNER_PYTHON_LIBS" "${RUNNER_HOOKS[@]}"
+    host_apt_dates
     cat "$REPO/tools/ci-local-gh.py"
     if [ -n "$bundle" ]; then cat "$bundle"; fi) | sha256sum | cut -c1-12)
   echo "localhost/iomatrix-act-runner:$key"
@@ -156,6 +166,9 @@ build_runner_image() {
   if [ -n "$bundle" ]; then
     hooks+=(--customize-hook="upload $bundle /etc/ssl/certs/ca-certificates.crt")
   fi
+  host_apt_dates >"$work/apt-dates.conf"
+  hooks+=(--customize-hook="upload $work/apt-dates.conf /etc/apt/apt.conf.d/99iomatrix-host"
+    --customize-hook="chmod 644 \"\$1/etc/apt/apt.conf.d/99iomatrix-host\"")
   # GitHub's gh, recording what a workflow would send (tools/ci-local-gh.py).
   hooks+=(--customize-hook="upload $REPO/tools/ci-local-gh.py /usr/local/bin/gh"
     --customize-hook="chmod 755 \"\$1/usr/local/bin/gh\"")
@@ -267,13 +280,21 @@ serve() {
 act_args() {
   ACT=("$ACT_BIN" --pull=false --action-offline-mode -b
     -P "ubuntu-24.04=$(runner_image)" -P "ubuntu-latest=$(runner_image)"
-    --container-options "-v $STATE/git:/srv/git:${GIT_SERVER_MODE:-ro} -v $OUT/github:/srv/github${RUNNER_CACHE:+ -v $RUNNER_CACHE:/root/.cache/iomatrix}${HOST_PYTHON:+ -v $HOST_PYTHON:$HOST_PYTHON:ro}"
+    --container-options "-v $STATE/git:/srv/git:${GIT_SERVER_MODE:-ro} -v $OUT/github:/srv/github${RUNNER_CACHE:+ -v $RUNNER_CACHE:/root/.cache/iomatrix -v $RUNNER_CACHE:$RUNNER_CACHE}${HOST_PYTHON:+ -v $HOST_PYTHON:$HOST_PYTHON:ro}"
     --artifact-server-path "$OUT/artifacts"
     --cache-server-path "$STATE/cache"
-    -s GITHUB_TOKEN=ci-local-token)
+    -s GITHUB_TOKEN=ci-local-token
+    # One job at a time: with -b every job works in the one work tree, where GitHub gives each
+    # its own, and the nightly's two shards checking out .iomatrix at once broke each other's
+    # ("could not lock config file .iomatrix/.git/config"). A self-hosted runner with one work
+    # folder also runs its jobs one after another.
+    --concurrent-jobs 1)
   if [ -n "${RUNNER_CACHE:-}" ]; then
     # The jobs' ~/.cache/iomatrix is this host folder, and tools/container.sh in a job mounts it
-    # by its host path (IOMATRIX_CACHE): the engine is the host's, so a path is the host's.
+    # by its host path (IOMATRIX_CACHE): the engine is the host's, so a path is the host's. The
+    # job sees it at that path too: what a job writes there for a container it starts (this
+    # machine's apt settings) was written into the job's own file system, and the engine made
+    # an empty folder of the same name on the host.
     ACT+=(--env "IOMATRIX_CACHE=$RUNNER_CACHE")
   fi
   if [ -n "$(ca_bundle)" ]; then
@@ -292,6 +313,33 @@ act_args() {
     # shellcheck disable=SC2206 # extra options are split on spaces on purpose
     ACT+=(${ACT_ARGS})
   fi
+}
+
+# act names a job's container (and its volumes) after the caller job, the workflow and the job,
+# its own way (createContainerName in act's pkg/runner): every character but [A-Za-z0-9] a dash,
+# then each "--" one dash. The same scenario gives the same names run after run.
+act_name_prefix() {
+  local name="act-$1-$2-"
+  name=${name//[^A-Za-z0-9]/-}
+  echo "${name//--/-}"
+}
+
+# act leaves its job containers running after a run, and the next run of the same scenario then
+# fails at "Set up job" (it removes the job's volumes first: "volume ... is being used"). Before a
+# run, the containers this scenario's jobs will be named after are removed; those of other
+# scenarios are left alone. Act runs one at a time on a machine (under the VM lock), so a
+# container of this scenario's names is a previous run's, and would collide with this one anyway.
+remove_stale_jobs() {
+  local prefix name
+  prefix=$(act_name_prefix "$1" "$2")
+  podman_ ps -a --format '{{.Names}}' | while read -r name; do
+    case "$name" in
+      "$prefix"*)
+        say "removing act's container of a previous run: $name"
+        podman_ rm -f -t 5 "$name" >/dev/null
+        ;;
+    esac
+  done
 }
 
 # Run act in folder $1 with the rest of the arguments; its log in OUT/act.log, its status kept.
@@ -395,6 +443,7 @@ scenario_matrix_gate() {
   esac
   head=$(commit_all "$repo" "retune the gate's disk")
   serve "$repo" example/storage-matrix
+  remove_stale_jobs gate "iomatrix gate (reusable)"
   event_json 7 "$base" "$head" example/storage-matrix
   git -C "$repo" checkout --quiet "$head"
   run_act "$repo" pull_request -W ".github/workflows/$workflow" -e "$OUT/event.json" \
@@ -487,6 +536,7 @@ open(path, "w").write(text.replace(old, new, 1))
 PY
   head=$(commit_all "$repo" "ext4: a slower direct write (3 ms each)")
   serve "$repo" example/linux
+  remove_stale_jobs gate "iomatrix gate (reusable)"
   event_json 11 "$base" "$head" example/linux
   run_act "$repo" pull_request -W .github/workflows/kernel-pr-gate.yml -e "$OUT/event.json" \
     --var IOMATRIX_REQUIRE_KVM=false \
@@ -503,17 +553,16 @@ PY
 # the shards restore them from the Actions cache, as on a hosted runner. On a hosted runner the
 # jobs and the engine share one file system; under act a job's ~/.cache/iomatrix and the
 # engine's differ, so the image job fetched into the host's cache and saved nothing, and its
-# prune reached the host's kernels. It starts warm, as a self-hosted runner's would: what it
-# lacks of the host's guest roots (built by any job that boots) and kernels is copied in, never
-# overwritten. The kernels because the image job's fetch of a missing one runs apt-get update in
-# the runner image, which refuses this machine's frozen mirror (sid's Release file expired; the
-# host's apt is told not to check, the image's is not): measured 2026-12-07, docs/ci.md.
+# prune reached the host's kernels. The kernels are fetched, as a hosted runner's nightly fetches
+# them (a first run downloads them from the mirror). The guest roots (built, not fetched, by any
+# job that boots) are copied from the host's cache when this one has none, to spare every first
+# run their build.
 runner_cache() {
-  local cache=$STATE/runner-cache host=${IOMATRIX_CACHE:-$HOME/.cache/iomatrix} part
-  for part in guest-roots kernels; do
-    mkdir -p "$cache/$part"
-    if [ -d "$host/$part" ]; then cp -a -n "$host/$part/." "$cache/$part/"; fi
-  done
+  local cache=$STATE/runner-cache host=${IOMATRIX_CACHE:-$HOME/.cache/iomatrix}
+  mkdir -p "$cache"
+  if [ ! -d "$cache/guest-roots" ] && [ -d "$host/guest-roots" ]; then
+    cp -a "$host/guest-roots" "$cache/guest-roots"
+  fi
   (cd "$cache" && pwd)
 }
 
@@ -547,6 +596,7 @@ scenario_nightly() {
     ' "repository": {"full_name": "example/storage-matrix", "name": "storage-matrix",' \
     '   "owner": {"login": "example"}}}' >"$OUT/event.json"
   git -C "$repo" checkout --quiet "$head"
+  remove_stale_jobs nightly "iomatrix nightly (reusable)"
   local GIT_SERVER_MODE=rw RUNNER_CACHE
   RUNNER_CACHE=$(runner_cache)
   run_act "$repo" workflow_dispatch -W .github/workflows/storage-nightly.yml -e "$OUT/event.json" \

@@ -165,6 +165,15 @@ registry_access() {
   fi
 }
 
+# apt's date checks as this machine's apt has them set (Acquire::Check-Valid-Until and
+# Check-Date, and only where set: a machine whose apt checks them lends nothing). A dated
+# snapshot mirror's Release files read as expired otherwise (sid's carries a Valid-Until a week
+# on); a container that uses this machine's mirror is told what this machine's apt is told, no
+# more (docs/SECURITY.md).
+host_apt_dates() {
+  apt-config dump 2>/dev/null | grep -E '^Acquire::Check-(Valid-Until|Date) ' || true
+}
+
 # A bare machine still reaches the package registries the way this one does, and nothing more is
 # lent to it: registry_access, and apt's date checks (a dated snapshot mirror's Release files read
 # as expired otherwise).
@@ -183,7 +192,7 @@ cmd_bare() {
   # Global: the EXIT trap runs after this function has returned.
   APTCONF=$(mktemp "${TMPDIR:-/tmp}/iomatrix-apt.XXXXXX")
   trap 'rm -f "$APTCONF"' EXIT
-  apt-config dump 2>/dev/null | grep -E '^Acquire::Check-(Valid-Until|Date) ' >"$APTCONF" || true
+  host_apt_dates >"$APTCONF"
   chmod 644 "$APTCONF"
   args+=(-v "$APTCONF:/etc/apt/apt.conf.d/99iomatrix-host:ro")
   if [ -n "${CONTAINER_ARGS:-}" ]; then
@@ -282,6 +291,15 @@ cmd_run() {
   # inside (make venv), which needs PyPI as this machine reaches it.
   registry_access
   args+=("${REGISTRY_ACCESS[@]}")
+  # The image's apt (the kernel fetch's, the runner image's sources are this machine's mirror)
+  # gets this machine's date checks. The file lives in the cache folder, a path this shell and
+  # the engine both see (under a local Actions runner a job's /tmp is not the engine's), and is
+  # replaced whole each time (a container already running keeps reading the one it mounted).
+  local aptconf=$cache/host-apt.conf
+  host_apt_dates >"$aptconf.$$"
+  chmod 644 "$aptconf.$$"
+  mv -fT "$aptconf.$$" "$aptconf"
+  args+=(-v "$aptconf:/etc/apt/apt.conf.d/99iomatrix-host:ro")
   local var
   for var in IOMATRIX_ACCEL IOMATRIX_DEBIAN_MIRROR REQUIRE_KVM CI GITHUB_ACTIONS; do
     if [ -n "${!var:-}" ]; then

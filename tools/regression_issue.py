@@ -72,6 +72,24 @@ def reproduce_lines(change: dict[str, Any], run_url: str, commit: str, branch: s
     return ["", "Measure it again from a bare machine:", "", "```sh", *lines, "```"]
 
 
+def triage_line(change: dict[str, Any]) -> str:
+    """How to acknowledge or ignore the change: the command a reader pastes, only when its
+    parts are ids of the safe set (a cell id like `$(...)` is the archive's text, and went into
+    it unquoted); else the same in words."""
+    parts = [str(change.get(k, "")) for k in ("cell_id", "metric", "first_run_after")]
+    if not all(_ID.fullmatch(p) for p in parts):
+        return (
+            "Acknowledge or ignore it with `iomatrix triage` on the results branch (the cell, "
+            "metric and first run after are above; one of them is not a plain id)."
+        )
+    cell, metric, after = parts
+    command = (
+        f"iomatrix triage ack|ignore --cell {cell} --metric {metric} "
+        f"--first-run-after {after} --who NAME --why TEXT"
+    )
+    return f"Acknowledge or ignore it with {code(command)} on the results branch."
+
+
 def issue_title(change: dict[str, Any]) -> str:
     """A change's issue title, its identity: the issue a later comment goes to has it."""
     size = change.get("median_change")
@@ -103,10 +121,7 @@ def issues(
             if dip and change.get("first_run_back")
             else []
         )
-        triage_command = (
-            f"iomatrix triage ack|ignore --cell {change['cell_id']} --metric {change['metric']} "
-            f"--first-run-after {change['first_run_after']} --who NAME --why TEXT"
-        )
+        triage = triage_line(change)
         body = "\n".join(
             [
                 f"A change point in the nightly history ([run]({run_url})):",
@@ -121,8 +136,13 @@ def issues(
                 f"- last run before: {code(change['last_run_before'])}, first run after: "
                 f"{code(change['first_run_after'])}",
                 *back,
+                *(
+                    [f"- code changed between those two nights: {code(change['code_change'])}"]
+                    if change.get("code_change")
+                    else []
+                ),
                 "",
-                f"Acknowledge or ignore it with {code(triage_command)} on the results branch.",
+                triage,
                 *reproduce_lines(change, run_url, commit, branch),
             ]
         )
@@ -216,7 +236,8 @@ def read_outcomes(folder: Path) -> list[dict[str, Any]]:
             continue
         try:
             data = json.loads(path.read_text())
-        except ValueError:
+        except (ValueError, RecursionError):
+            # Nested past Python's limit, json raises RecursionError, not ValueError.
             print(f"regression_issue: skipped {path.name}: not JSON", file=sys.stderr)
             continue
         if isinstance(data, dict):

@@ -216,7 +216,10 @@ def test_the_pull_request_that_adds_the_gate_passes_after_one_run_of_its_matrix(
     ((run, _shell, _flag, script, name, *argv),) = recorded(log)
     assert (run, name) == ("run", "gate")
     assert "check-accel.sh" in script
-    assert argv[:3] == ["iomatrix", "run", f"{workspace}/bench/gate.yaml"]
+    # The head's matrix is the pull request's, a stranger's: its kernel builds are not trusted
+    # (docs/SECURITY.md: a machine that runs strangers' matrices with `run` says so).
+    assert argv[:4] == ["env", "IOMATRIX_TRUSTED_BUILDS=0", "iomatrix", "run"]
+    assert argv[4] == f"{workspace}/bench/gate.yaml"
     assert "--results" in argv
     note = (workspace / "iomatrix-gate" / "no-baseline.md").read_text()
     assert "no baseline" in note

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from iomatrix.analysis import triage
-from iomatrix.report import reproduce_line
+from iomatrix.model.run_id import RUN_ID_RE
+from iomatrix.report import reproduce_line, trend_text
 from iomatrix.workflows import alert_bisect
 from support import regression_issue
 from support.archives import write_nightly_archive
@@ -229,6 +230,46 @@ def test_the_issue_installs_from_the_one_spelling_of_iomatrixs_repository() -> N
     assert regression_issue.module().IOMATRIX_REPOSITORY == reproduce_line.IOMATRIX_REPOSITORY
 
 
+def test_the_triage_command_takes_only_checked_parts(tmp_path: Path) -> None:
+    """The triage line is a command a reader pastes (after choosing ack or ignore): a cell id,
+    metric or run id from the archive went into it unquoted, `$(...)` and `;` included."""
+    change = {
+        "verdict": "regressed",
+        "kind": "step",
+        "label": "ext4 randwrite",
+        "cell_id": "c0ffee",
+        "metric": "write_iops",
+        "median_change": -0.2,
+        "before_median": 1000.0,
+        "after_median": 800.0,
+        "p_value": 0.001,
+        "runs_before": 5,
+        "runs_after": 5,
+        "last_run_before": "n1",
+        "first_run_after": "n2",
+    }
+    body = json.loads(run_script(tmp_path, [change], {}))["body"]
+    assert "`iomatrix triage ack|ignore --cell c0ffee --metric write_iops" in body
+    for bad in (
+        {"cell_id": "c0ffee$(touch x)"},
+        {"metric": "write_iops;touch x"},
+        {"first_run_after": "n2 --who x"},
+    ):
+        body = json.loads(run_script(tmp_path, [{**change, **bad}], {}))["body"]
+        assert "iomatrix triage ack" not in body
+        assert "touch" not in body.split("Acknowledge")[1]
+        assert "`iomatrix triage` on the results branch" in body  # said how, in words
+
+
+def test_the_issues_checks_are_iomatrixs_own() -> None:
+    """The script runs without a virtualenv, so it holds copies of iomatrix's checks: they must
+    stay the same (the run-id set, what may not be in a code span, a commit)."""
+    module = regression_issue.module()
+    assert module._ID.pattern == RUN_ID_RE.pattern
+    assert module._NOT_IN_A_SPAN.pattern == trend_text._NOT_IN_A_SPAN.pattern
+    assert module._COMMIT.pattern == reproduce_line._COMMIT.pattern
+
+
 def bisected(tmp_path: Path, outcomes: list[dict[str, object]], open_issues: object) -> list[Any]:
     folder = tmp_path / "outcomes"
     folder.mkdir(exist_ok=True)
@@ -302,3 +343,20 @@ def test_a_bisection_outcome_reaches_the_issue_only_inside_code_spans(tmp_path: 
     assert "`??## Fixed @everyone [click](https://evil.example)`" in body
     assert "`x?<script>`" in body
     assert "<img" not in body
+
+
+def test_an_outcome_file_nested_past_pythons_limit_is_skipped_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """json.loads raises RecursionError, not ValueError, for 60,000 nested brackets (60 KB,
+    within the reader's 64 KiB): the script stopped with a traceback and posted nothing."""
+    folder = tmp_path / "outcomes"
+    folder.mkdir()
+    (folder / "deep.json").write_text("[" * 60000)
+    (tmp_path / "trend.json").write_text("[]")
+    (tmp_path / "open.json").write_text("[]")
+    argv = [sys.executable, str(SCRIPT), "--bisected", str(folder)]
+    argv += [str(tmp_path / "trend.json"), str(tmp_path / "open.json")]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "skipped deep.json" in done.stderr

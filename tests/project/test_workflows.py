@@ -707,6 +707,15 @@ def test_the_action_with_only_a_matrix_passes_nothing_else(tmp_path: Path) -> No
         assert flag not in argv
 
 
+def test_the_actions_run_without_a_baseline_trusts_no_build(tmp_path: Path) -> None:
+    # The base has no matrix yet: the head's (the pull request's, a stranger's) runs once with
+    # `run`, whose builds are trusted unless the environment says otherwise.
+    (recorded_argv,) = run_action_step("iomatrix ab", {"matrix": "m.yaml"}, tmp_path)
+    argv = recorded_argv[5:]
+    assert recorded_argv[4] == "gate"
+    assert argv[:4] == ["env", "IOMATRIX_TRUSTED_BUILDS=0", "iomatrix", "run"]
+
+
 def example_files() -> list[Path]:
     docs = REPO / "docs" / "workflows"
     return sorted([*docs.glob("*.yml"), *docs.glob("*/.github/workflows/*.yml")])

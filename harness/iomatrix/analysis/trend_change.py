@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from iomatrix.analysis.trend_environment import shown
 from iomatrix.model.cell import Record
 
 
@@ -53,6 +54,20 @@ class TrendChange(Record):
     # A change where the runs' environment fingerprint changed: what changed ("qemu 7.2 ->
     # 8.2"); the step is the environment's, not the code's. None: no fingerprint changed there.
     environment: str | None = Field(default=None)
+    # The code the cell's kernel was built from, when it differs between the last run before and
+    # the first run after: "kernel debian:bookworm 6.1.0-27-amd64 -> 6.1.0-28-amd64" (a
+    # package's version; "commit 1a2b3c -> 4d5e6f" for a kernel built from a tree). None: the
+    # same kernel on both nights, or unknown.
+    code_change: str | None = Field(default=None)
+
+
+def code_change(spec: str, before: str | None, after: str | None) -> str | None:
+    """The code change a change point spans, from the kernel's identity on the last night before
+    and the first night after (kernel_identity): None when either is unknown or they agree."""
+    if before is None or after is None or before == after:
+        return None
+    # Recorded text (a stranger's run.json): one printable line each, cut, as fingerprints are.
+    return f"kernel {shown(spec)} {shown(before)} -> {shown(after)}"
 
 
 def verdict_words(change: TrendChange) -> str:

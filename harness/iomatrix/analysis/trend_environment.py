@@ -62,11 +62,25 @@ def environment_cuts(
     return out
 
 
+# How much of a fingerprint's value a label shows: run.json is text a stranger may have written
+# (a results branch), and the label reaches the trend table, the dashboard and the alert ledger.
+SHOWN_VALUE = 60
+
+
+def shown(value: str | None) -> str:
+    """A fingerprint's value as a label shows it: one printable line of at most SHOWN_VALUE
+    characters (anything else, a line break or a control character, as "?")."""
+    if value is None:
+        return "(none)"
+    flat = "".join(c if c.isprintable() else "?" for c in value)
+    return flat if len(flat) <= SHOWN_VALUE else flat[: SHOWN_VALUE - 1] + "\u2026"
+
+
 def describe(before: Mapping[str, str], after: Mapping[str, str]) -> str:
     """The fields that differ, each "name old -> new" (a field only one side has: "(none)")."""
     names = sorted(set(before) | set(after))
     return ", ".join(
-        f"{name} {before.get(name, '(none)')} -> {after.get(name, '(none)')}"
+        f"{name} {shown(before.get(name))} -> {shown(after.get(name))}"
         for name in names
         if before.get(name) != after.get(name)
     )

@@ -214,7 +214,7 @@ def _stretch_findings(values: list[float], options: Options) -> list[Finding]:
     # Each step is judged on the runs between its neighbours; a step that does not count is
     # dropped and its neighbours judged again on the longer segments it leaves (the weakest
     # first): a small significant wobble beside a step must not cut the step's baseline short.
-    kept = _prune(values, list(steps), judge, min_size)
+    kept = _prune(values, list(steps), judge, min_size, min(end_min_size, min_size))
     # Two steps of opposite sign close together, back at the first level: one dip.
     merged: list[Finding] = []
     for finding in kept:
@@ -255,9 +255,15 @@ Judge = Callable[[ChangePoint, Sequence[float], Sequence[float]], "tuple[float, 
 
 
 def _prune(
-    values: Sequence[float], steps: list[ChangePoint], judge: Judge, min_size: int
+    values: Sequence[float],
+    steps: list[ChangePoint],
+    judge: Judge,
+    min_size: int,
+    min_after: int | None = None,
 ) -> list[Finding]:
-    """The steps that count once every one is judged on the segments between those kept."""
+    """The steps that count once every one is judged on the segments between those kept.
+    `min_after`: the fewest runs after a recent step (default min_size)."""
+    min_after = min_size if min_after is None else min_after
     n = len(values)
     while True:
         bounds = [0, *(cp.index for cp in steps), n]
@@ -289,11 +295,52 @@ def _prune(
             ):
                 kept.append(Finding(cp, *judged, (*before, *after), min(min_size, len(after))))
                 continue
+            later = (
+                _later_start(values, (bounds[k], old, bounds[k + 2]), judge, min_after, min_size)
+                if recent
+                else None
+            )
+            if later is not None:
+                kept.append(later)
+                continue
             if weakest is None or strength < weakest[0]:
                 weakest = (strength, k)
         if weakest is None:
             return kept
         del steps[weakest[1]]
+
+
+def _later_start(
+    values: Sequence[float],
+    span: tuple[int, ChangePoint, int],
+    judge: Judge,
+    min_after: int,
+    min_size: int,
+) -> Finding | None:
+    """A recent step that was not sustained, started up to ALERT_TOLERANCE_RUNS runs later:
+    the split the search chose can sit one night early, before a night that noise put on the
+    old level (the search maximises a distance, not the sustained check), and then every later
+    night was refused until 2 x min_size runs came after it (issue 45: a 10% step at 2.9% noise
+    alerted 8 nights late). The first later start whose runs after are all on the new level and
+    whose change still counts (the floor, judged anew) is the step, at least `min_after` runs
+    after it. Its p-value stays the search's: the same shift of the same runs, located anew as
+    a later night would (the alert ledger takes a step located within ALERT_TOLERANCE_RUNS as
+    the same one, and --fdr tests the segment again)."""
+    lo, old, hi = span
+    for index in range(old.index + 1, old.index + ALERT_TOLERANCE_RUNS + 1):
+        before, after = values[lo:index], values[index:hi]
+        if len(after) < min_after:
+            return None
+        cp = change_point(
+            before, after, index=index, p_value=old.p_value, statistic=old.statistic,
+            block=old.block,
+        )  # fmt: skip
+        judged = judge(cp, before, after)
+        if judged is None or abs(judged[0]) < judged[1]:
+            continue
+        if _sustained(after, cp.before_median, cp.after_median):
+            return Finding(cp, *judged, (*before, *after), min(min_size, len(after)))
+    return None
 
 
 def _is_return(first: Finding, second: Finding) -> bool:

@@ -260,10 +260,14 @@ def cmd_archive(args: argparse.Namespace) -> int:
         listed = [{"path": str(p.path), "reason": p.reason} for p in problems]
         print(json.dumps({"run_folders": folders, "problems": listed}, indent=1))
         return ExitCode.NOT_OK if problems else ExitCode.OK
+    width = output_width()
     for problem in problems:
-        print(problem)
+        print(wrap(str(problem), width))
     if problems:
-        print(f"\n{len(problems)} problem(s) in {results} ({folders} run folders)")
+        print(
+            "\n" + wrap(f"{len(problems)} problem(s) in {results} ({folders} run folders)", width)
+        )
         return ExitCode.NOT_OK
-    print(f"{results}: {folders} run folder(s), every run.json and result.json loads")
+    said = f"{results}: {folders} run folder(s), every run.json and result.json loads"
+    print(wrap(said, width))
     return ExitCode.OK

@@ -24,7 +24,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         epilog=help_format.examples(
             "iomatrix bisect MATRIX --good v6.1 --bad HEAD --metric write_iops",
             "iomatrix bisect MATRIX --axis kernel --metric write_iops  # axis values",
-            "iomatrix bisect MATRIX --good v6.1 --bad HEAD --resume latest  # after Ctrl-C",
+            "iomatrix bisect MATRIX --resume latest  # after Ctrl-C: its own ends",
             "iomatrix bisect MATRIX --alert alert:RUN:CELL:write_iops --archive runs  # an alert",
         ),
         formatter_class=help_format.ExamplesHelpFormatter,
@@ -68,7 +68,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "--resume",
             metavar="BISECTION",
             help="continue an interrupted bisection (its id, a prefix of one, latest, or its "
-            "folder)",
+            "folder) with its own ends or axis; others given are refused, naming both",
         ),
         ("bisection",),
     )

@@ -61,18 +61,64 @@ def cmd_history(args: argparse.Namespace) -> int:
         hint = f"its metrics: {', '.join(known)}" if known else "no indexed run has this cell"
         print(f"no history of {args.metric} for cell {args.cell} in {results} ({hint})")
         return ExitCode.NOT_OK
-    print(history_table(widths, lines))
+    note, header, widths, lines = _narrowed(widths, lines)
+    if note:
+        print(note)
+    print(history_table(widths, lines, header))
     return ExitCode.OK
 
 
 HISTORY_HEADER = ("run", "date", "median", "CoV", "n", "status")
+# The date column as a run id begins with it (store/rundir.py new_run_id), and in UTC.
+_STAMP, _UTC = "%Y%m%dT%H%M%SZ", "%Y-%m-%d %H:%M:%S"
 
 
-def history_table(widths: Sequence[int], lines: Sequence[str]) -> str:
+def _narrowed(
+    widths: Sequence[int], lines: Sequence[str]
+) -> tuple[str, list[str], list[int], list[str]]:
+    """A line to say above, and the table's header, widths and lines as the terminal has room
+    for them (issue 47: 82 columns at 80), never a run id or number cut: as it is when it fits
+    (or on a pipe); else without its date column when every run's id begins with its date to
+    the second (the line above says so); else its dates in UTC without their offset ("+00:00",
+    6 columns)."""
+    from iomatrix.report.text import GAP, output_width  # noqa: PLC0415 - a narrow terminal's
+
+    header = list(HISTORY_HEADER)
+    width = output_width()
+    if width is None or sum(widths) + len(GAP) * (len(widths) - 1) <= width:
+        return "", header, list(widths), list(lines)
+    import datetime as dt  # noqa: PLC0415 - only a narrow terminal's table needs it
+
+    starts = [sum(widths[:k]) + len(GAP) * k for k in range(len(widths))]
+    rows = [
+        [
+            line[a:b].rstrip()
+            for a, b in zip(starts, [s - len(GAP) for s in starts[1:]], strict=False)
+        ]
+        + [line[starts[-1] :]]
+        for line in lines
+    ]
+    dates = [dt.datetime.fromisoformat(row[1]).astimezone(dt.UTC) for row in rows]
+    if all(row[0].startswith(d.strftime(_STAMP)) for row, d in zip(rows, dates, strict=True)):
+        header.pop(1)
+        rows = [[row[0], *row[2:]] for row in rows]
+        note = "each run's date is the start of its id (UTC)"
+    else:
+        header[1] = "date (UTC)"
+        rows = [[row[0], d.strftime(_UTC), *row[2:]] for row, d in zip(rows, dates, strict=True)]
+        note = ""
+    sizes = [max(len(x) for x in column) for column in zip(header, *rows, strict=True)]
+    laid = ["  ".join(map(str.ljust, row, sizes)) for row in rows]
+    return note, header, sizes, laid
+
+
+def history_table(
+    widths: Sequence[int], lines: Sequence[str], header: Sequence[str] = HISTORY_HEADER
+) -> str:
     """format_table(HISTORY_HEADER, a row per point), the same text, from the lines the index
     laid out (archive.history_table_lines): the header, its rule and the lines, none ending in
     whitespace. (Formatting and padding 10,000 points here took 11 ms of CPU, and the query
     that returned them as tuples 12 ms: both are now the index's 15 ms.)"""
-    head = "  ".join(map(str.ljust, HISTORY_HEADER, widths))
+    head = "  ".join(map(str.ljust, header, widths))
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([head.rstrip(), rule, *map(str.rstrip, lines)])

@@ -157,6 +157,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "One metric of one cell across the archived runs, oldest first: run, date, median, "
             "CoV and number of repetitions. Answered from the archive's index "
             "(<results>/index.sqlite), brought up to date with the run folders first. "
+            "On a terminal too narrow for the table, the date is left out when every run's id "
+            "begins with it, else given in UTC: no id or number is cut. "
             "Exit 1 when there is no such history."
         ),
         epilog=help_format.examples(

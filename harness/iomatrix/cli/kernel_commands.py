@@ -115,7 +115,7 @@ def cmd_accel(args: argparse.Namespace) -> int:
         cache_dir=kernels.cache_root(),
         probe=accel.trusted_probe(root, inputs.fetcher(args), parse_spec(args.kernel)),
     )
-    print(f"{verdict}: {why}")
+    print(wrap(f"{verdict}: {why}", output_width()))
     return ExitCode.OK
 
 

@@ -49,7 +49,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             else f"{parsed} fio job file(s) parsed"
         )
         if not args.json:
-            print(f"{path}: ok, {len(matrix.cells)} cells, {kernels_n} kernel(s), {jobs}")
+            said = f"{path}: ok, {len(matrix.cells)} cells, {kernels_n} kernel(s), {jobs}"
+            print(wrap(said, output_width()))
     if args.json:
         print(json.dumps(checked, indent=1))
     return ExitCode.OK

@@ -37,7 +37,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         return ExitCode.OK
     options.refuse_given(args, _ARCHIVE_ONLY, "they are for the archive's report (no target)")
     if len(targets) == 1:
-        found = handles.resolve(targets[0], results, ("run", "side", "session", "bisection"))
+        # A bisection is taken to say where its result is; `latest` is the newest result that
+        # has a page, not a newer bisection refused (issue 47).
+        paged: tuple[handles.Kind, ...] = ("run", "side", "session")
+        latest = targets[0] == handles.LATEST
+        found = handles.resolve(targets[0], results, paged if latest else (*paged, "bisection"))
         if found.kind == "bisection":
             raise IomatrixError(
                 f"{found.text} is a bisection: it has no HTML report; its result is "

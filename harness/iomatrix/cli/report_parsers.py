@@ -33,7 +33,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             "(<run>/report/). SESSION (an `iomatrix ab` folder) or BASE NEW: a forest plot and a "
             "filterable table of every cell x metric, and both runs' pages. No target: the "
             "archive's dashboard, every series' history with its change points, and the changes "
-            f"page (<results>/{ResultsDir.SITE_DIR}/)."
+            f"page (<results>/{ResultsDir.SITE_DIR}/). `latest` is the newest run or session "
+            "(a bisection has no page: `iomatrix show` prints its result)."
         ),
         epilog=help_format.examples(
             "iomatrix report latest  # the newest run's (or session's) pages",

@@ -13,7 +13,7 @@ from iomatrix.cli import inputs, options
 from iomatrix.cli.exit_codes import ExitCode
 from iomatrix.model.numbers import format_percent, significant
 from iomatrix.report.progress import Progress
-from iomatrix.report.text import fit_table, output_width, wrap
+from iomatrix.report.text import fit_table, one_line, output_width, wrap
 from iomatrix.workflows import reproduce, reproduce_run
 
 
@@ -30,7 +30,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     work = args.work if args.work is not None else reproduce_run.work_folder(results, found.handle)
     found = reproduce.plan(args.id, results, work=work)
     for name, was, here in found.differences:
-        print(f"iomatrix: {name}: recorded {was}, here {here}", file=sys.stderr)
+        said = f"recorded {one_line(was, 200)}, here {one_line(here, 200)}"
+        print(f"iomatrix: {name}: {said}", file=sys.stderr)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         outcome = reproduce_run.execute(

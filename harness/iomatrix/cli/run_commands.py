@@ -48,6 +48,14 @@ def _concurrency(args: argparse.Namespace) -> preflight.Concurrency:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.baseline is None:
+        # They shape --baseline's plan only: dropped without it, a run seemed to heed them.
+        options.refuse_given(
+            args,
+            ["target_effect", "min_effect", "alpha", "metric"],
+            "run judges nothing; with --baseline RUN they say the repetitions each cell needs "
+            "(compare and ab judge with them)",
+        )
     inputs.use_quick_variant(args)
     request = runs.RunRequest(
         file=args.file,

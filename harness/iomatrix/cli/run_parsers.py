@@ -19,7 +19,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description=(
             "Fetch the kernels, boot one VM per (kernel, device profile), run every cell, and "
             "write "
-            "results/<run-id>/run.json. Exit 0 when every cell is ok, 1 otherwise."
+            "results/<run-id>/run.json. Exit 0 when every cell is ok, 1 otherwise. A run "
+            "judges nothing: --target-effect, --min-effect, --alpha and --metric are for "
+            "--baseline's plan, and refused without it."
         ),
         epilog=help_format.examples(
             "iomatrix run matrix/quick.yaml  # what `make run` runs",

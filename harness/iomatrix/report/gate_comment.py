@@ -52,7 +52,6 @@ CONCLUSIONS = frozenset(
         "startup_failure",
     )
 )
-_SHA = re.compile(r"[0-9a-f]{40}")
 _RUN_URL = re.compile(
     r"https://[A-Za-z0-9.-]{1,253}/[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}"
     r"/actions/runs/[0-9]{1,20}(/attempts/[0-9]{1,5})?"
@@ -118,7 +117,7 @@ def header(*, conclusion: str, head_sha: str, run_url: str) -> str:
     """The comment's first lines, from GitHub's own event (checked all the same)."""
     if conclusion not in CONCLUSIONS:
         raise IomatrixError(f"{conclusion[:40]!r} is not a workflow run's conclusion")
-    if not _SHA.fullmatch(head_sha):
+    if reproduce_line.commit_or_none(head_sha) is None:
         raise IomatrixError(f"{head_sha[:60]!r} is not a commit")
     if not _RUN_URL.fullmatch(run_url):
         raise IomatrixError(f"{run_url[:200]!r} is not a workflow run's address")

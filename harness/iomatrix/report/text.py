@@ -42,6 +42,19 @@ def for_terminal(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
+# What a terminal, an editor or a shell may take for the end of a line (with the other controls,
+# which for_terminal escapes).
+_LINE_BREAK = re.compile(r"[\n\u2028\u2029]")
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """`text` as one line of at most `limit` characters, control characters and line breaks
+    shown as escapes: a record's text inside a line iomatrix prints (a `# ` note of a plan a
+    reader pastes whole) cannot start a line of its own."""
+    flat = _LINE_BREAK.sub(lambda m: f"\\u{ord(m[0]):04x}", for_terminal(text))
+    return flat if len(flat) <= limit else flat[: limit - 1] + ELLIPSIS
+
+
 def for_markdown(text: str) -> str:
     """One line of inert Markdown: escaped, on one line, no mention, no autolink, no HTML."""
     flat = for_terminal(text).replace("\r", " ").replace("\n", " ")

@@ -137,6 +137,7 @@ def news_markdown(news: Sequence[TrendChange]) -> str:
         lines.append(
             f"- {code(c.label)} {code(c.metric)}: {verdict_words(c)}{size} ({what}) from "
             f"{code(c.first_run_after)}"
+            + (f"; code changed: {code(c.code_change)}" if c.code_change else "")
         )
     return "\n".join(lines) + "\n"
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from iomatrix.errors import IomatrixError
+from iomatrix.model.run_id import RUN_ID_RE
 from iomatrix.store import bisect_state, rundir
 from iomatrix.store.sessiondir import SessionDir
 
@@ -142,9 +143,13 @@ def ids_of(results: Path, kinds: Collection[Kind] = FOLDER_KINDS) -> list[str]:
 def completions(results: Path, kinds: Collection[str]) -> list[str]:
     """What shell completion offers where an ID of these kinds is taken: latest, then the ids
     under `results` of those kinds, newest first, each session followed by its sides
-    (S/base, S/new) where a side is taken. Folder names only, as ids_of reads them."""
+    (S/base, S/new) where a side is taken. Folder names only, as ids_of reads them, and only
+    those of the run-id set: the folder may be a stranger's, and bash's `compgen -W` expands
+    the words it offers (a folder named `$(cmd)` ran cmd on TAB)."""
     words = [LATEST]
     for name in reversed(folder_ids(results)):
+        if not RUN_ID_RE.fullmatch(name):
+            continue
         kind = _as_folder_kind(results / name)
         if kind in kinds:
             words.append(name)

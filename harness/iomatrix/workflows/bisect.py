@@ -13,6 +13,7 @@ the state (every value, every step), the result as Markdown and each round's run
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import sys
@@ -401,10 +402,59 @@ class Bisection:
     measure: _Measure
 
 
+_ON_VALUES = " on the values of "
+
+
+def _resumed_state(request: BisectRequest) -> bisect.BisectState | None:
+    if request.resume is None:
+        return None
+    return bisect.parse_state(BisectDir(request.resume.resolve()).read_state())
+
+
+def _own_ends(request: BisectRequest, state: bisect.BisectState) -> BisectRequest:
+    """A resumed bisection given no ends nor axis: its own, from its state (its first and last
+    candidates, or the axis it bisects), as it was started."""
+    if _ON_VALUES in state.what:
+        return dataclasses.replace(request, axis=state.what.rsplit(_ON_VALUES, 1)[1])
+    if not state.candidates:
+        return request
+    ends = state.candidates[0].label, state.candidates[-1].label
+    return dataclasses.replace(request, good=ends[0], bad=ends[1])
+
+
+def _other_ends(
+    folder: Path,
+    request: BisectRequest,
+    had: Sequence[bisect.Candidate],
+    given: Sequence[bisect.Candidate],
+) -> str:
+    """Why a resumed bisection cannot go on with these ends: its candidates and these, named."""
+
+    def span(candidates: Sequence[bisect.Candidate]) -> str:
+        if not candidates:
+            return ""
+        return f", {candidates[0].label[:12]} to {candidates[-1].label[:12]}"
+
+    kind = "values" if request.axis is not None else "commits"
+    asked = (
+        f"--axis {request.axis}"
+        if request.axis is not None
+        else f"--good {request.good} --bad {request.bad}"
+    )
+    return (
+        f"{folder}: that bisection is of {len(had)} {kind}{span(had)}; {asked} give "
+        f"{len(given)}{span(given)}: resume it without --good/--bad/--axis (its own are "
+        "used), or start a new one without --resume"
+    )
+
+
 def start(request: BisectRequest, *, out: TextIO) -> Bisection:
     """The candidates, the preflight, and a new bisection's state (the cell and metric chosen by
     an A/B of the ends when not given) or a resumed one's."""
     matrix = load_matrix(request.matrix, allowed_trees=request.allowed_trees)
+    resumed = _resumed_state(request)
+    if resumed is not None and request.axis is request.good is request.bad is None:
+        request = _own_ends(request, resumed)
     if (request.axis is None) == (request.good is None or request.bad is None):
         raise IomatrixError("give --good REF and --bad REF (commits), or --axis AXIS (values)")
     recipe: KernelBuild | None = None
@@ -425,11 +475,10 @@ def start(request: BisectRequest, *, out: TextIO) -> Bisection:
         concurrency=Concurrency(),
     )
     kernels: dict[str, bisect.KernelBuilt] = {}
-    if request.resume is not None:
-        folder = request.resume.resolve()
-        state = bisect.parse_state(BisectDir(folder).read_state())
+    if request.resume is not None and resumed is not None:
+        folder, state = request.resume.resolve(), resumed
         if [c.label for c in state.candidates] != [c.label for c in candidates]:
-            raise IomatrixError(f"{folder}: that bisection had other candidates; start a new one")
+            raise IomatrixError(_other_ends(folder, request, state.candidates, candidates))
         measured = [c for c in choices if state.what == f"{c.label} on {where}"]
         if not measured:
             raise IomatrixError(f"{folder}: that bisection measured another cell ({state.what})")

@@ -29,8 +29,8 @@ from iomatrix.errors import IomatrixError
 from iomatrix.host import environment
 from iomatrix.model.result import MEASUREMENT_ENVIRONMENT, CellEntry, MatrixOrigin, RunRecord
 from iomatrix.model.session import SessionRecord
-from iomatrix.report.reproduce_line import install_line
-from iomatrix.report.text import wrap
+from iomatrix.report.reproduce_line import commit_or_none, install_line
+from iomatrix.report.text import one_line, wrap
 from iomatrix.store import handles
 from iomatrix.store.bisect_state import BisectDir
 from iomatrix.store.records_io import load_run, load_session
@@ -41,7 +41,9 @@ from iomatrix.workflows import alert_bisect
 CHECKOUT = "matrix"
 # The environment fields `reproduce` compares, in the order it lists them.
 COMPARED = (*MEASUREMENT_ENVIRONMENT, "guest_root", "iomatrix_commit")
-_COMMIT = re.compile(r"[0-9a-f]{40}")
+# The longest repository address or matrix path a plan puts into a command: longer is a
+# command line nobody reads before pasting it.
+MAX_WORD = 1000
 _REMOTE = re.compile(r"(https?|git|ssh)://[^\s]+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+")
 
 
@@ -191,25 +193,37 @@ def _alert_targets(found: handles.Handle, results: Path) -> tuple[list[Target], 
 def checked_origin(origin: MatrixOrigin) -> MatrixOrigin:
     """A recorded origin fit to be used: IomatrixError saying what is wrong otherwise."""
     remote = origin.repository
-    usable = _REMOTE.fullmatch(remote) or (remote.startswith("/") and Path(remote).is_dir())
+    usable = len(remote) <= MAX_WORD and (
+        _REMOTE.fullmatch(remote) or (remote.startswith("/") and Path(remote).is_dir())
+    )
     if not usable or remote.startswith("-") or "::" in remote:
         raise IomatrixError(
             f"the recorded repository {remote[:200]!r} is not an https, http, git or ssh "
-            "address, nor a folder here"
+            f"address, nor a folder here, of at most {MAX_WORD} characters"
         )
-    if not _COMMIT.fullmatch(origin.commit):
+    if commit_or_none(origin.commit) is None:
         raise IomatrixError(f"the recorded commit {origin.commit[:80]!r} is not a commit")
     path = PurePosixPath(origin.path)
-    if path.is_absolute() or ".." in path.parts or not origin.path:
-        raise IomatrixError(f"the recorded matrix path {origin.path[:200]!r} is not relative")
+    if path.is_absolute() or ".." in path.parts or not origin.path or len(origin.path) > MAX_WORD:
+        raise IomatrixError(
+            f"the recorded matrix path {origin.path[:200]!r} is not relative, without '..', "
+            f"of at most {MAX_WORD} characters"
+        )
     return origin
 
 
-def _matrix_in(work: Path, record: RunRecord) -> Path:
-    """Where the reproduction's copy of the run's matrix file is."""
+def recorded_source(record: RunRecord) -> str:
+    """The matrix file a run without a repository recorded, as a command's word that is never
+    an option (a stranger's run.json may say `--allow-tree=/`): `./` before a leading `-`."""
+    source = record.matrix_source
+    return f"./{source}" if source.startswith("-") else source
+
+
+def _matrix_in(work: Path, record: RunRecord) -> str:
+    """Where the reproduction's copy of the run's matrix file is, as a command's word."""
     if record.matrix_origin is None:
-        return Path(record.matrix_source)
-    return work / CHECKOUT / checked_origin(record.matrix_origin).path
+        return recorded_source(record)
+    return str(work / CHECKOUT / checked_origin(record.matrix_origin).path)
 
 
 def _steps(targets: Sequence[Target], work: Path) -> tuple[Step, ...]:
@@ -242,13 +256,18 @@ def _install_step(record: RunRecord) -> Step:
     commands: list[tuple[str, ...]] = []
     if env.iomatrix_image:
         notes.append(f"or the runner image it ran in: {env.iomatrix_image}")
-    if env.iomatrix_commit:
-        commands.append(tuple(install_line(env.iomatrix_commit)))
+    commit = commit_or_none(env.iomatrix_commit)
+    if commit is not None:
+        commands.append(tuple(install_line(commit)))
         if env.iomatrix_changed:
-            notes.append(
-                f"the run's iomatrix had changes over {env.iomatrix_commit[:12]} that no "
-                "commit holds"
-            )
+            notes.append(f"the run's iomatrix had changes over {commit[:12]} that no commit holds")
+    elif env.iomatrix_commit:
+        # Only 40 hex digits is installed: pip fetches any ref (refs/pull/N/head is a
+        # stranger's pull request), and the record may be a stranger's.
+        notes.append(
+            f"the run recorded iomatrix commit {env.iomatrix_commit[:80]!r}, which is not a "
+            f"commit: install the one you trust, {shlex.join(install_line('COMMIT'))}"
+        )
     else:
         notes.append(
             f"the run recorded iomatrix {env.iomatrix} without its commit (made before iomatrix "
@@ -257,7 +276,7 @@ def _install_step(record: RunRecord) -> Step:
         )
     commands.append(("iomatrix", "doctor"))
     notes.append("doctor lists the host packages a run needs that this host lacks")
-    version = env.iomatrix_commit[:12] if env.iomatrix_commit else env.iomatrix
+    version = commit[:12] if commit is not None else env.iomatrix[:40]
     return Step(f"install iomatrix {version}, as recorded", tuple(commands), tuple(notes))
 
 
@@ -266,7 +285,7 @@ def _matrix_step(record: RunRecord, work: Path) -> Step:
     if origin is None:
         return Step(
             "the matrix file",
-            (("sha256sum", record.matrix_source),),
+            (("sha256sum", recorded_source(record)),),
             (
                 f"the run recorded no repository for {record.matrix_source} (it was in none, or "
                 f"the run was made before iomatrix recorded it): copy it here; its sha256 must "
@@ -298,7 +317,7 @@ def _kernel_step(targets: Sequence[Target], work: Path) -> Step:
     notes = []
     for target in targets:
         for record in records_of(target):
-            matrix = str(_matrix_in(work, record))
+            matrix = _matrix_in(work, record)
             cells = _cells(target, record)
             specs = {e.cell.kernel for e in cells}
             built = {e.cell.kernel for e in cells if e.cell.kernel_build is not None}
@@ -334,7 +353,7 @@ def _cells(target: Target, record: RunRecord) -> list[CellEntry]:
 def _run_step(target: Target, work: Path) -> Step:
     if target.session_dir is not None:
         return Step("the A/B session", (tuple(ab_argv(target, work)),))
-    argv = ["iomatrix", "run", str(_matrix_in(work, target.record))]
+    argv = ["iomatrix", "run", _matrix_in(work, target.record)]
     if target.record.shard:
         argv += ["--shard", target.record.shard]
     for cell in target.cells:
@@ -350,12 +369,12 @@ def ab_argv(target: Target, work: Path) -> list[str]:
     assert target.session_dir is not None
     base_run = load_run(SessionDir(target.session_dir).base)
     new_run = load_run(SessionDir(target.session_dir).new)
-    argv = ["iomatrix", "ab", str(_matrix_in(work, base_run))]
+    argv = ["iomatrix", "ab", _matrix_in(work, base_run)]
     if record is None:
-        argv.append(str(_matrix_in(work, new_run)))
+        argv.append(_matrix_in(work, new_run))
         return argv
     if record.new_matrix is not None:
-        argv.append(str(_matrix_in(work, new_run)))
+        argv.append(_matrix_in(work, new_run))
     if record.split is not None:
         argv += ["--split", record.split]
     if record.repeat is not None:
@@ -414,15 +433,18 @@ def _differences(record: RunRecord) -> tuple[tuple[str, str, str], ...]:
 def render(found: Plan, *, width: int | None = None) -> str:
     """The plan as `iomatrix reproduce` prints it: numbered steps, each command on a line of
     its own (long ones continued with a backslash), then what differs on this machine."""
-    lines = [wrap(f"reproduce {found.what}", width), ""]
+    # Every sentence holds a record's text (a stranger's run.json): one line each, and a line
+    # cut for the width goes on as a comment, so none can start a command of its own in a plan
+    # that is pasted whole.
+    lines = [wrap(f"reproduce {one_line(found.what)}", width, indent="# "), ""]
     for note in found.notes:
-        lines.append(wrap(f"note: {note}", width))
+        lines.append(wrap(f"note: {one_line(note)}", width, indent="# "))
     for number, step in enumerate(found.steps, start=1):
-        lines.append(wrap(f"{number}. {step.title}", width, indent="   "))
+        lines.append(wrap(f"{number}. {one_line(step.title)}", width, indent="   "))
         for command in step.commands:
             lines += shell_lines(command, width, indent="   ")
         for note in step.notes:
-            lines.append(wrap(f"   # {note}", width, indent="# "))
+            lines.append(wrap(f"   # {one_line(note)}", width, indent="# "))
     lines.append(f"{len(found.steps) + 1}. compare with the recorded numbers")
     lines += shell_lines(("iomatrix", "reproduce", found.handle.text, "--run"), width, "   ")
     lines.append(
@@ -437,7 +459,8 @@ def render(found: Plan, *, width: int | None = None) -> str:
     if found.differences:
         lines.append("this machine differs from the recorded environment:")
         for name, was, here in found.differences:
-            lines.append(wrap(f"  {name}: recorded {was}, here {here}", width, indent="  "))
+            said = f"  {name}: recorded {one_line(was, 200)}, here {one_line(here, 200)}"
+            lines.append(wrap(said, width, indent="# "))
     else:
         lines.append(
             wrap("this machine has the recorded environment (CPU, accelerator, QEMU, ...)", width)
@@ -449,6 +472,16 @@ def shell_lines(argv: Sequence[str] | str, width: int | None, indent: str = "") 
     """A command quoted for a shell (an argv; a string is a line quoted already), cut into
     lines of at most `width` at word boundaries, each but the last ending in a backslash (a
     shell reads them as one line)."""
+    odd = next(
+        (w for w in ([argv] if isinstance(argv, str) else argv) if not w.isprintable()), None
+    )
+    if odd is not None:
+        # Quoted, such a word is still one word; but shown, a line break inside its quotes is a
+        # line that reads as a command (a record's word: its shard, a cell id, a pattern).
+        return [
+            f"{indent}# left out: the record gives this command a word with a line break or a "
+            f"control character, {one_line(odd, 120)}"
+        ]
     if isinstance(argv, str):
         return [indent + argv]  # quoted already: cut nowhere, a quote may hold spaces
     words = [shlex.quote(w) for w in argv]

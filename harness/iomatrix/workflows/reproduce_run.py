@@ -26,7 +26,8 @@ from iomatrix.host.kernels.sources import git
 from iomatrix.host.vm.execute import ProgressFactory
 from iomatrix.model.kernel_spec import KernelSpec
 from iomatrix.model.result import RunRecord
-from iomatrix.report.reproduce_line import install_line
+from iomatrix.report.reproduce_line import commit_or_none, install_line
+from iomatrix.report.text import one_line
 from iomatrix.store import handles
 from iomatrix.store.files import sha256_file
 from iomatrix.store.results import ResultsDir
@@ -92,7 +93,7 @@ def fetch_matrix(record: RunRecord, work: Path, out: TextIO) -> Path:
     was in no repository, the recorded file itself), checked against its sha256."""
     origin = record.matrix_origin
     if origin is None:
-        matrix = Path(record.matrix_source)
+        matrix = Path(reproduce.recorded_source(record))
     else:
         origin = reproduce.checked_origin(origin)
         checkout = work / reproduce.CHECKOUT
@@ -122,10 +123,12 @@ def check_version(record: RunRecord) -> str | None:
     recorded = record.environment.iomatrix_commit
     mine = environment.here()["iomatrix_commit"].split()[0]
     if recorded and mine not in ("unknown", recorded):
+        # Only a commit is offered to install: pip fetches any ref a stranger's record names.
+        known = commit_or_none(recorded)
+        how = f" ({shlex.join(install_line(known))})" if known is not None else ""
         return (
-            f"this iomatrix is {mine[:12]}, the result was made by {recorded[:12]}: install "
-            f"that one ({shlex.join(install_line(recorded))}) and run this command "
-            "with it"
+            f"this iomatrix is {mine[:12]}, the result was made by {one_line(recorded[:12])}: "
+            f"install that one{how} and run this command with it"
         )
     if not recorded and record.environment.iomatrix != __version__:
         return (

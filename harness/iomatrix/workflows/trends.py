@@ -16,11 +16,14 @@ from iomatrix.analysis import trend, triage
 from iomatrix.analysis.alert_ledger import AlertLedger
 from iomatrix.analysis.changepoint import DEFAULT_ALPHA, DEFAULT_END_MIN_SIZE, DEFAULT_MIN_SIZE
 from iomatrix.analysis.trend import TrendChange, Trends
+from iomatrix.analysis.trend_change import code_change
 from iomatrix.analysis.trend_environment import fingerprint
 from iomatrix.errors import IomatrixError
+from iomatrix.model.result import RunRecord
 from iomatrix.model.series import Series
 from iomatrix.report.site import build
 from iomatrix.store import archive
+from iomatrix.store.records_io import load_run
 from iomatrix.store.results import ResultsDir, read_triage
 
 
@@ -67,7 +70,7 @@ def scan_archive(
     environments = {
         run_id: fingerprint(env) for run_id, env in archive.run_environments(results_dir).items()
     }
-    return trend.scan(
+    found = trend.scan(
         histories,
         alpha=alpha,
         min_size=min_size,
@@ -78,6 +81,51 @@ def scan_archive(
         fdr=fdr,
         environments=environments,
     )
+    return found._replace(changes=with_code_changes(results_dir, found.changes))
+
+
+def with_code_changes(results_dir: Path, changes: Sequence[TrendChange]) -> list[TrendChange]:
+    """Each change with the kernel change it spans named (TrendChange.code_change): the cell's
+    kernel release, and its build's commit, in the last run before and the first run after. A
+    change of the kernel package's version or of a tree's commit between those two nights is the
+    code's, and the alert says which; two runs read per change (changes are few)."""
+    runs: dict[str, RunRecord | None] = {}
+
+    def run(run_id: str) -> RunRecord | None:
+        if run_id not in runs:
+            try:
+                runs[run_id] = load_run(ResultsDir(results_dir).run(run_id))
+            except (IomatrixError, OSError):
+                runs[run_id] = None
+        return runs[run_id]
+
+    out = []
+    for change in changes:
+        before, after = run(change.last_run_before), run(change.first_run_after)
+        spec = _kernel_spec(after, change.cell_id)
+        if before is None or after is None or spec is None:
+            out.append(change)
+            continue
+        named = code_change(spec, kernel_identity(before, spec), kernel_identity(after, spec))
+        out.append(change.model_copy(update={"code_change": named}) if named else change)
+    return out
+
+
+def _kernel_spec(record: RunRecord | None, cell_id: str) -> str | None:
+    if record is None:
+        return None
+    return next((e.cell.kernel for e in record.cells if e.cell.id == cell_id), None)
+
+
+def kernel_identity(record: RunRecord, spec: str) -> str | None:
+    """What kernel `spec` was in a run: its release, and the commit it was built from when it
+    was built from source ("6.13.0-rc3 (commit 1a2b3c4d5e6f)"); None when the run does not say."""
+    info = record.kernels.get(spec)
+    if info is None:
+        return None
+    if info.build is not None:
+        return f"{info.release} (commit {info.build.commit[:12]})"
+    return info.release
 
 
 def find_trends(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from iomatrix.analysis import trend_environment
+from iomatrix.analysis.trend_change import code_change
 from iomatrix.analysis.trend_findings import findings
 from iomatrix.report import trend_text
 from iomatrix.report.site import svg
@@ -140,3 +141,41 @@ def test_the_nightlys_alert_step_controls_the_false_discovery_rate(tmp_path: Pat
     (news,) = json.loads(news_file.read_text())
     assert news["verdict"] == "regressed"
     assert news["q_value"] is not None
+
+
+def test_a_fingerprint_is_shown_on_one_line_and_cut(tmp_path: Path) -> None:
+    """A run.json's environment is text a stranger may have written (a results branch): a line
+    break in its QEMU version started a row of its own in the trend table, and its length was
+    the label's, in the table, the dashboard and the alert ledger."""
+    results = tmp_path / "results"
+    hostile = "8.2\n| fake | regressed |<script>x</script>\u2028" + "x" * 5000
+    write_nights(results, nights(5, (25, 1000.0), (35, 850.0)), ["7.2"] * 25 + [hostile] * 35)
+    (change,) = trends.find_trends(results)[0]
+    assert change.environment is not None
+    assert change.environment.isprintable()
+    assert len(change.environment) < 200
+    table = trend_text.changes_table([change])
+    assert not [line for line in table.splitlines() if line.startswith("| fake")]
+    site = tmp_path / "site"
+    trends.dashboard(results, site)
+    pages = "".join(p.read_text() for p in site.rglob("*.html"))
+    assert "<script>x" not in pages
+
+
+def test_a_kernel_change_between_two_nights_is_named_as_a_code_change() -> None:
+
+    assert code_change("debian:bookworm", "6.1.0-27-amd64", "6.1.0-28-amd64") == (
+        "kernel debian:bookworm 6.1.0-27-amd64 -> 6.1.0-28-amd64"
+    )
+    assert code_change("git:x", "6.13 (commit 1a2b)", "6.13 (commit 1a2b)") is None
+    assert code_change("debian:bookworm", None, "6.1.0-28-amd64") is None
+
+
+def test_a_kernel_change_is_named_on_one_line_and_cut() -> None:
+    """The kernel identities come from run.json (a stranger's may hold anything): a line break
+    would start a forged line in the trend table and the nightly report."""
+    named = code_change("debian:bookworm", "6.1.0-27\n## fixed", "6.1.0-28" + "x" * 200)
+    assert named is not None
+    assert "\n" not in named
+    assert named.startswith("kernel debian:bookworm 6.1.0-27?## fixed -> 6.1.0-28")
+    assert len(named) < 200

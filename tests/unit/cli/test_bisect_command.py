@@ -155,3 +155,42 @@ def test_the_ends_built_by_the_ab_that_chose_the_cell_are_shown_compiled(
     assert state.end_kernels == {shas[0]: compiled, shas[2]: compiled}
     (step,) = state.steps
     assert step.kernel == compiled
+
+
+def test_resume_takes_the_bisections_own_ends_and_names_them_when_others_are_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--resume` needed --good and --bad again (issue 47), and other ends were refused with
+    "had other candidates" without saying whose: now its own ends are read from its state, and
+    other ends are refused naming both."""
+    tree = toy_tree(tmp_path / "linux")
+    shas = []
+    for n in range(3):
+        (tree / "toy.c").write_text(f"int toy(void) {{ return {n}; }}\n")
+        shas.append(commit_all(tree, f"change {n}"))
+    path = matrix_file(tmp_path, f"  k: {{source: 'git:{tree}@v1'}}\n", "[k]")
+    good = git(tree, "rev-parse", "v1")
+    folder = tmp_path / "results" / "20261202T100000Z-bisect-m-3c4d"
+    state = bisect.BisectState(
+        what=f"another cell on the commits of {tree}",
+        settings=bisect.Settings(metric="write_iops"),
+        candidates=tuple(bisect.Candidate(label=v) for v in (good, *shas)),
+        values={},
+        steps=(),
+        outcome="running",
+        summary="",
+    )
+    BisectDir(folder).runs.mkdir(parents=True)
+    BisectDir(folder).write_state(bisect.state_json(state))
+    monkeypatch.setenv("IOMATRIX_ALLOW_TREES", str(tmp_path))
+    resume = ["bisect", str(path), "--results", str(tmp_path / "results"), "--resume", "latest"]
+    # Other ends: refused, naming the bisection's and these.
+    assert cli_main.main([*resume, "--good", shas[0], "--bad", "HEAD"]) == 2
+    err = capsys.readouterr().err
+    assert f"that bisection is of 4 commits, {good[:12]} to {shas[-1][:12]}" in err
+    assert f"--good {shas[0]} --bad HEAD give 3, {shas[0][:12]} to {shas[-1][:12]}" in err
+    # None: its own, taken from its state; the next check is of its cell (here another).
+    assert cli_main.main(resume) == 2
+    err = capsys.readouterr().err
+    assert "give --good REF and --bad REF" not in err
+    assert "that bisection measured another cell (another cell on the commits of" in err

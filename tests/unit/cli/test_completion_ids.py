@@ -170,3 +170,30 @@ def test_fish_offers_the_ids(results: Path, tmp_path: Path) -> None:
     shown = ask(f"iomatrix show --results {results} 2026120")
     assert shown == sorted([BISECTION, SESSION, *SIDES])
     assert ask(f"iomatrix bisect m.yaml --results {results} --resume ") == [BISECTION, "latest"]
+
+
+def test_a_folder_named_as_shell_code_is_never_offered_nor_run(
+    tmp_path: Path, script: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A results folder may be a stranger's (a results branch, a gate's artifact), and bash's
+    `compgen -W` expands the words it is given: a folder named `$(touch ...)` ran its command on
+    TAB. Only names of the run-id set are offered (model/run_id.py)."""
+    folder = tmp_path / "results"
+    planted = tmp_path / "planted"
+    hostile = [f"20261130T090000Z-x$(touch {planted.name})", "20261130T090001Z-x\nlatest2"]
+    for name in hostile:
+        write_run(folder / name, make_run([ok(make_cell(), {"write_iops": [1.0]})], run_id=RUN))
+    write_run(folder / RUN, make_run([ok(make_cell(), {"write_iops": [1.0]})], run_id=RUN))
+    bash = shutil.which("bash")
+    assert bash is not None
+    subprocess.run(
+        [bash, "-c", ASK, "ask", str(script), "iomatrix", "show", "--results", str(folder), ""],
+        capture_output=True,
+        check=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=venv_path(),
+    )
+    assert not planted.exists()
+    assert cli.main(["completion", "--ids", "run", "--results", str(folder)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["latest", RUN]

