@@ -235,13 +235,13 @@ def test_the_time_limit_stops_the_bisection_where_it_can_be_resumed(
     fake = FakeRuns(tree, shas[2], shas)
 
     def slow(*args: Any, **kwargs: Any) -> tuple[RunRecord, Path]:
-        time.sleep(1.0)
+        time.sleep(2.5)
         return fake(*args, **kwargs)
 
     monkeypatch.setattr(runs, "run_matrix", slow)
-    # A minute of the limit is two seconds here: more than the start (a few git commands), less
-    # than the confirmation's runs (a second each).
-    monkeypatch.setattr(bisect_commands, "SECONDS_PER_MINUTE", 2.0)
+    # A minute of the limit is five seconds here: more than the start (a few git commands, 2 s
+    # and more beside a loaded checks stream), less than the confirmation's runs (2.5 s each).
+    monkeypatch.setattr(bisect_commands, "SECONDS_PER_MINUTE", 5.0)
     assert bisect_alert(tmp_path, path, folder, cell, *extra) == 1
     err = capsys.readouterr().err
     assert "stopped at its time limit (1 min); resume it with --resume" in err
