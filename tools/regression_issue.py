@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -226,16 +227,31 @@ def bisection_comments(
     return out
 
 
+def _small_file(path: Path, limit: int = 64 * 1024) -> str | None:
+    """A regular file's text, opened without following a link and checked on the open file
+    (no check-then-open race; a FIFO is never waited on); None otherwise or over `limit`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        return handle.read(limit + 1)[:limit].decode("utf-8", errors="replace")
+
+
 def read_outcomes(folder: Path) -> list[dict[str, Any]]:
     """The outcome files of `bisect --outcome` in a folder (small JSON objects; a file that is
     not one, a link or a large file is skipped and said)."""
     found = []
     for path in sorted(folder.glob("*.json")):
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 * 1024:
+        text = _small_file(path)
+        if text is None:
             print(f"regression_issue: skipped {path.name}: not a small file", file=sys.stderr)
             continue
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(text)
         except (ValueError, RecursionError):
             # Nested past Python's limit, json raises RecursionError, not ValueError.
             print(f"regression_issue: skipped {path.name}: not JSON", file=sys.stderr)

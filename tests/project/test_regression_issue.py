@@ -360,3 +360,18 @@ def test_an_outcome_file_nested_past_pythons_limit_is_skipped_not_a_traceback(
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "skipped deep.json" in done.stderr
+
+
+def test_outcome_files_that_are_links_fifos_or_large_are_skipped(tmp_path: Path) -> None:
+    """Opened without following links and checked on the open file: a link to a good outcome,
+    a FIFO (never waited on) and an oversized file are skipped, a small file is read."""
+    good = {"alert": "alert:a:b:c", "status": "found", "summary": "s"}
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps(good))
+    folder = tmp_path / "outcomes"
+    folder.mkdir()
+    (folder / "1-link.json").symlink_to(outside)
+    os.mkfifo(folder / "2-fifo.json")
+    (folder / "3-large.json").write_text(json.dumps({**good, "summary": "x" * 70_000}))
+    (folder / "4-ok.json").write_text(json.dumps(good))
+    assert regression_issue.module().read_outcomes(folder) == [good]
